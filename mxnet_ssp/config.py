@@ -1,0 +1,203 @@
+"""The one place that reads mxnet-ssp configuration.
+
+Every environment variable the package understands is named here as a
+constant, parsed into a typed value and validated with a message that names
+the variable, the value and the accepted form.  Nothing else in the package
+reads ``os.environ`` for these settings.
+"""
+import math
+import os
+from dataclasses import dataclass, replace
+
+__all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
+           'STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
+           'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
+           'from_env', 'check_kvstore_name']
+
+ENV_STALENESS = 'MXNET_SSP_STALENESS'
+ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
+ENV_TIMEOUT = 'MXNET_SSP_TIMEOUT'
+ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
+
+#: Store types this package adds, mapped to their default staleness (sL, sU).
+STORE_TYPES = {'dist_ssp': (3, 3), 'dist_dssp': (3, 15)}
+#: MXNet's own store types that a launcher or script may also name.
+NATIVE_DIST_TYPES = ('local', 'device', 'nccl', 'dist_sync', 'dist_device_sync',
+                     'dist_async', 'dist_device_async', 'dist', 'horovod')
+DSSP_MODES = ('bounded', 'paper')
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_METRICS_DIR = 'mxnet_ssp_metrics'
+
+
+class ConfigError(ValueError):
+    """A setting has a value that is not accepted; the message says which."""
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """Settings of one SSP/DSSP job, identical on every process of the job.
+
+    Attributes
+    ----------
+    store : str
+        ``'dist_ssp'`` or ``'dist_dssp'``.
+    s_lower, s_upper : int
+        Staleness range in iterations; ``s_lower == s_upper`` is plain SSP.
+    mode : str
+        ``'bounded'`` (the lead never exceeds ``s_upper``) or ``'paper'``
+        (Algorithm 1 of the DSSP paper read literally).
+    timeout : float
+        Seconds a worker may wait for a release (or the controller for a
+        peer) before the job fails naming the rank that holds it up.
+    metrics_dir : str or None
+        Directory for JSON Lines metrics; None disables them.
+    """
+    store: str = 'dist_dssp'
+    s_lower: int = 3
+    s_upper: int = 15
+    mode: str = 'bounded'
+    timeout: float = DEFAULT_TIMEOUT
+    metrics_dir: str = DEFAULT_METRICS_DIR
+
+    @property
+    def r_max(self):
+        """Largest number of extra iterations the controller may grant."""
+        return self.s_upper - self.s_lower
+
+    def describe(self):
+        """One line with the settings in effect, for the start-up log."""
+        rng = (str(self.s_lower) if self.s_lower == self.s_upper
+               else '[%d, %d]' % (self.s_lower, self.s_upper))
+        return ('%s staleness=%s mode=%s timeout=%gs metrics=%s'
+                % (self.store, rng, self.mode, self.timeout, self.metrics_dir or 'off'))
+
+
+def _accepted_staleness(store):
+    if store == 'dist_ssp':
+        return "one integer s >= 0 (e.g. '3')"
+    return "'sL,sU' with integers 0 <= sL <= sU (e.g. '3,15'), or one integer s meaning [s, s]"
+
+
+def parse_staleness(value, store='dist_dssp', source=ENV_STALENESS):
+    """Parse a staleness setting for `store`.
+
+    Parameters
+    ----------
+    value : str, int or tuple of two ints
+        ``'s'`` / ``s`` or ``'sL,sU'`` / ``(sL, sU)``.
+    store : str
+        Which store the value is for; ``dist_ssp`` takes a single integer.
+    source : str
+        Name of the setting, used in error messages.
+
+    Returns
+    -------
+    tuple of int
+        ``(s_lower, s_upper)``.
+    """
+    check_kvstore_name(store, ours_only=True)
+    accepted = _accepted_staleness(store)
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(',')]
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            raise ConfigError('%s=%r is not valid for %s: expected %s'
+                              % (source, value, store, accepted)) from None
+    elif isinstance(value, bool):
+        raise ConfigError('%s=%r is not valid for %s: expected %s' % (source, value, store, accepted))
+    elif isinstance(value, int):
+        nums = [value]
+    elif isinstance(value, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                  for v in value):
+        nums = list(value)
+    else:
+        raise ConfigError('%s=%r is not valid for %s: expected %s' % (source, value, store, accepted))
+    if len(nums) == 1:
+        nums = nums * 2
+    elif store == 'dist_ssp' or len(nums) != 2:
+        raise ConfigError('%s=%r is not valid for %s: expected %s' % (source, value, store, accepted))
+    s_lower, s_upper = nums
+    if s_lower < 0 or s_upper < 0:
+        raise ConfigError('%s=%r is not valid for %s: staleness cannot be negative; expected %s'
+                          % (source, value, store, accepted))
+    if s_lower > s_upper:
+        raise ConfigError('%s=%r is not valid for %s: sL=%d is greater than sU=%d; expected %s'
+                          % (source, value, store, s_lower, s_upper, accepted))
+    return s_lower, s_upper
+
+
+def parse_mode(value, source=ENV_DSSP_MODE):
+    """Parse the DSSP mode: ``'bounded'`` or ``'paper'`` (case-insensitive)."""
+    mode = str(value).strip().lower()
+    if mode not in DSSP_MODES:
+        raise ConfigError('%s=%r is not valid: expected one of %s'
+                          % (source, value, ', '.join(DSSP_MODES)))
+    return mode
+
+
+def parse_timeout(value, source=ENV_TIMEOUT):
+    """Parse a timeout in seconds: a finite number > 0."""
+    try:
+        timeout = float(value)
+    except (TypeError, ValueError):
+        timeout = float('nan')
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigError('%s=%r is not valid: expected a number of seconds > 0 (e.g. 300)'
+                          % (source, value))
+    return timeout
+
+
+def check_kvstore_name(name, ours_only=False):
+    """Check a kvstore type name; raise ConfigError naming the accepted ones."""
+    accepted = tuple(STORE_TYPES) if ours_only else tuple(STORE_TYPES) + NATIVE_DIST_TYPES
+    if not isinstance(name, str) or name.lower() not in accepted:
+        raise ConfigError('kvstore type %r is not known: expected one of %s'
+                          % (name, ', '.join(accepted)))
+    return name.lower()
+
+
+def from_env(store, environ=None, **overrides):
+    """Build the SyncConfig for `store` from the environment and overrides.
+
+    Parameters
+    ----------
+    store : str
+        ``'dist_ssp'`` or ``'dist_dssp'``.
+    environ : mapping, optional
+        Environment to read (defaults to ``os.environ``); tests pass a dict.
+    **overrides
+        ``staleness``, ``mode``, ``timeout``, ``metrics_dir`` given from
+        Python take precedence over the environment.
+    """
+    env = os.environ if environ is None else environ
+    store = check_kvstore_name(store, ours_only=True)
+    unknown = set(overrides) - {'staleness', 'mode', 'timeout', 'metrics_dir'}
+    if unknown:
+        raise TypeError('unknown settings %s: expected staleness, mode, timeout, metrics_dir'
+                        % ', '.join(sorted(unknown)))
+    staleness = overrides.get('staleness')
+    if staleness is not None:
+        s_lower, s_upper = parse_staleness(staleness, store, source='staleness')
+    elif env.get(ENV_STALENESS, '').strip():
+        s_lower, s_upper = parse_staleness(env[ENV_STALENESS], store)
+    else:
+        s_lower, s_upper = STORE_TYPES[store]
+    mode = overrides.get('mode')
+    mode = (parse_mode(mode, source='mode') if mode is not None
+            else parse_mode(env.get(ENV_DSSP_MODE) or 'bounded'))
+    timeout = overrides.get('timeout')
+    timeout = (parse_timeout(timeout, source='timeout') if timeout is not None
+               else parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT))
+    if 'metrics_dir' in overrides:
+        metrics_dir = overrides['metrics_dir'] or None
+    else:
+        metrics_dir = env.get(ENV_METRICS_DIR, DEFAULT_METRICS_DIR)
+        metrics_dir = None if metrics_dir.strip().lower() in ('', 'off', 'none', '0') else metrics_dir
+    return SyncConfig(store=store, s_lower=s_lower, s_upper=s_upper, mode=mode,
+                      timeout=timeout, metrics_dir=metrics_dir)
+
+
+def with_store(config, store):
+    """Return `config` for another store type (used by tests)."""
+    return replace(config, store=check_kvstore_name(store, ours_only=True))

@@ -1,0 +1,50 @@
+"""Install mxnet-ssp: SSP / DSSP KVStore types for Apache MXNet 1.9.1."""
+import os
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PATCHES = ('mxnet_ssp_autoload.pth', 'mxnet_ssp_autoload.py')
+# MXNet 1.9.1 comes as 'mxnet' (CPU, default) or e.g. 'mxnet-cu112' (CUDA 11.2); both install
+# the same 'mxnet' module and must not be installed together, so the GPU build is chosen
+# with MXNET_SSP_MXNET_PACKAGE=mxnet-cu112 at install time instead of a pip extra.
+MXNET_PACKAGE = os.environ.get('MXNET_SSP_MXNET_PACKAGE', 'mxnet').strip() or 'mxnet'
+
+
+class BuildWithPth(build_py):
+    """Also put kvstore_patches/mxnet_ssp_autoload.{pth,py} at the root of site-packages.
+
+    Python runs a .pth line that starts with ``import`` at every start-up; ours
+    imports a module that does nothing unless the process is a worker of an
+    MXNet parameter-server job (``DMLC_ROLE=worker``).  It is how a training
+    script that never imports mxnet_ssp can still ask for ``dist_dssp``.
+    """
+
+    def run(self):
+        super().run()
+        for name in PATCHES:
+            self.copy_file(os.path.join(HERE, 'kvstore_patches', name),
+                           os.path.join(self.build_lib, name), preserve_mode=0)
+
+
+setup(
+    name='mxnet-ssp',
+    version='0.1.0',
+    description='Stale Synchronous Parallel and Dynamic SSP training for MXNet parameter servers',
+    long_description=open(os.path.join(HERE, 'README.md')).read(),
+    long_description_content_type='text/markdown',
+    packages=['mxnet_ssp'],
+    package_dir={'': '.'},
+    cmdclass={'build_py': BuildWithPth},
+    python_requires='>=3.8',
+    install_requires=[
+        MXNET_PACKAGE + '==1.9.1',
+        'numpy>=1.16,<1.24',     # numpy 1.24 removed np.bool, which mxnet 1.9.1 uses
+    ],
+    extras_require={
+        'demo': ['scikit-learn>=1.0'],
+        'test': ['pytest>=7', 'scikit-learn>=1.0'],
+    },
+    entry_points={'console_scripts': ['mxnet-ssp-launch = mxnet_ssp.launch:main']},
+)
