@@ -1,0 +1,101 @@
+"""A worker script for integration tests: every gradient is a visible marker.
+
+Each worker p, at its step t (1-based), pushes for key 0 a gradient that is -1
+at position p * T + (t - 1) and 0 elsewhere; the servers run plain SGD with
+learning rate 1, so the weight at that position becomes exactly 1 once the
+gradient is applied.  After each step the worker reads the weights it pulled
+and records which of every worker's markers it sees, with the release the
+controller gave.  Other keys carry ordinary gradients so a step has several
+keys, as under gluon.Trainer.
+
+Run as every role of a job (scheduler and servers never get past
+``import mxnet``).  Writes ``<out>/steps-<rank>.jsonl``.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument('--store', default='dist_ssp')
+    p.add_argument('--staleness', default=None)
+    p.add_argument('--mode', default=None)
+    p.add_argument('--iters', type=int, default=10)
+    p.add_argument('--keys', type=int, default=3)
+    p.add_argument('--slow-rank', type=int, default=-1)
+    p.add_argument('--slow-seconds', type=float, default=0.0)
+    p.add_argument('--base-seconds', type=float, default=0.0)
+    p.add_argument('--devices', type=int, default=1)
+    p.add_argument('--import-order', choices=['ssp-first', 'mxnet-first', 'none'],
+                   default='ssp-first')
+    p.add_argument('--die-rank', type=int, default=-1)
+    p.add_argument('--die-at', type=int, default=-1)
+    p.add_argument('--out', required=True)
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    if args.import_order == 'ssp-first':
+        import mxnet_ssp  # noqa: F401
+        import mxnet as mx
+    elif args.import_order == 'mxnet-first':
+        import mxnet as mx
+        import mxnet_ssp  # noqa: F401
+    else:
+        import mxnet as mx        # registration comes from the autoload .pth
+    settings = {}
+    if args.staleness is not None:
+        settings['staleness'] = args.staleness
+    if args.mode is not None:
+        settings['mode'] = args.mode
+    if settings:
+        import mxnet_ssp
+        kv = mxnet_ssp.create(args.store, **settings)
+    else:
+        kv = mx.kv.create(args.store)
+    rank, nworkers, T = kv.rank, kv.num_workers, args.iters
+    size = nworkers * T
+    ctxs = [mx.cpu(i) for i in range(args.devices)]
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=1.0, rescale_grad=1.0, wd=0.0))
+    weights = {}
+    for key in range(args.keys):
+        n = size if key == 0 else 16
+        weights[key] = [mx.nd.zeros(n, ctx=c) for c in ctxs]
+        kv.broadcast(key, mx.nd.zeros(n), out=weights[key])
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, 'steps-%d.jsonl' % rank), 'w', buffering=1)
+    for t in range(1, T + 1):
+        if rank == args.die_rank and t == args.die_at:
+            sys.stderr.write('worker %d dying on purpose at step %d\n' % (rank, t))
+            os._exit(7)
+        delay = args.base_seconds + (args.slow_seconds if rank == args.slow_rank else 0.0)
+        if delay:
+            time.sleep(delay)                      # emulated compute time, not synchronization
+        for key in range(args.keys):
+            grads = []
+            for c in ctxs:
+                g = mx.nd.zeros(weights[key][0].shape, ctx=c)
+                if key == 0:
+                    g[rank * T + t - 1] = -1.0 / len(ctxs)   # summed over devices: -1
+                else:
+                    g[:] = 0.001
+                grads.append(g)
+            kv.pushpull(key, grads, out=weights[key], priority=-key)
+        seen = weights[0][0].asnumpy()
+        release = getattr(kv, 'last_release', None)
+        record = {'rank': rank, 'clock': t, 'time': time.time(),
+                  'seen': [[int(round(v)) for v in seen[q * T:(q + 1) * T]] for q in range(nworkers)],
+                  'devices_equal': all((w.asnumpy() == seen).all() for w in weights[0])}
+        if release is not None:
+            record.update(lead=release.lead, t_slowest=release.t_slowest,
+                          granted=release.granted)
+        log.write(json.dumps(record) + '\n')
+    log.close()
+
+
+if __name__ == '__main__':
+    main()
