@@ -1,0 +1,293 @@
+"""A worker's connection to the synchronization controller.
+
+Each worker process holds one :class:`ControllerClient` for its rank.  After
+each push (once the servers have applied all of that iteration's gradients)
+it calls :meth:`ControllerClient.clock`, which blocks until the controller
+releases it, and at the end :meth:`ControllerClient.leave`.
+
+Contracts
+---------
+* Not thread-safe: one thread of one worker uses a client.
+* :meth:`~ControllerClient.connect` and :meth:`~ControllerClient.clock`
+  block, each for a bounded time, and raise :class:`ControllerError` whose
+  message names the controller address and the rank, or carries the
+  controller's job-failure message verbatim.
+* :meth:`~ControllerClient.leave` and :meth:`~ControllerClient.close` never
+  raise because the controller is gone; problems are logged.
+* Times are seconds.
+"""
+import logging
+import socket
+import time
+
+from . import protocol as P
+from .protocol import ControllerError
+
+__all__ = ['ControllerClient', 'ControllerError']
+
+log = logging.getLogger(__name__)
+
+_RETRYABLE = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError,
+              TimeoutError, socket.timeout)
+
+
+class ControllerClient:
+    """The connection of worker `rank` to the controller at `address`.
+
+    Parameters
+    ----------
+    address : tuple of (str, int)
+        The controller's ``(host, port)``.
+    secret : bytes
+        The job's shared secret.
+    rank : int
+        This worker's rank.
+    timeout : float
+        Seconds this worker may wait for a release.  :meth:`clock` gives up
+        after ``max(timeout, controller's timeout) + release_margin``; the
+        controller normally reports a stall first, naming the slow worker.
+    connect_timeout : float, optional
+        Seconds :meth:`connect` keeps retrying while the controller is not
+        listening yet; defaults to `timeout`.
+    release_margin : float
+        Extra seconds to wait for the controller's own stall report.
+    handshake_timeout : float
+        Seconds to wait for each handshake message once connected.
+    """
+
+    def __init__(self, address, secret, rank, timeout=300.0, connect_timeout=None,
+                 release_margin=10.0, handshake_timeout=10.0):
+        if not isinstance(secret, (bytes, bytearray)) or not secret:
+            raise ValueError('secret must be non-empty bytes')
+        if not isinstance(rank, int) or rank < 0:
+            raise ValueError('rank must be an int >= 0, got %r' % (rank,))
+        host, port = address[0], int(address[1])
+        self.address = (host, port)
+        self.rank = rank
+        self.timeout = float(timeout)
+        self.connect_timeout = self.timeout if connect_timeout is None else float(connect_timeout)
+        self.release_margin = float(release_margin)
+        self.handshake_timeout = float(handshake_timeout)
+        self._secret = bytes(secret)
+        self._sock = None
+        self._reader = P.FrameReader()
+        self._frames = []
+        self._error = None          # ControllerError once the connection is unusable
+        self._left = False
+        self._wait = self.timeout + self.release_margin
+        #: Job settings from the controller's WELCOME (set by :meth:`connect`).
+        self.num_workers = self.s_lower = self.s_upper = self.mode = None
+        self.server_timeout = None
+
+    def _where(self):
+        return 'controller at %s:%d (worker %d)' % (self.address[0], self.address[1], self.rank)
+
+    # -- connect ---------------------------------------------------------------
+    def connect(self):
+        """Connect and authenticate; return self.
+
+        Retries refused connections for up to ``connect_timeout`` seconds.
+
+        Raises
+        ------
+        ControllerError
+            Not reachable in time, authentication refused (the message says
+            why: wrong secret, rank out of range, rank already connected, ...)
+            or the job already failed.
+        """
+        if self._sock is not None:
+            raise ControllerError('%s: already connected' % self._where())
+        deadline = time.monotonic() + self.connect_timeout
+        delay = 0.02
+        attempts = 0
+        while True:
+            attempts += 1
+            remaining = deadline - time.monotonic()
+            try:
+                sock = socket.create_connection(self.address,
+                                                timeout=max(0.05, min(remaining, 5.0)))
+                break
+            except socket.gaierror as exc:
+                raise ControllerError('%s: cannot resolve host %r: %s'
+                                      % (self._where(), self.address[0], exc)) from None
+            except (_RETRYABLE + (OSError,)) as exc:
+                if not isinstance(exc, _RETRYABLE) or time.monotonic() + delay >= deadline:
+                    raise ControllerError(
+                        '%s: cannot connect after %d attempt(s) in %.1f s: %s (is the server '
+                        'process that hosts the controller running?)'
+                        % (self._where(), attempts, self.connect_timeout, exc)) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        self._error = None
+        try:
+            self._handshake()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _handshake(self):
+        kind, payload = self._read(self.handshake_timeout, 'the CHALLENGE')
+        if kind != P.CHALLENGE:
+            self._protocol_error('expected CHALLENGE, got %s' % P.message_name(kind))
+        version, nonce = self._decode(P.decode_challenge, payload)
+        if version != P.VERSION:
+            raise self._set_error('%s: the controller speaks protocol version %d, this client '
+                                  '%d (mxnet-ssp versions differ)'
+                                  % (self._where(), version, P.VERSION))
+        self._sendall(P.encode_hello(self.rank, P.hello_mac(self._secret, nonce, self.rank)),
+                      'HELLO')
+        kind, payload = self._read(self.handshake_timeout, 'the WELCOME')
+        if kind == P.ERROR:
+            raise self._set_error('%s refused the connection: %s'
+                                  % (self._where(), P.decode_error(payload)))
+        if kind != P.WELCOME:
+            self._protocol_error('expected WELCOME, got %s' % P.message_name(kind))
+        (self.num_workers, self.s_lower, self.s_upper, self.mode,
+         self.server_timeout) = self._decode(P.decode_welcome, payload)
+        self._wait = max(self.timeout, self.server_timeout) + self.release_margin
+
+    # -- job -------------------------------------------------------------------
+    def clock(self, t):
+        """Report push number `t` (1, 2, ...) and block until released.
+
+        Returns
+        -------
+        mxnet_ssp.sync.Release
+            The controller's release for clock `t`.
+
+        Raises
+        ------
+        ControllerError
+            The controller reported a job failure (its message), the
+            connection dropped, or no release came within the wait bound.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._sock is None:
+            raise ControllerError('%s: clock(%d) called before connect()' % (self._where(), t))
+        if self._left:
+            raise ControllerError('%s: clock(%d) called after leave()' % (self._where(), t))
+        self._sendall(P.encode_clock(t), 'CLOCK %d' % t)
+        kind, payload = self._read(self._wait, 'the release of clock %d' % t)
+        if kind == P.RELEASE:
+            rel = self._decode(P.decode_release, payload, self.rank)
+            if rel.clock != t:
+                self._protocol_error('RELEASE for clock %d while waiting for clock %d'
+                                     % (rel.clock, t))
+            return rel
+        if kind == P.ERROR:
+            raise self._set_error(P.decode_error(payload))
+        self._protocol_error('unexpected %s while waiting for the release of clock %d'
+                             % (P.message_name(kind), t))
+
+    def leave(self):
+        """Tell the controller this worker finished, then close.
+
+        Waits up to ``min(timeout, 10)`` s for the acknowledgement; never
+        raises because of the controller (logs a warning instead).
+        """
+        if self._sock is None or self._left:
+            self.close()
+            return
+        self._left = True
+        try:
+            self._sendall(P.LEAVE_FRAME, 'LEAVE')
+            while True:
+                kind, payload = self._read(min(self.timeout, 10.0), 'the answer to LEAVE')
+                if kind == P.BYE:
+                    break
+                if kind == P.ERROR:      # the job failed meanwhile; we are leaving anyway
+                    log.warning('mxnet-ssp: worker %d leaving a failed job: %s',
+                                self.rank, P.decode_error(payload))
+                    continue
+                self._protocol_error('unexpected %s after LEAVE' % P.message_name(kind))
+        except ControllerError as exc:
+            log.warning('mxnet-ssp: worker %d could not confirm leaving: %s', self.rank, exc)
+        finally:
+            self.close()
+
+    def close(self):
+        """Close the connection (idempotent; does not tell the controller)."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self.connect() if self._sock is None else self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- I/O -------------------------------------------------------------------
+    def _set_error(self, message):
+        self._error = ControllerError(message)
+        return self._error
+
+    def _protocol_error(self, why):
+        raise self._set_error('%s: protocol error: %s' % (self._where(), why))
+
+    def _decode(self, fn, *args):
+        try:
+            return fn(*args)
+        except P.ProtocolError as exc:
+            self._protocol_error(str(exc))
+
+    def _sendall(self, data, what):
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            # The controller may have told us why before the connection died.
+            reason = self._pending_error()
+            raise self._set_error(reason or '%s: connection lost while sending %s: %s'
+                                  % (self._where(), what, exc)) from None
+
+    def _pending_error(self):
+        """The text of an ERROR already received, if any (non-blocking)."""
+        try:
+            self._sock.settimeout(0.0)
+            data = self._sock.recv(P.MAX_FRAME + 4)
+            self._frames.extend(self._reader.feed(data))
+        except (OSError, P.ProtocolError):
+            pass
+        for payload in self._frames:
+            if payload[0] == P.ERROR:
+                return P.decode_error(payload)
+        return None
+
+    def _read(self, wait, what):
+        """Next ``(type, payload)``, waiting at most `wait` seconds."""
+        if self._frames:
+            payload = self._frames.pop(0)
+            return payload[0], payload
+        deadline = time.monotonic() + wait
+        sock = self._sock
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._set_error('%s: no answer within %.1f s while waiting for %s'
+                                      % (self._where(), wait, what))
+            sock.settimeout(remaining)
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError as exc:
+                raise self._set_error('%s: connection lost while waiting for %s: %s'
+                                      % (self._where(), what, exc)) from None
+            if not data:
+                raise self._set_error('%s: the controller closed the connection while waiting '
+                                      'for %s' % (self._where(), what))
+            try:
+                frames = self._reader.feed(data)
+            except P.ProtocolError as exc:
+                self._protocol_error(str(exc))
+            if frames:
+                payload = frames[0]
+                self._frames.extend(frames[1:])
+                return payload[0], payload

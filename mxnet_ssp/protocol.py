@@ -1,0 +1,218 @@
+"""Wire format of the synchronization controller (stdlib only, no MXNet).
+
+One TCP connection per worker rank to the controller
+(:class:`mxnet_ssp.controller.ControllerServer`).  Every message is a frame::
+
+    +----------------------+---------+-----------------------------+
+    | length: uint32, BE   | type: B | body (fixed layout by type) |
+    +----------------------+---------+-----------------------------+
+
+``length`` counts the payload (type byte + body); a frame with length 0 or
+more than :data:`MAX_FRAME` bytes is malformed and the receiver closes the
+connection.  All integers are big-endian (``struct`` format ``>``).
+
+========  ====  =========================  ===================================
+message   type  body                       direction and meaning
+========  ====  =========================  ===================================
+CHALLENGE 1     ``H`` version, ``32s``     server -> client on connect; fresh
+                nonce                      random nonce per connection
+HELLO     2     ``H`` version, ``I`` rank, client -> server; ``mac`` is
+                ``32s`` mac                :func:`hello_mac` of the nonce
+WELCOME   3     ``I`` num_workers,         server -> client: authenticated;
+                ``I`` s_lower, ``I``       echoes the job's settings and the
+                s_upper, ``B`` mode,       controller's hold timeout
+                ``d`` timeout (s)
+CLOCK     4     ``Q`` t                    client -> server: this worker has
+                                           completed push number ``t``
+RELEASE   5     ``Q`` clock, ``q`` lead,   server -> client: the OK for push
+                ``Q`` t_slowest, ``I``     ``clock``; mirrors
+                granted, ``I`` extra_left  :class:`mxnet_ssp.sync.Release`
+LEAVE     6     (none)                     client -> server: worker finished
+BYE       7     (none)                     server -> client: LEAVE processed
+ERROR     8     UTF-8 text                 server -> client: the job failed
+                                           (or, before WELCOME, this
+                                           connection was refused); the text
+                                           says why
+========  ====  =========================  ===================================
+
+The HELLO ``mac`` is ``HMAC-SHA256(secret, b'mxnet-ssp-v1' + nonce +
+rank.to_bytes(4, 'big'))``; the secret never crosses the wire and a captured
+HELLO is useless on another connection because the nonce differs.
+"""
+import hashlib
+import hmac
+import struct
+
+from .sync import BOUNDED, PAPER, Release
+
+__all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BYTES',
+           'CHALLENGE', 'HELLO', 'WELCOME', 'CLOCK', 'RELEASE', 'LEAVE', 'BYE', 'ERROR',
+           'MODES', 'hello_mac', 'frame', 'FrameReader', 'encode_challenge',
+           'decode_challenge', 'encode_hello', 'decode_hello', 'encode_welcome',
+           'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
+           'decode_release', 'encode_error', 'decode_error', 'LEAVE_FRAME', 'BYE_FRAME',
+           'message_name']
+
+VERSION = 1
+MAX_FRAME = 4096
+NONCE_BYTES = 32
+MAC_CONTEXT = b'mxnet-ssp-v1'
+
+CHALLENGE, HELLO, WELCOME, CLOCK, RELEASE, LEAVE, BYE, ERROR = range(1, 9)
+_NAMES = {CHALLENGE: 'CHALLENGE', HELLO: 'HELLO', WELCOME: 'WELCOME', CLOCK: 'CLOCK',
+          RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR'}
+#: Mode names in the order of their wire code.
+MODES = (BOUNDED, PAPER)
+
+_HEADER = struct.Struct('>I')
+_CHALLENGE = struct.Struct('>BH%ds' % NONCE_BYTES)
+_HELLO = struct.Struct('>BHI32s')
+_WELCOME = struct.Struct('>BIIIBd')
+_CLOCK = struct.Struct('>BQ')
+_RELEASE = struct.Struct('>BQqQII')
+_CLOCK_FRAME = struct.Struct('>IBQ')
+_RELEASE_FRAME = struct.Struct('>IBQqQII')
+
+
+class ControllerError(RuntimeError):
+    """The synchronization controller failed or could not be reached.
+
+    The message names the controller address and the worker rank involved,
+    or is the controller's own job-failure message.
+    """
+
+
+class ProtocolError(ValueError):
+    """A peer sent bytes that are not a valid message at this point."""
+
+
+def message_name(kind):
+    """Name of message type `kind` for error messages."""
+    return _NAMES.get(kind, 'unknown type %d' % kind)
+
+
+def hello_mac(secret, nonce, rank):
+    """HMAC-SHA256 proving knowledge of `secret` for `nonce` and `rank`."""
+    return hmac.new(secret, MAC_CONTEXT + nonce + rank.to_bytes(4, 'big'),
+                    hashlib.sha256).digest()
+
+
+def frame(payload):
+    """`payload` with its length header."""
+    return _HEADER.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Split a byte stream into payloads.
+
+    Not thread-safe.  :meth:`feed` raises :class:`ProtocolError` on a length
+    of 0 or above :data:`MAX_FRAME`; the connection must then be dropped.
+    """
+
+    __slots__ = ('_buf',)
+
+    def __init__(self):
+        self._buf = b''
+
+    def feed(self, data):
+        """Add received bytes; return the list of complete payloads."""
+        buf = self._buf + data if self._buf else data
+        out = []
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            (size,) = _HEADER.unpack_from(buf, pos)
+            if size == 0 or size > MAX_FRAME:
+                self._buf = b''
+                raise ProtocolError('frame length %d outside 1..%d' % (size, MAX_FRAME))
+            if end - pos - 4 < size:
+                break
+            out.append(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+        self._buf = buf[pos:] if pos < end else b''
+        return out
+
+    @property
+    def pending(self):
+        """Bytes of an incomplete frame held back."""
+        return len(self._buf)
+
+
+def _unpack(st, payload, kind):
+    if len(payload) != st.size:
+        raise ProtocolError('%s has %d bytes, expected %d'
+                            % (message_name(kind), len(payload), st.size))
+    return st.unpack(payload)
+
+
+def encode_challenge(nonce):
+    """CHALLENGE frame carrying `nonce`."""
+    return frame(_CHALLENGE.pack(CHALLENGE, VERSION, nonce))
+
+
+def decode_challenge(payload):
+    """Return ``(version, nonce)``."""
+    _, version, nonce = _unpack(_CHALLENGE, payload, CHALLENGE)
+    return version, nonce
+
+
+def encode_hello(rank, mac, version=VERSION):
+    """HELLO frame for `rank`."""
+    return frame(_HELLO.pack(HELLO, version, rank, mac))
+
+
+def decode_hello(payload):
+    """Return ``(version, rank, mac)``."""
+    _, version, rank, mac = _unpack(_HELLO, payload, HELLO)
+    return version, rank, mac
+
+
+def encode_welcome(num_workers, s_lower, s_upper, mode, timeout):
+    """WELCOME frame with the job settings."""
+    return frame(_WELCOME.pack(WELCOME, num_workers, s_lower, s_upper,
+                               MODES.index(mode), float(timeout)))
+
+
+def decode_welcome(payload):
+    """Return ``(num_workers, s_lower, s_upper, mode, timeout)``."""
+    _, num_workers, s_lower, s_upper, mode, timeout = _unpack(_WELCOME, payload, WELCOME)
+    if mode >= len(MODES):
+        raise ProtocolError('WELCOME names unknown mode %d' % mode)
+    return num_workers, s_lower, s_upper, MODES[mode], timeout
+
+
+def encode_clock(t):
+    """CLOCK frame for push number `t`."""
+    return _CLOCK_FRAME.pack(_CLOCK.size, CLOCK, t)
+
+
+def decode_clock(payload):
+    """Return t."""
+    return _unpack(_CLOCK, payload, CLOCK)[1]
+
+
+def encode_release(rel):
+    """RELEASE frame mirroring :class:`~mxnet_ssp.sync.Release` `rel`."""
+    return _RELEASE_FRAME.pack(_RELEASE.size, RELEASE, rel.clock, rel.lead, rel.t_slowest,
+                               rel.granted, rel.extra_left)
+
+
+def decode_release(payload, rank):
+    """Return the :class:`~mxnet_ssp.sync.Release` for `rank`."""
+    _, clock, lead, t_slowest, granted, extra_left = _unpack(_RELEASE, payload, RELEASE)
+    return Release(rank=rank, clock=clock, lead=lead, t_slowest=t_slowest,
+                   granted=granted, extra_left=extra_left)
+
+
+def encode_error(text):
+    """ERROR frame with `text` (truncated to fit one frame)."""
+    data = text.encode('utf-8', 'replace')[:MAX_FRAME - 1]
+    return frame(bytes((ERROR,)) + data)
+
+
+def decode_error(payload):
+    """Return the text of an ERROR payload."""
+    return payload[1:].decode('utf-8', 'replace')
+
+
+LEAVE_FRAME = frame(bytes((LEAVE,)))
+BYE_FRAME = frame(bytes((BYE,)))
