@@ -35,7 +35,8 @@ from mxnet.kvstore.base import create as _native_create
 
 from . import config as cfg
 from .client import ControllerClient
-from .server import DISCOVERY_KEY, DISCOVERY_LEN, ServerOptimizer, decode_blob, encode_blob
+from .server import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, ServerOptimizer,
+                     decode_blob, encode_blob)
 from .steps import StepTracker
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
@@ -210,10 +211,12 @@ class SSPKVStore(KVStoreBase):
                    'mode': self._config.mode, 'timeout': self._config.timeout,
                    'metrics_dir': self._config.metrics_dir}
         blob = nd.array(encode_blob(request), dtype=np.float32)
-        self._kv.init(DISCOVERY_KEY, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
-        self._kv.push(DISCOVERY_KEY, blob)
+        # MXNet forbids mixing integer and string keys in one store
+        key = DISCOVERY_KEY_STR if self._tracker.string_keys else DISCOVERY_KEY
+        self._kv.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
+        self._kv.push(key, blob)
         reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
-        self._kv.pull(DISCOVERY_KEY, out=reply)
+        self._kv.pull(key, out=reply)
         answer = decode_blob(reply.asnumpy())
         if not answer or 'port' not in answer:
             raise SSPError('worker[%d]: no synchronization controller answered on the servers '

@@ -3,9 +3,12 @@
 The worker-side store sends a :class:`ServerOptimizer` with
 ``kv.set_optimizer``; every server unpickles it (so ``mxnet_ssp`` must be
 installed on every server host) and MXNet calls it, as the updater, for every
-push.  It applies the user's optimizer unchanged, with one exception: pushes to
-the reserved :data:`DISCOVERY_KEY`.  That key is small, so ps-lite places it
-on exactly one server; the first push to it starts the synchronization
+push.  It applies the user's optimizer unchanged, with one exception: pushes of a discovery
+request (a vector of :data:`DISCOVERY_LEN` elements starting with
+:data:`MAGIC`) to the reserved key (:data:`DISCOVERY_KEY`, or
+:data:`DISCOVERY_KEY_STR` in stores that use string keys, which the worker
+maps to an integer the server cannot predict).  That key is small, so ps-lite
+places it on exactly one server; the first push to it starts the synchronization
 controller (:class:`mxnet_ssp.controller.ControllerServer`) in that server
 process, on a background thread, and every push to it writes the
 controller's address and the job's secret into the key's value, which the
@@ -25,7 +28,7 @@ import threading
 
 import numpy as np
 
-__all__ = ['DISCOVERY_KEY', 'DISCOVERY_LEN', 'ServerOptimizer', 'encode_blob',
+__all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'DISCOVERY_LEN', 'MAGIC', 'ServerOptimizer', 'encode_blob',
            'decode_blob', 'advertised_host']
 
 logger = logging.getLogger(__name__)
@@ -33,8 +36,14 @@ logger = logging.getLogger(__name__)
 #: Reserved integer key for controller discovery.  MXNet places a small key on
 #: server (key * 9973) % num_servers, computed in a C int: keep key * 9973 < 2**31.
 DISCOVERY_KEY = 199999
-#: Length (float32 elements) of the discovery value: one byte per element.
-DISCOVERY_LEN = 1024
+#: The same key for stores whose keys are strings (MXNet forbids mixing the two).
+DISCOVERY_KEY_STR = '__mxnet_ssp_discovery__'
+#: Length (float32 elements) of the discovery value: a header of len(MAGIC) + 4
+#: elements, then one byte per element.  An unusual (prime) size, so the server
+#: only looks inside pushes of exactly this size.
+DISCOVERY_LEN = 1031
+#: First elements of every discovery message (exactly representable in float32).
+MAGIC = (-8191.0, 131071.0, -524287.0)
 
 _lock = threading.Lock()
 _controller = None
@@ -44,21 +53,36 @@ _controller_answer = None
 def encode_blob(obj):
     """Encode a JSON-able object as a float32 vector of DISCOVERY_LEN bytes."""
     raw = json.dumps(obj, sort_keys=True).encode('utf-8')
-    if len(raw) > DISCOVERY_LEN - 4:
+    head = len(MAGIC) + 4
+    if len(raw) > DISCOVERY_LEN - head:
         raise ValueError('discovery message too long (%d bytes)' % len(raw))
     out = np.zeros(DISCOVERY_LEN, dtype=np.float32)
-    out[:4] = [len(raw) >> 24 & 255, len(raw) >> 16 & 255, len(raw) >> 8 & 255, len(raw) & 255]
-    out[4:4 + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    out[:len(MAGIC)] = MAGIC
+    out[len(MAGIC):head] = [len(raw) >> 24 & 255, len(raw) >> 16 & 255, len(raw) >> 8 & 255,
+                            len(raw) & 255]
+    out[head:head + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
     return out
 
 
+def is_discovery(values):
+    """True if `values` (NDArray) is a discovery message: right size and magic header."""
+    if values.shape != (DISCOVERY_LEN,):
+        return False
+    return tuple(values[:len(MAGIC)].asnumpy().tolist()) == MAGIC
+
+
 def decode_blob(values):
-    """Inverse of :func:`encode_blob`; returns None for an all-zero vector."""
-    values = np.asarray(values).round().astype(np.int64)
-    length = int(values[0]) << 24 | int(values[1]) << 16 | int(values[2]) << 8 | int(values[3])
-    if length <= 0 or length > len(values) - 4:
+    """Inverse of :func:`encode_blob`; returns None if `values` is not a message."""
+    values = np.asarray(values)
+    if values.shape != (DISCOVERY_LEN,) or tuple(values[:len(MAGIC)].tolist()) != MAGIC:
         return None
-    raw = bytes(int(v) & 255 for v in values[4:4 + length])
+    values = values.round().astype(np.int64)
+    b = values[len(MAGIC):len(MAGIC) + 4]
+    length = int(b[0]) << 24 | int(b[1]) << 16 | int(b[2]) << 8 | int(b[3])
+    head = len(MAGIC) + 4
+    if length <= 0 or length > DISCOVERY_LEN - head:
+        return None
+    raw = bytes(int(v) & 255 for v in values[head:head + length])
     return json.loads(raw.decode('utf-8'))
 
 
@@ -118,7 +142,7 @@ def _start_controller(request):
 class ServerOptimizer:
     """The updater object the SSP stores send to the servers.
 
-    Applies `optimizer` to every key except :data:`DISCOVERY_KEY`.  Attribute
+    Applies `optimizer` to every push except discovery requests.  Attribute
     access falls through to `optimizer`, so MXNet's ``Updater`` sees the
     user's optimizer (learning rate, multi-precision flag, ...).
 
@@ -133,6 +157,7 @@ class ServerOptimizer:
         # MXNet's Updater batches keys when aggregate_num > 0; the server calls
         # it with one key at a time anyway, and batching would hide the reserved key.
         self.aggregate_num = 0
+        self._discovery_keys = set()
 
     def __getattr__(self, name):
         if name.startswith('__') or name == 'optimizer':
@@ -140,30 +165,35 @@ class ServerOptimizer:
         return getattr(self.optimizer, name)
 
     def create_state_multi_precision(self, index, weight):
-        """Optimizer state for `index`; none for the reserved key."""
-        if index == DISCOVERY_KEY:
+        """Optimizer state for `index`; none for the discovery key."""
+        if weight.shape == (DISCOVERY_LEN,) and is_discovery(weight):
+            self._discovery_keys.add(index)
             return None
         return self.optimizer.create_state_multi_precision(index, weight)
 
     def create_state(self, index, weight):
-        """Optimizer state for `index`; none for the reserved key."""
-        if index == DISCOVERY_KEY:
-            return None
-        return self.optimizer.create_state(index, weight)
+        """Optimizer state for `index`; none for the discovery key."""
+        return self.create_state_multi_precision(index, weight)
 
     def update_multi_precision(self, index, weight, grad, state):
         """Apply one pushed gradient, or answer a discovery request."""
-        if index == DISCOVERY_KEY:
-            self._answer_discovery(weight, grad)
+        if self._take_discovery(index, weight, grad):
             return
         self.optimizer.update_multi_precision(index, weight, grad, state)
 
     def update(self, index, weight, grad, state):
         """Apply one pushed gradient, or answer a discovery request."""
-        if index == DISCOVERY_KEY:
-            self._answer_discovery(weight, grad)
+        if self._take_discovery(index, weight, grad):
             return
         self.optimizer.update(index, weight, grad, state)
+
+    def _take_discovery(self, index, weight, grad):
+        if index not in self._discovery_keys and not (
+                grad.shape == (DISCOVERY_LEN,) and is_discovery(grad)):
+            return False
+        self._discovery_keys.add(index)
+        self._answer_discovery(weight, grad)
+        return True
 
     @staticmethod
     def _answer_discovery(weight, grad):

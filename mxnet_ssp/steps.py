@@ -26,10 +26,12 @@ class StepTracker:
         self.pushed = []
         self._pushed_set = set()
         self.learned = False
+        self.string_keys = False
 
     def on_init(self, keys):
         """Keys were initialized in the store; a step is expected to push them."""
         self.expected.update(keys)
+        self.string_keys = self.string_keys or any(isinstance(k, str) for k in keys)
 
     def repeats(self, keys):
         """True if pushing `keys` means the current step already ended."""

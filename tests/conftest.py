@@ -1,0 +1,54 @@
+"""Shared helpers for tests that start real MXNet jobs on loopback."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOBS = os.path.join(ROOT, 'tests', 'jobs')
+
+
+def job_env(tmp_path, **extra):
+    """Environment for a job: this checkout first on the path, metrics into tmp_path."""
+    env = dict(os.environ)
+    env['PYTHONPATH'] = ROOT + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+    env['MXNET_SSP_METRICS_DIR'] = str(tmp_path / 'metrics')
+    env['OMP_NUM_THREADS'] = '1'
+    env.setdefault('MXNET_SSP_TIMEOUT', '60')
+    for key in [k for k in env if k.startswith('DMLC_')]:
+        del env[key]
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def run_job(tmp_path, command, workers=2, servers=1, timeout=180, env=None, launcher_args=()):
+    """Run `command` as every role of a local job through mxnet-ssp-launch."""
+    argv = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', str(workers), '-s', str(servers),
+            '--launcher', 'local'] + list(launcher_args) + list(command)
+    return subprocess.run(argv, env=env or job_env(tmp_path), cwd=str(tmp_path),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture
+def marker_job(tmp_path):
+    """Run tests/jobs/marker_job.py; returns (completed process, {rank: [records]})."""
+    def run(workers=2, servers=1, env=None, **flags):
+        out = tmp_path / 'steps'
+        cmd = [sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out)]
+        for name, value in flags.items():
+            cmd += ['--' + name.replace('_', '-'), str(value)]
+        proc = run_job(tmp_path, cmd, workers=workers, servers=servers, env=env)
+        steps = {}
+        if out.exists():
+            for name in sorted(os.listdir(out)):
+                rank = int(name.split('-')[1].split('.')[0])
+                steps[rank] = read_jsonl(out / name)
+        return proc, steps
+    return run
