@@ -273,7 +273,7 @@ iteration_time = st.one_of(st.just(0.0), st.floats(min_value=0.001, max_value=50
                                                    allow_nan=False, allow_infinity=False))
 
 
-@settings(max_examples=150, deadline=None, database=None,
+@settings(max_examples=60, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(
     m=st.integers(min_value=1, max_value=5),
@@ -288,7 +288,7 @@ def test_hypothesis_timelines(m, s_lower, width, mode, stall_factor, latency, da
     s_upper = s_lower + width
     # per worker a short cyclic list of iteration times: arbitrary speeds and orders
     cycles = [data.draw(st.lists(iteration_time, min_size=1, max_size=4)) for _ in range(m)]
-    n_iters = [data.draw(st.integers(min_value=1, max_value=30)) for _ in range(m)]
+    n_iters = [data.draw(st.integers(min_value=1, max_value=25)) for _ in range(m)]
     policy = SyncPolicy(m, s_lower, s_upper, mode=mode, stall_factor=stall_factor)
     drv = run_timed(policy, lambda i, k: cycles[i][k % len(cycles[i])], n_iters, latency=latency)
     assert sum(drv.clocks) == sum(n_iters)
