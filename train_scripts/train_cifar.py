@@ -399,7 +399,9 @@ def main(argv=None):
     net = get_model(args.model, dataset.num_classes, dataset.image_shape)
     net.initialize(mx.init.Xavier(magnitude=2.0))
     net.hybridize(static_alloc=True, static_shape=True)
-    trainer = gluon.Trainer(net.collect_params(), 'sgd',
+    # A list, so that the store key of a parameter is its index in `params`.
+    params = list(net.collect_params().values())
+    trainer = gluon.Trainer(params, 'sgd',
                             {'learning_rate': args.lr, 'momentum': args.momentum,
                              'wd': args.wd},
                             kvstore=kv)
@@ -467,7 +469,7 @@ def main(argv=None):
         kv._barrier()
     if rank == 0:
         if distributed:
-            for i, param in enumerate(net.collect_params().values()):
+            for i, param in enumerate(params):
                 kv.pull(i, out=param.list_data())
             mx.nd.waitall()
         accuracy = record_eval(num_epochs, iteration)
