@@ -415,7 +415,7 @@ class ControllerServer:
             self._refuse(conn, 'worker %d already left the job' % rank)
             return
         if self._failure is not None:
-            self._refuse(conn, self._failure)
+            self._refuse(conn, 'the job already failed: ' + self._failure)
             return
         now = self._clock()
         self._pending.discard(conn)
