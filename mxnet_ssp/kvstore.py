@@ -26,6 +26,7 @@ import atexit
 import json
 import logging
 import os
+import sys
 import time
 
 import numpy as np
@@ -35,6 +36,7 @@ from mxnet.kvstore.base import create as _native_create
 
 from . import config as cfg
 from .client import ControllerClient
+from .protocol import ControllerError
 from .server import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, ServerOptimizer,
                      decode_blob, encode_blob)
 from .steps import StepTracker
@@ -254,7 +256,10 @@ class SSPKVStore(KVStoreBase):
         t1 = time.perf_counter()
         self._clock += 1
         reported_at = time.time()
-        release = self._client.clock(self._clock)
+        try:
+            release = self._client.clock(self._clock)
+        except ControllerError as err:
+            self._fail(err)
         t2 = time.perf_counter()
         self.last_release = release
         pulls, self._pending_pulls = self._pending_pulls, []
@@ -273,6 +278,17 @@ class SSPKVStore(KVStoreBase):
                 'apply_wait_s': round(t1 - t0, 6), 'wait_s': round(t2 - t1, 6),
                 'lead': release.lead, 't_slowest': release.t_slowest,
                 'granted': release.granted, 'extra_left': release.extra_left}) + '\n')
+
+    def _fail(self, err):
+        """The job cannot go on: raise, and make sure the process will exit.
+
+        MXNet's own shutdown waits in a barrier for every worker, which never
+        comes when a peer died or hangs; so if the error is not handled, the
+        exit hook ends this process with status 1 instead of hanging.
+        """
+        global _FATAL
+        _FATAL = 'worker[%d]: %s' % (self._rank, err)
+        raise SSPError(_FATAL) from err
 
     def close(self):
         """Leave the job: the controller stops counting this worker.  Idempotent."""
@@ -293,6 +309,19 @@ class SSPKVStore(KVStoreBase):
                     self._rank, self.type, self._clock, stats['wait_s'],
                     100.0 * stats['wait_s'] / elapsed, elapsed, stats['apply_s'],
                     stats['max_lead'], stats['grants'])
+
+
+_FATAL = None
+
+
+@atexit.register
+def _exit_after_fatal_error():
+    # Registered at import, after mxnet's own hooks, so it runs before them (LIFO).
+    if _FATAL is not None:
+        logger.error('%s -- exiting without waiting for the other workers', _FATAL)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
 
 def _store_class(name):

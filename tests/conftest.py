@@ -1,6 +1,7 @@
 """Shared helpers for tests that start real MXNet jobs on loopback."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -24,11 +25,25 @@ def job_env(tmp_path, **extra):
 
 
 def run_job(tmp_path, command, workers=2, servers=1, timeout=180, env=None, launcher_args=()):
-    """Run `command` as every role of a local job through mxnet-ssp-launch."""
+    """Run `command` as every role of a local job through mxnet-ssp-launch.
+
+    On timeout the launcher gets SIGINT (it then stops the whole job) before
+    the test fails, so no process of the job outlives the test.
+    """
     argv = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', str(workers), '-s', str(servers),
             '--launcher', 'local'] + list(launcher_args) + list(command)
-    return subprocess.run(argv, env=env or job_env(tmp_path), cwd=str(tmp_path),
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.Popen(argv, env=env or job_env(tmp_path), cwd=str(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        pytest.fail('job did not finish within %d s:\n%s\n%s' % (timeout, out[-3000:], err[-6000:]))
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def read_jsonl(path):

@@ -33,6 +33,8 @@ def parse_args():
                    default='ssp-first')
     p.add_argument('--die-rank', type=int, default=-1)
     p.add_argument('--die-at', type=int, default=-1)
+    p.add_argument('--stall-rank', type=int, default=-1)
+    p.add_argument('--stall-at', type=int, default=-1)
     p.add_argument('--out', required=True)
     return p.parse_args()
 
@@ -72,6 +74,9 @@ def main():
         if rank == args.die_rank and t == args.die_at:
             sys.stderr.write('worker %d dying on purpose at step %d\n' % (rank, t))
             os._exit(7)
+        if rank == args.stall_rank and t == args.stall_at:
+            sys.stderr.write('worker %d stalling on purpose at step %d\n' % (rank, t))
+            time.sleep(600)                        # a hung worker; the job must not wait for it
         delay = args.base_seconds + (args.slow_seconds if rank == args.slow_rank else 0.0)
         if delay:
             time.sleep(delay)                      # emulated compute time, not synchronization

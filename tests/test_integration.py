@@ -1,0 +1,177 @@
+"""Integration tests: real MXNet scheduler, server and worker processes on loopback.
+
+Each test starts a whole job through ``mxnet-ssp-launch --launcher local`` and
+checks what the processes recorded: the release each step got, the markers
+(gradients) each pulled weight contains, and the controller's metrics.
+"""
+import os
+import sys
+
+import pytest
+
+from conftest import JOBS, job_env, read_jsonl, run_job
+
+pytestmark = pytest.mark.integration
+
+
+def _fail_msg(proc):
+    return 'exit %s\nstdout:\n%s\nstderr:\n%s' % (proc.returncode, proc.stdout[-3000:],
+                                                  proc.stderr[-6000:])
+
+
+def _metrics(tmp_path):
+    out = {}
+    mdir = tmp_path / 'metrics'
+    for name in sorted(os.listdir(mdir)):
+        if name.startswith('worker-'):
+            out[int(name[7:-6])] = read_jsonl(mdir / name)
+    return out
+
+
+def _check_read_guarantee(steps, iters):
+    """Guarantee (b): a released worker sees every gradient counted for its release."""
+    for rank, records in steps.items():
+        assert len(records) == iters, 'worker %d recorded %d steps, expected %d' % (
+            rank, len(records), iters)
+        for rec in records:
+            assert rec['devices_equal'], 'worker %d step %d: devices differ' % (rank, rec['clock'])
+            own = rec['seen'][rank]
+            assert own[:rec['clock']] == [1] * rec['clock'], (
+                'worker %d at step %d misses its own gradients: %r' % (rank, rec['clock'], own))
+            for q, seen in enumerate(rec['seen']):
+                need = rec['t_slowest']
+                assert seen[:need] == [1] * need, (
+                    'worker %d released at clock %d with t_slowest=%d but sees only %r of '
+                    'worker %d' % (rank, rec['clock'], need, seen, q))
+
+
+def _check_bound_from_clocks(metrics, bound):
+    """From each worker's own timestamps: at every release, every other worker had
+    reported enough clocks (reported_at < released_at) to keep the lead <= bound."""
+    reports = {r: sorted(m['reported_at'] for m in recs) for r, recs in metrics.items()}
+    max_lead = 0
+    for rank, recs in metrics.items():
+        for m in recs:
+            assert m['lead'] <= bound, 'worker %d released at lead %d > %d' % (
+                rank, m['lead'], bound)
+            for q, times in reports.items():
+                done = sum(1 for t in times if t < m['released_at'])
+                # q may also have left after finishing all its clocks
+                assert m['clock'] - done <= bound or done == len(times), (
+                    'worker %d released at clock %d while worker %d had reported only %d'
+                    % (rank, m['clock'], q, done))
+            max_lead = max(max_lead, m['lead'])
+    return max_lead
+
+
+def test_ssp_bound_and_reads_with_a_slow_worker(marker_job, tmp_path):
+    iters, s = 16, 2
+    proc, steps = marker_job(workers=3, store='dist_ssp', staleness=s, iters=iters,
+                             slow_rank=0, slow_seconds=0.06, base_seconds=0.005)
+    assert proc.returncode == 0, _fail_msg(proc)
+    _check_read_guarantee(steps, iters)
+    max_lead = _check_bound_from_clocks(_metrics(tmp_path), s)
+    # the slow worker really held the others: the bound was reached, not just respected
+    assert max_lead == s, 'max lead %d: the bound %d was never reached' % (max_lead, s)
+
+
+def test_ssp0_is_lockstep(marker_job, tmp_path):
+    iters = 8
+    proc, steps = marker_job(workers=3, store='dist_ssp', staleness=0, iters=iters,
+                             slow_rank=1, slow_seconds=0.02)
+    assert proc.returncode == 0, _fail_msg(proc)
+    for rank, records in steps.items():
+        for rec in records:
+            assert rec['t_slowest'] == rec['clock'] and rec['lead'] == 0, (rank, rec)
+            for q, seen in enumerate(rec['seen']):
+                assert seen[:rec['clock']] == [1] * rec['clock'], (
+                    'lockstep: worker %d at step %d misses worker %d: %r'
+                    % (rank, rec['clock'], q, seen))
+    _check_read_guarantee(steps, iters)
+
+
+def test_dssp_bounded_grants_and_bound(marker_job, tmp_path):
+    iters, s_lower, s_upper = 24, 1, 4
+    proc, steps = marker_job(workers=2, store='dist_dssp', staleness='%d,%d' % (s_lower, s_upper),
+                             iters=iters, slow_rank=1, slow_seconds=0.05, base_seconds=0.005)
+    assert proc.returncode == 0, _fail_msg(proc)
+    _check_read_guarantee(steps, iters)
+    metrics = _metrics(tmp_path)
+    max_lead = _check_bound_from_clocks(metrics, s_upper)
+    grants = [m['granted'] for recs in metrics.values() for m in recs if m['granted']]
+    assert grants, 'the controller never granted extra iterations to the fast worker'
+    assert all(0 < g <= s_upper - s_lower for g in grants), grants
+    assert max_lead > s_lower, 'grants never took the lead past sL=%d' % s_lower
+
+
+def test_dssp_paper_mode_runs_and_grants(marker_job, tmp_path):
+    iters = 20
+    proc, steps = marker_job(workers=2, store='dist_dssp', staleness='1,3', mode='paper',
+                             iters=iters, slow_rank=0, slow_seconds=0.05, base_seconds=0.005)
+    assert proc.returncode == 0, _fail_msg(proc)
+    _check_read_guarantee(steps, iters)
+    metrics = _metrics(tmp_path)
+    assert any(m['granted'] for recs in metrics.values() for m in recs)
+    controller = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
+    pushes = [e for e in controller if e['event'] == 'push']
+    assert len(pushes) == 2 * iters
+
+
+@pytest.mark.parametrize('servers,devices', [(2, 1), (1, 2)])
+def test_two_servers_and_several_devices(marker_job, tmp_path, servers, devices):
+    iters = 6
+    proc, steps = marker_job(workers=2, servers=servers, store='dist_ssp', staleness=1,
+                             iters=iters, keys=4, devices=devices)
+    assert proc.returncode == 0, _fail_msg(proc)
+    _check_read_guarantee(steps, iters)
+
+
+@pytest.mark.parametrize('order', ['mxnet-first', 'none'])
+def test_import_order_and_autoload(marker_job, tmp_path, order):
+    """`import mxnet` first works; a script that never imports mxnet_ssp gets the
+    store types from the installed autoload hook (pip install . puts it there)."""
+    proc, steps = marker_job(workers=2, store='dist_dssp', iters=4, import_order=order)
+    assert proc.returncode == 0, _fail_msg(proc)
+    _check_read_guarantee(steps, 4)
+
+
+@pytest.mark.parametrize('api,store', [('trainer', 'dist_dssp'), ('module', 'dist_ssp')])
+def test_gluon_trainer_and_module(tmp_path, api, store):
+    steps = 20
+    out = tmp_path / 'train'
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'gluon_job.py'), '--api', api,
+                              '--kvstore', store, '--steps', str(steps), '--out', str(out)])
+    assert proc.returncode == 0, _fail_msg(proc)
+    metrics = _metrics(tmp_path)
+    assert sorted(metrics) == [0, 1]
+    for rank in (0, 1):
+        result = read_jsonl(out / ('train-%d.json' % rank))[0]
+        assert result['type'] == store and result['update_on_kvstore'] is True
+        assert result['loss_last'] < 0.1 * result['loss_first'], result
+        # exactly one decision per optimizer step, although the store is called per parameter
+        assert result['clock'] == steps, result
+        assert [m['clock'] for m in metrics[rank]] == list(range(1, steps + 1))
+
+
+def test_missing_updater_fails_clearly(tmp_path):
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'gluon_job.py'),
+                              '--kvstore', 'dist_ssp', '--out', str(tmp_path / 'o'),
+                              '--no-optimizer-test'])
+    assert proc.returncode != 0
+    assert 'needs an updater on the servers' in proc.stderr, _fail_msg(proc)
+    assert 'set_optimizer' in proc.stderr
+
+
+def test_dead_worker_fails_the_job(marker_job, tmp_path):
+    proc, steps = marker_job(workers=2, store='dist_ssp', staleness=0, iters=50,
+                             die_rank=1, die_at=3)
+    assert proc.returncode != 0
+    assert 'worker' in proc.stderr and 'code 7' in proc.stderr, _fail_msg(proc)
+
+
+def test_stalled_worker_times_out_naming_its_rank(marker_job, tmp_path):
+    env = job_env(tmp_path, MXNET_SSP_TIMEOUT='3')
+    proc, steps = marker_job(workers=2, store='dist_ssp', staleness=0, iters=50,
+                             stall_rank=1, stall_at=3, env=env)
+    assert proc.returncode != 0
+    assert 'worker 1' in proc.stderr and 'waited' in proc.stderr, _fail_msg(proc)
