@@ -70,6 +70,7 @@ P3_ENV = (('DMLC_PS_VAN_TYPE', 'p3'), ('DMLC_PS_WATER_MARK', '10'))
 KVSTORE_FLAGS = ('--kvstore', '--kv-store', '--kv_store')
 
 KILL_GRACE = 5.0         # seconds between SIGTERM and SIGKILL
+REMOTE_GRACE = 2.0       # the same on a remote host (ssh), shorter so it ends within KILL_GRACE
 FINISH_TIMEOUT = 60.0    # seconds the scheduler and servers get to exit after the last worker
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -274,10 +275,12 @@ class Spec:
     def describe(self, pid):
         if self.count > 1 or self.role.endswith('s'):
             return '%s (mpirun of %d; pid %d)' % (self.role, self.count, pid)
-        where = ' on %s via ssh' % self.host if self.host else ''
         if self.role == 'scheduler':
-            return 'scheduler (pid %d)%s' % (pid, where)
-        return '%s #%d (launch index; pid %d)%s' % (self.role, self.index, pid, where)
+            return 'scheduler (pid %d)' % pid
+        if self.host:
+            return '%s #%d (launch index) on %s (local ssh pid %d)' % (self.role, self.index,
+                                                                      self.host, pid)
+        return '%s #%d (launch index; pid %d)' % (self.role, self.index, pid)
 
 
 @dataclass
@@ -342,7 +345,7 @@ def address_towards(host):
                           % (host, err.strerror or err)) from None
 
 
-def remote_script(command, env, workdir, kill_grace=KILL_GRACE):
+def remote_script(command, env, workdir, kill_grace=REMOTE_GRACE):
     """POSIX sh script run on a remote host for one process.
 
     It exports `env`, runs `command` in `workdir`, and watches its stdin (a
@@ -362,7 +365,7 @@ def remote_script(command, env, workdir, kill_grace=KILL_GRACE):
         'kill -0 $pid && kill -KILL $pid; } <&3 >/dev/null 2>&1 &' % kill_grace,
         'watch=$!',
         'exec 3<&-',
-        'wait $pid; rc=$?',
+        'wait $pid 2>/dev/null; rc=$?',      # 2>/dev/null: no 'Terminated' from sh
         'kill $watch 2>/dev/null',
         'exit $rc',
     ]
@@ -502,8 +505,14 @@ def describe_exit(rc, spec=None):
             name = 'signal %d' % -rc
         return 'was killed by signal %s' % name
     text = 'exited with code %d' % rc
-    if spec is not None and spec.host and rc == 255:
-        text += ' (ssh could not connect to %s, or the connection broke)' % spec.host
+    if spec is not None and spec.host:
+        if rc == 255:
+            text += ' (ssh could not connect to %s, or the connection broke)' % spec.host
+        elif rc > 128:
+            try:
+                text += ' (the remote shell\'s code for signal %s)' % signal.Signals(rc - 128).name
+            except ValueError:
+                pass
     return text
 
 
@@ -694,19 +703,24 @@ class Supervisor:
         return True
 
     def _stop_all(self):
-        """SIGTERM every process group of the job, SIGKILL what is left after the grace."""
+        """Stop every process of the job still running.
+
+        SIGTERM to each process group (ssh processes: EOF on their stdin, see
+        :func:`remote_script`), then SIGKILL to the groups still there after
+        the grace, or at once if another signal comes meanwhile.
+        """
         if not self.procs:
             return
         targets = [p for p in self.procs if p.rc is None or self._group_alive(p)]
         if not targets:
             return
         for p in targets:
-            self._killpg(p, signal.SIGTERM)
-            if p.popen.stdin is not None:
-                try:
-                    p.popen.stdin.close()
-                except OSError:
-                    pass
+            if p.popen.stdin is not None and p.rc is None:
+                # ssh: EOF on its stdin makes the remote script stop the command (SIGTERM,
+                # SIGKILL after REMOTE_GRACE) and exit, so ssh ends once the remote side is gone
+                self._close_stdin(p)
+            else:
+                self._killpg(p, signal.SIGTERM)
         deadline = time.monotonic() + self.grace
         patient = self._wait_children(deadline)
         # grandchildren left in the groups (e.g. of a shell command) get the rest of the grace
@@ -715,15 +729,20 @@ class Supervisor:
             time.sleep(0.05)
         killed = [p for p in targets if self._killpg(p, signal.SIGKILL)]
         if killed:
-            self._say('sent SIGKILL to %s (still running %g s after SIGTERM)'
-                      % (', '.join(p.spec.label() for p in killed), self.grace))
+            why = ('still running %g s after SIGTERM' % self.grace if patient
+                   else 'signalled again while stopping')
+            self._say('sent SIGKILL to %s (%s)' % (', '.join(p.spec.label() for p in killed), why))
         self._wait_children(time.monotonic() + 10.0)
         for p in self.procs:
-            if p.popen.stdin is not None:
-                try:
-                    p.popen.stdin.close()
-                except OSError:
-                    pass
+            self._close_stdin(p)
+
+    @staticmethod
+    def _close_stdin(proc):
+        if proc.popen.stdin is not None:
+            try:
+                proc.popen.stdin.close()
+            except OSError:
+                pass
 
 
 # ---------------------------------------------------------------------------
@@ -732,6 +751,13 @@ class Supervisor:
 
 def _plural(n, word):
     return '%d %s%s' % (n, word, '' if n == 1 else 's')
+
+
+def _scheduler_spec(command, environ, settings, uri, port, n, s):
+    """The scheduler always runs here, with this machine's whole environment."""
+    dmlc = dmlc_env('scheduler', uri, port, n, s)
+    dmlc[ENV_LAUNCH_INDEX] = '0'
+    return Spec('scheduler', 0, command, local_env(environ, settings['scheduler'], dmlc))
 
 
 def _plan(args, environ):
@@ -778,9 +804,7 @@ def _plan(args, environ):
         if shutil.which(command[0], path=environ.get('PATH')) is None:
             raise LaunchError('command %r not found (PATH of this environment)' % command[0])
         uri, port = '127.0.0.1', free_port('127.0.0.1')
-        specs = [Spec('scheduler', 0, command,
-                      local_env(environ, settings['scheduler'],
-                                dmlc_env('scheduler', uri, port, n, s)))]
+        specs = [_scheduler_spec(command, environ, settings, uri, port, n, s)]
         for role, count in (('server', s), ('worker', n)):
             for i in range(count):
                 dmlc = dmlc_env(role, uri, port, n, s)
@@ -804,9 +828,7 @@ def _plan(args, environ):
             raise LaunchError('--launcher ssh: the ssh program is not installed here')
         uri, port = address_towards(hosts[0].address), free_port('')
         workdir = args.sync_dst_dir or os.getcwd()
-        specs = [Spec('scheduler', 0, command,
-                      local_env(environ, settings['scheduler'],
-                                dmlc_env('scheduler', uri, port, n, s)))]
+        specs = [_scheduler_spec(command, environ, settings, uri, port, n, s)]
         base = forwarded_env(environ)
         for role, count in (('server', s), ('worker', n)):
             for i in range(count):
@@ -837,9 +859,7 @@ def _plan(args, environ):
         uri = '127.0.0.1'
     flavor = mpi_flavor(mpirun)
     port = free_port('127.0.0.1' if uri.startswith('127.') else '')
-    specs = [Spec('scheduler', 0, command,
-                  local_env(environ, settings['scheduler'],
-                            dmlc_env('scheduler', uri, port, n, s)))]
+    specs = [_scheduler_spec(command, environ, settings, uri, port, n, s)]
     base = forwarded_env(environ)
     for role, count in (('server', s), ('worker', n)):
         env = dict(base)

@@ -1,0 +1,699 @@
+"""Tests of mxnet-ssp-launch (mxnet_ssp/launch.py).
+
+Real jobs run on this machine only (loopback).  Helper scripts written to
+tmp_path stand in for training scripts: they dump their environment, record
+their pid, block, or fail on purpose.  Synchronization is by files and
+process exit, never by sleeping: the only waits are polls for files with a
+deadline.
+
+The ``ssh`` tests start a private sshd on 127.0.0.1 / 127.0.0.2 with keys in
+tmp_path; they need /usr/sbin/sshd, ssh and ssh-keygen (Debian:
+``apt-get install openssh-server openssh-client``), and root (sshd's
+privilege-separation directory /run/sshd, and login as the current user);
+otherwise they are skipped.  The mpi run needs ``mpirun``.
+"""
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mxnet_ssp import launch
+from mxnet_ssp.launch import (Host, LaunchError, Spec, Supervisor, find_kvstore_names,
+                              mpi_argv, mpi_flavor, parse_hostfile, remote_script, role_settings,
+                              rsync_argv, ssh_argv, validate_settings)
+
+REPO = str(Path(__file__).resolve().parents[1])
+PY = sys.executable
+
+# ---------------------------------------------------------------------------
+# helper scripts (each process of a job runs the same one)
+# ---------------------------------------------------------------------------
+
+MINIMAL_JOB = '''\
+import mxnet as mx          # in scheduler/server roles this never returns
+kv = mx.kv.create('dist_sync'); kv.init(0, mx.nd.zeros(4)); kv.push(0, mx.nd.ones(4)); out = mx.nd.zeros(4); kv.pull(0, out=out)
+import sys; sys.stdout.write('%d %s\\n' % (kv.rank, out.asnumpy()))   # one write: workers share stdout
+'''
+
+DUMP_ENV = '''\
+import json, os, sys
+path = os.path.join(sys.argv[1], '%s-%d.json' % (os.environ.get('DMLC_ROLE'), os.getpid()))
+with open(path + '.tmp', 'w') as f:
+    json.dump(dict(os.environ), f)
+os.rename(path + '.tmp', path)
+'''
+
+# Records its pid in DIR/<role>-<launch index>.pid, then blocks until killed.
+# FAIL="worker-1:3": worker #1 exits 3 once every process has recorded its pid.
+# IGNORE_TERM=1: ignore SIGTERM (installed before the pid is recorded).
+BLOCK = '''\
+import os, signal, sys, time
+d, fail = sys.argv[1], sys.argv[2]
+if len(sys.argv) > 3 and sys.argv[3] == 'IGNORE_TERM':
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+me = '%s-%s' % (os.environ.get('DMLC_ROLE'), os.environ.get('MXNET_SSP_LAUNCH_INDEX'))
+with open(os.path.join(d, me + '.tmp'), 'w') as f:
+    f.write(str(os.getpid()))
+os.rename(os.path.join(d, me + '.tmp'), os.path.join(d, me + '.pid'))
+who, _, code = fail.partition(':')
+if who == me:
+    total = int(os.environ['DMLC_NUM_WORKER']) + int(os.environ['DMLC_NUM_SERVER']) + 1
+    deadline = time.monotonic() + 60
+    while sum(n.endswith('.pid') for n in os.listdir(d)) < total and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sys.exit(int(code))
+while True:
+    signal.pause()
+'''
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def launcher_env(**extra):
+    """Environment for a launcher subprocess: this checkout importable, no stray settings."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(('DMLC_', 'MXNET_SSP_')) and k != 'PS_VERBOSE'}
+    env['PYTHONPATH'] = REPO + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+    env['OMP_NUM_THREADS'] = '1'
+    env.update(extra)
+    return env
+
+
+def run_launcher(args, env=None, cwd=None, timeout=120):
+    return subprocess.run([PY, '-m', 'mxnet_ssp.launch'] + list(args),
+                          env=env or launcher_env(), cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """os.environ for launch.main() run in this process."""
+    for key in list(os.environ):
+        if key.startswith(('DMLC_', 'MXNET_SSP_')) or key in ('OMP_NUM_THREADS', 'PS_VERBOSE'):
+            monkeypatch.delenv(key)
+    return monkeypatch
+
+
+def wait_for_files(directory, suffix, count, timeout=60, proc=None):
+    """Poll until `count` files ending in `suffix` exist (or fail after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(suffix))
+        if len(names) >= count:
+            return names
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail('launcher exited %s before %d %s files: %s\n%s\n%s'
+                        % (proc.returncode, count, suffix, names, out, err))
+        if time.monotonic() > deadline:
+            pytest.fail('only %s after %d s' % (names, timeout))
+        time.sleep(0.05)
+
+
+def read_pids(directory):
+    return {n[:-4]: int(Path(directory, n).read_text()) for n in os.listdir(directory)
+            if n.endswith('.pid')}
+
+
+def alive(pid):
+    """True if `pid` is a running (not zombie) process."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+    except OSError:                     # pragma: no cover - no /proc
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+
+def read_dumps(directory):
+    out = {}
+    for name in os.listdir(directory):
+        if name.endswith('.json'):
+            env = json.loads(Path(directory, name).read_text())
+            out.setdefault(env['DMLC_ROLE'], []).append(env)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# local launcher: real jobs
+# ---------------------------------------------------------------------------
+
+def test_local_dist_sync_job(tmp_path):
+    """A real 2-worker 1-server dist_sync job through `python -m mxnet_ssp.launch`."""
+    script = write(tmp_path, 'job.py', MINIMAL_JOB)
+    proc = run_launcher(['-n', '2', '-s', '1', '--launcher', 'local', '--timeout', '100',
+                         PY, script], cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    results = sorted(line for line in proc.stdout.splitlines() if line.strip())
+    assert results == ['0 [2. 2. 2. 2.]', '1 [2. 2. 2. 2.]'], proc.stdout
+    assert 'all 4 processes exited with code 0' in proc.stderr
+
+
+def test_local_env_of_each_role(tmp_path, clean_env, capfd):
+    """OMP_NUM_THREADS=1 by default; --env-worker / --env-server reach only their role."""
+    out = tmp_path / 'dumps'
+    out.mkdir()
+    clean_env.setenv('LAUNCH_TEST_INHERITED', 'yes')
+    clean_env.setenv('DMLC_ROLE', 'stale-value-must-not-leak')
+    script = write(tmp_path, 'dump.py', DUMP_ENV)
+    rc = launch.main(['-n', '2', '-s', '2', '--launcher', 'local',
+                      '--env-worker', 'ONLY_WORKER:w:1', '--env-server', 'ONLY_SERVER=s',
+                      '--env', 'EVERYONE:all', '--env-worker', 'MXNET_SSP_STALENESS:2,6',
+                      '--timeout', '60', PY, script, str(out)])
+    err = capfd.readouterr().err
+    assert rc == 0, err
+    dumps = read_dumps(out)
+    assert {r: len(v) for r, v in dumps.items()} == {'scheduler': 1, 'server': 2, 'worker': 2}
+    ports = set()
+    for role, envs in dumps.items():
+        for env in envs:
+            assert env['OMP_NUM_THREADS'] == '1'
+            assert env['LAUNCH_TEST_INHERITED'] == 'yes'
+            assert env['EVERYONE'] == 'all'
+            assert env['DMLC_PS_ROOT_URI'] == '127.0.0.1'
+            assert (env['DMLC_NUM_WORKER'], env['DMLC_NUM_SERVER']) == ('2', '2')
+            assert ('ONLY_WORKER' in env) == (role == 'worker')
+            assert ('ONLY_SERVER' in env) == (role == 'server')
+            assert ('MXNET_SSP_STALENESS' in env) == (role == 'worker')
+            ports.add(env['DMLC_PS_ROOT_PORT'])
+    assert len(ports) == 1 and 0 < int(ports.pop()) < 65536
+    assert {e['ONLY_WORKER'] for e in dumps['worker']} == {'w:1'}
+    assert {e['ONLY_SERVER'] for e in dumps['server']} == {'s'}
+    assert sorted(e[launch.ENV_LAUNCH_INDEX] for e in dumps['worker']) == ['0', '1']
+    assert sorted(e[launch.ENV_LAUNCH_INDEX] for e in dumps['server']) == ['0', '1']
+
+
+def test_local_user_omp_num_threads_is_kept(tmp_path, clean_env, capfd):
+    out = tmp_path / 'dumps'
+    out.mkdir()
+    clean_env.setenv('OMP_NUM_THREADS', '3')
+    script = write(tmp_path, 'dump.py', DUMP_ENV)
+    rc = launch.main(['-n', '1', '-s', '1', '--launcher', 'local',
+                      '--env-worker', 'OMP_NUM_THREADS:2', PY, script, str(out)])
+    assert rc == 0, capfd.readouterr().err
+    dumps = read_dumps(out)
+    assert [e['OMP_NUM_THREADS'] for e in dumps['worker']] == ['2']
+    assert [e['OMP_NUM_THREADS'] for e in dumps['server']] == ['3']
+    assert [e['OMP_NUM_THREADS'] for e in dumps['scheduler']] == ['3']
+
+
+def test_failing_worker_stops_the_job(tmp_path, clean_env, capfd):
+    """Worker #1 exits 3: the launcher names it, stops everything, exits non-zero."""
+    pids = tmp_path / 'pids'
+    pids.mkdir()
+    script = write(tmp_path, 'block.py', BLOCK)
+    rc = launch.main(['-n', '2', '-s', '1', '--launcher', 'local', '--timeout', '60',
+                      PY, script, str(pids), 'worker-1:3'])
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED, err
+    lines = [line for line in err.splitlines() if 'stopping the job' in line]
+    assert len(lines) == 1, err
+    assert 'worker #1 (launch index; pid' in lines[0] and 'exited with code 3' in lines[0]
+    recorded = read_pids(pids)
+    assert sorted(recorded) == ['scheduler-0', 'server-0', 'worker-0', 'worker-1']
+    assert [name for name, pid in recorded.items() if alive(pid)] == []
+
+
+def test_sigint_to_launcher_stops_everything(tmp_path):
+    """SIGINT to the launcher (a subprocess, as from Ctrl-C): exit 130, no process left."""
+    pids = tmp_path / 'pids'
+    pids.mkdir()
+    script = write(tmp_path, 'block.py', BLOCK)
+    proc = subprocess.Popen([PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1',
+                             '--launcher', 'local', '--timeout', '90',
+                             PY, script, str(pids), 'none'],
+                            env=launcher_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for_files(pids, '.pid', 4, proc=proc)
+        recorded = read_pids(pids)
+        assert all(alive(pid) for pid in recorded.values())
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert 'received SIGINT — stopping the job' in err
+    assert [name for name, pid in recorded.items() if alive(pid)] == []
+
+
+def test_sigterm_to_launcher_stops_everything(tmp_path, clean_env, capfd):
+    """SIGTERM to a launcher running in this process: exit 143, no process left."""
+    pids = tmp_path / 'pids'
+    pids.mkdir()
+    script = write(tmp_path, 'block.py', BLOCK)
+    recorded = {}
+
+    def send_sigterm():
+        wait_for_files(pids, '.pid', 3, timeout=60)
+        recorded.update(read_pids(pids))
+        os.kill(os.getpid(), signal.SIGTERM)   # handled by the launcher's handler
+
+    before = signal.getsignal(signal.SIGTERM)
+    sender = threading.Thread(target=send_sigterm, daemon=True)
+    sender.start()
+    rc = launch.main(['-n', '1', '-s', '1', '--launcher', 'local', '--timeout', '60',
+                      PY, script, str(pids), 'none'])
+    sender.join(timeout=10)
+    err = capfd.readouterr().err
+    assert rc == 143, err
+    assert 'received SIGTERM — stopping the job' in err
+    assert len(recorded) == 3
+    assert [name for name, pid in recorded.items() if alive(pid)] == []
+    assert signal.getsignal(signal.SIGTERM) is before   # handler restored
+
+
+# ---------------------------------------------------------------------------
+# validation: bad settings stop the launcher before anything starts
+# ---------------------------------------------------------------------------
+
+MARKER_CMD = [PY, '-c', 'import sys; open(sys.argv[1], "w").write("started")']
+
+
+@pytest.mark.parametrize('env, args, expect', [
+    ({'MXNET_SSP_STALENESS': '-1'}, [], ["MXNET_SSP_STALENESS='-1'", 'cannot be negative',
+                                         "'sL,sU'"]),
+    ({'MXNET_SSP_STALENESS': '5,3'}, [], ["MXNET_SSP_STALENESS='5,3'", 'sL=5 is greater than sU=3',
+                                         'expected']),
+    ({'MXNET_SSP_STALENESS': 'abc'}, [], ["MXNET_SSP_STALENESS='abc'", 'expected']),
+    ({'MXNET_SSP_STALENESS': '3,15'}, ['--kvstore', 'dist_ssp'],
+     ["MXNET_SSP_STALENESS='3,15'", 'dist_ssp', 'one integer s >= 0']),
+    ({}, ['--kvstore', 'dist_sspp'], ['--kvstore dist_sspp', "'dist_sspp'", 'dist_ssp, dist_dssp']),
+    ({}, ['--kv-store=dist_sspp'], ['--kv-store dist_sspp', 'dist_ssp, dist_dssp']),
+    ({'MXNET_SSP_DSSP_MODE': 'fast'}, [], ["MXNET_SSP_DSSP_MODE='fast'", 'bounded, paper']),
+    ({'MXNET_SSP_TIMEOUT': '0'}, [], ["MXNET_SSP_TIMEOUT='0'", 'seconds > 0']),
+])
+def test_bad_setting_exits_2_and_starts_nothing(tmp_path, clean_env, capfd, env, args, expect):
+    marker = tmp_path / 'started'
+    for key, value in env.items():
+        clean_env.setenv(key, value)
+    rc = launch.main(['-n', '2', '--launcher', 'local'] + MARKER_CMD + [str(marker)] + args)
+    err = capfd.readouterr().err
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('mxnet-ssp-launch: error: '), err
+    for text in expect:
+        assert text in lines[0], lines[0]
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize('args, expect', [
+    (['--env-worker', 'MXNET_SSP_STALENESS:7,2'], ['sL=7 is greater than sU=2', '--env-worker']),
+    (['--env-server', 'MXNET_SSP_DSSP_MODE:fast'], ["'fast'", '--env-server']),
+    (['--env-worker', 'NOVALUE'], ['--env-worker', "'NOVALUE'", 'NAME:VALUE']),
+    (['--env-server', 'DMLC_ROLE:worker'], ['DMLC_ROLE', 'set by mxnet-ssp-launch']),
+    (['-n', '0'], ['-n/--num-workers 0', 'at least 1']),
+    (['-s', '0'], ['-s/--num-servers 0', 'at least 1']),
+    (['--timeout', '-5'], ['--timeout', 'seconds > 0']),
+    (['--launcher', 'sge'], ['--launcher sge is not supported by mxnet-ssp-launch', 'use']),
+    (['--launcher', 'yarn'], ['--launcher yarn is not supported by mxnet-ssp-launch', 'use']),
+    (['--launcher', 'ssh'], ['needs -H/--hostfile']),
+    (['--launcher', 'ssh', '-H', 'no-such-hostfile'], ["hostfile 'no-such-hostfile' does not exist"]),
+])
+def test_bad_usage_exits_2_and_starts_nothing(tmp_path, clean_env, capfd, args, expect):
+    marker = tmp_path / 'started'
+    base = ['-n', '2', '--launcher', 'local']
+    rc = launch.main(base + args + MARKER_CMD + [str(marker)])
+    err = capfd.readouterr().err
+    assert rc == 2, err
+    assert all(text in err for text in expect), err
+    assert not marker.exists()
+
+
+def test_no_command_exits_2(clean_env, capfd):
+    assert launch.main(['-n', '2', '--launcher', 'local']) == 2
+    assert 'no command given' in capfd.readouterr().err
+
+
+def test_find_kvstore_names():
+    assert find_kvstore_names(['python', 't.py', '--kvstore', 'dist_ssp']) == [
+        ('--kvstore', 'dist_ssp')]
+    assert find_kvstore_names(['python', 't.py', '--kv-store=dist_dssp', '--kvstore']) == [
+        ('--kv-store', 'dist_dssp'), ('--kvstore', '')]
+    assert find_kvstore_names(['sh', '-c', 'python t.py --kvstore dist_sync']) == [
+        ('--kvstore', 'dist_sync')]
+    assert find_kvstore_names(['python', 't.py', '--kvstore-type', 'x']) == []
+
+
+def test_validate_settings_store_specific():
+    # a single staleness is valid for both stores; 'sL,sU' only for dist_dssp
+    assert validate_settings(['t', '--kvstore', 'dist_ssp'], {'MXNET_SSP_STALENESS': '4'}) == [
+        'dist_ssp']
+    assert validate_settings(['t', '--kvstore', 'dist_dssp'],
+                             {'MXNET_SSP_STALENESS': '2,9'}) == ['dist_dssp']
+    assert validate_settings(['t', '--kvstore', 'DIST_SYNC'], {}) == ['dist_sync']
+    # without --kvstore, settings are checked as for dist_dssp (the most permissive)
+    assert validate_settings(['t'], {}, [('--env-worker', {'MXNET_SSP_STALENESS': '1,2'})]) == []
+    with pytest.raises(LaunchError, match=r"'1,2' is not valid for dist_ssp.*--env-worker"):
+        validate_settings(['t', '--kvstore', 'dist_ssp'], {},
+                          [('--env-worker', {'MXNET_SSP_STALENESS': '1,2'})])
+
+
+def test_role_settings_omp_default():
+    assert role_settings({}, {}, {})['OMP_NUM_THREADS'] == '1'
+    assert role_settings({}, {}, {'OMP_NUM_THREADS': '4'})['OMP_NUM_THREADS'] == '4'
+    assert role_settings({'OMP_NUM_THREADS': '2'}, {}, {})['OMP_NUM_THREADS'] == '2'
+    assert role_settings({}, {'OMP_NUM_THREADS': '5'}, {'OMP_NUM_THREADS': '4'}
+                         )['OMP_NUM_THREADS'] == '5'
+    p3 = role_settings({}, {}, {}, p3=True)
+    assert (p3['DMLC_PS_VAN_TYPE'], p3['DMLC_PS_WATER_MARK']) == ('p3', '10')
+
+
+# ---------------------------------------------------------------------------
+# Supervisor details (in process, small grace)
+# ---------------------------------------------------------------------------
+
+def test_supervisor_sigkills_a_process_ignoring_sigterm(tmp_path, capfd):
+    pids = tmp_path / 'pids'
+    pids.mkdir()
+    script = write(tmp_path, 'block.py', BLOCK)
+    base = dict(os.environ, DMLC_NUM_WORKER='1', DMLC_NUM_SERVER='0')
+    stubborn = Spec('scheduler', 0, [PY, script, str(pids), 'none', 'IGNORE_TERM'],
+                    dict(base, DMLC_ROLE='scheduler', MXNET_SSP_LAUNCH_INDEX='0'))
+    failing = Spec('worker', 0, [PY, script, str(pids), 'worker-0:5'],
+                   dict(base, DMLC_ROLE='worker', MXNET_SSP_LAUNCH_INDEX='0'))
+    rc = Supervisor([stubborn, failing], grace=0.5).run()
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED
+    assert 'worker #0 (launch index; pid' in err and 'exited with code 5' in err
+    assert 'sent SIGKILL to scheduler #0' in err
+    assert [n for n, pid in read_pids(pids).items() if alive(pid)] == []
+
+
+def test_supervisor_names_a_signal(tmp_path, capfd):
+    spec = Spec('worker', 2, [PY, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])
+    assert Supervisor([spec], grace=0.5).run() == launch.EXIT_FAILED
+    err = capfd.readouterr().err
+    assert 'worker #2 (launch index; pid' in err and 'was killed by signal SIGKILL' in err
+
+
+def test_supervisor_server_that_never_exits(tmp_path, capfd):
+    """All workers exited 0 but a server keeps running: stopped after finish_timeout."""
+    pids = tmp_path / 'pids'
+    pids.mkdir()
+    script = write(tmp_path, 'block.py', BLOCK)
+    server = Spec('server', 0, [PY, script, str(pids), 'none'],
+                  dict(os.environ, DMLC_ROLE='server', MXNET_SSP_LAUNCH_INDEX='0'))
+    worker = Spec('worker', 0, [PY, '-c', 'pass'])
+    rc = Supervisor([server, worker], finish_timeout=0.3, grace=2).run()
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED
+    assert 'all workers exited with code 0 but server #0 (launch index; pid' in err
+    assert [n for n, pid in read_pids(pids).items() if alive(pid)] == []
+
+
+def test_supervisor_timeout(tmp_path, capfd):
+    spec = Spec('worker', 0, [PY, '-c', 'import signal; signal.pause()'])
+    assert Supervisor([spec], timeout=0.3, grace=2).run() == launch.EXIT_TIMEOUT
+    assert 'job still running after 0.3 s (--timeout)' in capfd.readouterr().err
+
+
+def test_supervisor_cannot_start(capfd):
+    ok = Spec('scheduler', 0, [PY, '-c', 'import signal; signal.pause()'])
+    bad = Spec('worker', 0, ['/nonexistent/program'])
+    assert Supervisor([ok, bad], grace=2).run() == launch.EXIT_FAILED
+    assert 'cannot start worker #0' in capfd.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# ssh: hostfile, argv builders, the remote script
+# ---------------------------------------------------------------------------
+
+def test_parse_hostfile(tmp_path):
+    path = write(tmp_path, 'hosts', '# cluster\n\nnode1\n  node2:2222  # second\n'
+                 'alice@10.0.0.3 slots=4\n')
+    assert parse_hostfile(path) == [Host('node1'), Host('node2', 2222), Host('alice@10.0.0.3')]
+    assert parse_hostfile(path)[2].address == '10.0.0.3'
+    with pytest.raises(LaunchError, match='lists no hosts'):
+        parse_hostfile(write(tmp_path, 'empty', '# nothing\n\n'))
+    with pytest.raises(LaunchError, match='line 1'):
+        parse_hostfile(write(tmp_path, 'badport', 'node1:http\n'))
+    with pytest.raises(LaunchError, match='does not exist'):
+        parse_hostfile(str(tmp_path / 'missing'))
+
+
+def test_ssh_argv_shape():
+    argv = ssh_argv('node1', ['python', 'train.py'], {'A': '1'}, '/work dir',
+                    port=2222, ssh_args=['-F', 'cfg'])
+    assert argv[:5] == ['ssh', '-o', 'StrictHostKeyChecking=no', '-o', 'BatchMode=yes']
+    assert argv[5:10] == ['-F', 'cfg', '-p', '2222', 'node1']
+    assert len(argv) == 11
+    remote = shlex.split(argv[10])       # what the remote login shell parses
+    assert remote[:2] == ['sh', '-c']
+    script = remote[2]
+    assert script.splitlines()[0] == "cd '/work dir' || exit 1"
+    assert script.splitlines()[1] == 'export A=1'
+    assert 'python train.py 3<&- &' in script
+    assert ssh_argv('n', ['x'], {}, '/d')[5:7] == ['n', "sh -c " + shlex.quote(
+        remote_script(['x'], {}, '/d'))]
+
+
+def run_remote_script(argv):
+    """Run `argv` like ssh does: stdin a pipe that stays open until the command ends."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        out = proc.stdout.read()          # EOF when the command and the script are done
+        return proc.wait(timeout=30), out
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+
+
+def test_remote_script_quoting_runs_in_sh(tmp_path):
+    """The script (as the remote host runs it) keeps awkward values intact."""
+    workdir = tmp_path / "dir with 'quote' and $dollar"
+    workdir.mkdir()
+    env = {'PLAIN': 'x', 'TRICKY': "a b'c\"d$HOME`e`;f\\g\nh", 'EMPTY': ''}
+    cmd = [PY, '-c', 'import json, os, sys; print(json.dumps([os.getcwd(), sys.argv[1:], '
+                     '{k: os.environ.get(k) for k in ("PLAIN", "TRICKY", "EMPTY")}]))',
+           "arg with space", '$(false)', "'"]
+    argv = ssh_argv('host', cmd, env, str(workdir))
+    rc, out = run_remote_script(['sh', '-c', argv[-1]])
+    assert rc == 0
+    cwd, args, got = json.loads(out)
+    assert cwd == str(workdir)
+    assert args == ["arg with space", '$(false)', "'"]
+    assert got == env
+
+
+def test_remote_script_exit_code_and_stdin_watchdog(tmp_path):
+    """Exit code passes through; EOF on stdin (launcher gone) stops the command."""
+    rc, _ = run_remote_script(['sh', '-c', remote_script([PY, '-c', 'raise SystemExit(7)'], {},
+                                                         str(tmp_path))])
+    assert rc == 7
+    pidfile = tmp_path / 'pid'
+    cmd = [PY, '-c', 'import os, signal, sys; open(sys.argv[1] + ".tmp", "w").write('
+                     'str(os.getpid())); os.rename(sys.argv[1] + ".tmp", sys.argv[1]); '
+                     'signal.pause()', str(pidfile)]
+    proc = subprocess.Popen(['sh', '-c', remote_script(cmd, {}, str(tmp_path))],
+                            stdin=subprocess.PIPE)
+    try:
+        wait_for_files(tmp_path, 'pid', 1, timeout=30)
+        pid = int(pidfile.read_text())
+        assert alive(pid)
+        proc.stdin.close()                # what ssh does when the launcher closes the pipe
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not alive(pid)
+
+
+def test_rsync_argv():
+    argv = rsync_argv('node1', '/src/dir/', '/dst dir', port=2200, ssh_args=['-F', 'c f'])
+    assert argv[:3] == ['rsync', '-az', '-e']
+    assert shlex.split(argv[3]) == ['ssh', '-o', 'StrictHostKeyChecking=no', '-o',
+                                    'BatchMode=yes', '-F', 'c f', '-p', '2200']
+    assert argv[4:6] == ['--rsync-path', "mkdir -p '/dst dir' && rsync"]
+    assert argv[6:] == ['/src/dir/', 'node1:/dst dir/']
+
+
+# ---------------------------------------------------------------------------
+# mpi: argv builder, flavour detection, a real run when mpirun exists
+# ---------------------------------------------------------------------------
+
+def test_mpi_argv_openmpi():
+    env = {'DMLC_ROLE': 'worker', 'V': 'a b'}
+    assert mpi_argv('openmpi', 2, ['python', 't.py'], env, hostfile='hosts', as_root=True) == [
+        'mpirun', '-n', '2', '--bind-to', 'none', '--allow-run-as-root', '--hostfile', 'hosts',
+        '-x', 'DMLC_ROLE=worker', '-x', 'V=a b', 'python', 't.py']
+    assert mpi_argv('openmpi', 1, ['x'], {}, mpirun='/opt/mpirun') == [
+        '/opt/mpirun', '-n', '1', '--bind-to', 'none', 'x']
+
+
+def test_mpi_argv_mpich():
+    assert mpi_argv('mpich', 3, ['python', 't.py'], {'DMLC_ROLE': 'server', 'V': 'a b'},
+                    hostfile='hosts') == [
+        'mpirun', '-n', '3', '-f', 'hosts', '-genv', 'DMLC_ROLE', 'server', '-genv', 'V', 'a b',
+        'python', 't.py']
+    with pytest.raises(ValueError):
+        mpi_argv('lam', 1, ['x'], {})
+
+
+@pytest.mark.parametrize('banner, flavor', [
+    ('mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/', 'openmpi'),
+    ('HYDRA build details:\n    Version: 4.0.2', 'mpich'),
+    ('Intel(R) MPI Library for Linux* OS, Version 2021.6', 'mpich'),
+])
+def test_mpi_flavor(tmp_path, banner, flavor):
+    fake = tmp_path / 'mpirun'
+    fake.write_text('#!/bin/sh\ncat <<"EOF"\n%s\nEOF\n' % banner)
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    assert mpi_flavor(str(fake)) == flavor
+
+
+@pytest.mark.skipif(shutil.which('mpirun') is None, reason='mpirun is not installed')
+def test_mpi_real_run(tmp_path, clean_env, capfd):
+    """--launcher mpi on this machine: roles, counts and per-role env through mpirun."""
+    out = tmp_path / 'dumps'
+    out.mkdir()
+    script = write(tmp_path, 'dump.py', DUMP_ENV)
+    clean_env.setenv('MXNET_SSP_STALENESS', '2')
+    rc = launch.main(['-n', '2', '-s', '1', '--launcher', 'mpi', '--timeout', '60',
+                      '--env-worker', 'ONLY_WORKER:1', '--env-server', 'ONLY_SERVER:1',
+                      PY, script, str(out)])
+    err = capfd.readouterr().err
+    assert rc == 0, err
+    dumps = read_dumps(out)
+    assert {r: len(v) for r, v in dumps.items()} == {'scheduler': 1, 'server': 1, 'worker': 2}
+    for role, envs in dumps.items():
+        for env in envs:
+            assert env['OMP_NUM_THREADS'] == '1'
+            assert env['MXNET_SSP_STALENESS'] == '2'
+            assert (env['DMLC_NUM_WORKER'], env['DMLC_NUM_SERVER']) == ('2', '1')
+            assert ('ONLY_WORKER' in env) == (role == 'worker')
+            assert ('ONLY_SERVER' in env) == (role == 'server')
+
+
+# ---------------------------------------------------------------------------
+# ssh end to end: a private sshd on loopback
+# ---------------------------------------------------------------------------
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope='module')
+def sshd(tmp_path_factory):
+    """An sshd on 127.0.0.1 and 127.0.0.2 that accepts a key made here.
+
+    Gives the value of MXNET_SSP_LAUNCH_SSH_ARGS for the launcher: ssh
+    options pointing at a config with the port and key.
+    """
+    for tool in ('/usr/sbin/sshd', 'ssh', 'ssh-keygen'):
+        if shutil.which(tool) is None:
+            pytest.skip('%s not installed (apt-get install openssh-server)' % tool)
+    if not os.path.isdir('/run/sshd'):
+        try:
+            os.makedirs('/run/sshd', mode=0o755)
+        except OSError as err:
+            pytest.skip('sshd needs /run/sshd and it cannot be created: %s' % err)
+    d = tmp_path_factory.mktemp('sshd')
+    for name in ('hostkey', 'userkey'):
+        subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', str(d / name)],
+                       check=True, stdin=subprocess.DEVNULL)
+    shutil.copy(d / 'userkey.pub', d / 'authorized_keys')
+    port = _free_port()
+    (d / 'sshd_config').write_text('\n'.join([
+        'Port %d' % port, 'ListenAddress 127.0.0.1', 'ListenAddress 127.0.0.2',
+        'HostKey %s' % (d / 'hostkey'), 'AuthorizedKeysFile %s' % (d / 'authorized_keys'),
+        'PidFile %s' % (d / 'sshd.pid'), 'StrictModes no', 'UsePAM no',
+        'PasswordAuthentication no', 'KbdInteractiveAuthentication no',
+        'PermitRootLogin prohibit-password', 'LogLevel INFO', '']))
+    (d / 'ssh_config').write_text('\n'.join([
+        'Host *', '  Port %d' % port, '  IdentityFile %s' % (d / 'userkey'),
+        '  IdentitiesOnly yes', '  UserKnownHostsFile /dev/null', '  LogLevel ERROR', '']))
+    proc = subprocess.Popen(['/usr/sbin/sshd', '-D', '-e', '-f', str(d / 'sshd_config')],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    listening = 0
+    log = []
+    while listening < 2:                  # "Server listening on 127.0.0.x port N." twice
+        line = proc.stderr.readline()
+        if not line:
+            proc.wait()
+            pytest.skip('sshd did not start: %s' % ''.join(log)[-500:])
+        log.append(line)
+        listening += 'Server listening' in line
+    check = subprocess.run(['ssh', '-F', str(d / 'ssh_config'), '-o', 'BatchMode=yes',
+                            '-o', 'StrictHostKeyChecking=no', '127.0.0.2', 'true'],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    if check.returncode != 0:
+        proc.terminate()
+        proc.wait()
+        pytest.skip('cannot log in to the test sshd: %s' % check.stderr.strip()[-300:])
+    yield '-F %s' % (d / 'ssh_config')
+    proc.terminate()
+    proc.wait(timeout=30)
+    proc.stderr.close()
+
+
+@pytest.mark.ssh
+def test_ssh_dist_sync_job_on_loopback_hosts(tmp_path, sshd, clean_env, capfd):
+    """A real dist_sync job: 1 server and 2 workers spread over 127.0.0.1 and
+    127.0.0.2 by ssh, the scheduler here; with --sync-dst-dir when rsync exists."""
+    src = tmp_path / 'src'
+    src.mkdir()
+    write(src, 'job.py', MINIMAL_JOB)
+    write(src, 'hosts', '# test hosts\n127.0.0.1\n\n127.0.0.2\n')
+    clean_env.chdir(src)
+    clean_env.setenv(launch.ENV_SSH_ARGS, sshd)
+    clean_env.setenv('PYTHONPATH', launcher_env()['PYTHONPATH'])
+    args = ['-n', '2', '-s', '1', '-H', 'hosts', '--timeout', '100', '--env', 'PYTHONPATH']
+    if shutil.which('rsync'):
+        dst = tmp_path / 'remote' / 'copy'
+        args += ['--sync-dst-dir', str(dst)]
+    rc = launch.main(args + [PY, 'job.py'])
+    out, err = capfd.readouterr()
+    assert rc == 0, err
+    results = sorted(line for line in out.splitlines() if line.strip())
+    assert results == ['0 [2. 2. 2. 2.]', '1 [2. 2. 2. 2.]'], out + err
+    assert 'all 4 processes exited with code 0' in err
+    if shutil.which('rsync'):
+        assert (dst / 'job.py').read_text() == MINIMAL_JOB
+
+
+@pytest.mark.ssh
+def test_ssh_failure_stops_remote_processes(tmp_path, sshd, clean_env, capfd):
+    """Worker #1 (on 127.0.0.2) exits 3: the launcher reports it, and the processes on
+    the remote hosts are gone when the launcher returns."""
+    pids = tmp_path / 'pids'
+    pids.mkdir()
+    script = write(tmp_path, 'block.py', BLOCK)
+    write(tmp_path, 'hosts', '127.0.0.1\n127.0.0.2\n')
+    clean_env.chdir(tmp_path)
+    clean_env.setenv(launch.ENV_SSH_ARGS, sshd)
+    rc = launch.main(['-n', '2', '-s', '2', '-H', 'hosts', '--timeout', '60',
+                      PY, script, str(pids), 'worker-1:3'])
+    err = capfd.readouterr().err
+    assert rc == 1, err
+    assert 'worker #1 (launch index) on 127.0.0.2 (local ssh pid' in err
+    assert 'exited with code 3 — stopping the job' in err
+    recorded = read_pids(pids)
+    assert len(recorded) == 5
+    assert [name for name, pid in recorded.items() if alive(pid)] == []
