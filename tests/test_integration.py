@@ -5,6 +5,7 @@ checks what the processes recorded: the release each step got, the markers
 (gradients) each pulled weight contains, and the controller's metrics.
 """
 import os
+import subprocess
 import sys
 
 import pytest
@@ -175,3 +176,18 @@ def test_stalled_worker_times_out_naming_its_rank(marker_job, tmp_path):
                              stall_rank=1, stall_at=3, env=env)
     assert proc.returncode != 0
     assert 'worker 1' in proc.stderr and 'waited' in proc.stderr, _fail_msg(proc)
+
+
+def test_stock_mxnet_launch_py(tmp_path):
+    """MXNet's own tools/launch.py (with a tracker that works on this Python) runs
+    an unmodified script that only names the store: the autoload hook registers it."""
+    out = tmp_path / 'steps'
+    argv = [sys.executable, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
+            '--launcher', 'local', sys.executable, os.path.join(JOBS, 'marker_job.py'),
+            '--out', str(out), '--store', 'dist_dssp', '--iters', '5', '--import-order', 'none']
+    proc = subprocess.run(argv, env=job_env(tmp_path), cwd=str(tmp_path), capture_output=True,
+                          text=True, timeout=180)
+    assert proc.returncode == 0, _fail_msg(proc)
+    steps = {r: read_jsonl(out / ('steps-%d.jsonl' % r)) for r in (0, 1)}
+    _check_read_guarantee(steps, 5)
+    assert sorted(_metrics(tmp_path)) == [0, 1]
