@@ -223,11 +223,13 @@ def get_model(name, num_classes, image_shape):
     """Build the network `name` for images of `image_shape` ``(C, H, W)``.
 
     ``alexnet-small`` is the downsized AlexNet of the SSP/DSSP experiments:
-    three 'conv-relu-pool' blocks (32, 32, 64 channels) and two fully
-    connected layers (128 hidden units).  It follows the input size: 5x5
-    kernels and three 2x poolings for CIFAR's 32x32, 3x3 kernels and as many
-    poolings as keep the feature map at least 2x2 for smaller images
-    (two for the 8x8 digits).
+    three 'conv-relu-pool' blocks (32, 32, 64 channels; max pooling after
+    the first, average pooling after the others) and two fully connected
+    layers (128 hidden units).  It follows the input size: for CIFAR's 32x32,
+    5x5 convolutions and three overlapping 3x3/2 poolings (cuda-convnet's
+    layout); for smaller images, 3x3 convolutions and as many 2x2/2 poolings
+    as keep the feature map at least 2x2 (two for the 8x8 digits; overlapping
+    padded poolings of such small maps train badly).
     """
     if name == 'mlp':
         net = nn.HybridSequential(prefix='mlp_')
@@ -237,15 +239,17 @@ def get_model(name, num_classes, image_shape):
         return net
     if name == 'alexnet-small':
         size = min(image_shape[1:])
-        kernel = 5 if size >= 24 else 3
-        pools = max(0, min(3, int(math.log2(size)) - 1))
+        large = size >= 24
+        kernel = 5 if large else 3
+        pools = 3 if large else max(0, min(3, int(math.log2(size)) - 1))
         net = nn.HybridSequential(prefix='alexnet_small_')
         with net.name_scope():
             for i, channels in enumerate((32, 32, 64)):
                 net.add(nn.Conv2D(channels, kernel, padding=kernel // 2, activation='relu'))
                 if i < pools:
                     pool = nn.MaxPool2D if i == 0 else nn.AvgPool2D
-                    net.add(pool(pool_size=3, strides=2, padding=1))
+                    net.add(pool(pool_size=3, strides=2, padding=1) if large
+                            else pool(pool_size=2, strides=2))
             net.add(nn.Flatten(), nn.Dense(128, activation='relu'), nn.Dense(num_classes))
         return net
     raise ValueError('unknown model %r' % name)
@@ -397,7 +401,7 @@ def main(argv=None):
                 ', slowdown x%g' % slowdown if slowdown != 1.0 else '')
 
     net = get_model(args.model, dataset.num_classes, dataset.image_shape)
-    net.initialize(mx.init.Xavier(magnitude=2.0))
+    net.initialize(mx.init.Xavier(rnd_type='gaussian', factor_type='in', magnitude=2))
     net.hybridize(static_alloc=True, static_shape=True)
     # A list, so that the store key of a parameter is its index in `params`.
     params = list(net.collect_params().values())
