@@ -18,6 +18,8 @@ Contracts
 """
 import logging
 import socket
+import struct
+import sys
 import time
 
 from . import protocol as P
@@ -29,6 +31,19 @@ log = logging.getLogger(__name__)
 
 _RETRYABLE = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError,
               TimeoutError, socket.timeout)
+# On Linux the receive timeout is the kernel's SO_RCVTIMEO on a blocking socket: one
+# recv() system call per message instead of poll() + recv() as with socket.settimeout().
+_KERNEL_TIMEOUT = sys.platform.startswith('linux') and hasattr(socket, 'SO_RCVTIMEO')
+_DONTWAIT = getattr(socket, 'MSG_DONTWAIT', 0)
+
+
+def _timeval(seconds):
+    """``struct timeval`` for SO_RCVTIMEO/SO_SNDTIMEO (Linux: two C longs); never 0 (= forever)."""
+    sec = int(seconds)
+    usec = int((seconds - sec) * 1e6)
+    if sec == 0 and usec == 0:
+        usec = 1
+    return struct.pack('@ll', sec, usec)
 
 
 class ControllerClient:
@@ -70,6 +85,7 @@ class ControllerClient:
         self.handshake_timeout = float(handshake_timeout)
         self._secret = bytes(secret)
         self._sock = None
+        self._recv_timeout = None
         self._reader = P.FrameReader()
         self._frames = []
         self._error = None          # ControllerError once the connection is unusable
@@ -119,7 +135,12 @@ class ControllerClient:
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if _KERNEL_TIMEOUT:
+            sock.settimeout(None)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                            _timeval(self.timeout + self.release_margin))
         self._sock = sock
+        self._recv_timeout = None
         self._error = None
         try:
             self._handshake()
@@ -249,9 +270,10 @@ class ControllerClient:
 
     def _pending_error(self):
         """The text of an ERROR already received, if any (non-blocking)."""
+        if not _DONTWAIT:
+            return None
         try:
-            self._sock.settimeout(0.0)
-            data = self._sock.recv(P.MAX_FRAME + 4)
+            data = self._sock.recv(P.MAX_FRAME + 4, _DONTWAIT)
             self._frames.extend(self._reader.feed(data))
         except (OSError, P.ProtocolError):
             pass
@@ -259,6 +281,16 @@ class ControllerClient:
             if payload[0] == P.ERROR:
                 return P.decode_error(payload)
         return None
+
+    def _set_recv_timeout(self, seconds):
+        # Only reset when it changes noticeably: the common wait (the release bound) repeats.
+        if self._recv_timeout is not None and abs(self._recv_timeout - seconds) < 0.01 * seconds:
+            return
+        self._recv_timeout = seconds
+        if _KERNEL_TIMEOUT:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(seconds))
+        else:
+            self._sock.settimeout(seconds)
 
     def _read(self, wait, what):
         """Next ``(type, payload)``, waiting at most `wait` seconds."""
@@ -272,10 +304,10 @@ class ControllerClient:
             if remaining <= 0:
                 raise self._set_error('%s: no answer within %.1f s while waiting for %s'
                                       % (self._where(), wait, what))
-            sock.settimeout(remaining)
+            self._set_recv_timeout(remaining)
             try:
                 data = sock.recv(65536)
-            except socket.timeout:
+            except (socket.timeout, BlockingIOError):      # BlockingIOError: SO_RCVTIMEO
                 continue
             except OSError as exc:
                 raise self._set_error('%s: connection lost while waiting for %s: %s'

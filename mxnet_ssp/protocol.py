@@ -199,8 +199,7 @@ def encode_release(rel):
 def decode_release(payload, rank):
     """Return the :class:`~mxnet_ssp.sync.Release` for `rank`."""
     _, clock, lead, t_slowest, granted, extra_left = _unpack(_RELEASE, payload, RELEASE)
-    return Release(rank=rank, clock=clock, lead=lead, t_slowest=t_slowest,
-                   granted=granted, extra_left=extra_left)
+    return Release(rank, clock, lead, t_slowest, granted, extra_left)   # positional: faster
 
 
 def encode_error(text):
