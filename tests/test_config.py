@@ -1,0 +1,81 @@
+"""Configuration parsing and validation (no MXNet processes)."""
+import pytest
+
+from mxnet_ssp import config as cfg
+
+
+@pytest.mark.parametrize('store,value,expected', [
+    ('dist_ssp', '3', (3, 3)), ('dist_ssp', ' 0 ', (0, 0)), ('dist_ssp', 5, (5, 5)),
+    ('dist_dssp', '3,15', (3, 15)), ('dist_dssp', '4', (4, 4)), ('dist_dssp', (2, 9), (2, 9)),
+    ('dist_dssp', '0, 0', (0, 0)),
+])
+def test_parse_staleness_accepts(store, value, expected):
+    assert cfg.parse_staleness(value, store) == expected
+
+
+@pytest.mark.parametrize('store,value,fragment', [
+    ('dist_ssp', '-1', 'cannot be negative'),
+    ('dist_dssp', '5,3', 'sL=5 is greater than sU=3'),
+    ('dist_dssp', 'abc', "'sL,sU'"),
+    ('dist_dssp', '1,2,3', "'sL,sU'"),
+    ('dist_ssp', '3,15', 'one integer s'),
+    ('dist_dssp', '', "'sL,sU'"),
+    ('dist_dssp', 2.5, "'sL,sU'"),
+    ('dist_ssp', True, 'one integer'),
+])
+def test_parse_staleness_rejects_with_a_message_naming_setting_value_and_form(store, value,
+                                                                               fragment):
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse_staleness(value, store)
+    text = str(err.value)
+    assert cfg.ENV_STALENESS in text and repr(value) in text and fragment in text
+
+
+def test_from_env_defaults_and_overrides():
+    conf = cfg.from_env('dist_dssp', environ={})
+    assert (conf.s_lower, conf.s_upper, conf.mode, conf.timeout) == (3, 15, 'bounded', 300.0)
+    assert cfg.from_env('dist_ssp', environ={}).s_upper == 3
+    env = {cfg.ENV_STALENESS: '2,6', cfg.ENV_DSSP_MODE: 'PAPER', cfg.ENV_TIMEOUT: '12',
+           cfg.ENV_METRICS_DIR: 'off'}
+    conf = cfg.from_env('dist_dssp', environ=env)
+    assert (conf.s_lower, conf.s_upper, conf.mode, conf.timeout, conf.metrics_dir) == (
+        2, 6, 'paper', 12.0, None)
+    conf = cfg.from_env('dist_dssp', environ=env, staleness=(1, 1), mode='bounded')
+    assert (conf.s_lower, conf.s_upper, conf.mode) == (1, 1, 'bounded')
+    assert 'staleness=1' in conf.describe()
+
+
+@pytest.mark.parametrize('env,fragment', [
+    ({cfg.ENV_DSSP_MODE: 'fast'}, 'bounded, paper'),
+    ({cfg.ENV_TIMEOUT: '0'}, 'seconds > 0'),
+    ({cfg.ENV_TIMEOUT: 'nan'}, 'seconds > 0'),
+    ({cfg.ENV_STALENESS: '-3'}, 'negative'),
+])
+def test_from_env_rejects(env, fragment):
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.from_env('dist_dssp', environ=env)
+    name = next(iter(env))
+    assert name in str(err.value) and fragment in str(err.value)
+
+
+def test_unknown_store_names_the_accepted_ones():
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.check_kvstore_name('dist_sspp')
+    assert 'dist_sspp' in str(err.value) and 'dist_dssp' in str(err.value)
+    with pytest.raises(cfg.ConfigError):
+        cfg.from_env('dist_async', environ={})
+    with pytest.raises(TypeError):
+        cfg.from_env('dist_ssp', environ={}, stalenes=3)
+
+
+def test_create_rejects_bad_input_before_starting_anything():
+    import mxnet_ssp
+    with pytest.raises(cfg.ConfigError) as err:
+        mxnet_ssp.create('dist_sspp')
+    assert 'dist_sspp' in str(err.value)
+    with pytest.raises(cfg.ConfigError) as err:
+        mxnet_ssp.create('dist_dssp', staleness='9,2')
+    assert 'staleness' in str(err.value) and "'9,2'" in str(err.value)
+    with pytest.raises(cfg.ConfigError) as err:
+        mxnet_ssp.create('dist_async', staleness=3)
+    assert 'only accepted by' in str(err.value)
