@@ -187,10 +187,13 @@ class ControllerClient:
         """
         if self._error is not None:
             raise self._error
-        if self._sock is None:
-            raise ControllerError('%s: clock(%d) called before connect()' % (self._where(), t))
         if self._left:
-            raise ControllerError('%s: clock(%d) called after leave()' % (self._where(), t))
+            raise ControllerError('%s: clock(%r) called after leave()' % (self._where(), t))
+        if self._sock is None:
+            raise ControllerError('%s: clock(%r) called before connect() or after close()'
+                                  % (self._where(), t))
+        if not 1 <= t < 2 ** 63:
+            raise ValueError('clock must be a push count >= 1, got %r' % (t,))
         self._sendall(P.encode_clock(t), 'CLOCK %d' % t)
         kind, payload = self._read(self._wait, 'the release of clock %d' % t)
         if kind == P.RELEASE:

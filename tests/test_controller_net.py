@@ -192,6 +192,8 @@ def test_leave_releases_waiting_worker(servers):
     assert (held.result.clock, held.result.t_slowest, held.result.lead) == (1, 1, 0)
     assert a.clock(2).t_slowest == 2                    # alone now: never held
     a.leave()
+    with pytest.raises(ControllerError, match=r'\(worker 0\): clock\(3\) called after leave'):
+        a.clock(3)
     assert srv.failure is None
 
 
