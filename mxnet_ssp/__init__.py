@@ -1,12 +1,31 @@
 """mxnet-ssp: Stale Synchronous Parallel (SSP) and Dynamic SSP for MXNet parameter servers.
 
 ``import mxnet_ssp`` registers the KVStore types ``dist_ssp`` and ``dist_dssp``
-with ``mx.kv.create``, so ``gluon.Trainer(..., kvstore='dist_dssp')`` and
-``Module.fit(kvstore='dist_ssp')`` work.  Configuration comes from the
-environment (see :mod:`mxnet_ssp.config`) or from :func:`create`.
+with ``mx.kv.create`` -- at once if MXNet is already imported, otherwise as
+soon as it is -- so ``gluon.Trainer(..., kvstore='dist_dssp')`` and
+``Module.fit(kvstore='dist_ssp')`` work in either import order.  Importing
+the package alone does not import MXNet (the launcher and the pure decision
+logic do not need it).  Configuration comes from the environment (see
+:mod:`mxnet_ssp.config`) or from :func:`create`.
 """
+from ._hooks import when_imported as _when_imported
 from .config import ConfigError, SyncConfig
-from .kvstore import SSPKVStore, create
 
-__all__ = ['create', 'SSPKVStore', 'SyncConfig', 'ConfigError', '__version__']
+__all__ = ['create', 'SSPKVStore', 'SSPError', 'SyncConfig', 'ConfigError', '__version__']
 __version__ = '0.1.0'
+
+_LAZY = ('create', 'SSPKVStore', 'SSPError')
+
+
+def _register_store_types():
+    from . import kvstore  # noqa: F401  (defining the classes registers them)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        from . import kvstore
+        return getattr(kvstore, name)
+    raise AttributeError('module %r has no attribute %r' % (__name__, name))
+
+
+_when_imported('mxnet', _register_store_types)
