@@ -4,7 +4,7 @@ Runs ``train_cifar.py`` once per paradigm as a local parameter-server job
 (``python -m mxnet_ssp.launch -n N -s 1 --launcher local``), each into its own
 subdirectory of ``--out``, then prints a markdown table::
 
-    python train_scripts/compare_paradigms.py            # about 2-3 minutes on 2 cores
+    python train_scripts/compare_paradigms.py       # about 1.5-3 minutes on 2 busy cores
 
 Paradigms and the kvstore each one uses:
 
@@ -53,7 +53,7 @@ def build_parser():
     p.add_argument('-s', '--num-servers', type=int, default=1, help='servers per job')
     p.add_argument('--paradigms', default='bsp,asp,ssp,dssp',
                    help='comma-separated subset of %s, run in this order' % ','.join(PARADIGMS))
-    p.add_argument('--epochs', type=int, default=20, help='epochs every worker runs')
+    p.add_argument('--epochs', type=int, default=30, help='epochs every worker runs')
     p.add_argument('--slowdown', default='1:2.5', metavar='RANK:FACTOR[,RANK:FACTOR]',
                    help="train_cifar.py's --slowdown ('' for none)")
     p.add_argument('--ssp-staleness', default='3', help='staleness s of the SSP run')
@@ -142,10 +142,13 @@ def read_jsonl(path):
 
 def collect(save_dir, num_workers, target):
     """Numbers of one finished run, from the files train_cifar.py wrote."""
-    iterations = {}
+    iterations, iteration_ms = {}, {}
     for rank in range(num_workers):
         records = read_jsonl(os.path.join(save_dir, 'train-worker%d.jsonl' % rank))
         iterations[rank] = max((r['iteration'] for r in records), default=0)
+        if len(records) > 1:   # mean time between the ends of two iterations
+            iteration_ms[rank] = round(
+                1e3 * (records[-1]['time'] - records[0]['time']) / (len(records) - 1), 2)
     evals = read_jsonl(os.path.join(save_dir, 'eval.jsonl'))
     summary_path = os.path.join(save_dir, 'summary.json')
     summary = {}
@@ -155,6 +158,7 @@ def collect(save_dir, num_workers, target):
     reached = next((e for e in evals if e['accuracy'] >= target), None)
     return {
         'iterations_per_worker': iterations,
+        'iteration_ms_per_worker': iteration_ms,
         'final_accuracy': summary.get('final_accuracy'),
         'train_time_s': summary.get('wall_time_s'),
         'time_to_target_s': reached['elapsed_s'] if reached else None,
@@ -201,8 +205,9 @@ def _fmt(value, fmt):
 def markdown_table(results, args):
     """The comparison as a markdown table (one row per run)."""
     lines = ['| paradigm | kvstore | train time (s) | job time (s) | iterations/worker (min/max) '
-             '| final test accuracy | time to %.0f%% (s) |' % (100 * args.target_accuracy),
-             '|---|---|---:|---:|---:|---:|---:|']
+             '| ms/iteration (min/max) | final test accuracy | time to %.0f%% (s) |'
+             % (100 * args.target_accuracy),
+             '|---|---|---:|---:|---:|---:|---:|---:|']
     for r in results:
         iters = list(r['iterations_per_worker'].values())
         status = '' if r['exit_code'] == 0 else ' (failed, exit %d)' % r['exit_code']
@@ -211,9 +216,11 @@ def markdown_table(results, args):
             kv += ' s=%s' % args.ssp_staleness
         elif r['paradigm'] == 'DSSP':
             kv += ' s=%s' % args.dssp_staleness
-        lines.append('| %s%s | %s | %s | %.1f | %s | %s | %s |' % (
+        per_iter = list(r['iteration_ms_per_worker'].values())
+        lines.append('| %s%s | %s | %s | %.1f | %s | %s | %s | %s |' % (
             r['paradigm'], status, kv, _fmt(r['train_time_s'], '%.1f'), r['job_time_s'],
             '%d/%d' % (min(iters), max(iters)) if iters else '-',
+            '%.0f/%.0f' % (min(per_iter), max(per_iter)) if per_iter else '-',
             _fmt(r['final_accuracy'], '%.3f'), _fmt(r['time_to_target_s'], '%.1f')))
     return '\n'.join(lines)
 
@@ -227,8 +234,10 @@ def main(argv=None):
     results = [run_one(args, p) for p in args.paradigm_list]
     table = markdown_table(results, args)
     note = ('train time: worker 0 from its first iteration until every worker finished; '
-            'job time: the whole launcher run, start-up included. "-" in the last column: '
-            'target not reached.')
+            'job time: the whole launcher run, start-up included; ms/iteration: mean time per '
+            'iteration of the fastest and of the slowest worker; time to target: training '
+            'time until worker 0 first measured that test accuracy at the end of an epoch '
+            '("-": not reached).')
     print()
     print(table)
     print()
