@@ -147,11 +147,15 @@ class SyncPolicy:
         self.active = set(range(num_workers))
         self.waiting = {}                                          # rank -> granted at its push
         self.max_lead = 0
+        self._slowest = 0                  # cached min clock of active workers (None: none left)
 
     # -- queries -----------------------------------------------------------
     def t_slowest(self):
         """Smallest clock among workers still in the job (None if none is)."""
-        return min((self.clocks[i] for i in self.active), default=None)
+        return self._slowest
+
+    def _update_slowest(self):
+        self._slowest = min((self.clocks[i] for i in self.active), default=None)
 
     def lead(self, rank):
         """Clock of `rank` minus the slowest clock."""
@@ -176,7 +180,10 @@ class SyncPolicy:
         self._check_rank(rank)
         if rank in self.waiting:
             raise ValueError('worker %d pushed again before it was released' % rank)
+        was_slowest = self.clocks[rank] == self._slowest
         self.clocks[rank] += 1
+        if was_slowest:
+            self._update_slowest()
         stamps = self.stamps[rank]
         stamps[1], stamps[0] = stamps[0], now
         releases = []
@@ -191,6 +198,7 @@ class SyncPolicy:
         self._check_rank(rank)
         self.active.discard(rank)
         self.waiting.pop(rank, None)
+        self._update_slowest()
         return self._release_waiters()
 
     # -- Algorithm 1 -------------------------------------------------------
