@@ -304,11 +304,15 @@ class SSPKVStore(KVStoreBase):
             self._metrics.close()
         stats = self._stats
         elapsed = max(time.time() - stats['start'], 1e-9)
-        logger.info('worker[%d] %s summary: %d iterations, waited %.2f s for OK (%.1f%% of %.1f s), '
-                    '%.2f s for pushes to apply, max lead %d, %d grants',
-                    self._rank, self.type, self._clock, stats['wait_s'],
-                    100.0 * stats['wait_s'] / elapsed, elapsed, stats['apply_s'],
-                    stats['max_lead'], stats['grants'])
+        summary = ('worker[%d] %s summary: %d iterations, waited %.2f s for OK (%.1f%% of %.1f s), '
+                   '%.2f s for pushes to apply, max lead %d, %d grants'
+                   % (self._rank, self.type, self._clock, stats['wait_s'],
+                      100.0 * stats['wait_s'] / elapsed, elapsed, stats['apply_s'],
+                      stats['max_lead'], stats['grants']))
+        if logger.isEnabledFor(logging.INFO) and logging.getLogger().handlers:
+            logger.info(summary)
+        else:   # the script configured no logging: the summary is still promised
+            sys.stderr.write(summary + '\n')
 
 
 _FATAL = None

@@ -191,3 +191,15 @@ def test_stock_mxnet_launch_py(tmp_path):
     steps = {r: read_jsonl(out / ('steps-%d.jsonl' % r)) for r in (0, 1)}
     _check_read_guarantee(steps, 5)
     assert sorted(_metrics(tmp_path)) == [0, 1]
+
+
+def test_unmodified_third_party_script_with_kvstore_flag(tmp_path):
+    out = tmp_path / 'o'
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'third_party_train.py'),
+                              '--kvstore', 'dist_dssp', '--num-batches', '15', '--out', str(out)])
+    assert proc.returncode == 0, _fail_msg(proc)
+    for rank in (0, 1):
+        done = read_jsonl(out / ('done-%d.json' % rank))[0]
+        assert done['type'] == 'dist_dssp' and done['clock'] == 15, done
+    # the promised one-line summary per worker, although the script configured no logging
+    assert proc.stderr.count('dist_dssp summary: 15 iterations') == 2, _fail_msg(proc)
