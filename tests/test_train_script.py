@@ -241,3 +241,26 @@ def test_count_iterations(tmp_path):
             for i in range(1, n + 1):
                 f.write(json.dumps({'rank': rank, 'iteration': i}) + '\n')
     assert train_cifar.count_iterations(str(tmp_path)) == {0: 3, 1: 5}
+
+
+def test_local_run_on_cifar10_archive(tmp_path):
+    """The CIFAR path end to end: a generated binary archive, 32x32 alexnet-small."""
+    from test_data import make_tar, write_cifar10_binary
+    src = tmp_path / 'src'
+    src.mkdir()
+    (tmp_path / 'data').mkdir()
+    make_tar(write_cifar10_binary(str(src), per_batch=20),
+             str(tmp_path / 'data' / 'cifar-10-binary.tar.gz'))
+    save = tmp_path / 'run'
+    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    env['OMP_NUM_THREADS'] = '1'
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, '--kvstore', 'local', '--dataset', 'cifar10',
+         '--data-dir', str(tmp_path / 'data'), '--batch-size', '16', '--num-epochs', '1',
+         '--save-dir', str(save)],
+        env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert 'cifar-10-binary.tar.gz' in proc.stderr
+    with open(save / 'summary.json') as f:
+        summary = json.load(f)
+    assert summary['dataset'] == 'cifar10' and summary['iterations_per_worker'] == {'0': 6}

@@ -480,8 +480,14 @@ def main(argv=None):
         net.save_parameters(os.path.join(save_dir, 'model-final.params'))
         eval_log.close()
         wall = time.time() - start
+        staleness, mode = args.staleness, args.dssp_mode
+        config = getattr(kv, 'config', None)       # our stores: the settings in effect
+        if config is not None and hasattr(config, 's_lower'):
+            staleness = (str(config.s_lower) if config.s_lower == config.s_upper
+                         else '%d,%d' % (config.s_lower, config.s_upper))
+            mode = config.mode if kv.type == 'dist_dssp' else None
         summary = {
-            'kvstore': kv.type, 'staleness': args.staleness, 'dssp_mode': args.dssp_mode,
+            'kvstore': kv.type, 'staleness': staleness, 'dssp_mode': mode,
             'num_workers': num_workers, 'model': args.model, 'dataset': args.dataset,
             'batch_size': args.batch_size, 'slowdown': args.slowdown,
             'iterations_per_worker': {str(r): n for r, n in count_iterations(save_dir).items()},
