@@ -264,3 +264,28 @@ def test_local_run_on_cifar10_archive(tmp_path):
     with open(save / 'summary.json') as f:
         summary = json.load(f)
     assert summary['dataset'] == 'cifar10' and summary['iterations_per_worker'] == {'0': 6}
+
+
+def test_two_worker_async_job(tmp_path):
+    """A real parameter-server job through the launcher: shards, slowdown, gathered summary."""
+    save = tmp_path / 'run'
+    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    env['OMP_NUM_THREADS'] = '1'
+    env['PYTHONPATH'] = ROOT + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+    proc = subprocess.run(
+        [sys.executable, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'local',
+         '--timeout', '100', sys.executable, SCRIPT, '--kvstore', 'dist_async',
+         '--model', 'mlp', '--num-iterations', '15', '--lr', '0.05', '--slowdown', '1:2',
+         '--log-interval', '0', '--save-dir', str(save)],
+        env=env, capture_output=True, text=True, timeout=150, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ' worker[0] ' in proc.stderr and ' worker[1] ' in proc.stderr
+    with open(save / 'summary.json') as f:
+        summary = json.load(f)
+    assert summary['kvstore'] == 'dist_async' and summary['num_workers'] == 2
+    assert summary['iterations_per_worker'] == {'0': 15, '1': 15}
+    assert summary['final_accuracy'] > 0.3
+    slow = read_jsonl(save / 'train-worker1.jsonl')
+    fast = read_jsonl(save / 'train-worker0.jsonl')
+    assert all(r['sleep_s'] > 0 for r in slow) and all(r['sleep_s'] == 0 for r in fast)
+    assert len(read_jsonl(save / 'eval.jsonl')) == 2       # end of epoch 1 and final
