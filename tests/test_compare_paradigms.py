@@ -74,3 +74,29 @@ def test_collect_and_table(tmp_path):
     assert lines[0].startswith('| paradigm |') and 'time to 90% (s)' in lines[0]
     assert lines[2] == '| ASP | dist_async | 3.5 | 12.3 | 8/10 | 20/50 | 0.950 | 2.0 |'
     assert lines[3] == '| DSSP (failed, exit 1) | dist_dssp s=3,15 | - | 12.3 | - | - | - | - |'
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_demo_runs_all_four_paradigms(tmp_path):
+    """The demo end to end, shortened: 2 workers, 3 epochs (about a minute on 2 cores)."""
+    import subprocess
+    out = tmp_path / 'compare'
+    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'train_scripts', 'compare_paradigms.py'),
+         '-n', '2', '--epochs', '3', '--model', 'mlp', '--target-accuracy', '0.5',
+         '--timeout', '120', '--out', str(out)],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [l for l in proc.stdout.splitlines() if l.startswith('| ') and 'paradigm' not in l]
+    assert [r.split('|')[1].strip() for r in rows] == ['BSP', 'ASP', 'SSP', 'DSSP']
+    with open(out / 'results.json') as f:
+        runs = json.load(f)['runs']
+    for run in runs:
+        assert run['exit_code'] == 0
+        assert run['iterations_per_worker'] == {'0': 66, '1': 66}
+        assert run['final_accuracy'] > 0.5 and run['time_to_target_s'] is not None
+    assert (out / 'results.md').read_text().startswith('| paradigm |')
+    with open(out / 'dssp' / 'summary.json') as f:
+        assert json.load(f)['staleness'] == '3,15'

@@ -266,6 +266,7 @@ def test_local_run_on_cifar10_archive(tmp_path):
     assert summary['dataset'] == 'cifar10' and summary['iterations_per_worker'] == {'0': 6}
 
 
+@pytest.mark.integration
 def test_two_worker_async_job(tmp_path):
     """A real parameter-server job through the launcher: shards, slowdown, gathered summary."""
     save = tmp_path / 'run'
