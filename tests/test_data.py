@@ -238,7 +238,8 @@ def test_missing_cifar_and_failed_download_gives_clear_error(tmp_path, no_networ
     assert not missing.exists()          # no empty directory left behind
     assert isinstance(info.value, FileNotFoundError)
 
-    with pytest.raises(data.DatasetNotFoundError, match='(?s)cifar-100-python.*cifar-100-binary.tar.gz'):
+    with pytest.raises(data.DatasetNotFoundError,
+                       match='(?s)cifar-100-python.*cifar-100-binary.tar.gz'):
         data.cifar100(str(missing))
 
 

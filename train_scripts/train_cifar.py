@@ -27,12 +27,14 @@ import math
 import os
 import sys
 import time
+import warnings
 
 # The package is used from a checkout as well as installed: make the checkout
 # importable before ``import mxnet``, because MXNet server processes unpickle
 # the SSP stores' updater (mxnet_ssp.server) inside ``import mxnet``.
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if importlib.util.find_spec('mxnet_ssp') is None and os.path.isdir(os.path.join(_REPO, 'mxnet_ssp')):
+if (importlib.util.find_spec('mxnet_ssp') is None
+        and os.path.isdir(os.path.join(_REPO, 'mxnet_ssp'))):
     sys.path.insert(0, _REPO)
 
 import numpy as np  # noqa: E402
@@ -58,10 +60,12 @@ def _ssp_module(name):
     """
     try:
         return importlib.import_module('mxnet_ssp.' + name)
-    except Exception:
+    except Exception as err:
         path = os.path.join(_REPO, 'mxnet_ssp', name + '.py')
         if not os.path.isfile(path):
             raise
+        warnings.warn('import mxnet_ssp failed (%s: %s); loading %s on its own, so only '
+                      'local, dist_sync and dist_async will work' % (type(err).__name__, err, path))
     spec = importlib.util.spec_from_file_location('_mxnet_ssp_' + name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
