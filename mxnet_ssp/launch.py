@@ -41,8 +41,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from mxnet_ssp.config import (ENV_DSSP_MODE, ENV_STALENESS, ENV_TIMEOUT, STORE_TYPES,
-                              ConfigError, check_kvstore_name, from_env)
+from mxnet_ssp.config import (ENV_DSSP_MODE, ENV_STALENESS, ENV_TIMEOUT, NATIVE_DIST_TYPES,
+                              STORE_TYPES, ConfigError, check_kvstore_name, from_env)
 
 __all__ = ['main', 'build_parser', 'parse_env_items', 'find_kvstore_names', 'validate_settings',
            'parse_hostfile', 'remote_script', 'ssh_argv', 'rsync_argv', 'mpi_argv',
@@ -132,7 +132,9 @@ def build_parser():
     p.add_argument('--timeout', type=float, metavar='SECONDS',
                    help='stop the whole job if it runs longer than this (exit code 124)')
     p.add_argument('command', nargs=argparse.REMAINDER,
-                   help='the command every process runs, e.g. python train.py --kvstore dist_ssp')
+                   help='the command every process runs, e.g. python train.py --kvstore '
+                        'dist_ssp (run directly, not by a shell; %s tells each process its '
+                        'launch index within its role)' % ENV_LAUNCH_INDEX)
     return p
 
 
@@ -233,7 +235,11 @@ def validate_settings(command, environ, role_extras=()):
         try:
             stores.append(check_kvstore_name(value))
         except ConfigError as err:
-            raise LaunchError('%s %s in the command: %s' % (flag, value or "''", err)) from None
+            if not value:
+                raise LaunchError('%s without a value in the command: expected one of %s'
+                                  % (flag, ', '.join(tuple(STORE_TYPES) + NATIVE_DIST_TYPES))
+                                  ) from None
+            raise LaunchError('%s %s in the command: %s' % (flag, value, err)) from None
     ours = [s for s in dict.fromkeys(stores) if s in STORE_TYPES] or ['dist_dssp']
     settings = (ENV_STALENESS, ENV_DSSP_MODE, ENV_TIMEOUT)
     for store in ours:
@@ -802,7 +808,10 @@ def _plan(args, environ):
             if value:
                 _say('warning: %s is ignored by --launcher local' % flag)
         if shutil.which(command[0], path=environ.get('PATH')) is None:
-            raise LaunchError('command %r not found (PATH of this environment)' % command[0])
+            hint = ('; the command is run directly, not by a shell: for shell syntax use '
+                    "sh -c '...'" if '=' in command[0] else '')
+            raise LaunchError('command %r not found or not executable (PATH of this '
+                              'environment)%s' % (command[0], hint))
         uri, port = '127.0.0.1', free_port('127.0.0.1')
         specs = [_scheduler_spec(command, environ, settings, uri, port, n, s)]
         for role, count in (('server', s), ('worker', n)):

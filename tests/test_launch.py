@@ -301,6 +301,7 @@ MARKER_CMD = [PY, '-c', 'import sys; open(sys.argv[1], "w").write("started")']
      ["MXNET_SSP_STALENESS='3,15'", 'dist_ssp', 'one integer s >= 0']),
     ({}, ['--kvstore', 'dist_sspp'], ['--kvstore dist_sspp', "'dist_sspp'", 'dist_ssp, dist_dssp']),
     ({}, ['--kv-store=dist_sspp'], ['--kv-store dist_sspp', 'dist_ssp, dist_dssp']),
+    ({}, ['--kvstore'], ['--kvstore without a value in the command', 'dist_ssp, dist_dssp']),
     ({'MXNET_SSP_DSSP_MODE': 'fast'}, [], ["MXNET_SSP_DSSP_MODE='fast'", 'bounded, paper']),
     ({'MXNET_SSP_TIMEOUT': '0'}, [], ["MXNET_SSP_TIMEOUT='0'", 'seconds > 0']),
 ])
@@ -329,7 +330,9 @@ def test_bad_setting_exits_2_and_starts_nothing(tmp_path, clean_env, capfd, env,
     (['--launcher', 'sge'], ['--launcher sge is not supported by mxnet-ssp-launch', 'use']),
     (['--launcher', 'yarn'], ['--launcher yarn is not supported by mxnet-ssp-launch', 'use']),
     (['--launcher', 'ssh'], ['needs -H/--hostfile']),
-    (['--launcher', 'ssh', '-H', 'no-such-hostfile'], ["hostfile 'no-such-hostfile' does not exist"]),
+    (['--launcher', 'ssh', '-H', 'no-such-hostfile'],
+     ["hostfile 'no-such-hostfile' does not exist"]),
+    (['-H', 'x', 'OMP_NUM_THREADS=2'], ["command 'OMP_NUM_THREADS=2' not found", "sh -c"]),
 ])
 def test_bad_usage_exits_2_and_starts_nothing(tmp_path, clean_env, capfd, args, expect):
     marker = tmp_path / 'started'
@@ -344,6 +347,25 @@ def test_bad_usage_exits_2_and_starts_nothing(tmp_path, clean_env, capfd, args, 
 def test_no_command_exits_2(clean_env, capfd):
     assert launch.main(['-n', '2', '--launcher', 'local']) == 2
     assert 'no command given' in capfd.readouterr().err
+
+
+def test_cli_bad_staleness_in_subprocess(tmp_path):
+    """The same check through `python -m mxnet_ssp.launch`, from a fresh process."""
+    marker = tmp_path / 'started'
+    proc = run_launcher(['-n', '1', '--launcher', 'local', '--env-worker', 'X:1']
+                        + MARKER_CMD + [str(marker), '--kvstore', 'dist_dssp'],
+                        env=launcher_env(MXNET_SSP_STALENESS='5,3'))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "mxnet-ssp-launch: error: MXNET_SSP_STALENESS='5,3' is not valid for dist_dssp")
+    assert not marker.exists()
+
+
+def test_launcher_does_not_import_mxnet():
+    code = 'import sys, mxnet_ssp.launch; print("mxnet" in sys.modules)'
+    proc = subprocess.run([PY, '-c', code], env=launcher_env(), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.stdout.strip() == 'False', proc.stderr
 
 
 def test_find_kvstore_names():
@@ -554,7 +576,8 @@ def test_mpi_argv_mpich():
 
 
 @pytest.mark.parametrize('banner, flavor', [
-    ('mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/', 'openmpi'),
+    ('mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/',
+     'openmpi'),
     ('HYDRA build details:\n    Version: 4.0.2', 'mpich'),
     ('Intel(R) MPI Library for Linux* OS, Version 2021.6', 'mpich'),
 ])
