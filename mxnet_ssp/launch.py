@@ -18,10 +18,35 @@ The flags are those of MXNet's ``tools/launch.py``; this launcher does not use
   SIGHUP, every process group of the job is sent SIGTERM, then SIGKILL after
   a grace period, and the launcher says which process ended the job.
 
+Launchers:
+
+* ``local``: every process here, each in its own session, with
+  ``DMLC_PS_ROOT_URI=127.0.0.1``, a free ephemeral port, ``DMLC_NODE_HOST=127.0.0.1``
+  and the launcher's whole environment.
+* ``ssh``: the scheduler here; servers and workers round-robin over the
+  hostfile's hosts, each through ``ssh -o StrictHostKeyChecking=no -o
+  BatchMode=yes HOST 'sh -c SCRIPT'``.  The script cd's to ``--sync-dst-dir``
+  (after ``rsync -az`` of the current directory to every host) or to the
+  current directory, exports the variables (ssh does not carry the
+  environment: ``DMLC_*``, ``DMLC_NODE_HOST=HOST``, ``MXNET_SSP_*``,
+  ``OMP_NUM_THREADS``, ``PS_VERBOSE``, ``DMLC_INTERFACE``, ``--env*``) and runs
+  the command; when ssh's stdin (a pipe from the launcher) closes, because the
+  launcher stops the job or dies, the script stops the command.
+  ``DMLC_PS_ROOT_URI`` is the address this machine uses to reach the first host.
+* ``mpi``: the scheduler here, then one ``mpirun`` for the servers and one for
+  the workers, with the variables passed by ``-x K=V`` (Open MPI) or ``-genv K V``
+  (MPICH / Intel MPI), told apart by ``mpirun --version``; ``-H`` is passed on.
+
 Exit codes: 0 every process exited 0; 1 a process failed (or the scheduler or
 a server did not exit within 60 s of the last worker); 2 bad usage or
 setting, nothing started; 124 ``--timeout`` expired; 128+N stopped by signal N
-(130 for SIGINT, 143 for SIGTERM).
+(130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+
+Limits: a launcher killed with SIGKILL cannot stop its local processes (ssh
+ones still stop, through the closed pipe).  With MXNet's own ``dist_*``
+stores a worker that fails after creating its kvstore may hang in ps-lite's
+shutdown barrier instead of exiting, so the launcher cannot see it fail:
+``--timeout`` bounds such jobs.
 
 This module must stay light: it imports :mod:`mxnet_ssp.config` and the
 standard library only, never mxnet.
@@ -265,22 +290,24 @@ def validate_settings(command, environ, role_extras=()):
 @dataclass
 class Spec:
     """One process the launcher starts."""
-    role: str                  # scheduler, server, worker (or servers / workers for mpirun)
+    role: str                  # scheduler, server or worker
     index: int                 # launch index within the role (not the ps-lite rank)
     argv: list
     env: dict = None           # full environment for Popen; None = inherit
     host: str = None           # ssh: the remote host
-    count: int = 1             # mpi: processes started by this mpirun
     stdin_pipe: bool = False   # ssh: keep a pipe on stdin so the remote side sees EOF if we die
+    mpirun: int = 0            # mpi: this is one mpirun starting that many processes of the role
 
     def label(self):
-        if self.count > 1 or self.role.endswith('s'):
-            return '%s (mpirun of %d)' % (self.role, self.count)
+        if self.mpirun:
+            return '%ss (mpirun of %d)' % (self.role, self.mpirun)
+        if self.role == 'scheduler':
+            return 'scheduler'
         return '%s #%d' % (self.role, self.index)
 
     def describe(self, pid):
-        if self.count > 1 or self.role.endswith('s'):
-            return '%s (mpirun of %d; pid %d)' % (self.role, self.count, pid)
+        if self.mpirun:
+            return '%ss (mpirun of %d; pid %d)' % (self.role, self.mpirun, pid)
         if self.role == 'scheduler':
             return 'scheduler (pid %d)' % pid
         if self.host:
@@ -668,7 +695,7 @@ class Supervisor:
             code = self._check(exited)
             if code is not None:
                 return code
-            workers = [p for p in self.procs if p.spec.role in ('worker', 'workers')]
+            workers = [p for p in self.procs if p.spec.role == 'worker']
             if finish_deadline is None and all(p.rc == 0 for p in workers):
                 finish_deadline = time.monotonic() + self.finish_timeout
             now = time.monotonic()
@@ -878,7 +905,7 @@ def _plan(args, environ):
             env['DMLC_NODE_HOST'] = '127.0.0.1'
         argv = mpi_argv(flavor, count, command, env, args.hostfile, mpirun,
                         as_root=hasattr(os, 'geteuid') and os.geteuid() == 0)
-        specs.append(Spec(role + 's', 0, argv, local_env(environ, {}, {}), count=count))
+        specs.append(Spec(role, 0, argv, local_env(environ, {}, {}), mpirun=count))
     where = 'hosts of %s' % args.hostfile if args.hostfile else 'this machine'
     return specs, 'mpi job (%s): %s on %s; scheduler here at %s:%d' % (
         flavor, counts, where, uri, port), []

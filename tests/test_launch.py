@@ -14,6 +14,7 @@ otherwise they are skipped.  The mpi run needs ``mpirun``.
 """
 import json
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -419,7 +420,7 @@ def test_supervisor_sigkills_a_process_ignoring_sigterm(tmp_path, capfd):
     err = capfd.readouterr().err
     assert rc == launch.EXIT_FAILED
     assert 'worker #0 (launch index; pid' in err and 'exited with code 5' in err
-    assert 'sent SIGKILL to scheduler #0' in err
+    assert 'sent SIGKILL to scheduler (still running 0.5 s after SIGTERM)' in err
     assert [n for n, pid in read_pids(pids).items() if alive(pid)] == []
 
 
@@ -544,6 +545,70 @@ def test_remote_script_exit_code_and_stdin_watchdog(tmp_path):
     assert not alive(pid)
 
 
+def _exports(ssh_spec):
+    """The variables the remote script of an ssh Spec exports."""
+    script = shlex.split(ssh_spec.argv[-1])[2]
+    line = [ln for ln in script.splitlines() if ln.startswith('export ')][0]
+    return dict(item.split('=', 1) for item in shlex.split(line)[1:])
+
+
+def test_ssh_plan_round_robin_and_env(tmp_path):
+    hostfile = write(tmp_path, 'hosts', '127.0.0.1\nbob@127.0.0.2:2222\n')
+    environ = {'PATH': os.environ['PATH'], 'MXNET_SSP_STALENESS': '2', 'OMP_NUM_THREADS': '4',
+               'UNRELATED': 'x', 'PASSME': 'p q', launch.ENV_SSH_ARGS: '-F cfg'}
+    args = launch.build_parser().parse_args(
+        ['-n', '3', '-s', '2', '-H', hostfile, '--env', 'PASSME', '--env-worker', 'A:1',
+         '--sync-dst-dir', '/remote/dir', 'python', 'train.py', '--kvstore', 'dist_ssp'])
+    specs, summary, syncs = launch._plan(args, environ)
+    assert [(s.role, s.index, s.host) for s in specs] == [
+        ('scheduler', 0, None), ('server', 0, '127.0.0.1'), ('server', 1, 'bob@127.0.0.2'),
+        ('worker', 0, '127.0.0.1'), ('worker', 1, 'bob@127.0.0.2'), ('worker', 2, '127.0.0.1')]
+    scheduler = specs[0]
+    assert scheduler.argv == ['python', 'train.py', '--kvstore', 'dist_ssp']
+    assert scheduler.env['DMLC_ROLE'] == 'scheduler' and scheduler.env['UNRELATED'] == 'x'
+    port = scheduler.env['DMLC_PS_ROOT_PORT']
+    assert scheduler.env['DMLC_PS_ROOT_URI'] == '127.0.0.1'   # this machine, seen from host 1
+    for spec in specs[1:]:
+        assert spec.stdin_pipe and spec.argv[:7] == list(launch.SSH_BASE) + ['-F', 'cfg']
+        env = _exports(spec)
+        assert env['DMLC_ROLE'] == spec.role and env['DMLC_PS_ROOT_PORT'] == port
+        assert env['DMLC_NODE_HOST'] == spec.host.rpartition('@')[2]
+        assert env[launch.ENV_LAUNCH_INDEX] == str(spec.index)
+        assert (env['DMLC_NUM_WORKER'], env['DMLC_NUM_SERVER']) == ('3', '2')
+        assert env['MXNET_SSP_STALENESS'] == '2' and env['OMP_NUM_THREADS'] == '4'
+        assert env['PASSME'] == 'p q'
+        assert ('A' in env) == (spec.role == 'worker')
+        assert 'UNRELATED' not in env and launch.ENV_SSH_ARGS not in env
+        assert 'cd /remote/dir || exit 1' in shlex.split(spec.argv[-1])[2]
+        if spec.host == 'bob@127.0.0.2':
+            assert spec.argv[7:10] == ['-p', '2222', 'bob@127.0.0.2']
+        else:
+            assert spec.argv[7] == '127.0.0.1'
+    assert [h.name for h, _ in syncs] == ['127.0.0.1', 'bob@127.0.0.2']
+    assert syncs[1][1][-1] == 'bob@127.0.0.2:/remote/dir/'
+
+
+def test_mpi_plan_with_fake_mpirun(tmp_path):
+    fake = tmp_path / 'mpirun'
+    fake.write_text('#!/bin/sh\necho "mpirun (Open MPI) 4.1.4"\n')
+    fake.chmod(0o755)
+    environ = {'PATH': os.environ['PATH'], launch.ENV_MPIRUN: str(fake), 'MXNET_SSP_TIMEOUT': '9'}
+    args = launch.build_parser().parse_args(
+        ['-n', '2', '-s', '1', '--launcher', 'mpi', '--env-server', 'S:1', 'python', 't.py'])
+    specs, summary, _ = launch._plan(args, environ)
+    assert 'mpi job (openmpi)' in summary
+    assert [(s.role, s.mpirun) for s in specs] == [('scheduler', 0), ('server', 1), ('worker', 2)]
+    for spec in specs[1:]:
+        argv = spec.argv
+        assert argv[:5] == [str(fake), '-n', str(spec.mpirun), '--bind-to', 'none']
+        assert argv[-2:] == ['python', 't.py']
+        xs = {argv[i + 1] for i, a in enumerate(argv) if a == '-x'}
+        assert {'DMLC_ROLE=%s' % spec.role, 'DMLC_PS_ROOT_URI=127.0.0.1', 'OMP_NUM_THREADS=1',
+                'MXNET_SSP_TIMEOUT=9', 'DMLC_NODE_HOST=127.0.0.1'} <= xs
+        assert ('S=1' in xs) == (spec.role == 'server')
+    assert specs[2].describe(7) == 'workers (mpirun of 2; pid 7)'
+
+
 def test_rsync_argv():
     argv = rsync_argv('node1', '/src/dir/', '/dst dir', port=2200, ssh_args=['-F', 'c f'])
     assert argv[:3] == ['rsync', '-az', '-e']
@@ -621,6 +686,14 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _drain(fd):
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+
+
 @pytest.fixture(scope='module')
 def sshd(tmp_path_factory):
     """An sshd on 127.0.0.1 and 127.0.0.2 that accepts a key made here.
@@ -653,16 +726,22 @@ def sshd(tmp_path_factory):
         '  IdentitiesOnly yes', '  UserKnownHostsFile /dev/null', '  LogLevel ERROR', '']))
     proc = subprocess.Popen(['/usr/sbin/sshd', '-D', '-e', '-f', str(d / 'sshd_config')],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    listening = 0
-    log = []
-    while listening < 2:                  # "Server listening on 127.0.0.x port N." twice
-        line = proc.stderr.readline()
-        if not line:
+                            stderr=subprocess.PIPE)
+    # ready when it logged "Server listening on 127.0.0.x port N." for both addresses
+    log = b''
+    deadline = time.monotonic() + 30
+    while log.count(b'Server listening') < 2:
+        left = deadline - time.monotonic()
+        ready = select.select([proc.stderr], [], [], max(left, 0))[0]
+        chunk = os.read(proc.stderr.fileno(), 4096) if ready else b''
+        if not chunk or b'Bind to port' in log + chunk:
+            proc.terminate()
             proc.wait()
-            pytest.skip('sshd did not start: %s' % ''.join(log)[-500:])
-        log.append(line)
-        listening += 'Server listening' in line
+            pytest.skip('sshd did not start on 127.0.0.1 and 127.0.0.2: %s'
+                        % (log + chunk).decode(errors='replace')[-500:])
+        log += chunk
+    drain = threading.Thread(target=_drain, args=(proc.stderr.fileno(),), daemon=True)
+    drain.start()                          # keep reading sshd's log so its pipe never fills
     check = subprocess.run(['ssh', '-F', str(d / 'ssh_config'), '-o', 'BatchMode=yes',
                             '-o', 'StrictHostKeyChecking=no', '127.0.0.2', 'true'],
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
@@ -673,6 +752,7 @@ def sshd(tmp_path_factory):
     yield '-F %s' % (d / 'ssh_config')
     proc.terminate()
     proc.wait(timeout=30)
+    drain.join(timeout=10)
     proc.stderr.close()
 
 
