@@ -360,6 +360,34 @@ def parse_hostfile(path):
     return hosts
 
 
+def session_pids(sids):
+    """{sid: [pid, ...]}: the running (not zombie) processes of the sessions `sids`.
+
+    Read from /proc; None where there is no /proc (then only process groups
+    are used to find a job's processes).
+    """
+    try:
+        names = os.listdir('/proc')
+    except OSError:
+        return None
+    if 'self' not in names:
+        return None
+    out = {sid: [] for sid in sids}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % name, 'rb') as f:
+                data = f.read()
+            fields = data[data.rindex(b')') + 2:].split()   # state ppid pgrp session ...
+            state, sid = fields[0], int(fields[3])
+        except (OSError, ValueError, IndexError):
+            continue
+        if sid in out and state not in (b'Z', b'X'):
+            out[sid].append(int(name))
+    return out
+
+
 def free_port(bind_host='127.0.0.1'):
     """An ephemeral TCP port that is free now (bound to port 0, read, closed)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -517,7 +545,7 @@ def local_env(environ, settings, dmlc):
 # Supervision
 # ---------------------------------------------------------------------------
 
-@dataclass
+@dataclass(eq=False)          # hashable by identity
 class _Proc:
     spec: Spec
     popen: subprocess.Popen
@@ -637,6 +665,13 @@ class Supervisor:
         finally:
             try:
                 self._stop_all()
+            except BaseException:
+                for p in self.procs:          # never leave the job running
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                raise
             finally:
                 self._restore_signals()
                 os.close(self._rfd)
@@ -713,15 +748,34 @@ class Supervisor:
                 return EXIT_FAILED
 
     # -- stopping -----------------------------------------------------------
-    def _killpg(self, proc, signum):
-        try:
-            os.killpg(proc.pid, signum)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
+    @staticmethod
+    def _signal(proc, members, signum):
+        """Send `signum` to `proc`'s process group and to the members of its session
+        outside that group (each process gets it once); True if any was sent."""
+        sent = False
+        targets = [(os.killpg, proc.pid)]
+        for pid in members:
+            try:
+                if os.getpgid(pid) != proc.pid:
+                    targets.append((os.kill, pid))
+            except OSError:
+                pass
+        for kill, target in targets:
+            try:
+                kill(target, signum)
+                sent = True
+            except (ProcessLookupError, PermissionError):
+                pass
+        return sent
 
-    def _group_alive(self, proc):
-        return self._killpg(proc, 0)
+    def _leftovers(self, procs):
+        """{proc: [pids]} of `procs` whose session (or, without /proc, group) still has
+        running processes: the child itself or descendants that stayed in its session,
+        such as Open MPI's ranks, which mpirun puts in process groups of their own."""
+        sessions = session_pids({p.pid for p in procs})
+        if sessions is None:
+            return {p: [] for p in procs if p.rc is None or self._signal(p, (), 0)}
+        return {p: sessions[p.pid] for p in procs if p.rc is None or sessions.get(p.pid)}
 
     def _wait_children(self, deadline):
         """Wait for the direct children until `deadline`; False if a signal came."""
@@ -735,37 +789,47 @@ class Supervisor:
                 return False
         return True
 
+    def _wait_leftovers(self, procs, deadline):
+        """Poll until no process is left in the sessions of `procs` or `deadline`."""
+        left = self._leftovers(procs)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = self._leftovers(left)
+        return left
+
     def _stop_all(self):
         """Stop every process of the job still running.
 
-        SIGTERM to each process group (ssh processes: EOF on their stdin, see
-        :func:`remote_script`), then SIGKILL to the groups still there after
-        the grace, or at once if another signal comes meanwhile.
+        Each child was started as the leader of a new session; everything
+        still running in those sessions gets SIGTERM (to the process group and
+        to each session member; an ssh child instead gets EOF on its stdin,
+        see :func:`remote_script`), then SIGKILL if still there after the
+        grace, or at once if another signal comes meanwhile.  Processes a
+        finished job left behind in its sessions are stopped the same way.
         """
         if not self.procs:
             return
-        targets = [p for p in self.procs if p.rc is None or self._group_alive(p)]
+        targets = self._leftovers(self.procs)
         if not targets:
             return
-        for p in targets:
+        for p, members in targets.items():
             if p.popen.stdin is not None and p.rc is None:
                 # ssh: EOF on its stdin makes the remote script stop the command (SIGTERM,
                 # SIGKILL after REMOTE_GRACE) and exit, so ssh ends once the remote side is gone
                 self._close_stdin(p)
             else:
-                self._killpg(p, signal.SIGTERM)
+                self._signal(p, members, signal.SIGTERM)
         deadline = time.monotonic() + self.grace
         patient = self._wait_children(deadline)
-        # grandchildren left in the groups (e.g. of a shell command) get the rest of the grace
-        while patient and time.monotonic() < deadline and any(self._group_alive(p)
-                                                               for p in targets):
-            time.sleep(0.05)
-        killed = [p for p in targets if self._killpg(p, signal.SIGKILL)]
+        # descendants left in the sessions (mpirun's ranks, a shell's children) get the rest
+        left = self._wait_leftovers(targets, deadline if patient else 0)
+        killed = [p for p, members in left.items() if self._signal(p, members, signal.SIGKILL)]
         if killed:
             why = ('still running %g s after SIGTERM' % self.grace if patient
                    else 'signalled again while stopping')
             self._say('sent SIGKILL to %s (%s)' % (', '.join(p.spec.label() for p in killed), why))
         self._wait_children(time.monotonic() + 10.0)
+        self._wait_leftovers(killed, time.monotonic() + 5.0)
         for p in self.procs:
             self._close_stdin(p)
 

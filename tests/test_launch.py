@@ -77,6 +77,25 @@ while True:
     signal.pause()
 '''
 
+# Under mpirun: records its pid in DIR/<role>-<pid>.pid; worker rank 1 (MPI rank) exits 3
+# once all 4 processes of a -n 2 -s 1 job have recorded theirs; the others block.
+MPI_BLOCK = '''\
+import os, signal, sys, time
+d = sys.argv[1]
+role = os.environ.get('DMLC_ROLE')
+with open(os.path.join(d, 'tmp-%d' % os.getpid()), 'w') as f:
+    f.write(str(os.getpid()))
+os.rename(os.path.join(d, 'tmp-%d' % os.getpid()), os.path.join(d, '%s-%d.pid' % (role, os.getpid())))
+rank = os.environ.get('OMPI_COMM_WORLD_RANK', os.environ.get('PMI_RANK'))
+if role == 'worker' and rank == '1':
+    deadline = time.monotonic() + 60
+    while sum(n.endswith('.pid') for n in os.listdir(d)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sys.exit(3)
+while True:
+    signal.pause()
+'''
+
 
 def write(tmp_path, name, text):
     path = tmp_path / name
@@ -424,6 +443,28 @@ def test_supervisor_sigkills_a_process_ignoring_sigterm(tmp_path, capfd):
     assert [n for n, pid in read_pids(pids).items() if alive(pid)] == []
 
 
+def test_supervisor_stops_descendants_in_other_process_groups(tmp_path, capfd):
+    """A child whose own child moved to another process group (as mpirun's ranks do)
+    exits 4: that grandchild is found through the session and stopped as well."""
+    pids = tmp_path / 'pids'
+    pids.mkdir()
+    script = write(tmp_path, 'block.py', BLOCK)
+    parent = ('import os, subprocess, sys, time\n'
+              'subprocess.Popen([sys.argv[1], sys.argv[2], sys.argv[3], "none"],\n'
+              '                 preexec_fn=lambda: os.setpgid(0, 0))\n'
+              'while not os.path.exists(os.path.join(sys.argv[3], "worker-7.pid")):\n'
+              '    time.sleep(0.02)\n'
+              'sys.exit(4)\n')
+    spec = Spec('worker', 0, [PY, '-c', parent, PY, script, str(pids)],
+                dict(os.environ, DMLC_ROLE='worker', MXNET_SSP_LAUNCH_INDEX='7'))
+    rc = Supervisor([spec], grace=2).run()
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED and 'exited with code 4' in err
+    recorded = read_pids(pids)
+    assert list(recorded) == ['worker-7']
+    assert not alive(recorded['worker-7'])
+
+
 def test_supervisor_names_a_signal(tmp_path, capfd):
     spec = Spec('worker', 2, [PY, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])
     assert Supervisor([spec], grace=0.5).run() == launch.EXIT_FAILED
@@ -674,6 +715,24 @@ def test_mpi_real_run(tmp_path, clean_env, capfd):
             assert (env['DMLC_NUM_WORKER'], env['DMLC_NUM_SERVER']) == ('2', '1')
             assert ('ONLY_WORKER' in env) == (role == 'worker')
             assert ('ONLY_SERVER' in env) == (role == 'server')
+
+
+@pytest.mark.skipif(shutil.which('mpirun') is None, reason='mpirun is not installed')
+def test_mpi_failing_rank_stops_the_job(tmp_path, clean_env, capfd):
+    """Worker rank 1 under mpirun exits 3: the launcher reports the workers' mpirun and
+    stops the scheduler, the servers' mpirun and its rank (in its own process group)."""
+    pids = tmp_path / 'pids'
+    pids.mkdir()
+    script = write(tmp_path, 'mpiblock.py', MPI_BLOCK)
+    rc = launch.main(['-n', '2', '-s', '1', '--launcher', 'mpi', '--timeout', '60',
+                      PY, script, str(pids)])
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED, err
+    assert 'workers (mpirun of 2; pid' in err and 'exited with code 3 — stopping the job' in err
+    recorded = read_pids(pids)
+    assert sorted(name.rsplit('-', 1)[0] for name in recorded) == [
+        'scheduler', 'server', 'worker', 'worker']
+    assert [name for name, pid in recorded.items() if alive(pid)] == []
 
 
 # ---------------------------------------------------------------------------
