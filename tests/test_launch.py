@@ -479,12 +479,16 @@ def test_supervisor_server_that_never_exits(tmp_path, capfd):
     script = write(tmp_path, 'block.py', BLOCK)
     server = Spec('server', 0, [PY, script, str(pids), 'none'],
                   dict(os.environ, DMLC_ROLE='server', MXNET_SSP_LAUNCH_INDEX='0'))
-    worker = Spec('worker', 0, [PY, '-c', 'pass'])
+    wait_then_exit_0 = ('import os, sys, time\n'
+                        'while not os.path.exists(sys.argv[1]):\n'
+                        '    time.sleep(0.02)\n')
+    worker = Spec('worker', 0, [PY, '-c', wait_then_exit_0, str(pids / 'server-0.pid')])
     rc = Supervisor([server, worker], finish_timeout=0.3, grace=2).run()
     err = capfd.readouterr().err
     assert rc == launch.EXIT_FAILED
     assert 'all workers exited with code 0 but server #0 (launch index; pid' in err
-    assert [n for n, pid in read_pids(pids).items() if alive(pid)] == []
+    recorded = read_pids(pids)
+    assert list(recorded) == ['server-0'] and not alive(recorded['server-0'])
 
 
 def test_supervisor_timeout(tmp_path, capfd):
