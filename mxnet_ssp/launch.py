@@ -580,8 +580,9 @@ def describe_exit(rc, spec=None):
 class Supervisor:
     """Start processes, watch them, stop them all when one fails or we are signalled.
 
-    Every process runs in its own session (so its own process group) and is
-    stopped with SIGTERM to its group, then SIGKILL after `grace` seconds.
+    Every process is started as the leader of a new session (so of its own
+    process group too); stopping it means SIGTERM to everything running in
+    that session, then SIGKILL after `grace` seconds (see :meth:`_stop_all`).
     Waiting is event driven: one thread per child blocks in ``wait()`` and
     writes a byte to a pipe; signals reach the same pipe through
     :func:`signal.set_wakeup_fd`; the main thread blocks in ``select``.
