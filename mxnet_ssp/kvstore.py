@@ -76,15 +76,16 @@ class SSPKVStore(KVStoreBase):
         self._rank = self._kv.rank
         self._num_workers = self._kv.num_workers
         self._tracker = StepTracker()
-        self._pending_pulls = []
+        self._step = None                 # the _Step in progress, None between steps
+        self._next_guaranteed = self._config.s_lower >= 1   # is step 1 released for sure?
+        self._next_visible = 0            # t_slowest the next fast step may rely on
         self._optimizer_set = False
         self._client = None
         self._clock = 0
         self._closed = False
         self._metrics = None
-        self._stats = {'wait_s': 0.0, 'apply_s': 0.0, 'grants': 0, 'max_lead': 0,
+        self._stats = {'wait_s': 0.0, 'apply_s': 0.0, 'grants': 0, 'max_lead': 0, 'fast': 0,
                        'start': time.time()}
-        self._step_started = None
         self.last_release = None
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         atexit.register(self.close)
@@ -117,6 +118,8 @@ class SSPKVStore(KVStoreBase):
 
     #: The :class:`~mxnet_ssp.sync.Release` of the last completed step (None before).
     last_release = None
+    #: Every worker's gradients up to this clock are in the weights the last step pulled.
+    visible_clock = 0
 
     @staticmethod
     def is_capable(capability):
@@ -137,34 +140,35 @@ class SSPKVStore(KVStoreBase):
     def push(self, key, value, priority=0):
         """Push gradients; blocks only when this push completes a step."""
         keys = _as_list(key)
-        self._ensure_controller()
-        if self._tracker.repeats(keys):
-            self._tracker.close_early()
-            self._end_step()
-        if self._step_started is None:
-            self._step_started = time.perf_counter()
+        step = self._begin(keys)
         self._kv.push(key, value, priority=priority)
+        step.unpulled.update(keys)
         if self._tracker.on_push(keys):
             self._end_step()
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Pull weights; deferred to the release if `key` was pushed in this step."""
-        if any(self._tracker.in_step(k) for k in _as_list(key)):
-            self._pending_pulls.append((key, out, priority, ignore_sparse))
-        else:
+        keys = _as_list(key)
+        step = self._step
+        if step is None or not any(self._tracker.in_step(k) for k in keys):
             self._kv.pull(key, out=out, priority=priority, ignore_sparse=ignore_sparse)
+        elif step.fast:
+            self._kv.pull(key, out=out, priority=priority, ignore_sparse=ignore_sparse)
+            step.pulled(keys, out)
+        else:
+            step.deferred.append((key, out, priority, ignore_sparse))
 
     def pushpull(self, key, value, out=None, priority=0):
         """Push `value` and pull the updated weights into `out` (or `value`)."""
         keys = _as_list(key)
-        self._ensure_controller()
-        if self._tracker.repeats(keys):
-            self._tracker.close_early()
-            self._end_step()
-        if self._step_started is None:
-            self._step_started = time.perf_counter()
-        self._kv.push(key, value, priority=priority)
-        self._pending_pulls.append((key, value if out is None else out, priority, True))
+        out = value if out is None else out
+        step = self._begin(keys)
+        if step.fast:
+            self._kv.pushpull(key, value, out=out, priority=priority)
+            step.pulled(keys, out)
+        else:
+            self._kv.push(key, value, priority=priority)
+            step.deferred.append((key, out, priority, True))
         if self._tracker.on_push(keys):
             self._end_step()
 
@@ -247,12 +251,35 @@ class SSPKVStore(KVStoreBase):
         logger.info('worker[%d] connected to the %s controller at %s:%d',
                     self._rank, self.type, answer['host'], answer['port'])
 
+    def _begin(self, keys):
+        """Close a step that ended early, and open a step at its first push."""
+        self._ensure_controller()
+        if self._tracker.repeats(keys):
+            self._tracker.close_early()
+            self._end_step()
+        if self._step is None:
+            self._step = _Step(self._next_guaranteed)
+        return self._step
+
     def _end_step(self):
-        """Close the current step: wait for its pushes, report, wait for OK, pull."""
-        started = self._step_started
-        self._step_started = None
+        """Close the current step: wait for its pushes, report, wait for OK, pull.
+
+        Slow path (the release is not certain): wait until every push of the
+        step is applied, report the clock, block until RELEASE, then issue the
+        deferred pulls.  Fast path (the previous release already implies this
+        one, because the slowest clock never decreases): the pulls were issued
+        with their pushes, as in ``dist_async``; wait until they are complete
+        (so the pushes are applied), then report; RELEASE comes back at once.
+        """
+        step, self._step = self._step, None
         t0 = time.perf_counter()
-        nd.waitall()                      # every push of this step is applied on the servers
+        if step.fast:
+            for arr in step.outs:
+                arr.wait_to_read()        # each pull follows its push on the server
+            if step.unpulled:
+                nd.waitall()
+        else:
+            nd.waitall()                  # every push of this step is applied on the servers
         t1 = time.perf_counter()
         self._clock += 1
         reported_at = time.time()
@@ -261,22 +288,32 @@ class SSPKVStore(KVStoreBase):
         except ControllerError as err:
             self._fail(err)
         t2 = time.perf_counter()
+        if step.fast:
+            authorized_at, visible = step.authorized_at, self._next_visible
+        else:
+            for key, out, priority, ignore_sparse in step.deferred:
+                self._kv.pull(key, out=out, priority=priority, ignore_sparse=ignore_sparse)
+            authorized_at, visible = reported_at + (t2 - t1), release.t_slowest
         self.last_release = release
-        pulls, self._pending_pulls = self._pending_pulls, []
-        for key, out, priority, ignore_sparse in pulls:
-            self._kv.pull(key, out=out, priority=priority, ignore_sparse=ignore_sparse)
+        self.visible_clock = visible
+        # The slowest clock never decreases: the next push is released for sure
+        # if it would be within sL of the slowest now, or holds a granted extra.
+        self._next_guaranteed = (release.extra_left > 0
+                                 or self._clock + 1 - release.t_slowest <= self._config.s_lower)
+        self._next_visible = release.t_slowest
         stats = self._stats
         stats['apply_s'] += t1 - t0
         stats['wait_s'] += t2 - t1
         stats['grants'] += 1 if release.granted else 0
         stats['max_lead'] = max(stats['max_lead'], release.lead)
+        stats['fast'] += 1 if step.fast else 0
         if self._metrics is not None:
             self._metrics.write(json.dumps({
                 'rank': self._rank, 'clock': self._clock, 'reported_at': reported_at,
-                'released_at': reported_at + (t2 - t1),
-                'push_s': round(t1 - (started if started is not None else t0), 6),
-                'apply_wait_s': round(t1 - t0, 6), 'wait_s': round(t2 - t1, 6),
-                'lead': release.lead, 't_slowest': release.t_slowest,
+                'released_at': authorized_at, 'fast': step.fast,
+                'push_s': round(t1 - step.started, 6), 'apply_wait_s': round(t1 - t0, 6),
+                'wait_s': round(t2 - t1, 6), 'lead': release.lead,
+                't_slowest': release.t_slowest, 'visible_clock': visible,
                 'granted': release.granted, 'extra_left': release.extra_left}) + '\n')
 
     def _fail(self, err):
@@ -296,8 +333,7 @@ class SSPKVStore(KVStoreBase):
             return
         self._closed = True
         if self._client is not None:
-            if self._pending_pulls:
-                self._pending_pulls = []
+            self._step = None
             self._client.leave()
             self._client.close()
         if self._metrics is not None:
@@ -326,6 +362,25 @@ def _exit_after_fatal_error():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
+
+
+class _Step:
+    """Book-keeping of one step in progress (worker side)."""
+
+    __slots__ = ('fast', 'started', 'authorized_at', 'deferred', 'outs', 'unpulled')
+
+    def __init__(self, fast):
+        self.fast = fast                  # released for sure: pull with the pushes
+        self.started = time.perf_counter()
+        self.authorized_at = time.time()
+        self.deferred = []                # slow path: pulls to issue after RELEASE
+        self.outs = []                    # fast path: arrays pulled, to wait for
+        self.unpulled = set()             # keys pushed but not pulled in this step
+
+    def pulled(self, keys, out):
+        """Fast path: `keys` were pulled into `out` (an NDArray or a list of them)."""
+        self.unpulled.difference_update(keys)
+        self.outs.extend(out if isinstance(out, (list, tuple)) else [out])
 
 
 def _store_class(name):

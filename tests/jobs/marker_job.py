@@ -96,7 +96,7 @@ def main():
                   'seen': [[int(round(v)) for v in seen[q * T:(q + 1) * T]] for q in range(nworkers)],
                   'devices_equal': all((w.asnumpy() == seen).all() for w in weights[0])}
         if release is not None:
-            record.update(lead=release.lead, t_slowest=release.t_slowest,
+            record.update(lead=release.lead, t_slowest=kv.visible_clock,
                           granted=release.granted)
         log.write(json.dumps(record) + '\n')
     log.close()
