@@ -10,7 +10,8 @@ import os
 from dataclasses import dataclass, replace
 
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
-           'STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
+           'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC',
+           'STORE_TYPES', 'ASYNC_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name']
 
@@ -18,9 +19,15 @@ ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
 ENV_TIMEOUT = 'MXNET_SSP_TIMEOUT'
 ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
+ENV_SOFTSYNC_SPLITS = 'MXNET_SSP_SOFTSYNC_SPLITS'
+ENV_STALENESS_LOG = 'MXNET_SSP_STALENESS_LOG'
+ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
 
 #: Store types this package adds, mapped to their default staleness (sL, sU).
 STORE_TYPES = {'dist_ssp': (3, 3), 'dist_dssp': (3, 15)}
+#: Asynchronous store types this package provides: no controller; the servers know the
+#: sender and staleness of every gradient when the optimizer needs it.
+ASYNC_STORE_TYPES = ('dist_async', 'dist_softsync')
 #: MXNet's own store types that a launcher or script may also name.
 NATIVE_DIST_TYPES = ('local', 'device', 'nccl', 'dist_sync', 'dist_device_sync',
                      'dist_async', 'dist_device_async', 'dist', 'horovod')
@@ -58,6 +65,13 @@ class SyncConfig:
     mode: str = 'bounded'
     timeout: float = DEFAULT_TIMEOUT
     metrics_dir: str = DEFAULT_METRICS_DIR
+    splits: int = None
+    staleness_log: bool = False
+
+    @property
+    def synchronous(self):
+        """True for SSP/DSSP stores (a controller decides when workers go on)."""
+        return self.store in STORE_TYPES
 
     @property
     def r_max(self):
@@ -66,6 +80,9 @@ class SyncConfig:
 
     def describe(self):
         """One line with the settings in effect, for the start-up log."""
+        if not self.synchronous:
+            extra = ' splits=%s' % self.splits if self.store == 'dist_softsync' else ''
+            return '%s%s metrics=%s' % (self.store, extra, self.metrics_dir or 'off')
         rng = (str(self.s_lower) if self.s_lower == self.s_upper
                else '[%d, %d]' % (self.s_lower, self.s_upper))
         return ('%s staleness=%s mode=%s timeout=%gs metrics=%s'
@@ -95,7 +112,9 @@ def parse_staleness(value, store='dist_dssp', source=ENV_STALENESS):
     tuple of int
         ``(s_lower, s_upper)``.
     """
-    check_kvstore_name(store, ours_only=True)
+    if check_kvstore_name(store, ours_only=True) not in STORE_TYPES:
+        raise ConfigError('staleness is not a setting of %s: only %s take one'
+                          % (store, ' and '.join(STORE_TYPES)))
     accepted = _accepted_staleness(store)
     if isinstance(value, str):
         parts = [p.strip() for p in value.split(',')]
@@ -148,9 +167,25 @@ def parse_timeout(value, source=ENV_TIMEOUT):
     return timeout
 
 
+def parse_splits(value, num_workers=None, source=ENV_SOFTSYNC_SPLITS):
+    """Parse n of n-softsync: an integer in [1, num_workers] (upper bound checked if known)."""
+    bound = 'num_workers' if num_workers is None else str(num_workers)
+    try:
+        splits = int(str(value).strip())
+    except ValueError:
+        splits = None
+    if splits is None or isinstance(value, bool) or splits < 1 or (
+            num_workers is not None and splits > num_workers):
+        raise ConfigError('%s=%r is not valid for dist_softsync: expected an integer n with '
+                          '1 <= n <= %s (the server applies one update per floor(%s / n) '
+                          'gradients)' % (source, value, bound, bound))
+    return splits
+
+
 def check_kvstore_name(name, ours_only=False):
     """Check a kvstore type name; raise ConfigError naming the accepted ones."""
-    accepted = tuple(STORE_TYPES) if ours_only else tuple(STORE_TYPES) + NATIVE_DIST_TYPES
+    ours = tuple(STORE_TYPES) + ASYNC_STORE_TYPES
+    accepted = ours if ours_only else ours + tuple(n for n in NATIVE_DIST_TYPES if n not in ours)
     if not isinstance(name, str) or name.lower() not in accepted:
         raise ConfigError('kvstore type %r is not known: expected one of %s'
                           % (name, ', '.join(accepted)))
@@ -172,10 +207,39 @@ def from_env(store, environ=None, **overrides):
     """
     env = os.environ if environ is None else environ
     store = check_kvstore_name(store, ours_only=True)
-    unknown = set(overrides) - {'staleness', 'mode', 'timeout', 'metrics_dir'}
+    known = {'staleness', 'mode', 'timeout', 'metrics_dir', 'splits', 'staleness_log'}
+    unknown = set(overrides) - known
     if unknown:
-        raise TypeError('unknown settings %s: expected staleness, mode, timeout, metrics_dir'
-                        % ', '.join(sorted(unknown)))
+        raise TypeError('unknown settings %s: expected %s'
+                        % (', '.join(sorted(unknown)), ', '.join(sorted(known))))
+    if 'metrics_dir' in overrides:
+        metrics_dir = overrides['metrics_dir'] or None
+    else:
+        metrics_dir = env.get(ENV_METRICS_DIR, DEFAULT_METRICS_DIR)
+        metrics_dir = None if metrics_dir.strip().lower() in ('', 'off', 'none', '0') else metrics_dir
+    log = overrides.get('staleness_log')
+    if log is None:
+        log = env.get(ENV_STALENESS_LOG, '').strip().lower() in ('1', 'true', 'yes', 'on')
+    if store in ASYNC_STORE_TYPES:
+        for name in ('staleness', 'mode'):
+            if overrides.get(name) is not None:
+                raise ConfigError('%s is not a setting of %s: only %s take one'
+                                  % (name, store, ' and '.join(STORE_TYPES)))
+        splits = overrides.get('splits')
+        if store == 'dist_softsync':
+            if splits is not None:
+                splits = parse_splits(splits, source='splits')
+            elif env.get(ENV_SOFTSYNC_SPLITS, '').strip():
+                splits = parse_splits(env[ENV_SOFTSYNC_SPLITS])
+            else:
+                splits = 1
+        elif splits is not None:
+            raise ConfigError('splits is a setting of dist_softsync, not of %s' % store)
+        return SyncConfig(store=store, s_lower=0, s_upper=0, mode='bounded',
+                          timeout=parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT),
+                          metrics_dir=metrics_dir, splits=splits, staleness_log=bool(log))
+    if overrides.get('splits') is not None:
+        raise ConfigError('splits is a setting of dist_softsync, not of %s' % store)
     staleness = overrides.get('staleness')
     if staleness is not None:
         s_lower, s_upper = parse_staleness(staleness, store, source='staleness')
@@ -189,13 +253,8 @@ def from_env(store, environ=None, **overrides):
     timeout = overrides.get('timeout')
     timeout = (parse_timeout(timeout, source='timeout') if timeout is not None
                else parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT))
-    if 'metrics_dir' in overrides:
-        metrics_dir = overrides['metrics_dir'] or None
-    else:
-        metrics_dir = env.get(ENV_METRICS_DIR, DEFAULT_METRICS_DIR)
-        metrics_dir = None if metrics_dir.strip().lower() in ('', 'off', 'none', '0') else metrics_dir
     return SyncConfig(store=store, s_lower=s_lower, s_upper=s_upper, mode=mode,
-                      timeout=timeout, metrics_dir=metrics_dir)
+                      timeout=timeout, metrics_dir=metrics_dir, staleness_log=bool(log))
 
 
 def with_store(config, store):

@@ -1,44 +1,63 @@
-"""The ``dist_ssp`` and ``dist_dssp`` KVStore types.
+"""The KVStore types of mxnet-ssp: ``dist_ssp``, ``dist_dssp``, ``dist_async``, ``dist_softsync``.
 
 A :class:`SSPKVStore` wraps MXNet's native ``dist_async`` store: tensors travel
-over MXNet's own ps-lite data path and the servers apply updates as in ASP.
-What this class adds is *when a worker may go on*: at the end of every step
-it waits until the step's pushes are applied on the servers, reports its clock
-to the synchronization controller and holds the step's pulls until the
-controller releases it (Algorithm 1 of the DSSP paper).
+over MXNet's own ps-lite data path and the servers apply every push with the
+optimizer the workers sent.  On top of that:
+
+* ``dist_ssp`` / ``dist_dssp`` decide *when a worker may go on*: at the end of
+  every step the worker reports its clock to the synchronization controller
+  and issues the step's pulls only once it is released (Algorithm 1 of the
+  DSSP paper; see :mod:`mxnet_ssp.sync`).
+* ``dist_async`` (replacing MXNet's registration of that name once
+  mxnet_ssp is imported; ``MXNET_SSP_WRAP_ASYNC=0`` keeps MXNet's own) and
+  ``dist_softsync`` never hold a worker.  ``dist_softsync`` is Rudra's
+  n-softsync: the servers apply one averaged update per ``floor(workers / n)``
+  gradients.
+* With an optimizer that needs the sender of each gradient (the
+  :class:`mxnet_ssp.optim.WorkerAwareOptimizer` rules: lr / staleness,
+  DC-ASGD) and always under ``dist_softsync``, the store runs in *slot mode*:
+  worker m pushes and pulls parameter k through its own key slot (``k * M +
+  m``, or ``'k@m'`` for string keys), so the servers know who sent each
+  gradient, which version it was computed on (staleness) and what the sender
+  last pulled (DC-ASGD's backup).  Cost: M slots per parameter on the
+  servers.  Plain optimizers keep the model once.
 
 Worker-side contract
 --------------------
-* ``push`` and ``pushpull`` return without waiting, except the call that
-  completes a step (see :mod:`mxnet_ssp.steps`), which blocks until the
-  controller releases this worker.  Pulls of keys pushed in the current step
-  are deferred to the release; all other pulls are issued at once.
+* ``push`` and ``pushpull`` return without waiting, except, in SSP/DSSP, the
+  call that completes a step (see :mod:`mxnet_ssp.steps`), which blocks
+  until the controller releases this worker.  Pulls of keys pushed in the
+  current step are deferred to the release unless the release is already
+  certain; all other pulls are issued at once.
 * One decision per step: the pushes of the step are applied on the servers
-  before the clock is reported, and its pulls are issued after the release,
-  so a released worker reads every gradient that counted for its release.
+  before the clock is reported, and its pulls read weights the decision
+  allowed, so a released worker reads every gradient that counted for its
+  release.
+* Learning-rate changes (``Trainer.set_learning_rate``, the optimizer's
+  ``lr_scheduler`` driven by this worker's step count) reach the servers at
+  the end of the step in which they happen (rank 0 sends them).
 * Not thread-safe: call it from one training thread, as MXNet's stores.
-
-The controller lives in the server process that owns the discovery key (see
-:mod:`mxnet_ssp.server`); workers find it through the store itself, so any
-launcher that starts an MXNet parameter-server job works.
 """
 import atexit
+import ctypes
 import json
 import logging
 import os
+import pickle
 import sys
 import time
 
 import numpy as np
 from mxnet import ndarray as nd
+from mxnet.base import KVStoreHandle, _LIB, c_str, check_call, py_str
 from mxnet.kvstore.base import KVStoreBase
-from mxnet.kvstore.base import create as _native_create
+from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
 from . import config as cfg
 from .client import ControllerClient
 from .protocol import ControllerError
-from .server import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, ServerOptimizer,
-                     decode_blob, encode_blob)
+from .server import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, MAX_INT_KEY, Control,
+                     ServerOptimizer, decode_blob, encode_blob, refresh_marker)
 from .steps import StepTracker
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
@@ -47,24 +66,51 @@ logger = logging.getLogger(__name__)
 
 
 class SSPError(RuntimeError):
-    """The SSP store cannot go on; the message says why and what to do."""
+    """The store cannot go on; the message says why and what to do."""
 
 
 def _as_list(key):
     return list(key) if isinstance(key, (list, tuple)) else [key]
 
 
+def _as_values(key, value):
+    """The value of each key of `key`: `value` itself for one key, its items for a list."""
+    return list(value) if isinstance(key, (list, tuple)) else [value]
+
+
+def _native_dist_async():
+    """MXNet's own ``dist_async`` store, bypassing the registry (we may own that name)."""
+    handle = KVStoreHandle()
+    check_call(_LIB.MXKVStoreCreate(c_str('dist_async'), ctypes.byref(handle)))
+    return _NativeKVStore(handle)
+
+
+def _needs_sender(optimizer):
+    """Whether `optimizer` is an update rule that needs the sender of each gradient
+    (the interface of :class:`mxnet_ssp.optim.WorkerAwareOptimizer`)."""
+    return callable(getattr(optimizer, 'prepare_grad', None)) and callable(
+        getattr(optimizer, 'apply', None))
+
+
+class _LocalUpdater:
+    """What gluon.Trainer reads as ``kvstore._updater.optimizer`` after load_states."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+
 class SSPKVStore(KVStoreBase):
-    """A KVStore of type ``dist_ssp`` (SSP) or ``dist_dssp`` (Dynamic SSP).
+    """A distributed KVStore of one of the types above.
 
     Parameters
     ----------
-    store : {'dist_ssp', 'dist_dssp'}
+    store : {'dist_ssp', 'dist_dssp', 'dist_async', 'dist_softsync'}
     **settings
         ``staleness`` (``s``, ``'s'``, ``(sL, sU)`` or ``'sL,sU'``), ``mode``
-        (``'bounded'`` or ``'paper'``), ``timeout`` (seconds) and
-        ``metrics_dir``; anything not given comes from the environment
-        (``MXNET_SSP_*``, see :mod:`mxnet_ssp.config`).
+        (``'bounded'`` or ``'paper'``) and ``timeout`` (seconds) for SSP/DSSP;
+        ``splits`` (n) for ``dist_softsync``; ``metrics_dir`` and
+        ``staleness_log`` for all.  Anything not given comes from the
+        environment (``MXNET_SSP_*``, see :mod:`mxnet_ssp.config`).
     """
 
     store_type = None
@@ -72,14 +118,20 @@ class SSPKVStore(KVStoreBase):
     def __init__(self, store=None, **settings):
         store = store or self.store_type
         self._config = cfg.from_env(store, **settings)
-        self._kv = _native_create('dist_async')
+        self._kv = _native_dist_async()
         self._rank = self._kv.rank
         self._num_workers = self._kv.num_workers
+        if self._config.store == 'dist_softsync':
+            cfg.parse_splits(self._config.splits, self._num_workers,
+                             source='splits' if 'splits' in settings else cfg.ENV_SOFTSYNC_SPLITS)
         self._tracker = StepTracker()
         self._step = None                 # the _Step in progress, None between steps
         self._next_guaranteed = self._config.s_lower >= 1   # is step 1 released for sure?
         self._next_visible = 0            # t_slowest the next fast step may rely on
-        self._optimizer_set = False
+        self._optimizer = None
+        self._slots = None                # M in slot mode
+        self._refresh = {}                # slot mode, SSP slow path: key -> refresh array
+        self._lr_sent = None
         self._client = None
         self._clock = 0
         self._closed = False
@@ -93,7 +145,7 @@ class SSPKVStore(KVStoreBase):
     # -- identity ------------------------------------------------------------
     @property
     def type(self):
-        """The store type: ``'dist_ssp'`` or ``'dist_dssp'``."""
+        """The store type, e.g. ``'dist_dssp'``."""
         return self._config.store
 
     @property
@@ -113,8 +165,17 @@ class SSPKVStore(KVStoreBase):
 
     @property
     def clock(self):
-        """Steps this worker has completed (pushes reported to the controller)."""
+        """Steps this worker has completed."""
         return self._clock
+
+    @property
+    def slot_mode(self):
+        """True when every worker pushes and pulls through its own key slots."""
+        return self._slots is not None
+
+    @property
+    def _updater(self):
+        return _LocalUpdater(self._optimizer)
 
     #: The :class:`~mxnet_ssp.sync.Release` of the last completed step (None before).
     last_release = None
@@ -126,34 +187,72 @@ class SSPKVStore(KVStoreBase):
         """Whether the store supports `capability`: optimizer, pushpull, broadcast."""
         return capability.lower() in (KVStoreBase.OPTIMIZER, 'pushpull', 'broadcast')
 
+    # -- key slots -------------------------------------------------------------
+    def _slot(self, key, rank=None):
+        rank = self._rank if rank is None else rank
+        if isinstance(key, str):
+            return '%s@%d' % (key, rank)
+        return key * self._slots + rank
+
+    def _mine(self, key):
+        """The key this worker uses on the servers for `key` (or a list of keys)."""
+        if self._slots is None:
+            return key
+        if isinstance(key, (list, tuple)):
+            return [self._slot(k) for k in key]
+        return self._slot(key)
+
+    def _init_slots(self, key, value):
+        """Collective init of every worker's slot of `key` (or of each key of a list)."""
+        keys, values = _as_list(key), _as_values(key, value)
+        all_keys, all_values = [], []
+        for k, v in zip(keys, values):
+            if not isinstance(k, str) and (k < 0 or (k + 1) * self._slots > MAX_INT_KEY):
+                raise SSPError('worker[%d]: key %r is too large for slot mode with %d workers: '
+                               'integer keys must satisfy (key + 1) * workers <= %d (MXNet '
+                               'places keys on servers with 32-bit arithmetic); use smaller '
+                               'keys or string keys' % (self._rank, k, self._slots, MAX_INT_KEY))
+            v = v[0] if isinstance(v, (list, tuple)) else v
+            for m in range(self._slots):
+                all_keys.append(self._slot(k, m))
+                all_values.append(v)
+        self._kv.init(all_keys, all_values)
+
     # -- data path -------------------------------------------------------------
     def init(self, key, value):
         """Initialize `key` on the servers (collective, like the native store)."""
-        self._tracker.on_init(_as_list(key))
-        self._kv.init(key, value)
+        self._tracker.on_init(_as_list(key), _as_values(key, value))
+        if self._slots is None:
+            self._kv.init(key, value)
+        else:
+            self._init_slots(key, value)
 
     def broadcast(self, key, value, out, priority=0):
         """Initialize `key` with `value` and pull it into `out` (collective)."""
-        self._tracker.on_init(_as_list(key))
-        self._kv.broadcast(key, value, out, priority=priority)
+        self._tracker.on_init(_as_list(key), _as_values(key, value))
+        if self._slots is None:
+            self._kv.broadcast(key, value, out, priority=priority)
+        else:
+            self._init_slots(key, value)
+            self._kv.pull(self._mine(key), out=out, priority=priority)
 
     def push(self, key, value, priority=0):
-        """Push gradients; blocks only when this push completes a step."""
+        """Push gradients; in SSP/DSSP blocks only when this push completes a step."""
         keys = _as_list(key)
         step = self._begin(keys)
-        self._kv.push(key, value, priority=priority)
+        self._kv.push(self._mine(key), value, priority=priority)
         step.unpulled.update(keys)
         if self._tracker.on_push(keys):
             self._end_step()
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
-        """Pull weights; deferred to the release if `key` was pushed in this step."""
+        """Pull weights; deferred to the release if `key` was pushed in this SSP step."""
         keys = _as_list(key)
         step = self._step
         if step is None or not any(self._tracker.in_step(k) for k in keys):
-            self._kv.pull(key, out=out, priority=priority, ignore_sparse=ignore_sparse)
+            self._kv.pull(self._mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
         elif step.fast:
-            self._kv.pull(key, out=out, priority=priority, ignore_sparse=ignore_sparse)
+            self._kv.pull(self._mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
             step.pulled(keys, out)
         else:
             step.deferred.append((key, out, priority, ignore_sparse))
@@ -164,36 +263,91 @@ class SSPKVStore(KVStoreBase):
         out = value if out is None else out
         step = self._begin(keys)
         if step.fast:
-            self._kv.pushpull(key, value, out=out, priority=priority)
+            self._kv.pushpull(self._mine(key), value, out=out, priority=priority)
             step.pulled(keys, out)
         else:
-            self._kv.push(key, value, priority=priority)
+            self._kv.push(self._mine(key), value, priority=priority)
             step.deferred.append((key, out, priority, True))
         if self._tracker.on_push(keys):
             self._end_step()
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
-        """Not supported: SSP stores hold dense weights."""
-        raise SSPError('%s does not support row_sparse_pull; use dense parameters or dist_async'
-                       % self.type)
+        """Not supported: these stores hold dense weights."""
+        raise SSPError('%s does not support row_sparse_pull; use dense parameters or set '
+                       '%s=0 to keep MXNet\'s own dist_async' % (self.type, cfg.ENV_WRAP_ASYNC))
 
     # -- optimizer -------------------------------------------------------------
     def set_optimizer(self, optimizer):
         """Send `optimizer` to the servers, which apply every push with it.
 
         The optimizer is pickled and unpickled on every server, so its class
-        must be importable there under the same module path.
+        must be importable there under the same module path.  Call it before
+        the first ``init``/``broadcast`` (gluon.Trainer and Module do): rules
+        that need the sender of each gradient switch the store to slot mode.
         """
-        self._kv.set_optimizer(ServerOptimizer(optimizer))
-        self._optimizer_set = True
+        module = type(optimizer).__module__
+        if module == '__main__':
+            raise SSPError('optimizer class %s is defined in the script (__main__); the servers '
+                           'unpickle it and cannot import it from there: define it in a module '
+                           'that every server host can import' % type(optimizer).__name__)
+        slots = _needs_sender(optimizer) or self._config.store == 'dist_softsync'
+        if slots and self._tracker.expected and self._slots is None:
+            raise SSPError('worker[%d]: %s needs the sender of every gradient, so set the '
+                           'optimizer before the first init/broadcast of this store'
+                           % (self._rank, type(optimizer).__name__))
+        self._slots = self._num_workers if slots else None
+        softsync_c = 1
+        if self._config.store == 'dist_softsync':
+            softsync_c = max(1, self._num_workers // self._config.splits)
+        wrapper = ServerOptimizer(optimizer, num_workers=self._num_workers,
+                                  slots=bool(slots), softsync_c=softsync_c,
+                                  metrics_dir=self._config.metrics_dir,
+                                  staleness_log=self._config.staleness_log)
+        self._kv.set_optimizer(wrapper)
+        self._optimizer = optimizer
+        self._lr_sent = self._current_lr()
+
+    def _current_lr(self):
+        opt = self._optimizer
+        if opt is None:
+            return None
+        if opt.lr_scheduler is not None:
+            return float(opt.lr_scheduler(self._clock))
+        return float(opt.lr)
+
+    def _send_control(self, action, payload):
+        body = py_str(pickle.dumps(Control(action, payload), 0))
+        self._kv._send_command_to_servers(0, body)
+
+    def _sync_learning_rate(self):
+        """Rank 0 tells the servers about a learning-rate change (MXNet never does, #15919)."""
+        if self._rank != 0 or self._optimizer is None:
+            return
+        lr = self._current_lr()
+        if lr != self._lr_sent:
+            self._send_control('set_lr', lr)
+            self._lr_sent = lr
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
-        """Delegated to the native store (which refuses distributed stores)."""
-        return self._kv.save_optimizer_states(fname, dump_optimizer=dump_optimizer)
+        """Ask every server to save its optimizer state to ``fname + '.server-<rank>'``.
+
+        Only rank 0 sends the request (other ranks return at once); each
+        server writes on its own host.  The state is the optimizer's per-key
+        state (momentum, MeanSquare, ...), its counters and learning rate, and
+        in slot mode the canonical weights, versions and per-worker backups.
+        """
+        if self._optimizer is None:
+            raise SSPError('save_optimizer_states before set_optimizer: nothing to save')
+        if self._rank == 0:
+            self._send_control('save', os.path.abspath(fname))
 
     def load_optimizer_states(self, fname):
-        """Delegated to the native store (which refuses distributed stores)."""
-        return self._kv.load_optimizer_states(fname)
+        """Restore what :meth:`save_optimizer_states` wrote (collective: every worker calls it)."""
+        if self._optimizer is None:
+            raise SSPError('load_optimizer_states before set_optimizer: set the optimizer first')
+        if self._rank == 0:
+            self._send_control('load', os.path.abspath(fname))
+        self._kv._barrier()
 
     def __getattr__(self, name):
         if name.startswith('__') or name == '_kv':
@@ -201,30 +355,46 @@ class SSPKVStore(KVStoreBase):
         return getattr(self._kv, name)
 
     # -- synchronization -------------------------------------------------------
-    def _ensure_controller(self):
-        if self._client is not None:
-            return
+    def _check_ready(self):
         if self._closed:
             raise SSPError('worker[%d]: the %s store is closed' % (self._rank, self.type))
-        if not self._optimizer_set:
+        if self._optimizer is None:
             raise SSPError(
                 'worker[%d]: %s needs an updater on the servers before the first push: '
                 'call kv.set_optimizer(optimizer) (gluon.Trainer and Module.fit do this when '
                 'they update on the kvstore); pushes without an optimizer cannot be applied'
                 % (self._rank, self.type))
+
+    def _open_metrics(self):
+        if self._config.metrics_dir and self._metrics is None:
+            os.makedirs(self._config.metrics_dir, exist_ok=True)
+            path = os.path.join(self._config.metrics_dir, 'worker-%d.jsonl' % self._rank)
+            self._metrics = open(path, 'w', buffering=1)
+
+    def _ensure_controller(self):
+        if self._client is not None:
+            return
+        self._check_ready()
         request = {'v': 1, 'store': self._config.store, 'num_workers': self._num_workers,
                    's_lower': self._config.s_lower, 's_upper': self._config.s_upper,
                    'mode': self._config.mode, 'timeout': self._config.timeout,
                    'metrics_dir': self._config.metrics_dir}
         blob = nd.array(encode_blob(request), dtype=np.float32)
-        # MXNet forbids mixing integer and string keys in one store
-        key = DISCOVERY_KEY_STR if self._tracker.string_keys else DISCOVERY_KEY
-        self._kv.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
+        zeros = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
+        # MXNet forbids mixing integer and string keys in one store; in slot mode
+        # string keys are initialized in groups of M so the servers can decode them
+        if self._tracker.string_keys and self._slots:
+            keys = [self._slot(DISCOVERY_KEY_STR, m) for m in range(self._slots)]
+            self._kv.init(keys, [zeros] * self._slots)
+            key = self._slot(DISCOVERY_KEY_STR)
+        else:
+            key = DISCOVERY_KEY_STR if self._tracker.string_keys else DISCOVERY_KEY
+            self._kv.init(key, zeros)
         self._kv.push(key, blob)
         reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
         self._kv.pull(key, out=reply)
         answer = decode_blob(reply.asnumpy())
-        if not answer or 'port' not in answer:
+        if not answer or 'port' not in answer and 'error' not in answer:
             raise SSPError('worker[%d]: no synchronization controller answered on the servers '
                            '(%r); is mxnet-ssp installed on every server host?'
                            % (self._rank, answer))
@@ -244,34 +414,42 @@ class SSPKVStore(KVStoreBase):
                                   timeout=self._config.timeout)
         client.connect()
         self._client = client
-        if self._config.metrics_dir:
-            os.makedirs(self._config.metrics_dir, exist_ok=True)
-            path = os.path.join(self._config.metrics_dir, 'worker-%d.jsonl' % self._rank)
-            self._metrics = open(path, 'w', buffering=1)
+        self._open_metrics()
         logger.info('worker[%d] connected to the %s controller at %s:%d',
                     self._rank, self.type, answer['host'], answer['port'])
 
     def _begin(self, keys):
         """Close a step that ended early, and open a step at its first push."""
-        self._ensure_controller()
+        if self._config.synchronous:
+            self._ensure_controller()
+        else:
+            self._check_ready()
         if self._tracker.repeats(keys):
             self._tracker.close_early()
             self._end_step()
         if self._step is None:
-            self._step = _Step(self._next_guaranteed)
+            # asynchronous stores never hold a worker: every step is "released for sure"
+            self._step = _Step(self._next_guaranteed or not self._config.synchronous)
         return self._step
 
     def _end_step(self):
-        """Close the current step: wait for its pushes, report, wait for OK, pull.
+        """Close the current step.
 
-        Slow path (the release is not certain): wait until every push of the
-        step is applied, report the clock, block until RELEASE, then issue the
-        deferred pulls.  Fast path (the previous release already implies this
-        one, because the slowest clock never decreases): the pulls were issued
-        with their pushes, as in ``dist_async``; wait until they are complete
-        (so the pushes are applied), then report; RELEASE comes back at once.
+        Asynchronous stores only count the step.  SSP/DSSP, slow path (the
+        release is not certain): wait until every push of the step is
+        applied, report the clock, block until RELEASE, then issue the
+        deferred pulls (in slot mode after a refresh push, which makes the
+        server copy its latest weights into this worker's slot).  Fast path
+        (the previous release already implies this one, because the slowest
+        clock never decreases): the pulls were issued with their pushes, as
+        in ``dist_async``; wait until they are complete (so the pushes are
+        applied), then report; RELEASE comes back at once.
         """
         step, self._step = self._step, None
+        if not self._config.synchronous:
+            self._clock += 1
+            self._sync_learning_rate()
+            return
         t0 = time.perf_counter()
         if step.fast:
             for arr in step.outs:
@@ -292,7 +470,10 @@ class SSPKVStore(KVStoreBase):
             authorized_at, visible = step.authorized_at, self._next_visible
         else:
             for key, out, priority, ignore_sparse in step.deferred:
-                self._kv.pull(key, out=out, priority=priority, ignore_sparse=ignore_sparse)
+                if self._slots is not None:
+                    self._push_refresh(key, priority)
+                self._kv.pull(self._mine(key), out=out, priority=priority,
+                              ignore_sparse=ignore_sparse)
             authorized_at, visible = reported_at + (t2 - t1), release.t_slowest
         self.last_release = release
         self.visible_clock = visible
@@ -301,6 +482,7 @@ class SSPKVStore(KVStoreBase):
         self._next_guaranteed = (release.extra_left > 0
                                  or self._clock + 1 - release.t_slowest <= self._config.s_lower)
         self._next_visible = release.t_slowest
+        self._sync_learning_rate()
         stats = self._stats
         stats['apply_s'] += t1 - t0
         stats['wait_s'] += t2 - t1
@@ -315,6 +497,21 @@ class SSPKVStore(KVStoreBase):
                 'wait_s': round(t2 - t1, 6), 'lead': release.lead,
                 't_slowest': release.t_slowest, 'visible_clock': visible,
                 'granted': release.granted, 'extra_left': release.extra_left}) + '\n')
+
+    def _push_refresh(self, key, priority):
+        """Slot mode: make the servers copy their latest weights into this worker's slots."""
+        for k in _as_list(key):
+            marker = self._refresh.get(k)
+            if marker is None:
+                # the shape the store was initialized with is the shape the worker pulls into
+                marker = self._refresh[k] = nd.array(refresh_marker(self._shape_of(k)))
+            self._kv.push(self._mine(k), marker, priority=priority)
+
+    def _shape_of(self, key):
+        shapes = self._tracker.shapes
+        if key not in shapes:
+            raise SSPError('worker[%d]: key %r was pushed but never initialized' % (self._rank, key))
+        return shapes[key]
 
     def _fail(self, err):
         """The job cannot go on: raise, and make sure the process will exit.
@@ -338,6 +535,8 @@ class SSPKVStore(KVStoreBase):
             self._client.close()
         if self._metrics is not None:
             self._metrics.close()
+        if not self._config.synchronous:
+            return
         stats = self._stats
         elapsed = max(time.time() - stats['start'], 1e-9)
         summary = ('worker[%d] %s summary: %d iterations, waited %.2f s for OK (%.1f%% of %.1f s), '
@@ -349,19 +548,6 @@ class SSPKVStore(KVStoreBase):
             logger.info(summary)
         else:   # the script configured no logging: the summary is still promised
             sys.stderr.write(summary + '\n')
-
-
-_FATAL = None
-
-
-@atexit.register
-def _exit_after_fatal_error():
-    # Registered at import, after mxnet's own hooks, so it runs before them (LIFO).
-    if _FATAL is not None:
-        logger.error('%s -- exiting without waiting for the other workers', _FATAL)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
 
 
 class _Step:
@@ -383,37 +569,59 @@ class _Step:
         self.outs.extend(out if isinstance(out, (list, tuple)) else [out])
 
 
+_FATAL = None
+
+
+@atexit.register
+def _exit_after_fatal_error():
+    # Registered at import, after mxnet's own hooks, so it runs before them (LIFO).
+    if _FATAL is not None:
+        logger.error('%s -- exiting without waiting for the other workers', _FATAL)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
 def _store_class(name):
     klass = type(name, (SSPKVStore,), {'store_type': name,
                                        '__doc__': 'The %s KVStore type.' % name})
-    return KVStoreBase.register(klass)
+    KVStoreBase.kv_registry[name] = klass      # register() would warn when replacing dist_async
+    return klass
 
 
 DistSSP = _store_class('dist_ssp')
 DistDSSP = _store_class('dist_dssp')
+DistSoftsync = _store_class('dist_softsync')
+if os.environ.get(cfg.ENV_WRAP_ASYNC, '1').strip().lower() not in ('0', 'false', 'no', 'off'):
+    DistAsync = _store_class('dist_async')
 
 
 def create(name, **settings):
-    """Create a KVStore; like ``mx.kv.create`` but takes SSP settings.
+    """Create a KVStore; like ``mx.kv.create`` but takes mxnet-ssp settings.
 
     Parameters
     ----------
     name : str
-        ``'dist_ssp'`` or ``'dist_dssp'`` (with settings), or any MXNet type.
+        ``'dist_ssp'``, ``'dist_dssp'``, ``'dist_async'`` or ``'dist_softsync'``
+        (with settings), or any other MXNet type (without).
     **settings
-        ``staleness``, ``mode``, ``timeout``, ``metrics_dir`` (our types only).
+        ``staleness``, ``mode``, ``timeout`` (SSP/DSSP), ``splits``
+        (``dist_softsync``), ``metrics_dir``, ``staleness_log``.
 
     Examples
     --------
     >>> kv = mxnet_ssp.create('dist_dssp', staleness=(3, 15))   # doctest: +SKIP
+    >>> kv = mxnet_ssp.create('dist_softsync', splits=4)         # doctest: +SKIP
     """
     if not isinstance(name, str):
         raise cfg.ConfigError('kvstore type must be a string, got %r' % (name,))
     lowered = name.lower()
-    if lowered in cfg.STORE_TYPES:
+    if lowered in cfg.STORE_TYPES or lowered in cfg.ASYNC_STORE_TYPES:
         return SSPKVStore(lowered, **settings)
     if settings:
         raise cfg.ConfigError('settings %s are only accepted by %s, not by kvstore type %r'
-                              % (', '.join(sorted(settings)), ', '.join(cfg.STORE_TYPES), name))
+                              % (', '.join(sorted(settings)),
+                                 ', '.join(tuple(cfg.STORE_TYPES) + cfg.ASYNC_STORE_TYPES), name))
     cfg.check_kvstore_name(lowered)
-    return _native_create(lowered)
+    from mxnet.kvstore.base import create as mx_create
+    return mx_create(lowered)

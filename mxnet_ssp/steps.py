@@ -27,11 +27,19 @@ class StepTracker:
         self._pushed_set = set()
         self.learned = False
         self.string_keys = False
+        self.shapes = {}
 
-    def on_init(self, keys):
-        """Keys were initialized in the store; a step is expected to push them."""
+    def on_init(self, keys, values=None):
+        """Keys were initialized in the store; a step is expected to push them.
+
+        `values` (one per key, an array or a list of per-device arrays) give
+        the shapes the keys were initialized with.
+        """
         self.expected.update(keys)
         self.string_keys = self.string_keys or any(isinstance(k, str) for k in keys)
+        for k, v in zip(keys, values or ()):
+            v = v[0] if isinstance(v, (list, tuple)) else v
+            self.shapes[k] = tuple(v.shape)
 
     def repeats(self, keys):
         """True if pushing `keys` means the current step already ended."""

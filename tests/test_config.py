@@ -63,7 +63,7 @@ def test_unknown_store_names_the_accepted_ones():
         cfg.check_kvstore_name('dist_sspp')
     assert 'dist_sspp' in str(err.value) and 'dist_dssp' in str(err.value)
     with pytest.raises(cfg.ConfigError):
-        cfg.from_env('dist_async', environ={})
+        cfg.from_env('dist_sync', environ={})
     with pytest.raises(TypeError):
         cfg.from_env('dist_ssp', environ={}, stalenes=3)
 
@@ -77,5 +77,26 @@ def test_create_rejects_bad_input_before_starting_anything():
         mxnet_ssp.create('dist_dssp', staleness='9,2')
     assert 'staleness' in str(err.value) and "'9,2'" in str(err.value)
     with pytest.raises(cfg.ConfigError) as err:
-        mxnet_ssp.create('dist_async', staleness=3)
+        mxnet_ssp.create('dist_sync', staleness=3)
     assert 'only accepted by' in str(err.value)
+    with pytest.raises(cfg.ConfigError) as err:
+        mxnet_ssp.create('dist_async', staleness=3)
+    assert 'not a setting of dist_async' in str(err.value)
+
+
+def test_async_store_settings():
+    conf = cfg.from_env('dist_softsync', environ={cfg.ENV_SOFTSYNC_SPLITS: '4'})
+    assert conf.splits == 4 and not conf.synchronous and 'splits=4' in conf.describe()
+    assert cfg.from_env('dist_softsync', environ={}).splits == 1
+    assert cfg.from_env('dist_async', environ={}).splits is None
+    for bad in ('0', '-2', 'x', '1.5'):
+        with pytest.raises(cfg.ConfigError) as err:
+            cfg.from_env('dist_softsync', environ={cfg.ENV_SOFTSYNC_SPLITS: bad})
+        assert cfg.ENV_SOFTSYNC_SPLITS in str(err.value) and repr(bad) in str(err.value)
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse_splits(5, num_workers=4, source='splits')
+    assert '1 <= n <= 4' in str(err.value)
+    with pytest.raises(cfg.ConfigError):
+        cfg.from_env('dist_async', environ={}, staleness=3)
+    with pytest.raises(cfg.ConfigError):
+        cfg.from_env('dist_ssp', environ={}, splits=2)
