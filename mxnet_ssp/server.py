@@ -25,6 +25,7 @@ import os
 import pickle
 import secrets
 import socket
+import sys
 import threading
 
 import numpy as np
@@ -196,10 +197,18 @@ class Control:
 
 
 def _run_control(action, payload):
-    if _LIVE is None:
-        raise RuntimeError('mxnet-ssp: %s command reached a server with no mxnet-ssp optimizer'
-                           % action)
-    _LIVE.control(action, payload)
+    # Runs inside MXNet's server controller, a ctypes callback that ignores exceptions
+    # (the worker would believe the command worked): a failed command ends this server.
+    try:
+        if _LIVE is None:
+            raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')
+        _LIVE.control(action, payload)
+    except Exception:
+        logger.exception('server: the %s command failed; stopping this server', action)
+        sys.stderr.write('mxnet-ssp: server command %s %r failed (see above); exiting with '
+                         'status 70\n' % (action, payload))
+        sys.stderr.flush()
+        os._exit(70)
     return _LIVE
 
 
@@ -335,11 +344,24 @@ class ServerOptimizer:
 
     def update_multi_precision(self, index, weight, grad, state):
         """Apply one pushed gradient, or answer a discovery request."""
-        self._update(index, weight, grad)
+        self._guarded_update(index, weight, grad)
 
     def update(self, index, weight, grad, state):
         """Apply one pushed gradient, or answer a discovery request."""
-        self._update(index, weight, grad)
+        self._guarded_update(index, weight, grad)
+
+    def _guarded_update(self, index, weight, grad):
+        # MXNet calls the updater from a ctypes callback, which prints and *ignores*
+        # exceptions: the job would go on with a weight never updated.  A failed
+        # update ends this server process instead, so the launcher stops the job.
+        try:
+            self._update(index, weight, grad)
+        except Exception:
+            logger.exception('server: the update of key %r failed; stopping this server', index)
+            sys.stderr.write('mxnet-ssp: server update of key %r failed (see above); '
+                             'exiting with status 70\n' % (index,))
+            sys.stderr.flush()
+            os._exit(70)
 
     # -- the update ----------------------------------------------------------------
     def _update(self, index, weight, grad):
@@ -365,6 +387,7 @@ class ServerOptimizer:
         if _is_refresh(grad):
             weight[:] = ks.weight
             ks.pulled[m] = ks.version
+            self._record(k, m, None, ks.version, False)
             return
         opt = self.optimizer
         tau = ks.version - ks.pulled[m]
@@ -409,16 +432,19 @@ class ServerOptimizer:
         ks.version += 1
 
     def _record(self, k, m, tau, version, applied):
-        self._hist[tau] = self._hist.get(tau, 0) + 1
+        """Count a gradient's staleness (tau None: a refresh) and log it if asked."""
+        if tau is not None:
+            self._hist[tau] = self._hist.get(tau, 0) + 1
         self._seq += 1
         if self.staleness_log and self.metrics_dir:
             if self._log is None:
                 os.makedirs(self.metrics_dir, exist_ok=True)
                 path = os.path.join(self.metrics_dir, 'server-%s-staleness.jsonl' % self._tag())
                 self._log = open(path, 'w', buffering=1)
-            self._log.write('{"seq": %d, "key": %d, "sender": %d, "tau": %d, "version": %d, '
-                            '"applied": %s}\n' % (self._seq, k, m, tau, version,
-                                                  'true' if applied else 'false'))
+            self._log.write(json.dumps({
+                'seq': self._seq, 'key': k, 'sender': m,
+                'event': 'refresh' if tau is None else 'gradient', 'tau': tau,
+                'version': version, 'applied': applied}) + '\n')
 
     def _tag(self):
         rank = server_rank()

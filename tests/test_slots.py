@@ -1,0 +1,112 @@
+"""Slot mode on real MXNet jobs: the servers know sender, staleness and backup of each gradient.
+
+The job (tests/jobs/slot_job.py) makes the staleness of every gradient
+observable from the workers: the sum of key 0's weights is the number of
+updates applied when a worker pulled.  The tests check the servers' recorded
+staleness against what the workers saw, and (where a rule is given) replay the
+servers' recorded order through the NumPy reference.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import JOBS, job_env, read_jsonl, run_job
+
+pytestmark = pytest.mark.integration
+
+
+def _fail_msg(proc):
+    return 'exit %s\nstdout:\n%s\nstderr:\n%s' % (proc.returncode, proc.stdout[-3000:],
+                                                  proc.stderr[-6000:])
+
+
+def run_slot_job(tmp_path, workers=3, servers=1, iters=8, **flags):
+    out = tmp_path / 'o'
+    cmd = [sys.executable, os.path.join(JOBS, 'slot_job.py'), '--out', str(out),
+           '--iters', str(iters)]
+    for name, value in flags.items():
+        cmd += ['--' + name.replace('_', '-'), str(value)]
+    proc = run_job(tmp_path, cmd, workers=workers, servers=servers)
+    assert proc.returncode == 0, _fail_msg(proc)
+    steps = {r: read_jsonl(out / ('slot-%d.jsonl' % r)) for r in range(workers)}
+    mdir = tmp_path / 'metrics'
+    events = []
+    for name in sorted(os.listdir(mdir)):
+        if name.startswith('server-') and name.endswith('-staleness.jsonl'):
+            events.append(read_jsonl(mdir / name))
+    summaries = [json.load(open(mdir / n)) for n in sorted(os.listdir(mdir))
+                 if n.startswith('server-') and n.endswith('-staleness.json')]
+    return steps, events, summaries
+
+
+def check_staleness_against_workers(steps, server_events, key=0):
+    """Replay the server's order of key `key`: tau must be (updates applied before the
+    gradient) - (updates the sender had seen when it computed it)."""
+    events = [e for log in server_events for e in log if e['key'] == key]
+    assert events, 'no server logged key %d' % key
+    events.sort(key=lambda e: e['seq'])
+    applied = 0
+    next_step = {r: 0 for r in steps}
+    last_seen = {r: 0 for r in steps}
+    for e in events:
+        m = e['sender']
+        if e['event'] == 'refresh':
+            last_seen[m] = applied
+            continue
+        rec = steps[m][next_step[m]]
+        next_step[m] += 1
+        used = int(round(rec['version_used']))
+        assert used == last_seen[m], (
+            'worker %d step %d computed on version %d but its slot held %d'
+            % (m, rec['step'], used, last_seen[m]))
+        expected_tau = applied - used
+        assert e['tau'] == expected_tau, (
+            'gradient of worker %d step %d: server said tau=%d, replay gives %d'
+            % (m, rec['step'], e['tau'], expected_tau))
+        applied += 1 if e['applied'] else 0
+        assert e['version'] == applied
+        last_seen[m] = applied            # the sender's slot now holds this version
+    for r, recs in steps.items():
+        assert next_step[r] == len(recs), 'worker %d: %d steps, server saw %d' % (
+            r, len(recs), next_step[r])
+        final = int(round(sum(recs[-1]['w0'])))
+        assert final == last_seen[r], 'worker %d last pulled version %d, its slot held %d' % (
+            r, final, last_seen[r])
+    return applied
+
+
+@pytest.mark.parametrize('splits,c', [(1, 3), (3, 1)])
+def test_softsync_plain_sgd_staleness(tmp_path, splits, c):
+    iters = 8
+    steps, events, summaries = run_slot_job(tmp_path, workers=3, iters=iters,
+                                            store='dist_softsync', splits=splits, rule='sgd')
+    assert all(rec['slot_mode'] for recs in steps.values() for rec in recs)
+    applied = check_staleness_against_workers(steps, events)
+    assert applied == (3 * iters) // c
+    (summary,) = summaries
+    assert summary['softsync_c'] == c and summary['gradients'] == 2 * 3 * iters
+    # each applied update adds exactly 1 to key 0's weights (c markers of 1/c each)
+    for recs in steps.values():
+        for rec in recs:
+            assert abs(sum(rec['w0']) - round(sum(rec['w0']))) < 1e-4
+
+
+@pytest.mark.parametrize('store,rule,extra', [
+    ('dist_async', 'sasgd', {}),
+    ('dist_ssp', 'dcasgd', {'staleness': 0, 'slow_rank': 1, 'slow_seconds': 0.03}),
+    ('dist_dssp', 'dcasgd-a-momentum', {'staleness': '1,3', 'slow_rank': 0,
+                                        'slow_seconds': 0.03}),
+    ('dist_softsync', 'sasgd-average', {'splits': 2}),
+])
+def test_worker_aware_rules_report_staleness_under_every_store(tmp_path, store, rule, extra):
+    steps, events, summaries = run_slot_job(tmp_path, workers=3, iters=8, store=store,
+                                            rule=rule, **extra)
+    assert all(rec['slot_mode'] for recs in steps.values() for rec in recs)
+    check_staleness_against_workers(steps, events)
+    check_staleness_against_workers(steps, events, key=1)
+    if store == 'dist_ssp':
+        # SSP(0) holds workers; their deferred pulls go through a refresh of their slot
+        assert any(e['event'] == 'refresh' for log in events for e in log)
