@@ -34,8 +34,9 @@ Worker-side contract
   allowed, so a released worker reads every gradient that counted for its
   release.
 * Learning-rate changes (``Trainer.set_learning_rate``, the optimizer's
-  ``lr_scheduler`` driven by this worker's step count) reach the servers at
-  the end of the step in which they happen (rank 0 sends them).
+  ``lr_scheduler`` called with this worker's step number, as MXNet counts
+  updates) reach the servers before the first push of the next step (rank 0
+  sends them, after its earlier pushes are applied).
 * Not thread-safe: call it from one training thread, as MXNet's stores.
 """
 import atexit
@@ -312,11 +313,14 @@ class SSPKVStore(KVStoreBase):
         if opt is None:
             return None
         if opt.lr_scheduler is not None:
-            return float(opt.lr_scheduler(self._clock))
+            # MXNet counts the update being made: step t uses lr_scheduler(t)
+            return float(opt.lr_scheduler(self._clock + 1))
         return float(opt.lr)
 
     def _send_control(self, action, payload):
+        """Run a command on every server, after this worker's pushes so far are applied."""
         body = py_str(pickle.dumps(Control(action, payload), 0))
+        nd.waitall()        # commands do not queue behind pushes still in MXNet's engine
         self._kv._send_command_to_servers(0, body)
 
     def _sync_learning_rate(self):
@@ -428,6 +432,7 @@ class SSPKVStore(KVStoreBase):
             self._tracker.close_early()
             self._end_step()
         if self._step is None:
+            self._sync_learning_rate()    # a change made since the last step applies to this one
             # asynchronous stores never hold a worker: every step is "released for sure"
             self._step = _Step(self._next_guaranteed or not self._config.synchronous)
         return self._step
@@ -448,7 +453,6 @@ class SSPKVStore(KVStoreBase):
         step, self._step = self._step, None
         if not self._config.synchronous:
             self._clock += 1
-            self._sync_learning_rate()
             return
         t0 = time.perf_counter()
         if step.fast:
@@ -482,7 +486,6 @@ class SSPKVStore(KVStoreBase):
         self._next_guaranteed = (release.extra_left > 0
                                  or self._clock + 1 - release.t_slowest <= self._config.s_lower)
         self._next_visible = release.t_slowest
-        self._sync_learning_rate()
         stats = self._stats
         stats['apply_s'] += t1 - t0
         stats['wait_s'] += t2 - t1

@@ -317,7 +317,7 @@ class ServerOptimizer:
         opt = self.optimizer
         if getattr(opt, 'lr_scheduler', None) is not None:
             # the workers drive the schedule with their own step counts (see the store)
-            opt.lr = float(opt.lr_scheduler(0))
+            opt.lr = float(opt.lr_scheduler(1))
             opt.lr_scheduler = None
         _LIVE = self
         import atexit
