@@ -110,3 +110,24 @@ def test_worker_aware_rules_report_staleness_under_every_store(tmp_path, store, 
     if store == 'dist_ssp':
         # SSP(0) holds workers; their deferred pulls go through a refresh of their slot
         assert any(e['event'] == 'refresh' for log in events for e in log)
+
+
+def test_softsync_staleness_distribution_matches_rudra(tmp_path):
+    """Rudra: under n-softsync the average staleness is about n and rarely above 2n.
+    Homogeneous local job, 4 workers; n = 1 (one update per 4 gradients) and n = 4 (ASP)."""
+    means = {}
+    for n in (1, 4):
+        run_dir = tmp_path / ('n%d' % n)
+        run_dir.mkdir()
+        steps, events, (summary,) = run_slot_job(run_dir, workers=4, iters=30,
+                                                 store='dist_softsync', splits=n, rule='sgd')
+        hist = {int(t): c for t, c in summary['histogram'].items()}
+        total = sum(hist.values())
+        means[n] = summary['mean_tau']
+        above = sum(c for t, c in hist.items() if t > 2 * n) / float(total)
+        assert summary['softsync_c'] == 4 // n
+        assert means[n] <= 1.25 * n, (n, summary)
+        assert above <= 0.1, 'n=%d: %.1f%% of gradients staler than 2n: %r' % (
+            n, 100 * above, hist)
+        check_staleness_against_workers(steps, events)
+    assert means[4] > 2 * means[1], means
