@@ -134,7 +134,7 @@ class SASGDRule(_Rule):
     def update(self, key, weight, state, prepared, taus):
         alpha0 = self.lr(key)
         n = len(prepared)
-        mean_tau = float(np.mean(taus))
+        mean_tau = sum(taus) / float(len(taus))
         if self.staleness_lr == 'inverse' and self.per_gradient_staleness:
             total = sum(g * self._f(1.0 / max(1.0, t)) for g, t in zip(prepared, taus))
             delta = self._f(alpha0) * (total / self._f(n))
@@ -302,7 +302,7 @@ class Reference:
             k.weight = np.asarray(self.rule.update(key, k.weight, k.state, list(grads),
                                                    list(taus)), dtype=self.rule.dtype)
             k.version += 1
-            self.updates.append(Update(key, k.version, senders, taus, float(np.mean(taus))))
+            self.updates.append(Update(key, k.version, senders, taus, sum(taus) / float(len(taus))))
         self._record(('push', m, key))
         return tau
 
