@@ -208,7 +208,10 @@ class StalenessAwareSGD(WorkerAwareOptimizer):
     **kwargs
         ``wd``, ``rescale_grad``, ``clip_gradient``, ``lr_scheduler``, ... as for MXNet's SGD.
 
-    State per key: ``(momentum buffer or None, recent staleness list or None)``.
+    State per key: ``(momentum buffer or None, recent staleness list or None, pending)``:
+    the staleness of the last `staleness_window` updates (``'average'`` with a window > 1)
+    and, for ``'inverse'``, ``pending = [gradients scaled by their own tau, gradients not
+    scaled]`` since the last update (plain Python objects, so the state pickles as is).
     """
 
     def __init__(self, learning_rate=None, momentum=0.0, staleness_lr='inverse',
@@ -225,20 +228,19 @@ class StalenessAwareSGD(WorkerAwareOptimizer):
         self.staleness_lr = staleness_lr
         self.staleness_window = int(staleness_window)
         self.uses_grad_staleness = staleness_lr == 'inverse'
-        # index -> [gradients scaled by their own tau, gradients not scaled] since last apply
-        self._pending = {}
 
     def create_state(self, index, weight):
         mom = self._zeros_like(weight) if self.momentum > 0 else None
         recent = [] if self.staleness_lr == 'average' and self.staleness_window > 1 else None
-        return (mom, recent)
+        pending = [0, 0] if self.staleness_lr == 'inverse' else None
+        return (mom, recent, pending)
 
     def prepare_grad(self, index, weight, grad, state, backup=None, staleness=None):
         """``clip(rescale * grad) + wd * weight``; for ``'inverse'`` with `staleness` given,
         also times ``1 / max(tau, 1)`` (Eq. 2 of Zhang et al.: each gradient its own rate)."""
         g = super().prepare_grad(index, weight, grad, state, backup)
         if self.staleness_lr == 'inverse':
-            counts = self._pending.setdefault(index, [0, 0])
+            counts = state[2]
             if staleness is None:
                 counts[1] += 1
             else:
@@ -254,7 +256,9 @@ class StalenessAwareSGD(WorkerAwareOptimizer):
             return 1.0
         tau = self._check_staleness(staleness)
         if policy == 'inverse':
-            scaled, unscaled = self._pending.pop(index, (0, 0))
+            counts = state[2]
+            scaled, unscaled = counts
+            counts[:] = [0, 0]
             if scaled and unscaled:
                 raise ValueError(
                     'StalenessAwareSGD: %d gradients of this update of key %r were prepared '

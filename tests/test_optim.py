@@ -539,18 +539,24 @@ def test_pickle_round_trip(make, rule):
     compare(back, r, random_script(3), c=2)
 
 
-def test_states_pickle_round_trip_midway():
-    """Server state save/restore: optimizer and per-key states pickled after half a script."""
+@pytest.mark.parametrize('make', [
+    lambda: DCASGD(0.05, adaptive=True, momentum=0.9),
+    lambda: StalenessAwareSGD(0.05, momentum=0.9),
+    lambda: StalenessAwareSGD(0.05, staleness_lr='average', staleness_window=3),
+], ids=['dcasgd-a', 'sasgd-inverse', 'sasgd-average'])
+def test_states_pickle_round_trip_midway(make):
+    """Server state save/restore: optimizer and per-key states pickled after half a script,
+    in the middle of a softsync batch (c = 3) for at least one key."""
     script = random_script(9, events=120)
-    half = 60
+    half = 61
     init = initial()
-    full = MXServer(DCASGD(0.05, adaptive=True, momentum=0.9), 3, c=2)
-    part = MXServer(DCASGD(0.05, adaptive=True, momentum=0.9), 3, c=2)
+    full, part = MXServer(make(), 3, c=3), MXServer(make(), 3, c=3)
     for srv in (full, part):
         for key in sorted(init):
             srv.init(key, init[key])
     list(full.play(script))
     list(part.play(script[:half]))
+    assert any(part.acc[key] for key in init)
     part.opt, part.state = pickle.loads(pickle.dumps((part.opt, part.state)))
     list(part.play(script[half:]))
     for key in init:
