@@ -24,7 +24,8 @@ Semantics of the simulator (per key; keys are independent):
   received gradient triggers one update with the mean of the prepared gradients and
   ``<sigma>`` = the mean tau of those gradients; the version then increases by 1.
   With ``softsync_c=1`` (ASP) every push is an update.
-* ``set_learning_rate(lr)``: the base learning rate from now on (as ``Optimizer.set_learning_rate``).
+* ``set_learning_rate(lr)``: the base learning rate from now on (as
+  ``Optimizer.set_learning_rate``).
 
 Example::
 

@@ -25,7 +25,8 @@ class MXServer:
     def __init__(self, opt, num_workers, c=1, grad_staleness=True):
         self.opt, self.num_workers, self.c = opt, num_workers, c
         self.grad_staleness = grad_staleness
-        self.w, self.state, self.version, self.pulled, self.backup, self.acc = {}, {}, {}, {}, {}, {}
+        self.w, self.state, self.version, self.pulled, self.backup = {}, {}, {}, {}, {}
+        self.acc = {}
         self.taus = []
 
     def init(self, key, weight):
