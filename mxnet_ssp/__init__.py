@@ -8,23 +8,31 @@ the package alone does not import MXNet (the launcher and the pure decision
 logic do not need it).  Configuration comes from the environment (see
 :mod:`mxnet_ssp.config`) or from :func:`create`.
 """
+import importlib
+
 from ._hooks import when_imported as _when_imported
 from .config import ConfigError, SyncConfig
 
-__all__ = ['create', 'SSPKVStore', 'SSPError', 'SyncConfig', 'ConfigError', '__version__']
+__all__ = ['create', 'SSPKVStore', 'SSPError', 'SyncConfig', 'ConfigError', 'optim',
+           '__version__']
 __version__ = '0.1.0'
 
 _LAZY = ('create', 'SSPKVStore', 'SSPError')
 
 
 def _register_store_types():
-    from . import kvstore  # noqa: F401  (defining the classes registers them)
+    # defining the classes registers them: the store types with mx.kv.create,
+    # the update rules with mx.optimizer (so Trainer(..., 'sasgd') works)
+    importlib.import_module(__name__ + '.kvstore')
+    importlib.import_module(__name__ + '.optim')
 
 
 def __getattr__(name):
+    # importlib, not "from . import": that asks this module for the attribute again
+    if name == 'optim':
+        return importlib.import_module(__name__ + '.optim')
     if name in _LAZY:
-        from . import kvstore
-        return getattr(kvstore, name)
+        return getattr(importlib.import_module(__name__ + '.kvstore'), name)
     raise AttributeError('module %r has no attribute %r' % (__name__, name))
 
 

@@ -131,7 +131,7 @@ class SSPKVStore(KVStoreBase):
         self._next_visible = 0            # t_slowest the next fast step may rely on
         self._optimizer = None
         self._slots = None                # M in slot mode
-        self._refresh = {}                # slot mode, SSP slow path: key -> refresh array
+        self._refresh = {}                # slot mode, SSP slow path: key -> numpy marker
         self._lr_sent = None
         self._client = None
         self._clock = 0
@@ -506,9 +506,10 @@ class SSPKVStore(KVStoreBase):
         for k in _as_list(key):
             marker = self._refresh.get(k)
             if marker is None:
-                # the shape the store was initialized with is the shape the worker pulls into
-                marker = self._refresh[k] = nd.array(refresh_marker(self._shape_of(k)))
-            self._kv.push(self._mine(k), marker, priority=priority)
+                marker = self._refresh[k] = refresh_marker(self._shape_of(k))
+            # a fresh NDArray every time: MXNet's dist store keeps the pushed CPU array as
+            # the key's receive buffer, so the pull that follows overwrites it
+            self._kv.push(self._mine(k), nd.array(marker), priority=priority)
 
     def _shape_of(self, key):
         shapes = self._tracker.shapes

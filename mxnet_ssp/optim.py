@@ -25,6 +25,9 @@ import numbers
 import warnings
 
 import mxnet as mx
+# In MXNet's server processes ``import mxnet`` has not returned when the servers
+# unpickle these rules, so the ``mx.nd`` alias does not exist yet: use the module.
+from mxnet import ndarray as nd
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
            'STALENESS_POLICIES']
@@ -101,7 +104,7 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
 
     @staticmethod
     def _zeros_like(weight):
-        return mx.nd.zeros(weight.shape, weight.context, dtype=weight.dtype)
+        return nd.zeros(weight.shape, weight.context, dtype=weight.dtype)
 
     # -- the two steps -----------------------------------------------------------------------
     def prepare_grad(self, index, weight, grad, state, backup=None, staleness=None):
@@ -145,7 +148,7 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
         else:
             g = grad.copy()
         if self.clip_gradient is not None and self.clip_gradient > 0:
-            mx.nd.clip(g, -self.clip_gradient, self.clip_gradient, out=g)
+            nd.clip(g, -self.clip_gradient, self.clip_gradient, out=g)
         return g
 
     def _add_wd(self, index, weight, g):
@@ -159,10 +162,10 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
             if mom is None:
                 raise ValueError('momentum=%r but the state of this key has no momentum buffer '
                                  '(was it created by another optimizer?)' % self.momentum)
-            mx.nd.sgd_mom_update(weight, grad, mom, lr=lr, momentum=self.momentum, wd=0.0,
+            nd.sgd_mom_update(weight, grad, mom, lr=lr, momentum=self.momentum, wd=0.0,
                                  rescale_grad=1.0, clip_gradient=-1.0, out=weight)
         else:
-            mx.nd.sgd_update(weight, grad, lr=lr, wd=0.0, rescale_grad=1.0,
+            nd.sgd_update(weight, grad, lr=lr, wd=0.0, rescale_grad=1.0,
                              clip_gradient=-1.0, out=weight)
 
     @staticmethod
@@ -346,7 +349,7 @@ class DCASGD(WorkerAwareOptimizer):
                 m = self.mean_square_decay
                 mean_square *= m
                 mean_square += (1.0 - m) * gg
-                gg *= self.lamda / (mx.nd.sqrt(mean_square) + self.epsilon)
+                gg *= self.lamda / (nd.sqrt(mean_square) + self.epsilon)
             else:
                 gg *= self.lamda
             gg *= weight - backup

@@ -392,7 +392,10 @@ class ServerOptimizer:
         opt = self.optimizer
         tau = ks.version - ks.pulled[m]
         if self.worker_aware:
-            g = opt.prepare_grad(k, ks.weight, grad, ks.state, weight)
+            if getattr(opt, 'uses_grad_staleness', False):   # per-gradient alpha0 / tau
+                g = opt.prepare_grad(k, ks.weight, grad, ks.state, weight, staleness=float(tau))
+            else:
+                g = opt.prepare_grad(k, ks.weight, grad, ks.state, weight)
         else:
             g = grad
         applied = False
