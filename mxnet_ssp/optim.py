@@ -22,6 +22,7 @@ Importing this module imports MXNet and registers the names ``'stalenessawaresgd
 """
 import math
 import numbers
+import sys
 import warnings
 
 import mxnet as mx
@@ -61,6 +62,19 @@ def _check_number(name, value, low=None, high=None, low_open=False, high_open=Fa
         raise ValueError('%s=%r is not accepted: it must be a number in %s'
                          % (name, value, accepted))
     return float(value)
+
+
+def _pickled_by_native_store():
+    """True when the caller is MXNet's KVStore.set_optimizer and not mxnet-ssp's store."""
+    frame = sys._getframe(1)
+    native = ours = False
+    while frame is not None:
+        if frame.f_code.co_name == 'set_optimizer':
+            module = frame.f_globals.get('__name__')
+            native = native or module == 'mxnet.kvstore.kvstore'
+            ours = ours or module == 'mxnet_ssp.kvstore'
+        frame = frame.f_back
+    return native and not ours
 
 
 class WorkerAwareOptimizer(mx.optimizer.Optimizer):
@@ -130,6 +144,17 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
 
     def _lr_factor(self, index, state, staleness):  # pylint: disable=unused-argument
         return 1.0
+
+    # -- pickling ------------------------------------------------------------------------------
+    def __getstate__(self):
+        # MXNet's own dist stores pickle the optimizer to send it to their servers, which
+        # would call update() without sender or staleness: refuse before anything is sent.
+        if _pickled_by_native_store():
+            raise StalenessRequiredError(
+                '%s needs a store that reports the staleness of each gradient: use one of %s '
+                '(MXNet\'s own dist_sync/dist_device_sync/dist_async stores cannot)'
+                % (type(self).__name__, STORES_THAT_REPORT))
+        return super().__getstate__()
 
     # -- MXNet's plain path ------------------------------------------------------------------
     def update(self, index, weight, grad, state):

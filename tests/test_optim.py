@@ -585,3 +585,21 @@ def test_reference_does_not_import_mxnet():
             'assert "mxnet" not in sys.modules, sorted(m for m in sys.modules if "mxnet" in m)')
     subprocess.run([sys.executable, '-c', code], check=True, cwd=str(__import__('pathlib')
                                                                      .Path(__file__).parents[1]))
+
+
+def test_native_dist_store_refuses_worker_aware_rules_before_sending():
+    """MXNet's own dist stores pickle the optimizer for their servers, which cannot report
+    staleness: the pickling refuses, naming the stores that can."""
+    import mxnet as mx
+    from mxnet_ssp import optim
+
+    # stands for mxnet.kvstore.kvstore.KVStore.set_optimizer (the real one: test_slots.py)
+    namespace = {'__name__': 'mxnet.kvstore.kvstore', 'pickle': pickle}
+    exec('def set_optimizer(opt):\n    return pickle.dumps(opt, 0)\n', namespace)
+    for opt in (optim.StalenessAwareSGD(learning_rate=0.1), optim.DCASGD(learning_rate=0.1)):
+        with pytest.raises(optim.StalenessRequiredError) as err:
+            namespace['set_optimizer'](opt)
+        assert 'dist_ssp' in str(err.value) and type(opt).__name__ in str(err.value)
+        # any other pickling (our stores, Trainer.save_states) still works
+        assert pickle.loads(pickle.dumps(opt, 0)).lr == opt.lr
+    assert isinstance(mx.optimizer.create('sasgd'), optim.StalenessAwareSGD)

@@ -184,3 +184,17 @@ def test_softsync_staleness_distribution_matches_rudra(tmp_path):
             n, 100 * above, hist)
         check_staleness_against_workers(steps, events)
     assert means[4] > 2 * means[1], means
+
+
+@pytest.mark.parametrize('case,words', [
+    ('native-store', ['StalenessAwareSGD needs a store that reports', 'dist_softsync']),
+    ('main-class', ['ScriptOptimizer', '__main__', 'cannot import']),
+    ('splits', ['splits=5', '1 <= n <= 2']),
+])
+def test_bad_optimizer_setups_fail_before_training(tmp_path, case, words):
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'bad_optimizer_job.py'),
+                              '--case', case], workers=2)
+    assert proc.returncode != 0
+    assert 'no error was raised' not in proc.stderr
+    for word in words:
+        assert word in proc.stderr, _fail_msg(proc)
