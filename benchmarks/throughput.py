@@ -24,6 +24,8 @@ def run_once(store, steps, workdir):
     out = os.path.join(workdir, store)
     env = dict(os.environ, OMP_NUM_THREADS='1', MXNET_SSP_STALENESS='1000000',
                MXNET_SSP_METRICS_DIR='off',
+               # the baseline is MXNet's own dist_async, not mxnet-ssp's wrapper of it
+               MXNET_SSP_WRAP_ASYNC='0' if store == 'dist_async' else '1',
                PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
     cmd = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'local',
            sys.executable, os.path.join(HERE, 'throughput_job.py'), '--kvstore', store,
