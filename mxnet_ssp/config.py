@@ -13,7 +13,7 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC',
            'STORE_TYPES', 'ASYNC_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
-           'from_env', 'check_kvstore_name']
+           'from_env', 'check_kvstore_name', 'parse_splits', 'wrap_async']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -180,6 +180,16 @@ def parse_splits(value, num_workers=None, source=ENV_SOFTSYNC_SPLITS):
                           '1 <= n <= %s (the server applies one update per floor(%s / n) '
                           'gradients)' % (source, value, bound, bound))
     return splits
+
+
+def wrap_async(environ=None):
+    """Whether mxnet-ssp registers its own ``dist_async`` (``MXNET_SSP_WRAP_ASYNC``, default on)."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_WRAP_ASYNC, '1').strip().lower()
+    if value not in ('0', '1', 'false', 'true', 'no', 'yes', 'off', 'on'):
+        raise ConfigError('%s=%r is not valid: expected 1 (wrap MXNet\'s dist_async, the '
+                          'default) or 0 (keep MXNet\'s own)' % (ENV_WRAP_ASYNC, value))
+    return value in ('1', 'true', 'yes', 'on')
 
 
 def check_kvstore_name(name, ours_only=False):

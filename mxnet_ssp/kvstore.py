@@ -596,7 +596,7 @@ def _store_class(name):
 DistSSP = _store_class('dist_ssp')
 DistDSSP = _store_class('dist_dssp')
 DistSoftsync = _store_class('dist_softsync')
-if os.environ.get(cfg.ENV_WRAP_ASYNC, '1').strip().lower() not in ('0', 'false', 'no', 'off'):
+if cfg.wrap_async():
     DistAsync = _store_class('dist_async')
 
 
