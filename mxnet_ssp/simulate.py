@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .sync import BOUNDED, PAPER, SyncPolicy
+from .sync import BOUNDED, SyncPolicy
 
 __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
            'DEFAULT_TIMES', 'DEFAULT_POLICIES']

@@ -46,6 +46,12 @@ def run_job(tmp_path, command, workers=2, servers=1, timeout=180, env=None, laun
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+def fail_msg(proc):
+    """What a failed job printed, for an assertion message."""
+    return 'exit %s\nstdout:\n%s\nstderr:\n%s' % (proc.returncode, proc.stdout[-3000:],
+                                                  proc.stderr[-6000:])
+
+
 def read_jsonl(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]

@@ -10,14 +10,10 @@ import sys
 
 import pytest
 
-from conftest import JOBS, job_env, read_jsonl, run_job
+from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job
 
 pytestmark = pytest.mark.integration
 
-
-def _fail_msg(proc):
-    return 'exit %s\nstdout:\n%s\nstderr:\n%s' % (proc.returncode, proc.stdout[-3000:],
-                                                  proc.stderr[-6000:])
 
 
 def _metrics(tmp_path):
@@ -69,7 +65,7 @@ def test_ssp_bound_and_reads_with_a_slow_worker(marker_job, tmp_path):
     iters, s = 16, 2
     proc, steps = marker_job(workers=3, store='dist_ssp', staleness=s, iters=iters,
                              slow_rank=0, slow_seconds=0.06, base_seconds=0.005)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     _check_read_guarantee(steps, iters)
     max_lead = _check_bound_from_clocks(_metrics(tmp_path), s)
     # the slow worker really held the others: the bound was reached, not just respected
@@ -80,7 +76,7 @@ def test_ssp0_is_lockstep(marker_job, tmp_path):
     iters = 8
     proc, steps = marker_job(workers=3, store='dist_ssp', staleness=0, iters=iters,
                              slow_rank=1, slow_seconds=0.02)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     for rank, records in steps.items():
         for rec in records:
             assert rec['t_slowest'] == rec['clock'] and rec['lead'] == 0, (rank, rec)
@@ -95,7 +91,7 @@ def test_dssp_bounded_grants_and_bound(marker_job, tmp_path):
     iters, s_lower, s_upper = 24, 1, 4
     proc, steps = marker_job(workers=2, store='dist_dssp', staleness='%d,%d' % (s_lower, s_upper),
                              iters=iters, slow_rank=1, slow_seconds=0.05, base_seconds=0.005)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     _check_read_guarantee(steps, iters)
     metrics = _metrics(tmp_path)
     max_lead = _check_bound_from_clocks(metrics, s_upper)
@@ -109,7 +105,7 @@ def test_dssp_paper_mode_runs_and_grants(marker_job, tmp_path):
     iters = 20
     proc, steps = marker_job(workers=2, store='dist_dssp', staleness='1,3', mode='paper',
                              iters=iters, slow_rank=0, slow_seconds=0.05, base_seconds=0.005)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     _check_read_guarantee(steps, iters)
     metrics = _metrics(tmp_path)
     assert any(m['granted'] for recs in metrics.values() for m in recs)
@@ -123,7 +119,7 @@ def test_two_servers_and_several_devices(marker_job, tmp_path, servers, devices)
     iters = 6
     proc, steps = marker_job(workers=2, servers=servers, store='dist_ssp', staleness=1,
                              iters=iters, keys=4, devices=devices)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     _check_read_guarantee(steps, iters)
 
 
@@ -132,7 +128,7 @@ def test_import_order_and_autoload(marker_job, tmp_path, order):
     """`import mxnet` first works; a script that never imports mxnet_ssp gets the
     store types from the installed autoload hook (pip install . puts it there)."""
     proc, steps = marker_job(workers=2, store='dist_dssp', iters=4, import_order=order)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     _check_read_guarantee(steps, 4)
 
 
@@ -142,7 +138,7 @@ def test_gluon_trainer_and_module(tmp_path, api, store):
     out = tmp_path / 'train'
     proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'gluon_job.py'), '--api', api,
                               '--kvstore', store, '--steps', str(steps), '--out', str(out)])
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     metrics = _metrics(tmp_path)
     assert sorted(metrics) == [0, 1]
     for rank in (0, 1):
@@ -159,7 +155,7 @@ def test_missing_updater_fails_clearly(tmp_path):
                               '--kvstore', 'dist_ssp', '--out', str(tmp_path / 'o'),
                               '--no-optimizer-test'])
     assert proc.returncode != 0
-    assert 'needs an updater on the servers' in proc.stderr, _fail_msg(proc)
+    assert 'needs an updater on the servers' in proc.stderr, fail_msg(proc)
     assert 'set_optimizer' in proc.stderr
 
 
@@ -167,7 +163,7 @@ def test_dead_worker_fails_the_job(marker_job, tmp_path):
     proc, steps = marker_job(workers=2, store='dist_ssp', staleness=0, iters=50,
                              die_rank=1, die_at=3)
     assert proc.returncode != 0
-    assert 'worker' in proc.stderr and 'code 7' in proc.stderr, _fail_msg(proc)
+    assert 'worker' in proc.stderr and 'code 7' in proc.stderr, fail_msg(proc)
 
 
 def test_stalled_worker_times_out_naming_its_rank(marker_job, tmp_path):
@@ -175,7 +171,7 @@ def test_stalled_worker_times_out_naming_its_rank(marker_job, tmp_path):
     proc, steps = marker_job(workers=2, store='dist_ssp', staleness=0, iters=50,
                              stall_rank=1, stall_at=3, env=env)
     assert proc.returncode != 0
-    assert 'worker 1' in proc.stderr and 'waited' in proc.stderr, _fail_msg(proc)
+    assert 'worker 1' in proc.stderr and 'waited' in proc.stderr, fail_msg(proc)
 
 
 def test_stock_mxnet_launch_py(tmp_path):
@@ -187,7 +183,7 @@ def test_stock_mxnet_launch_py(tmp_path):
             '--out', str(out), '--store', 'dist_dssp', '--iters', '5', '--import-order', 'none']
     proc = subprocess.run(argv, env=job_env(tmp_path), cwd=str(tmp_path), capture_output=True,
                           text=True, timeout=180)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     steps = {r: read_jsonl(out / ('steps-%d.jsonl' % r)) for r in (0, 1)}
     _check_read_guarantee(steps, 5)
     assert sorted(_metrics(tmp_path)) == [0, 1]
@@ -197,9 +193,9 @@ def test_unmodified_third_party_script_with_kvstore_flag(tmp_path):
     out = tmp_path / 'o'
     proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'third_party_train.py'),
                               '--kvstore', 'dist_dssp', '--num-batches', '15', '--out', str(out)])
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     for rank in (0, 1):
         done = read_jsonl(out / ('done-%d.json' % rank))[0]
         assert done['type'] == 'dist_dssp' and done['clock'] == 15, done
     # the promised one-line summary per worker, although the script configured no logging
-    assert proc.stderr.count('dist_dssp summary: 15 iterations') == 2, _fail_msg(proc)
+    assert proc.stderr.count('dist_dssp summary: 15 iterations') == 2, fail_msg(proc)

@@ -8,20 +8,16 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from conftest import JOBS, read_jsonl, run_job
+from conftest import JOBS, fail_msg, read_jsonl, run_job
 
 pytestmark = pytest.mark.integration
 
-
-def _fail_msg(proc):
-    return 'exit %s\nstdout:\n%s\nstderr:\n%s' % (proc.returncode, proc.stdout[-3000:],
-                                                  proc.stderr[-6000:])
 
 
 def _job(tmp_path, *flags, workers=1):
     cmd = [sys.executable, os.path.join(JOBS, 'lr_resume_job.py'), '--out', str(tmp_path / 'o')]
     proc = run_job(tmp_path, cmd + list(flags), workers=workers)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
 
 
 @pytest.mark.parametrize('store', ['dist_async', 'dist_ssp'])

@@ -13,14 +13,10 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import JOBS, job_env, read_jsonl, run_job
+from conftest import JOBS, fail_msg, read_jsonl, run_job
 
 pytestmark = pytest.mark.integration
 
-
-def _fail_msg(proc):
-    return 'exit %s\nstdout:\n%s\nstderr:\n%s' % (proc.returncode, proc.stdout[-3000:],
-                                                  proc.stderr[-6000:])
 
 
 def _slot_job_module():
@@ -83,7 +79,7 @@ def run_slot_job(tmp_path, workers=3, servers=1, iters=8, **flags):
     for name, value in flags.items():
         cmd += ['--' + name.replace('_', '-'), str(value)]
     proc = run_job(tmp_path, cmd, workers=workers, servers=servers)
-    assert proc.returncode == 0, _fail_msg(proc)
+    assert proc.returncode == 0, fail_msg(proc)
     steps = {r: read_jsonl(out / ('slot-%d.jsonl' % r)) for r in range(workers)}
     mdir = tmp_path / 'metrics'
     events = []
@@ -197,4 +193,4 @@ def test_bad_optimizer_setups_fail_before_training(tmp_path, case, words):
     assert proc.returncode != 0
     assert 'no error was raised' not in proc.stderr
     for word in words:
-        assert word in proc.stderr, _fail_msg(proc)
+        assert word in proc.stderr, fail_msg(proc)
