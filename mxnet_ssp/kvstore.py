@@ -273,9 +273,12 @@ class SSPKVStore(KVStoreBase):
             self._end_step()
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
-        """Not supported: these stores hold dense weights."""
-        raise SSPError('%s does not support row_sparse_pull; use dense parameters or set '
-                       '%s=0 to keep MXNet\'s own dist_async' % (self.type, cfg.ENV_WRAP_ASYNC))
+        """Passed to MXNet's store for ``dist_async`` with a plain optimizer; else refused."""
+        if self._config.synchronous or self._slots is not None:
+            raise SSPError('%s%s does not support row_sparse_pull; use dense parameters, or '
+                           'dist_async with a plain optimizer'
+                           % (self.type, ' in slot mode' if self._slots is not None else ''))
+        return self._kv.row_sparse_pull(key, out=out, priority=priority, row_ids=row_ids)
 
     # -- optimizer -------------------------------------------------------------
     def set_optimizer(self, optimizer):
