@@ -15,6 +15,11 @@ cheap to import and to test.
   when that fails, :class:`DatasetNotFoundError` names the data directory,
   every path looked for and the download error.
 * :func:`shard` -- the disjoint part of a dataset one worker trains on.
+* :func:`epoch_order`, :func:`crop_flip`, :func:`iterate_batches` -- the
+  minibatches of one epoch of a shard: a permutation that depends only on
+  (seed, rank, epoch), CIFAR's standard augmentation (random 32x32 crop of the
+  image padded by 4, random horizontal flip), optionally prepared ahead by
+  threads.  The batches do not depend on the number of threads.
 """
 import os
 import pickle
@@ -22,12 +27,14 @@ import shutil
 import tarfile
 import tempfile
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ['Dataset', 'DatasetNotFoundError', 'DATASETS', 'CIFAR_URLS',
-           'digits', 'cifar10', 'cifar100', 'load', 'shard', 'download_file']
+           'digits', 'cifar10', 'cifar100', 'load', 'shard', 'download_file',
+           'epoch_order', 'batch_rng', 'crop_flip', 'iterate_batches']
 
 #: Names accepted by :func:`load`.
 DATASETS = ('digits', 'cifar10', 'cifar100')
@@ -403,3 +410,139 @@ def shard(n_items, rank, num_workers, seed=None):
         return np.arange(start, stop, dtype=np.int64)
     order = np.random.RandomState(seed).permutation(n_items)
     return np.sort(order[start:stop]).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------
+# minibatches
+# ---------------------------------------------------------------------------
+def _check_seed_parts(parts):
+    for part in parts:
+        if isinstance(part, bool) or int(part) != part or not 0 <= int(part) < 2 ** 32:
+            raise ValueError('seed, rank, epoch and batch must be integers in [0, 2**32), '
+                             'got %r' % (parts,))
+    return [int(p) for p in parts]
+
+
+def batch_rng(seed, rank, epoch, batch):
+    """The random generator of one batch: a function of its four arguments only.
+
+    Used for the augmentation of batch `batch` of epoch `epoch` on worker
+    `rank`, so that batches come out the same however many threads prepare
+    them and whether or not the run was resumed.
+    """
+    return np.random.RandomState(_check_seed_parts((seed, rank, epoch, batch, 1)))
+
+
+def epoch_order(n_items, seed, rank, epoch):
+    """The order in which worker `rank` visits its `n_items` images in epoch `epoch`.
+
+    A permutation of ``range(n_items)`` that depends only on the arguments (so
+    a resumed run sees the same order as an uninterrupted one).
+    """
+    rng = np.random.RandomState(_check_seed_parts((seed, rank, epoch, 0, 0)))
+    return rng.permutation(int(n_items))
+
+
+def crop_flip(images, rng, pad=4, flip=True):
+    """Random crops of the zero-padded images and random horizontal flips.
+
+    CIFAR's standard augmentation (He et al. 2016; GluonCV's ``RandomCrop(32,
+    pad=4)`` and ``RandomFlipLeftRight``): every image is padded with `pad`
+    zeros on each side, a window of the original size is cut at a random
+    offset, and with probability 1/2 it is mirrored left-right.
+
+    Parameters
+    ----------
+    images : numpy.ndarray
+        ``(N, C, H, W)``; not modified.
+    rng : numpy.random.RandomState
+    pad : int
+        Padding on each side, >= 0.
+    flip : bool
+        Whether to flip at random.
+
+    Returns
+    -------
+    numpy.ndarray
+        A new array of the same shape and dtype.
+    """
+    images = np.asarray(images)
+    if images.ndim != 4:
+        raise ValueError('crop_flip expects NCHW images, got shape %s' % (images.shape,))
+    pad = int(pad)
+    if pad < 0:
+        raise ValueError('pad must be >= 0, got %d' % pad)
+    n, c, h, w = images.shape
+    if pad:
+        padded = np.zeros((n, c, h + 2 * pad, w + 2 * pad), dtype=images.dtype)
+        padded[:, :, pad:pad + h, pad:pad + w] = images
+        ys = rng.randint(0, 2 * pad + 1, size=n)
+        xs = rng.randint(0, 2 * pad + 1, size=n)
+        rows = (ys[:, None] + np.arange(h))[:, None, :, None]
+        cols = (xs[:, None] + np.arange(w))[:, None, None, :]
+        out = padded[np.arange(n)[:, None, None, None], np.arange(c)[None, :, None, None],
+                     rows, cols]
+    else:
+        out = images.copy()
+    if flip:
+        mirrored = rng.rand(n) < 0.5
+        out[mirrored] = out[mirrored][:, :, :, ::-1]
+    return out
+
+
+def iterate_batches(images, labels, batch_size, order, transform=None, num_threads=0,
+                    ahead=None):
+    """Yield ``(x, y)`` for every full batch of `images` / `labels` visited in `order`.
+
+    Parameters
+    ----------
+    images, labels : numpy.ndarray
+        The shard.
+    batch_size : int
+        Images per batch; a last partial batch is dropped (as GluonCV's
+        ``last_batch='discard'``).
+    order : numpy.ndarray
+        Indices into `images`, e.g. from :func:`epoch_order`.
+    transform : callable, optional
+        ``transform(x, batch_index) -> x`` applied to each batch (the
+        augmentation; it must take its randomness from `batch_index`, e.g.
+        through :func:`batch_rng`, for the batches not to depend on threads).
+    num_threads : int
+        0: prepare each batch when it is asked for; N > 0: N threads prepare
+        batches ahead of the consumer.
+    ahead : int, optional
+        Batches prepared ahead with threads (default ``2 * num_threads``).
+
+    Yields
+    ------
+    tuple of numpy.ndarray
+        ``(x, y)``, in order.  Closing the generator early (``break``) stops
+        the threads.
+    """
+    batch_size = int(batch_size)
+    if batch_size < 1:
+        raise ValueError('batch_size must be >= 1, got %d' % batch_size)
+    count = len(order) // batch_size
+
+    def make(b):
+        idx = order[b * batch_size:(b + 1) * batch_size]
+        x, y = images[idx], labels[idx]
+        if transform is not None:
+            x = transform(x, b)
+        return x, y
+
+    if num_threads <= 0:
+        for b in range(count):
+            yield make(b)
+        return
+    ahead = max(1, 2 * num_threads if ahead is None else int(ahead))
+    pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix='batches')
+    try:
+        pending = [pool.submit(make, b) for b in range(min(ahead, count))]
+        for b in range(count):
+            result = pending.pop(0).result()
+            if b + ahead < count:
+                pending.append(pool.submit(make, b + ahead))
+            yield result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -291,3 +291,77 @@ def test_seeded_shards_mix_the_dataset():
 def test_shard_rejects_bad_arguments(args):
     with pytest.raises(ValueError):
         data.shard(*args)
+
+
+# ---------------------------------------------------------------------------
+# minibatches: order, augmentation, threads
+# ---------------------------------------------------------------------------
+def test_epoch_order_is_a_permutation_fixed_by_seed_rank_epoch():
+    a = data.epoch_order(50, 7, 1, 3)
+    assert sorted(a.tolist()) == list(range(50))
+    np.testing.assert_array_equal(a, data.epoch_order(50, 7, 1, 3))
+    for other in ((8, 1, 3), (7, 0, 3), (7, 1, 4)):
+        assert not np.array_equal(a, data.epoch_order(50, *other))
+
+
+@pytest.mark.parametrize('bad', [(-1, 0, 1), (0, 0, 2 ** 32), (1.5, 0, 1)])
+def test_epoch_order_rejects_bad_seed_parts(bad):
+    with pytest.raises(ValueError, match='2\\*\\*32'):
+        data.epoch_order(10, *bad)
+
+
+def test_crop_flip_crops_shift_and_mirror_the_padded_image():
+    images = np.random.RandomState(0).rand(64, 3, 6, 5).astype(np.float32) + 1.0  # all > 0
+    out = data.crop_flip(images, np.random.RandomState(1), pad=2)
+    assert out.shape == images.shape and out.dtype == images.dtype
+    assert not np.shares_memory(out, images)
+    shifted = flipped = 0
+    for src, dst in zip(images, out):
+        padded = np.zeros((3, 10, 9), np.float32)
+        padded[:, 2:8, 2:7] = src
+        windows = [(y, x, m) for y in range(5) for x in range(5) for m in (False, True)
+                   if np.array_equal(dst, (padded[:, y:y + 6, x:x + 5][:, :, ::-1] if m
+                                           else padded[:, y:y + 6, x:x + 5]))]
+        assert windows, 'output is not a (mirrored) window of the padded image'
+        y, x, m = windows[0]
+        shifted += (y, x) != (2, 2)
+        flipped += m
+    assert 40 < shifted < 64 and 16 < flipped < 48       # offsets 0..4 each, flips about 1/2
+
+
+def test_crop_flip_without_padding_or_flip_is_identity():
+    images = np.arange(2 * 1 * 3 * 3, dtype=np.float32).reshape(2, 1, 3, 3)
+    out = data.crop_flip(images, np.random.RandomState(0), pad=0, flip=False)
+    np.testing.assert_array_equal(out, images)
+    with pytest.raises(ValueError, match='NCHW'):
+        data.crop_flip(images[0], np.random.RandomState(0))
+
+
+@pytest.mark.parametrize('threads', [0, 1, 3])
+def test_iterate_batches_same_batches_with_any_number_of_threads(threads):
+    images = np.arange(23 * 1 * 2 * 2, dtype=np.float32).reshape(23, 1, 2, 2)
+    labels = np.arange(23, dtype=np.int32)
+    order = data.epoch_order(23, 1, 0, 1)
+
+    def transform(x, b):
+        return data.crop_flip(x, data.batch_rng(1, 0, 1, b), pad=1)
+
+    got = list(data.iterate_batches(images, labels, 5, order, transform, num_threads=threads))
+    assert len(got) == 4                          # 23 // 5; the partial batch is dropped
+    for b, (x, y) in enumerate(got):
+        np.testing.assert_array_equal(y, labels[order[b * 5:(b + 1) * 5]])
+        np.testing.assert_array_equal(
+            x, data.crop_flip(images[order[b * 5:(b + 1) * 5]], data.batch_rng(1, 0, 1, b),
+                              pad=1))
+
+
+def test_iterate_batches_stops_its_threads_when_closed_early():
+    import threading
+    images, labels = np.zeros((40, 1, 2, 2), np.float32), np.zeros(40, np.int32)
+    before = threading.active_count()
+    gen = data.iterate_batches(images, labels, 2, np.arange(40), num_threads=2)
+    next(gen)
+    gen.close()
+    assert threading.active_count() == before
+    with pytest.raises(ValueError, match='batch_size'):
+        next(data.iterate_batches(images, labels, 0, np.arange(40)))
