@@ -41,10 +41,17 @@ setup(
     install_requires=[
         MXNET_PACKAGE + '==1.9.1',
         'numpy>=1.16,<1.24',     # numpy 1.24 removed np.bool, which mxnet 1.9.1 uses
+        'tqdm>=4',               # worker 0's progress bar in train_scripts/train_cifar.py
     ],
     extras_require={
         'demo': ['scikit-learn>=1.0'],
-        'test': ['pytest>=7', 'scikit-learn>=1.0'],
+        # GluonCV's model zoo (CIFAR ResNets) for train_scripts/train_cifar.py. gluoncv
+        # 0.10.5.post0 requires opencv-python, pandas and matplotlib unpinned; these caps keep
+        # releases built for numpy 2 away from mxnet 1.9.1's numpy < 1.24.
+        'gluoncv': ['gluoncv==0.10.5.post0', 'opencv-python<4.9', 'pandas<2.2',
+                    'matplotlib<3.9'],
+        'test': ['pytest>=7', 'scikit-learn>=1.0', 'gluoncv==0.10.5.post0',
+                 'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
     },
     entry_points={'console_scripts': ['mxnet-ssp-launch = mxnet_ssp.launch:main']},
 )

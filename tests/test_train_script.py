@@ -1,14 +1,21 @@
-"""Tests of train_scripts/train_cifar.py: flag validation, model shapes, a short local run.
+"""Tests of train_scripts/train_cifar.py.
 
-Flag checks run in this process (no job, no store is created); the training
-run is one ``--kvstore local`` process on the bundled digits.
+* Flag checks run in this process (no job, no store is created) and must not
+  import MXNet or GluonCV.
+* Model construction: the built-in networks, and GluonCV's CIFAR ResNets (skipped
+  when gluoncv is not installed).
+* End-to-end runs on the bundled digits: ``--kvstore local`` in one process,
+  and a 2-worker job through the launcher under every store type; an lr decay
+  to ~0 that must freeze the weights on the servers; a resumed job.
 """
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,6 +25,9 @@ sys.path.insert(0, os.path.join(ROOT, 'train_scripts'))
 import train_cifar  # noqa: E402
 
 WORKER_ENV = {'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': '4'}
+HAVE_GLUONCV = train_cifar.gluoncv_available()
+needs_gluoncv = pytest.mark.skipif(
+    not HAVE_GLUONCV, reason="gluoncv is not installed (python -m pip install '.[gluoncv]')")
 
 
 def bad_flag(capsys, argv, environ=None):
@@ -30,17 +40,47 @@ def bad_flag(capsys, argv, environ=None):
     return err.split('error:', 1)[1]
 
 
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def script_env(**extra):
+    """This environment without DMLC_*, the checkout first on the path, one thread."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    env['PYTHONPATH'] = ROOT + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+    env['OMP_NUM_THREADS'] = '1'
+    env.update(extra)
+    return env
+
+
+# ---------------------------------------------------------------------------
+# flags
+# ---------------------------------------------------------------------------
 @pytest.mark.parametrize('argv,flag,value,accepted', [
     (['--model', 'resnet9000'], '--model', 'resnet9000', 'alexnet-small'),
+    (['--model', 'resnet18'], '--model', 'resnet18', '6n + 2'),
     (['--dataset', 'mnist'], '--dataset', 'mnist', 'cifar100'),
-    (['--kvstore', 'dist_fast'], '--kvstore', 'dist_fast', 'dist_dssp'),
+    (['--kvstore', 'dist_fast'], '--kvstore', 'dist_fast', 'dist_softsync'),
+    (['--optimizer', 'adam'], '--optimizer', 'adam', 'dcasgd_pw'),
+    (['--mode', 'eager'], '--mode', 'eager', 'imperative'),
     (['--batch-size', '0'], '--batch-size', '0', '>= 1'),
     (['--num-epochs', '-2'], '--num-epochs', '-2', '>= 1'),
     (['--num-iterations', '0'], '--num-iterations', '0', '>= 1'),
+    (['--num-gpus', '-1'], '--num-gpus', '-1', '>= 0'),
+    (['-j', '-1'], '--num-data-workers', '-1', '>= 0'),
+    (['--save-period', '-1'], '--save-period', '-1', '>= 0'),
+    (['--seed', '-1'], '--seed', '-1', '2**32'),
     (['--lr', '0'], '--lr', '0', '> 0'),
     (['--lr', 'nan'], '--lr', 'nan', '> 0'),
     (['--momentum', '1.5'], '--momentum', '1.5', '[0, 1)'),
     (['--wd', '-1'], '--wd', '-1', '>= 0'),
+    (['--drop-rate', '1'], '--drop-rate', '1', '[0, 1)'),
+    (['--lr-decay', '0'], '--lr-decay', '0', '> 0'),
+    (['--lr-decay-epoch', '200,x'], '--lr-decay-epoch', '200,x', 'increasing epochs >= 1'),
+    (['--lr-decay-epoch', '250,200'], '--lr-decay-epoch', '250,200', 'increasing'),
+    (['--lr-decay-epoch', '0'], '--lr-decay-epoch', '0', '>= 1'),
+    (['--lr-decay-period', '-5'], '--lr-decay-period', '-5', '>= 0'),
     (['--log-interval', '-1'], '--log-interval', '-1', '>= 0'),
 ])
 def test_bad_values_exit_2_naming_flag_value_and_accepted(capsys, argv, flag, value, accepted):
@@ -60,8 +100,8 @@ def test_dist_store_without_launcher(capsys):
     assert 'DMLC_ROLE' in bad_flag(capsys, [])
 
 
-@pytest.mark.parametrize('store', ['local', 'dist_sync', 'dist_async'])
-def test_staleness_only_with_our_stores(capsys, store):
+@pytest.mark.parametrize('store', ['local', 'dist_sync', 'dist_async', 'dist_softsync'])
+def test_staleness_only_with_ssp_stores(capsys, store):
     err = bad_flag(capsys, ['--kvstore', store, '--staleness', '3'], WORKER_ENV)
     assert '--staleness' in err and store in err and 'dist_ssp' in err and 'dist_dssp' in err
 
@@ -79,6 +119,53 @@ def test_dssp_mode(capsys):
     assert '--dssp-mode' in err and 'dist_dssp' in err
     err = bad_flag(capsys, ['--kvstore', 'dist_dssp', '--dssp-mode', 'eager'], WORKER_ENV)
     assert '--dssp-mode' in err and 'eager' in err and 'bounded' in err and 'paper' in err
+
+
+def test_splits(capsys):
+    err = bad_flag(capsys, ['--kvstore', 'dist_async', '--splits', '2'], WORKER_ENV)
+    assert '--splits' in err and 'dist_softsync' in err and 'dist_async' in err
+    for value in ('5', '0', 'two'):      # the job has 4 workers
+        err = bad_flag(capsys, ['--kvstore', 'dist_softsync', '--splits', value], WORKER_ENV)
+        assert '--splits' in err and value in err and '1 <= n <= 4' in err
+    args = train_cifar.parse_args(['--kvstore', 'dist_softsync', '--splits', '4'], WORKER_ENV)
+    assert args.splits == 4
+
+
+@pytest.mark.parametrize('rule', ['sasgd', 'dcasgd_pw'])
+@pytest.mark.parametrize('store', ['local', 'dist_sync'])
+def test_worker_aware_rules_need_a_store_that_reports_staleness(capsys, rule, store):
+    err = bad_flag(capsys, ['--kvstore', store, '--optimizer', rule], WORKER_ENV)
+    assert '--optimizer %s' % rule in err and store in err
+    assert 'dist_async, dist_ssp, dist_dssp, dist_softsync' in err
+
+
+def test_worker_aware_rules_and_mxnets_own_dist_async(capsys):
+    env = dict(WORKER_ENV, MXNET_SSP_WRAP_ASYNC='0')
+    err = bad_flag(capsys, ['--kvstore', 'dist_async', '--optimizer', 'sasgd'], env)
+    assert 'MXNET_SSP_WRAP_ASYNC=0' in err
+    train_cifar.parse_args(['--kvstore', 'dist_async', '--optimizer', 'sasgd'], WORKER_ENV)
+
+
+@pytest.mark.parametrize('argv,words', [
+    (['--optimizer', 'sgd', '--lamda', '0.5'], ['--lamda', 'dcasgd_pw', 'sgd']),
+    (['--optimizer', 'sasgd', '--adaptive'], ['--adaptive', 'dcasgd_pw', 'sasgd']),
+    (['--optimizer', 'dcasgd_pw', '--staleness-lr', 'inverse'], ['--staleness-lr', 'sasgd']),
+    (['--optimizer', 'nag', '--staleness-window', '4'], ['--staleness-window', 'sasgd']),
+    (['--optimizer', 'sasgd', '--staleness-lr', 'square'], ['--staleness-lr', 'square',
+                                                            'inverse, average, none']),
+    (['--optimizer', 'sasgd', '--staleness-window', '0'], ['--staleness-window', '0', '>= 1']),
+    (['--optimizer', 'dcasgd_pw', '--lamda', '-1'], ['--lamda', '-1', '>= 0']),
+    (['--optimizer', 'dcasgd_pw', '--mean-square-decay', '0.9'], ['--mean-square-decay',
+                                                                  '--adaptive']),
+    (['--optimizer', 'dcasgd_pw', '--adaptive', '--mean-square-decay', '1'],
+     ['--mean-square-decay', '1', '[0, 1)']),
+    (['--lr-decay-period', '10', '--lr-decay-epoch', '20'], ['--lr-decay-period',
+                                                             '--lr-decay-epoch']),
+])
+def test_rule_and_schedule_flags(capsys, argv, words):
+    err = bad_flag(capsys, ['--kvstore', 'dist_async'] + argv, WORKER_ENV)
+    for word in words:
+        assert word in err
 
 
 @pytest.mark.parametrize('value,words', [
@@ -101,18 +188,136 @@ def test_slowdown_rank_checked_against_local_job(capsys):
     assert '--slowdown' in err and '1 worker(s)' in err
 
 
+def test_save_dir_that_is_a_file_or_under_one(capsys, tmp_path):
+    path = tmp_path / 'file'
+    path.write_text('x')
+    for target in (path, path / 'sub'):
+        err = bad_flag(capsys, ['--kvstore', 'local', '--save-dir', str(target)])
+        assert '--save-dir' in err and str(target) in err and 'not a directory' in err
+
+
+@pytest.mark.skipif(hasattr(os, 'geteuid') and os.geteuid() == 0,
+                    reason='root writes into read-only directories: the check cannot fail')
+def test_read_only_save_dir(capsys, tmp_path):
+    ro = tmp_path / 'ro'
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        for target in (ro, ro / 'sub'):
+            err = bad_flag(capsys, ['--kvstore', 'local', '--save-dir', str(target)])
+            assert '--save-dir' in err and str(target) in err and 'writ' in err
+    finally:
+        ro.chmod(0o755)
+
+
+def test_save_dir_is_not_created_by_the_check(tmp_path):
+    target = tmp_path / 'a' / 'b'
+    train_cifar.parse_args(['--kvstore', 'local', '--save-dir', str(target)], {})
+    assert not (tmp_path / 'a').exists()
+
+
+def test_resume_from(capsys, tmp_path):
+    err = bad_flag(capsys, ['--kvstore', 'local', '--resume-from', str(tmp_path / 'none')])
+    assert '--resume-from' in err and 'none' in err and 'model-epoch' in err
+    odd = tmp_path / 'weights.params'
+    odd.write_bytes(b'')
+    err = bad_flag(capsys, ['--kvstore', 'local', '--resume-from', str(odd)])
+    assert '--resume-from' in err and 'weights.json' in err and 'epoch' in err
+    named = tmp_path / 'model-epoch007.params'
+    named.write_bytes(b'')
+    args = train_cifar.parse_args(['--kvstore', 'local', '--resume-from', str(named)], {})
+    assert args.resume_info['completed_epochs'] == 7 and args.resume_info['states'] is None
+    (tmp_path / 'model-epoch007.json').write_text(json.dumps(
+        {'completed_epochs': 6, 'iteration': 130, 'states': 'x.states'}))
+    args = train_cifar.parse_args(['--kvstore', 'local', '--resume-from', str(named)], {})
+    assert args.resume_info['completed_epochs'] == 6 and args.resume_info['iteration'] == 130
+
+
 def test_valid_flags_parse():
     args = train_cifar.parse_args(
         ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'paper',
-         '--slowdown', '1:2.5,3:4', '--model', 'mlp', '--dataset', 'cifar10'], environ=WORKER_ENV)
+         '--slowdown', '1:2.5,3:4', '--model', 'mlp', '--dataset', 'cifar10',
+         '--optimizer', 'dcasgd_pw', '--adaptive', '--lamda', '1', '--mean-square-decay', '0.9',
+         '--lr-decay-epoch', '200,250', '--num-gpus', '0', '-j', '2'], environ=WORKER_ENV)
     assert args.slowdown_factors == {1: 2.5, 3: 4.0}
     assert args.kvstore == 'dist_dssp' and args.staleness == '3,15'
+    assert args.lr_decay_epochs == [200, 250] and args.num_data_workers == 2
     args = train_cifar.parse_args(['--kvstore', 'local'], environ={})
     assert args.slowdown_factors == {} and args.dataset == 'digits'
     assert args.save_dir == os.path.join('.', 'results', 'run')
+    assert args.optimizer == 'sgd' and args.lr_decay_epochs == [] and args.save_period == 10
 
 
-def test_make_kvstore_passes_ssp_settings(monkeypatch, tmp_path):
+def test_check_args_is_the_workers_check():
+    args = train_cifar.check_args(['--kvstore', 'dist_softsync', '--splits', '3'], 3,
+                                  environ={})
+    assert args.splits == 3
+    with pytest.raises(SystemExit) as info:
+        train_cifar.check_args(['--kvstore', 'dist_ssp', '--slowdown', '3:2'], 3, environ={})
+    assert info.value.code == 2
+
+
+def test_validation_imports_neither_mxnet_nor_gluoncv(tmp_path):
+    models = ['alexnet-small', 'resnet110'] + (['cifar_wideresnet16_10'] if HAVE_GLUONCV else [])
+    code = ('import sys; sys.path.insert(0, %r); import train_cifar\n'
+            'for m in %r:\n'
+            '    train_cifar.check_args(["--kvstore", "dist_dssp", "--staleness", "2,6",'
+            ' "--model", m, "--optimizer", "sasgd", "--save-dir", %r], 4)\n'
+            'heavy = [m for m in ("mxnet", "gluoncv") if m in sys.modules]\n'
+            'assert not heavy, heavy\n'
+            % (os.path.join(ROOT, 'train_scripts'), models if HAVE_GLUONCV else models[:1],
+               str(tmp_path)))
+    proc = subprocess.run([sys.executable, '-c', code], env=script_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_model_names():
+    resolve = train_cifar.resolve_model
+    assert resolve('alexnet-small') == ('builtin', 'alexnet-small')
+    assert resolve('resnet50') == ('cifar_resnet', 1, 50)       # 50 = 6 * 8 + 2
+    assert resolve('ResNet110') == ('cifar_resnet', 1, 110)
+    assert resolve('cifar_resnet50_v2') == ('cifar_resnet', 2, 50)
+    assert resolve('cifar_resnet56_v1') == ('cifar_resnet', 1, 56)
+    assert resolve('resnet50_v1') == ('gluoncv', 'resnet50_v1')   # GluonCV's ImageNet net
+    for bad in ('resnet51', 'resnet2', 'cifar_resnet18_v1'):
+        with pytest.raises(ValueError, match='6n \\+ 2'):
+            resolve(bad)
+    assert 'n=8' not in train_cifar.describe_model('resnet50')
+    assert '8 per stage, depth 50' in train_cifar.describe_model('resnet50')
+
+
+def test_gluoncv_model_without_gluoncv(capsys, monkeypatch):
+    monkeypatch.setattr(train_cifar, 'gluoncv_available', lambda: False)
+    for name in ('resnet50', 'cifar_wideresnet16_10'):
+        err = bad_flag(capsys, ['--kvstore', 'local', '--model', name])
+        assert '--model %s' % name in err and 'gluoncv' in err and 'alexnet-small' in err
+
+
+@needs_gluoncv
+def test_gluoncv_zoo_names(capsys):
+    names = train_cifar.gluoncv_model_names()
+    assert {'cifar_resnet20_v1', 'cifar_resnet110_v1', 'cifar_wideresnet16_10'} <= names
+    assert 'cifar_resnet50_v1' not in names          # why resnet50 is built from the classes
+    train_cifar.parse_args(['--kvstore', 'local', '--model', 'cifar_resnext29_16x64d'], {})
+    err = bad_flag(capsys, ['--kvstore', 'local', '--model', 'cifar_resnet20_v3'])
+    assert 'cifar_resnet20_v3' in err and 'close: cifar_resnet20_v' in err
+
+
+# ---------------------------------------------------------------------------
+# schedule, store, optimizer, progress, checkpoints
+# ---------------------------------------------------------------------------
+def test_learning_rate_schedule():
+    lr = train_cifar.learning_rate_at
+    # GluonCV: decay at the start of 0-based epoch 2 = after 2 epochs
+    assert [lr(e, 0.1, 0.1, [2, 4]) for e in range(1, 7)] == [0.1, 0.1, 0.01, 0.01, 0.001, 0.001]
+    assert [lr(e, 1.0, 0.5, decay_period=2) for e in range(1, 6)] == [1, 1, 0.5, 0.5, 0.25]
+    assert lr(3, 0.05, 0.1, [1]) == 0.005
+    assert train_cifar.parse_decay_epochs(' 200, 250 ') == [200, 250]
+    assert train_cifar.parse_decay_epochs('') == []
+
+
+def test_make_kvstore_passes_settings(monkeypatch, tmp_path):
     import mxnet_ssp
     calls = []
     monkeypatch.setattr(mxnet_ssp, 'create', lambda name, **kw: calls.append((name, kw)) or 'kv')
@@ -122,12 +327,154 @@ def test_make_kvstore_passes_ssp_settings(monkeypatch, tmp_path):
     assert train_cifar.make_kvstore(args) == 'kv'
     assert calls == [('dist_dssp', {'staleness': '2,9', 'mode': 'paper',
                                     'metrics_dir': str(tmp_path)})]
-    args = train_cifar.parse_args(['--kvstore', 'dist_ssp', '--save-dir', str(tmp_path)],
-                                  environ=WORKER_ENV)
-    train_cifar.make_kvstore(args)
-    assert calls[-1] == ('dist_ssp', {'metrics_dir': str(tmp_path)})
+    for argv, expected in ((['--kvstore', 'dist_ssp'], ('dist_ssp', {})),
+                           (['--kvstore', 'dist_softsync', '--splits', '2'],
+                            ('dist_softsync', {'splits': 2})),
+                           (['--kvstore', 'dist_async'], ('dist_async', {}))):
+        args = train_cifar.parse_args(argv + ['--save-dir', str(tmp_path)], environ=WORKER_ENV)
+        train_cifar.make_kvstore(args)
+        expected[1]['metrics_dir'] = str(tmp_path)
+        assert calls[-1] == expected
 
 
+def test_make_optimizer():
+    import mxnet as mx
+    from mxnet_ssp import optim
+
+    def make(*argv):
+        args = train_cifar.parse_args(['--kvstore', 'dist_async', '--lr', '0.2', '--wd', '0.001']
+                                      + list(argv), WORKER_ENV)
+        return train_cifar.make_optimizer(args, 64)
+
+    opt = make()
+    assert type(opt) is mx.optimizer.SGD and opt.momentum == 0.9 and opt.rescale_grad == 1 / 64
+    assert opt.lr == 0.2 and opt.wd == 0.001
+    assert type(make('--optimizer', 'nag', '--momentum', '0.5')) is mx.optimizer.NAG
+    opt = make('--optimizer', 'sasgd', '--staleness-lr', 'average', '--staleness-window', '4')
+    assert isinstance(opt, optim.StalenessAwareSGD)
+    assert (opt.staleness_lr, opt.staleness_window) == ('average', 4)
+    assert make('--optimizer', 'sasgd').staleness_lr == 'inverse'
+    opt = make('--optimizer', 'dcasgd_pw')
+    assert isinstance(opt, optim.DCASGD) and not opt.adaptive and opt.lamda == 0.04
+    opt = make('--optimizer', 'dcasgd_pw', '--adaptive', '--mean-square-decay', '0.9')
+    assert opt.adaptive and opt.lamda == 2.0 and opt.mean_square_decay == 0.9
+    assert make('--optimizer', 'dcasgd_pw', '--lamda', '0.5').lamda == 0.5
+
+
+class _Terminal:
+    def __init__(self, tty):
+        self.tty, self.text = tty, []
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.text.append(s)
+
+    def flush(self):
+        pass
+
+
+def test_progress_bar_only_on_worker_0_at_a_terminal():
+    assert train_cifar.make_progress(1, 10, stream=_Terminal(True)) is None
+    assert train_cifar.make_progress(0, 10, stream=_Terminal(False)) is None
+    assert train_cifar.make_progress(0, 10, disabled=True, stream=_Terminal(True)) is None
+    pytest.importorskip('tqdm')
+    term = _Terminal(True)
+    bar = train_cifar.make_progress(0, 10, initial=4, stream=term)
+    bar.update(2)
+    bar.close()
+    assert '6/10' in ''.join(term.text)
+
+
+def test_checkpoint_info_falls_back_to_the_name(tmp_path):
+    path = str(tmp_path / 'model-epoch012.params')
+    assert train_cifar.checkpoint_info(path)['completed_epochs'] == 12
+    with open(str(tmp_path / 'model-epoch012.json'), 'w') as f:
+        f.write('{broken')
+    with pytest.raises(ValueError, match='model-epoch012.json'):
+        train_cifar.checkpoint_info(path)
+
+
+# ---------------------------------------------------------------------------
+# models
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize('model', train_cifar.BUILTIN_MODELS)
+@pytest.mark.parametrize('shape,classes', [((1, 8, 8), 10), ((3, 32, 32), 100)])
+def test_builtin_models_fit_the_input(model, shape, classes):
+    import mxnet as mx
+    net = train_cifar.get_model(model, classes, shape)
+    net.initialize()
+    assert net(mx.nd.zeros((2,) + shape)).shape == (2, classes)
+
+
+def test_alexnet_small_has_three_convs_and_two_dense_layers():
+    net = train_cifar.get_model('alexnet-small', 10, (3, 32, 32))
+    kinds = [type(layer).__name__ for layer in net]
+    assert kinds.count('Conv2D') == 3 and kinds.count('Dense') == 2
+
+
+def _blocks(net, name):
+    found = []
+
+    def visit(block):
+        if type(block).__name__ == name:
+            found.append(block)
+        for child in block._children.values():
+            visit(child)
+    visit(net)
+    return found
+
+
+@needs_gluoncv
+@pytest.mark.parametrize('model,version,depth', [('resnet20', 1, 20), ('resnet50', 1, 50),
+                                                 ('resnet110', 1, 110),
+                                                 ('cifar_resnet56_v2', 2, 56)])
+def test_gluoncv_cifar_resnets(model, version, depth):
+    import mxnet as mx
+    net = train_cifar.get_model(model, 100, (3, 32, 32))
+    blocks = _blocks(net, 'CIFARBasicBlockV%d' % version)
+    assert len(blocks) == 3 * (depth - 2) // 6      # n blocks of 2 convs per stage, 3 stages
+    net.initialize()
+    net.hybridize()
+    assert net(mx.nd.random.uniform(shape=(2, 3, 32, 32))).shape == (2, 100)
+    # the 8x8 digits go through as well (feature maps 8 -> 4 -> 2)
+    small = train_cifar.get_model(model, 10, (1, 8, 8))
+    small.initialize()
+    assert small(mx.nd.zeros((1, 1, 8, 8))).shape == (1, 10)
+
+
+@needs_gluoncv
+def test_gluoncv_zoo_model_by_name():
+    import mxnet as mx
+    net = train_cifar.get_model('cifar_wideresnet16_10', 10, (3, 32, 32), drop_rate=0.3)
+    net.initialize()
+    assert net(mx.nd.zeros((1, 3, 32, 32))).shape == (1, 10)
+    blocks = _blocks(net, 'CIFARBasicBlockV2')
+    assert blocks and all(b.droprate == 0.3 for b in blocks)
+
+
+def test_checkpoint_loads_into_the_model(tmp_path):
+    import mxnet as mx
+    net = train_cifar.get_model('mlp', 10, (1, 8, 8))
+    net.initialize()
+    net(mx.nd.zeros((1, 1, 8, 8)))
+    net.save_parameters(str(tmp_path / 'm.params'))
+    other = train_cifar.get_model('mlp', 10, (1, 8, 8))
+    other.load_parameters(str(tmp_path / 'm.params'))
+
+
+def test_count_iterations(tmp_path):
+    for rank, n in ((0, 3), (1, 5)):
+        with open(tmp_path / ('train-worker%d.jsonl' % rank), 'w') as f:
+            for i in range(1, n + 1):
+                f.write(json.dumps({'rank': rank, 'iteration': i}) + '\n')
+    assert train_cifar.count_iterations(str(tmp_path)) == {0: 3, 1: 5}
+
+
+# ---------------------------------------------------------------------------
+# runs in one process (--kvstore local)
+# ---------------------------------------------------------------------------
 @pytest.fixture
 def keep_logging():
     root = logging.getLogger()
@@ -160,91 +507,91 @@ def test_batch_larger_than_shard_exits_2(capsys, tmp_path, keep_logging):
     assert '--batch-size 5000' in capsys.readouterr().err
 
 
-@pytest.mark.parametrize('model', train_cifar.MODELS)
-@pytest.mark.parametrize('shape,classes', [((1, 8, 8), 10), ((3, 32, 32), 100)])
-def test_models_fit_the_input(model, shape, classes):
+def test_gpus_that_are_not_there_exit_2(capsys, tmp_path, keep_logging):
     import mxnet as mx
-    net = train_cifar.get_model(model, classes, shape)
-    net.initialize()
-    assert net(mx.nd.zeros((2,) + shape)).shape == (2, classes)
+    n = mx.context.num_gpus()
+    with pytest.raises(SystemExit) as info:
+        train_cifar.main(['--kvstore', 'local', '--num-gpus', str(n + 1),
+                          '--save-dir', str(tmp_path)])
+    assert info.value.code == 2
+    assert '--num-gpus %d' % (n + 1) in capsys.readouterr().err
 
 
-def test_alexnet_small_has_three_convs_and_two_dense_layers():
-    net = train_cifar.get_model('alexnet-small', 10, (3, 32, 32))
-    kinds = [type(layer).__name__ for layer in net]
-    assert kinds.count('Conv2D') == 3 and kinds.count('Dense') == 2
-
-
-def test_parse_slowdown():
-    assert train_cifar.parse_slowdown(None) == {}
-    assert train_cifar.parse_slowdown('0:1, 2:3.5') == {0: 1.0, 2: 3.5}
-
-
-def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+def run_local(tmp_path, save, *flags):
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, '--kvstore', 'local', '--save-dir', str(save)] + list(flags),
+        env=script_env(), capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
 
 
 def test_local_run_learns_and_writes_metrics(tmp_path):
     save = tmp_path / 'run'
-    env = dict(os.environ, OMP_NUM_THREADS='1')
-    env = {k: v for k, v in env.items() if not k.startswith('DMLC_')}
-    proc = subprocess.run(
-        [sys.executable, SCRIPT, '--kvstore', 'local', '--num-epochs', '2',
-         '--num-iterations', '60', '--batch-size', '32', '--lr', '0.02',
-         '--log-interval', '25', '--slowdown', '0:1.5', '--save-dir', str(save)],
-        env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    log_lines = [l for l in proc.stderr.splitlines() if ' INFO ' in l]
-    assert log_lines and all(' worker[0] ' in l for l in log_lines)
-    assert any('iteration 25 ' in l for l in log_lines)
+    proc = run_local(tmp_path, save, '--num-epochs', '2', '--num-iterations', '60',
+                     '--batch-size', '32', '--lr', '0.02', '--log-interval', '25',
+                     '--slowdown', '0:1.5', '--save-period', '1', '-j', '2',
+                     '--lr-decay-epoch', '1', '--lr-decay', '0.5')
+    log_lines = [line for line in proc.stderr.splitlines() if ' INFO ' in line]
+    assert log_lines and all(' worker[0] ' in line for line in log_lines)
+    assert any('iteration 25 ' in line for line in log_lines)
+    assert any('epoch 2: learning rate 0.01' in line for line in log_lines)
+    assert '\r' not in proc.stderr                  # no progress bar when not a terminal
 
     train = read_jsonl(save / 'train-worker0.jsonl')
     assert [r['iteration'] for r in train] == list(range(1, 61))
     assert {r['epoch'] for r in train} == {1, 2}           # 44 iterations per epoch
     for r in train:
-        assert {'rank', 'iteration', 'epoch', 'time', 'compute_s', 'step_s', 'loss'} <= set(r)
+        assert {'rank', 'iteration', 'epoch', 'time', 'compute_s', 'step_s', 'loss', 'lr',
+                'train_accuracy'} <= set(r)
         assert r['rank'] == 0 and r['compute_s'] > 0 and r['step_s'] >= 0
         assert r['sleep_s'] == pytest.approx(0.5 * r['compute_s'], rel=0.01, abs=1e-5)
+        assert r['lr'] == (0.02 if r['epoch'] == 1 else 0.01)
     assert train[-1]['time'] >= train[0]['time']
 
     evals = read_jsonl(save / 'eval.jsonl')
-    assert [(e['epoch'], e['iteration']) for e in evals] == [(1, 44), (2, 60), (2, 60)]
+    assert [(e['epoch'], e['iteration'], e['final']) for e in evals] == [
+        (1, 44, False), (2, 60, False), (2, 60, True)]
     for e in evals:
         assert {'time', 'elapsed_s', 'epoch', 'iteration', 'accuracy'} <= set(e)
 
     with open(save / 'summary.json') as f:
         summary = json.load(f)
     assert summary['kvstore'] == 'local' and summary['staleness'] is None
-    assert summary['num_workers'] == 1
+    assert summary['num_workers'] == 1 and summary['optimizer'] == 'sgd'
     assert summary['iterations_per_worker'] == {'0': 60}
     assert summary['final_accuracy'] == evals[-1]['accuracy']
     assert summary['final_accuracy'] > 0.5, summary     # chance is 0.1
-    assert summary['wall_time_s'] > 0
-    for name in ('model-epoch001.params', 'model-epoch002.params', 'model-final.params'):
-        assert (save / name).is_file()
+    assert summary['wall_time_s'] > 0 and summary['final_lr'] == 0.01
+    for name in ('model-epoch001', 'model-epoch002', 'model-final'):
+        for ext in ('.params', '.states', '.json'):
+            assert (save / (name + ext)).is_file(), name + ext
+    with open(save / 'model-epoch002.json') as f:
+        meta = json.load(f)
+    # the epoch was cut short by --num-iterations: a resume starts it again
+    assert meta['completed_epochs'] == 1 and meta['iteration'] == 60
 
 
-def test_checkpoint_loads_into_the_model(tmp_path):
+def test_local_resume_continues_exactly(tmp_path):
+    """Stopped after epoch 1 and resumed = uninterrupted (weights, momentum, order, lr)."""
     import mxnet as mx
-    net = train_cifar.get_model('mlp', 10, (1, 8, 8))
-    net.initialize()
-    net(mx.nd.zeros((1, 1, 8, 8)))
-    net.save_parameters(str(tmp_path / 'm.params'))
-    other = train_cifar.get_model('mlp', 10, (1, 8, 8))
-    other.load_parameters(str(tmp_path / 'm.params'))
-
-
-def test_count_iterations(tmp_path):
-    for rank, n in ((0, 3), (1, 5)):
-        with open(tmp_path / ('train-worker%d.jsonl' % rank), 'w') as f:
-            for i in range(1, n + 1):
-                f.write(json.dumps({'rank': rank, 'iteration': i}) + '\n')
-    assert train_cifar.count_iterations(str(tmp_path)) == {0: 3, 1: 5}
+    flags = ['--model', 'mlp', '--num-epochs', '2', '--lr', '0.05', '--lr-decay-epoch', '1',
+             '--save-period', '1', '--log-interval', '0']
+    run_local(tmp_path, tmp_path / 'full', *flags)
+    proc = run_local(tmp_path, tmp_path / 'resumed', *flags, '--resume-from',
+                     str(tmp_path / 'full' / 'model-epoch001.params'))
+    assert 'restored optimizer state' in proc.stderr
+    train = read_jsonl(tmp_path / 'resumed' / 'train-worker0.jsonl')
+    assert {r['epoch'] for r in train} == {2} and train[0]['iteration'] == 45
+    assert {r['lr'] for r in train} == {0.005}
+    full = mx.nd.load(str(tmp_path / 'full' / 'model-final.params'))
+    resumed = mx.nd.load(str(tmp_path / 'resumed' / 'model-final.params'))
+    assert full.keys() == resumed.keys()
+    for k in full:
+        np.testing.assert_allclose(resumed[k].asnumpy(), full[k].asnumpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_local_run_on_cifar10_archive(tmp_path):
-    """The CIFAR path end to end: a generated binary archive, 32x32 alexnet-small."""
+    """The CIFAR path end to end: a generated binary archive, 32x32 alexnet-small, augmented."""
     from test_data import make_tar, write_cifar10_binary
     src = tmp_path / 'src'
     src.mkdir()
@@ -252,41 +599,131 @@ def test_local_run_on_cifar10_archive(tmp_path):
     make_tar(write_cifar10_binary(str(src), per_batch=20),
              str(tmp_path / 'data' / 'cifar-10-binary.tar.gz'))
     save = tmp_path / 'run'
-    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
-    env['OMP_NUM_THREADS'] = '1'
-    proc = subprocess.run(
-        [sys.executable, SCRIPT, '--kvstore', 'local', '--dataset', 'cifar10',
-         '--data-dir', str(tmp_path / 'data'), '--batch-size', '16', '--num-epochs', '1',
-         '--save-dir', str(save)],
-        env=env, capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert 'cifar-10-binary.tar.gz' in proc.stderr
+    proc = run_local(tmp_path, save, '--dataset', 'cifar10', '--data-dir', str(tmp_path / 'data'),
+                     '--batch-size', '16', '--num-epochs', '1')
+    assert 'cifar-10-binary.tar.gz' in proc.stderr and 'augmented' in proc.stderr
     with open(save / 'summary.json') as f:
         summary = json.load(f)
     assert summary['dataset'] == 'cifar10' and summary['iterations_per_worker'] == {'0': 6}
+    assert summary['augment'] is True
+
+
+# ---------------------------------------------------------------------------
+# parameter-server jobs through the launcher
+# ---------------------------------------------------------------------------
+def run_job(tmp_path, flags, workers=2, timeout=150):
+    """Run train_cifar.py as a local 2-worker, 1-server job; returns the completed process."""
+    argv = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', str(workers), '-s', '1',
+            '--launcher', 'local', '--timeout', str(timeout - 30), sys.executable, SCRIPT,
+            '--model', 'mlp', '--log-interval', '0'] + list(flags)
+    env = script_env(MXNET_SSP_METRICS_DIR=str(tmp_path / 'env-metrics'), MXNET_SSP_TIMEOUT='60')
+    proc = subprocess.Popen(argv, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)        # the launcher stops the whole job
+        try:
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+        pytest.fail('job did not finish within %d s:\n%s' % (timeout, err[-6000:]))
+    assert proc.returncode == 0, err[-4000:]
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+#: store -> (extra flags, store metrics files expected in --save-dir)
+STORE_RUNS = {
+    'dist_sync': (['--optimizer', 'nag'], []),
+    'dist_async': (['--optimizer', 'sasgd'], ['server-0-staleness.json']),
+    'dist_ssp': (['--staleness', '2'], ['worker-0.jsonl', 'worker-1.jsonl', 'controller.jsonl']),
+    'dist_dssp': (['--staleness', '1,4', '--optimizer', 'dcasgd_pw', '--adaptive'],
+                  ['worker-0.jsonl', 'worker-1.jsonl', 'controller.jsonl',
+                   'server-0-staleness.json']),
+    'dist_softsync': (['--splits', '2'], ['server-0-staleness.json']),
+}
 
 
 @pytest.mark.integration
-def test_two_worker_async_job(tmp_path):
-    """A real parameter-server job through the launcher: shards, slowdown, gathered summary."""
+@pytest.mark.parametrize('store', list(STORE_RUNS))
+def test_two_worker_job_under_every_store(tmp_path, store):
+    extra, store_files = STORE_RUNS[store]
     save = tmp_path / 'run'
-    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
-    env['OMP_NUM_THREADS'] = '1'
-    env['PYTHONPATH'] = ROOT + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
-    proc = subprocess.run(
-        [sys.executable, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'local',
-         '--timeout', '100', sys.executable, SCRIPT, '--kvstore', 'dist_async',
-         '--model', 'mlp', '--num-iterations', '15', '--lr', '0.05', '--slowdown', '1:2',
-         '--log-interval', '0', '--save-dir', str(save)],
-        env=env, capture_output=True, text=True, timeout=150, cwd=str(tmp_path))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert ' worker[0] ' in proc.stderr and ' worker[1] ' in proc.stderr
+    proc = run_job(tmp_path, ['--kvstore', store, '--num-epochs', '2', '--lr', '0.05',
+                              '--lr-decay-epoch', '1', '--save-period', '1',
+                              '--slowdown', '1:1.5', '--save-dir', str(save)] + extra)
+    err = proc.stderr
+    assert ' worker[0] ' in err and ' worker[1] ' in err
+    for rank in (0, 1):
+        assert 'worker[%d] INFO epoch 2: learning rate 0.005' % rank in err
+    if store != 'dist_sync':          # dist_sync updates on the workers
+        assert 'server[0] INFO server: set_lr 0.005' in err
+    saves = [line for line in err.splitlines() if 'saved checkpoint' in line]
+    assert len(saves) == 3 and all(' worker[0] INFO ' in line for line in saves)
+
     with open(save / 'summary.json') as f:
         summary = json.load(f)
-    assert summary['kvstore'] == 'dist_async' and summary['num_workers'] == 2
-    assert summary['iterations_per_worker'] == {'0': 15, '1': 15}
-    assert summary['final_accuracy'] > 0.3
+    assert summary['kvstore'] == store and summary['num_workers'] == 2
+    assert summary['iterations_per_worker'] == {'0': 44, '1': 44}
+    assert summary['final_accuracy'] > 0.3, summary       # chance is 0.1
+    evals = read_jsonl(save / 'eval.jsonl')
+    assert len(evals) == 3 and evals[-1]['accuracy'] == summary['final_accuracy']
     slow = read_jsonl(save / 'train-worker1.jsonl')
     fast = read_jsonl(save / 'train-worker0.jsonl')
+    assert len(slow) == len(fast) == 44
     assert all(r['sleep_s'] > 0 for r in slow) and all(r['sleep_s'] == 0 for r in fast)
-    assert len(read_jsonl(save / 'eval.jsonl')) == 2       # end of epoch 1 and final
+    for name in store_files:
+        assert (save / name).is_file(), (name, sorted(os.listdir(save)))
+    states = 'model-final.states' + ('' if store == 'dist_sync' else '.server-0')
+    assert (save / states).is_file(), sorted(os.listdir(save))
+    for name in ('model-epoch001', 'model-epoch002', 'model-final'):
+        assert (save / (name + '.params')).is_file() and (save / (name + '.json')).is_file()
+    assert not (tmp_path / 'env-metrics').exists()      # the stores wrote into --save-dir
+
+
+@pytest.fixture(scope='module')
+def frozen_job(tmp_path_factory):
+    """dist_async, no momentum; the lr decays to ~0 after epoch 1 of 3."""
+    tmp_path = tmp_path_factory.mktemp('frozen')
+    save = tmp_path / 'run'
+    proc = run_job(tmp_path, ['--kvstore', 'dist_async', '--num-epochs', '3', '--lr', '0.1',
+                              '--momentum', '0', '--lr-decay-epoch', '1', '--lr-decay', '1e-9',
+                              '--save-period', '1', '--save-dir', str(save)])
+    return tmp_path, save, proc
+
+
+@pytest.mark.integration
+def test_lr_decay_reaches_the_servers(frozen_job):
+    import mxnet as mx
+    _, save, proc = frozen_job
+    assert 'server[0] INFO server: set_lr 1e-10' in proc.stderr
+    first = mx.nd.load(str(save / 'model-epoch001.params'))
+    second = mx.nd.load(str(save / 'model-epoch002.params'))
+    final = mx.nd.load(str(save / 'model-final.params'))  # the servers' weights, at the end
+    # in epoch 3 both workers pushed 22 gradients each: at lr 1e-10 they move nothing
+    for k in final:
+        np.testing.assert_allclose(final[k].asnumpy(), second[k].asnumpy(), rtol=0, atol=1e-6)
+    # ... whereas epoch 1, at lr 0.1, trained the network
+    assert read_jsonl(save / 'eval.jsonl')[0]['accuracy'] > 0.3
+
+
+@pytest.mark.integration
+def test_resume_a_job_from_a_checkpoint_with_the_servers_state(frozen_job):
+    tmp_path, save, _ = frozen_job
+    out = tmp_path / 'resumed'
+    proc = run_job(tmp_path, ['--kvstore', 'dist_async', '--num-epochs', '3', '--lr', '0.1',
+                              '--momentum', '0', '--lr-decay-epoch', '1', '--lr-decay', '1e-9',
+                              '--resume-from', str(save / 'model-epoch002.params'),
+                              '--save-dir', str(out)])
+    assert 'server[0] INFO server: load %s' % (save / 'model-epoch002.states') in proc.stderr
+    for rank in (0, 1):
+        assert 'worker[%d] INFO restored optimizer state' % rank in proc.stderr
+        train = read_jsonl(out / ('train-worker%d.jsonl' % rank))
+        assert {r['epoch'] for r in train} == {3} and train[0]['iteration'] == 45
+    with open(out / 'summary.json') as f:
+        summary = json.load(f)
+    with open(save / 'summary.json') as f:
+        original = json.load(f)
+    # weights frozen since epoch 2: the resumed job ends where the original did
+    assert summary['final_accuracy'] == original['final_accuracy']
+    assert summary['resumed_from'] == str(save / 'model-epoch002.params')
