@@ -237,7 +237,7 @@ PRESETS = {p.name: p for p in (
     Preset('quick',
            'Table I in miniature: downsized AlexNet on the bundled 8x8 digits, 2 workers, '
            'worker 1 2.5x slower',
-           model='alexnet-small', dataset='digits', workers=2, batch_size=128, lr=0.02,
+           model='alexnet-small', dataset='digits', workers=2, batch_size=128, lr=0.01,
            epochs=40, slowdown='1:2.5',
            arms=('bsp', 'asp', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper'),
            targets=(0.95, 0.97), timeout_s=600, paper_table=PAPER_TABLE_I,
@@ -283,6 +283,8 @@ class Grid:
     paper_table: tuple = ()
     #: the data directory runs use (a subset under --out when data_fraction < 1)
     run_data_dir: str = None
+    #: flags added to every run that change no result (see check_train_script)
+    extra_flags: list = dataclasses.field(default_factory=list)
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
@@ -439,7 +441,7 @@ def run_command(grid, arm, trial, directory):
            '--batch-size', str(grid.batch_size), '--num-epochs', str(grid.epochs),
            '--lr', '%g' % grid.lr, '--momentum', '%g' % grid.momentum, '--wd', '%g' % grid.wd,
            '--seed', str(trial_seed(grid, trial)), '--save-dir', directory,
-           '--log-interval', '0'] + arm.train_flags()
+           '--log-interval', '0'] + arm.train_flags() + list(grid.extra_flags)
     if grid.dataset != 'digits':
         cmd += ['--data-dir', grid.run_data_dir or grid.data_dir]
     if grid.slowdown:
@@ -467,32 +469,45 @@ def run_env(directory, environ=None):
     return env
 
 
-def _needed_flags(grid):
-    return ['--lr-decay', '--lr-decay-epoch'] if grid.lr_decay is not None else []
+#: train_cifar.py flags passed when the script accepts them (they change no result)
+OPTIONAL_FLAGS = ('--no-progress',)
+
+
+def script_flags(train_script):
+    """The flags `train_script` accepts, read from its ``--help`` (empty if that fails)."""
+    env = dict(run_env(REPO), MXNET_SSP_METRICS_DIR='off')
+    try:
+        proc = subprocess.run([sys.executable, train_script, '--help'], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              stdin=subprocess.DEVNULL, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(re.findall(r'(?<![\w-])--[a-z][a-z0-9-]*', proc.stdout))
 
 
 def check_train_script(grid):
-    """Fail early if the grid needs train_cifar.py flags or packages that are missing."""
+    """Problems that would make every run fail: missing train_cifar.py flags or packages.
+
+    Returns a list of messages (empty if none) and sets ``grid.extra_flags``
+    to the optional flags the script accepts.
+    """
+    problems = []
     if grid.model not in BUILTIN_MODELS:
         import importlib.util
         if importlib.util.find_spec('gluoncv') is None:
-            raise UsageError(
-                'preset %s trains the GluonCV model %s, but gluoncv is not installed: pip install '
-                "gluoncv==0.10.5.post0 'numpy==1.23.5' 'opencv-python-headless<4.9' "
+            problems.append(
+                'preset %s trains the GluonCV model %s, but gluoncv is not installed: pip '
+                "install gluoncv==0.10.5.post0 'numpy==1.23.5' 'opencv-python-headless<4.9' "
                 "'pandas<2.2' 'matplotlib<3.9' 'scipy<1.12' (docs/reproduce.md)"
                 % (grid.preset, grid.model))
-    needed = _needed_flags(grid)
-    if not needed:
-        return
-    env = dict(run_env(REPO), MXNET_SSP_METRICS_DIR='off')
-    proc = subprocess.run([sys.executable, grid.train_script, '--help'], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=300)
-    known = set(re.findall(r'--[a-z][a-z0-9-]*', proc.stdout))
+    known = script_flags(grid.train_script)
+    needed = ['--lr-decay', '--lr-decay-epoch'] if grid.lr_decay is not None else []
     missing = [f for f in needed if f not in known]
     if missing:
-        raise UsageError('preset %s needs %s of %s, which does not accept %s (yet)'
-                         % (grid.preset, ' '.join(needed), grid.train_script, ', '.join(missing)))
+        problems.append('preset %s needs %s of %s, which does not accept %s (yet)'
+                        % (grid.preset, ' '.join(needed), grid.train_script, ', '.join(missing)))
+    grid.extra_flags = [f for f in OPTIONAL_FLAGS if f in known]
+    return problems
 
 
 # ---------------------------------------------------------------------------
@@ -814,19 +829,26 @@ def _tail(path, lines=12):
 
 
 def _failure_reason(code, directory):
-    """A one-line reason for a failed run, from its exit code and its job.log."""
-    log = os.path.join(directory, 'job.log')
-    tail = _tail(log, 400)
-    errors = [line for line in tail if ': error:' in line or 'Error:' in line
-              or 'Traceback' in line]
+    """A one-line reason for a failed run: its exit code, what the job printed last about an
+    error, and the launcher's verdict (which process stopped the job)."""
     if code == 124:
         head = 'timed out (launcher --timeout)'
     elif code is None:
         head = 'stopped'
     else:
         head = 'exit code %d' % code
-    detail = errors[-1].strip() if errors else (tail[-1].strip() if tail else '')
-    return head + (': ' + detail[:300] if detail else '')
+    tail = [line.strip() for line in _tail(os.path.join(directory, 'job.log'), 400)
+            if line.strip() and not line.startswith('$ ')]
+    launcher = [line for line in tail if line.startswith('mxnet-ssp-launch:')]
+    output = [line for line in tail if not line.startswith('mxnet-ssp-launch:')]
+    errors = [line for line in output
+              if re.search(r'error|exception|traceback|killed|failed', line, re.I)]
+    parts = [head]
+    if errors or output:
+        parts.append((errors or output)[-1][:300])
+    if launcher:
+        parts.append(launcher[-1][len('mxnet-ssp-launch:'):].strip()[:200])
+    return ': '.join(parts[:2]) + (' (%s)' % parts[2] if len(parts) > 2 else '')
 
 
 def _is_usage_failure(code, directory):
@@ -1476,14 +1498,17 @@ def main(argv=None):
         grid_path, identity = check_grid_file(grid, out)
         if grid.data_fraction < 1:
             grid.run_data_dir = subset_dir(out, grid)
-        if not args.dry_run and not args.report_only:
-            check_train_script(grid)
+        problems = [] if args.report_only else check_train_script(grid)
+        if problems and not args.dry_run:
+            raise UsageError('; '.join(problems))
     except UsageError as err:
         parser.print_usage(sys.stderr)
         sys.stderr.write('%s: error: %s\n' % (parser.prog, err))
         return EXIT_USAGE
 
     if args.dry_run:
+        for problem in problems:
+            print('# warning: %s' % problem)
         for arm, trial, directory, command, signature in plan(grid, out):
             state = ('finished, would be skipped' if is_done(directory, signature)
                      else 'would run')

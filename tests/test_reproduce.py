@@ -1,0 +1,486 @@
+"""Tests of mxnet_ssp.reproduce: the report's maths, bad input, the runner and resuming.
+
+* Pure tests of the report maths on synthetic data (no process started).
+* Runner tests with a stand-in for train_cifar.py that writes synthetic
+  metrics: real launcher jobs that take a fraction of a second, so resuming,
+  failures and aborts are checked without MXNet.
+* One integration test runs the ``tiny`` preset for real (a few runs of
+  train_cifar.py, about 20 s on 2 cores); a ``slow`` one runs the ``quick``
+  preset with one trial.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from mxnet_ssp import reproduce as rp
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HAVE_MATPLOTLIB = importlib.util.find_spec('matplotlib') is not None
+PLOT_FLAGS = [] if HAVE_MATPLOTLIB else ['--no-plots']
+
+
+# ---------------------------------------------------------------------------
+# arms
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize('name,canonical,label,flags', [
+    ('bsp', 'bsp', 'BSP', ['--kvstore', 'dist_sync']),
+    ('ASP', 'asp', 'ASP', ['--kvstore', 'dist_async']),
+    ('ssp3', 'ssp3', 'SSP s=3', ['--kvstore', 'dist_ssp', '--staleness', '3']),
+    ('dssp', 'dssp', 'DSSP [3,15]',
+     ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'bounded']),
+    ('dssp3-15-bounded', 'dssp', 'DSSP [3,15]', None),
+    ('dssp-paper', 'dssp-paper', 'DSSP [3,15] paper',
+     ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'paper']),
+    ('dssp2-10-paper', 'dssp2-10-paper', 'DSSP [2,10] paper', None),
+])
+def test_parse_arm(name, canonical, label, flags):
+    arm = rp.parse_arm(name)
+    assert arm.name == canonical and arm.label == label
+    if flags is not None:
+        assert arm.train_flags() == flags
+    assert rp.parse_arm(arm.name) == arm
+
+
+@pytest.mark.parametrize('name', ['hogwild', 'ssp', 'ssp-3', 'dssp15-3', 'dssp3', 'dssp-fast'])
+def test_parse_arm_rejects(name):
+    with pytest.raises(ValueError):
+        rp.parse_arm(name)
+
+
+def test_every_preset_resolves_to_its_paradigms():
+    for preset in rp.PRESETS.values():
+        arms = [rp.parse_arm(n) for n in preset.arms]
+        assert len(set(arms)) == len(arms), preset.name
+        assert {a.family for a in arms} == {'bsp', 'asp', 'ssp', 'dssp'}, preset.name
+    assert [a.staleness[0] for a in map(rp.parse_arm, rp.PRESETS['paper-alexnet'].arms)
+            if a.family == 'ssp'] == list(range(3, 16))
+
+
+# ---------------------------------------------------------------------------
+# report maths on synthetic data
+# ---------------------------------------------------------------------------
+def test_time_to_target():
+    curve = [(1.0, 0.3), (2.0, 0.66), (3.0, 0.67), (4.0, 0.65), (5.0, 0.69)]
+    assert rp.time_to_target(curve, 0.67) == 3.0       # reaching exactly counts
+    assert rp.time_to_target(curve, 0.68) == 5.0       # first time, not the last
+    assert rp.time_to_target(curve, 0.3) == 1.0
+    assert rp.time_to_target(curve, 0.7) is None
+    assert rp.time_to_target([], 0.1) is None
+
+
+def test_median_trial_by_final_accuracy():
+    trials = [{'trial': 1, 'final_accuracy': 0.70}, {'trial': 2, 'final_accuracy': 0.60},
+              {'trial': 3, 'final_accuracy': 0.65}]
+    assert rp.median_trial(trials)['trial'] == 3
+    assert rp.median_trial(trials[:2])['trial'] == 2     # even count: the lower middle
+    assert rp.median_trial(trials[:1])['trial'] == 1
+    assert rp.median_trial([]) is None
+    ties = [{'trial': t, 'final_accuracy': 0.5} for t in (3, 1, 2)]
+    assert rp.median_trial(ties)['trial'] == 2             # ties in trial order
+
+
+def test_average_curves_on_a_common_grid():
+    a = [(0.0, 0.0), (10.0, 1.0)]                 # linear, ends at 10 s
+    b = [(2.0, 0.2), (6.0, 0.6), (20.0, 0.6)]     # starts later, runs longer
+    avg = dict(rp.average_curves([a, b]))
+    # the grid starts where both are defined and is the union of their times
+    assert sorted(avg) == [2.0, 6.0, 10.0, 20.0]
+    assert avg[2.0] == pytest.approx((0.2 + 0.2) / 2)
+    assert avg[6.0] == pytest.approx((0.6 + 0.6) / 2)
+    assert avg[10.0] == pytest.approx((1.0 + 0.6) / 2)
+    assert avg[20.0] == pytest.approx((1.0 + 0.6) / 2)   # a holds its final accuracy
+    # unsorted input and an empty curve are handled
+    assert rp.average_curves([list(reversed(a)), [], a]) == [(0.0, 0.0), (10.0, 1.0)]
+    assert rp.average_curves([]) == []
+    # the average's time to target is read off the same way as a single curve's
+    assert rp.time_to_target(rp.average_curves([a, b]), 0.8) == 10.0
+
+
+def _logs(times):
+    """{rank: train records} from {rank: [end time of each iteration]}."""
+    return {r: [{'rank': r, 'iteration': i + 1, 'time': t} for i, t in enumerate(ts)]
+            for r, ts in times.items()}
+
+
+def test_lead_from_train_logs():
+    # rank 0 ends an iteration every second, rank 1 every 2.5 s; both run 4 iterations
+    logs = _logs({0: [1, 2, 3, 4], 1: [2.5, 5, 7.5, 10]})
+    max_lead, mean_lead = rp.lead_from_train_logs(logs)
+    # in time order (t = 1, 2, 2.5, 3, 4, 5, 7.5, 10): rank 0 leads by 1, 2; rank 1 at 2.5 s
+    # is the slowest itself (0); rank 0 leads by 2, 3; then rank 0 has finished and no longer
+    # counts, so rank 1 leads nobody (0, 0, 0)
+    assert max_lead == 3
+    assert mean_lead == pytest.approx((1 + 2 + 0 + 2 + 3 + 0 + 0 + 0) / 8.0)
+    assert rp.lead_from_train_logs({}) == (0, 0.0)
+    # equal pace: never more than one ahead
+    assert rp.lead_from_train_logs(_logs({0: [1, 2, 3], 1: [1.1, 2.1, 3.1]}))[0] == 1
+
+
+def test_staleness_from_train_logs():
+    logs = _logs({0: [1, 2, 3, 4], 1: [2.5, 5]})
+    values = rp.staleness_from_train_logs(logs)
+    # rank 0 between its iteration ends 1-2, 2-3, 3-4: rank 1 ended one iteration (at 2.5)
+    # in 2-3; rank 1 between 2.5 and 5: rank 0 ended two (at 3 and 4)
+    assert sorted(values) == [0, 0, 1, 2]
+
+
+def test_collect_run_and_report_from_synthetic_runs(tmp_path):
+    grid = _grid(tmp_path, 'bsp,ssp3,ssp4,dssp', trials=3)
+    curves = {'bsp': [0.5, 0.8, 0.9], 'ssp3': [0.6, 0.85, 0.9], 'ssp4': [0.7, 0.9, 0.92],
+              'dssp': [0.7, 0.9, 0.95]}
+    for arm in grid.arms:
+        for trial in (1, 2, 3):
+            # trial 2 is the median by final accuracy (trial 1 lower, trial 3 higher)
+            bonus = {1: -0.01, 2: 0.0, 3: 0.02}[trial]
+            accs = [min(1.0, a + bonus) for a in curves[arm.name]]
+            _synthetic_run(rp.run_dir(str(tmp_path), arm, trial), arm, grid, trial, accs)
+    rows = rp.write_report(grid, str(tmp_path), plots_on=False)
+    by_name = {r['arm'].name: r for r in rows}
+    assert all(r['median']['trial'] == 2 for r in rows)
+    assert by_name['dssp']['times'][0.9] == 2.0 and by_name['bsp']['times'][0.9] == 3.0
+    median = by_name['dssp']['median']
+    assert median['iterations'] == {0: 6, 1: 3}
+    # worker 0's last iteration ends with worker 1 at 2 of 3: lead 4 (train logs); the
+    # store's own lead at release comes from worker-0.jsonl
+    assert median['max_lead'] == 4 and median['release_lead_max'] == 3
+    assert median['staleness']['source'] == 'estimate'
+    assert by_name['bsp']['median']['staleness'] == {'source': 'bsp', 'mean': 0.0, 'max': 0}
+    report = (tmp_path / 'report.md').read_text()
+    table = _table(report, 'Time to reach')
+    assert [row[0] for row in table] == ['BSP', 'SSP s=3', 'SSP s=4', 'DSSP [3,15]',
+                                         'SSP average (s=3..4)']
+    assert table[3][1:3] == ['2.0', '3.0']              # DSSP: 0.9 at 2 s, 0.92 at 3 s
+    assert table[1][2] == '-'                           # SSP s=3 never reaches 0.92
+    assert table[0][3] == '3.0-3.0 (2 of 3 reached)'    # BSP's trial 1 tops out at 0.89
+    results = json.loads((tmp_path / 'results.json').read_text())
+    assert [a['median_trial'] for a in results['arms']] == [2, 2, 2, 2]
+
+
+# ---------------------------------------------------------------------------
+# bad input: exit 2 before any process starts
+# ---------------------------------------------------------------------------
+def _main(capsys, argv):
+    code = rp.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize('argv,words', [
+    (['--preset', 'paper-vgg'], ['--preset', 'paper-vgg', 'paper-alexnet', 'quick', 'tiny']),
+    (['--preset', 'tiny', '--epochs-scale', '0'], ['--epochs-scale', "'0'", '> 0']),
+    (['--preset', 'tiny', '--epochs-scale', 'half'], ['--epochs-scale', 'half']),
+    (['--preset', 'tiny', '--workers', '1'], ['--workers', "'1'", '>= 2']),
+    (['--preset', 'tiny', '--workers', 'two'], ['--workers', 'two']),
+    (['--preset', 'tiny', '--trials', '0'], ['--trials', "'0'", '>= 1']),
+    (['--preset', 'tiny', '--paradigms', 'bsp,hogwild'], ['--paradigms', 'hogwild', 'ssp<S>']),
+    (['--preset', 'tiny', '--targets', '1.5'], ['--targets', '1.5', '(0, 1]']),
+    (['--preset', 'tiny', '--data-fraction', '0.5'], ['--data-fraction', '0.5', 'CIFAR']),
+    (['--preset', 'paper-alexnet', '--data-fraction', '2'], ['--data-fraction', "'2'"]),
+    (['--preset', 'tiny', '--slowdown', '2:2.5'], ['--slowdown', '2:2.5', '0..1']),
+    (['--preset', 'tiny', '--timeout', '-5'], ['--timeout', '-5']),
+    (['--preset', 'tiny', '--train-script', '/nonexistent/train.py'], ['--train-script']),
+    (['--out', 'x'], ['--preset']),
+])
+def test_bad_input_exits_2(tmp_path, capsys, argv, words):
+    out = tmp_path / 'out'
+    if '--out' not in argv:
+        argv = argv + ['--out', str(out)]
+    code, text = _main(capsys, argv)
+    assert code == 2, text
+    assert 'error:' in text
+    for word in words:
+        assert word in text, (word, text)
+    assert not (out / 'runs').exists()
+
+
+def test_unwritable_out_exits_2(tmp_path, capsys):
+    blocker = tmp_path / 'file'
+    blocker.write_text('not a directory')
+    for out in (blocker, blocker / 'results'):
+        code, text = _main(capsys, ['--preset', 'tiny', '--out', str(out)])
+        assert code == 2 and '--out' in text and str(out) in text and 'directory' in text
+
+
+def test_out_with_another_grid_exits_2(tmp_path, capsys):
+    (tmp_path / 'grid.json').write_text(json.dumps(dict(_grid(tmp_path, 'bsp').identity(),
+                                                        epochs=99)))
+    code, text = _main(capsys, ['--preset', 'tiny', '--out', str(tmp_path), '--dry-run'])
+    assert code == 2 and 'epochs (99 there, 2 now)' in text
+
+
+def test_dry_run_scales_and_prints_commands(tmp_path, capsys):
+    code, text = _main(capsys, ['--preset', 'paper-resnet110', '--out', str(tmp_path / 'o'),
+                                '--epochs-scale', '0.1', '--workers', '2', '--trials', '2',
+                                '--paradigms', 'bsp,dssp-paper', '--data-fraction', '0.1',
+                                '--dry-run'])
+    assert code == 0, text
+    commands = [line for line in text.splitlines() if line.startswith('OMP_NUM_THREADS=1')]
+    assert len(commands) == 4                       # 2 paradigms x 2 trials
+    assert text.index('# bsp trial 1') < text.index('# dssp-paper trial 1') < text.index(
+        '# bsp trial 2')                              # trial-major order
+    first = commands[0]
+    for part in ('-m mxnet_ssp.launch -n 2 -s 1 --launcher local', '--num-epochs 30',
+                 '--lr-decay 0.1 --lr-decay-epoch 20,25', '--model cifar_resnet110_v1',
+                 '--dataset cifar100', '--batch-size 128', '--lr 0.05', '--seed 42',
+                 'cifar100-fraction0.1'):
+        assert part in first, part
+    assert '--seed 43' in commands[2]
+    assert '--dssp-mode paper' in commands[1]
+    assert not (tmp_path / 'o').exists()            # a dry run writes nothing
+
+
+def test_run_env():
+    env = rp.run_env('/r', {'PATH': '/bin', 'DMLC_ROLE': 'worker', 'MXNET_SSP_STALENESS': '9',
+                            'PYTHONPATH': '/x'})
+    assert env['OMP_NUM_THREADS'] == '1' and env['MXNET_SSP_METRICS_DIR'] == '/r'
+    assert 'DMLC_ROLE' not in env and 'MXNET_SSP_STALENESS' not in env
+    assert env['PYTHONPATH'] == rp.REPO + os.pathsep + '/x'
+
+
+# ---------------------------------------------------------------------------
+# the runner, with a stand-in for train_cifar.py (real launcher jobs, no MXNet)
+# ---------------------------------------------------------------------------
+FAKE_TRAIN = textwrap.dedent('''
+    """Stand-in for train_cifar.py: writes the files a run leaves, in a fraction of a second."""
+    import argparse, json, os, sys, time
+    if os.environ.get('DMLC_ROLE') != 'worker':
+        sys.exit(0)
+    p = argparse.ArgumentParser()
+    for flag in ('--model', '--dataset', '--batch-size', '--num-epochs', '--lr', '--momentum',
+                 '--wd', '--seed', '--save-dir', '--log-interval', '--kvstore', '--staleness',
+                 '--dssp-mode', '--slowdown', '--data-dir'):
+        p.add_argument(flag)
+    args = p.parse_args()
+    rank = int(os.environ['MXNET_SSP_LAUNCH_INDEX'])
+    if args.kvstore == os.environ.get('FAKE_FAIL_KVSTORE'):
+        sys.exit('worker %d: simulated crash' % rank)
+    if args.kvstore == os.environ.get('FAKE_BAD_FLAG_KVSTORE'):
+        print('usage: train_cifar.py ...', file=sys.stderr)
+        print('train_cifar.py: error: --model %r is not valid' % args.model, file=sys.stderr)
+        sys.exit(2)
+    if rank == 0:
+        with open(os.environ['FAKE_JOB_LOG'], 'a') as f:
+            f.write('%s %s %s\\n' % (args.kvstore, args.seed, args.save_dir))
+    start = time.time()
+    with open(os.path.join(args.save_dir, 'train-worker%d.jsonl' % rank), 'w') as f:
+        for i in range(1, 4):
+            f.write(json.dumps({'rank': rank, 'iteration': i, 'epoch': i, 'time': start + i,
+                                'compute_s': 0.01, 'step_s': 0.01, 'loss': 1.0,
+                                'sleep_s': 0.0}) + '\\n')
+    if rank == 0:
+        acc = {'dist_sync': 0.6, 'dist_async': 0.5}.get(args.kvstore, 0.7)
+        with open(os.path.join(args.save_dir, 'eval.jsonl'), 'w') as f:
+            for i in range(1, 4):
+                f.write(json.dumps({'time': start + i, 'elapsed_s': float(i), 'epoch': i,
+                                    'iteration': i, 'accuracy': acc * i / 3}) + '\\n')
+        with open(os.path.join(args.save_dir, 'summary.json'), 'w') as f:
+            json.dump({'final_accuracy': acc, 'wall_time_s': 3.0, 'kvstore': args.kvstore}, f)
+''')
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    script = tmp_path / 'fake_train.py'
+    script.write_text(FAKE_TRAIN)
+    jobs = tmp_path / 'jobs.log'
+    monkeypatch.setenv('FAKE_JOB_LOG', str(jobs))
+
+    def run(*extra, paradigms='bsp,asp,dssp', trials='2'):
+        argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'tiny',
+                '--out', str(tmp_path / 'out'), '--train-script', str(script),
+                '--paradigms', paradigms, '--trials', trials, '--timeout', '60'] + list(extra)
+        proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=300)
+        started = jobs.read_text().splitlines() if jobs.exists() else []
+        jobs.unlink(missing_ok=True)
+        return proc, started
+
+    run.out = tmp_path / 'out'
+    return run
+
+
+def test_runner_resumes_and_redoes_half_written_runs(fake):
+    proc, started = fake('--no-plots')
+    assert proc.returncode == 0, proc.stdout
+    assert len(started) == 6 and 'started 6 run(s)' in proc.stdout
+    report = (fake.out / 'report.md').read_text()
+    assert [r[0] for r in _table(report, 'Time to reach')] == ['BSP', 'ASP', 'DSSP [3,15]']
+    marker = json.loads((fake.out / 'runs' / 'asp' / 'trial2' / 'run.json').read_text())
+    assert marker['status'] == 'ok' and marker['seed'] == 43 and marker['exit_code'] == 0
+
+    # a second invocation starts no job
+    proc, started = fake('--no-plots')
+    assert proc.returncode == 0 and started == [], proc.stdout
+    assert 'started 0 run(s), skipped 6' in proc.stdout
+
+    # a half-written run (killed before its marker) and a stale file are redone
+    half = fake.out / 'runs' / 'dssp' / 'trial1'
+    (half / 'run.json').unlink()
+    (half / 'stale.txt').write_text('left by a killed run')
+    proc, started = fake('--no-plots')
+    assert proc.returncode == 0, proc.stdout
+    assert len(started) == 1 and started[0].startswith('dist_dssp 42 ')
+    assert not (half / 'stale.txt').exists() and (half / 'run.json').exists()
+
+    # more trials later: only the new ones run; the dry run says what would happen
+    proc, started = fake('--no-plots', trials='3')
+    assert len(started) == 3 and 'started 3 run(s), skipped 6' in proc.stdout
+    proc, started = fake('--dry-run', trials='3')
+    assert started == [] and proc.stdout.count('finished, would be skipped') == 9
+
+
+def test_failed_runs_are_reported_and_exit_1(fake, monkeypatch):
+    monkeypatch.setenv('FAKE_FAIL_KVSTORE', 'dist_async')
+    proc, started = fake('--no-plots')
+    assert proc.returncode == 1, proc.stdout
+    assert len(started) == 4                     # the other runs went on
+    assert 'asp trial 1: FAILED' in proc.stdout
+    report = (fake.out / 'report.md').read_text()
+    assert '## Failed runs' in report and 'simulated crash' in report
+    row = [r for r in _table(report, 'Time to reach') if r[0] == 'ASP'][0]
+    assert row[-1] == '0/2'
+    # fixed: the next invocation retries only the failed runs
+    monkeypatch.delenv('FAKE_FAIL_KVSTORE')
+    proc, started = fake('--no-plots')
+    assert proc.returncode == 0 and sorted(s.split()[1] for s in started) == ['42', '43']
+    assert 'Failed runs' not in (fake.out / 'report.md').read_text()
+
+
+def test_a_settings_error_stops_the_grid(fake, monkeypatch):
+    monkeypatch.setenv('FAKE_BAD_FLAG_KVSTORE', 'dist_sync')
+    proc, started = fake('--no-plots')
+    assert proc.returncode == 1 and started == [], proc.stdout
+    assert 'the remaining runs would fail the same way' in proc.stdout
+    report = (fake.out / 'report.md').read_text()
+    assert "--model 'alexnet-small' is not valid" in report and 'Not run yet' in report
+
+
+@pytest.mark.skipif(not HAVE_MATPLOTLIB, reason='matplotlib is not installed')
+def test_plots_from_the_stand_in(fake):
+    proc, _ = fake(paradigms='bsp,asp,ssp3,ssp4,ssp5,ssp6,dssp,dssp-paper', trials='1')
+    assert proc.returncode == 0, proc.stdout
+    plots = sorted(os.listdir(fake.out / 'plots'))
+    assert plots == ['average_ssp_vs_dssp.png', 'paradigms.png', 'ssp_vs_dssp.png',
+                     'trials.png']
+    for name in plots:
+        assert (fake.out / 'plots' / name).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert '![Average SSP vs DSSP](plots/average_ssp_vs_dssp.png)' in (
+        fake.out / 'report.md').read_text()
+
+
+def test_missing_matplotlib_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'matplotlib', None)     # import fails
+    code, text = _main(capsys, ['--preset', 'tiny', '--out', str(tmp_path / 'o')])
+    assert code == 2 and 'matplotlib' in text and '--no-plots' in text
+
+
+# ---------------------------------------------------------------------------
+# real runs
+# ---------------------------------------------------------------------------
+@pytest.mark.integration
+def test_tiny_preset_end_to_end(tmp_path):
+    out = tmp_path / 'results'
+    argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'tiny', '--out', str(out),
+            '--paradigms', 'bsp,ssp3,dssp'] + PLOT_FLAGS
+    proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert 'started 3 run(s)' in proc.stdout
+    report = (out / 'report.md').read_text()
+    rows = _table(report, 'Time to reach')
+    assert [r[0] for r in rows] == ['BSP', 'SSP s=3', 'DSSP [3,15]']
+    for name in ('bsp', 'ssp3', 'dssp'):
+        run = out / 'runs' / name / 'trial1'
+        for f in ('run.json', 'summary.json', 'eval.jsonl', 'train-worker0.jsonl',
+                  'train-worker1.jsonl', 'job.log', 'model-final.params'):
+            assert (run / f).exists(), (name, f)
+        assert not list(run.glob('model-epoch*.params'))
+    for name in ('ssp3', 'dssp'):
+        assert (out / 'runs' / name / 'trial1' / 'worker-0.jsonl').exists()
+    results = json.loads((out / 'results.json').read_text())
+    medians = {a['arm']: a['trials'][0] for a in results['arms']}
+    assert medians['ssp3']['release_lead_max'] <= 3
+    assert medians['dssp']['release_lead_max'] <= 15
+    assert medians['bsp']['max_lead'] <= 1
+    if HAVE_MATPLOTLIB:
+        assert sorted(os.listdir(out / 'plots')) == ['paradigms.png', 'ssp_vs_dssp.png',
+                                                     'trials.png']
+    mtime = (out / 'runs' / 'bsp' / 'trial1' / 'run.json').stat().st_mtime_ns
+    proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and 'started 0 run(s), skipped 3' in proc.stdout, proc.stdout
+    assert (out / 'runs' / 'bsp' / 'trial1' / 'run.json').stat().st_mtime_ns == mtime
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_quick_preset_one_trial(tmp_path):
+    out = tmp_path / 'quick'
+    argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'quick', '--out', str(out),
+            '--trials', '1'] + PLOT_FLAGS
+    proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    rows = _table((out / 'report.md').read_text(), 'Time to reach')
+    assert [r[0] for r in rows] == ['BSP', 'ASP', 'SSP s=3', 'SSP s=6', 'SSP s=15',
+                                    'DSSP [3,15]', 'DSSP [3,15] paper', 'SSP average (s=3,6,15)']
+    results = json.loads((out / 'results.json').read_text())
+    trials = {a['arm']: a['trials'][0] for a in results['arms']}
+    for name, bound in (('ssp3', 3), ('ssp6', 6), ('ssp15', 15), ('dssp', 15)):
+        assert trials[name]['release_lead_max'] <= bound, name
+    for trial in trials.values():
+        assert trial['final_accuracy'] > 0.8
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+def _grid(tmp_path, paradigms, trials=1):
+    args = rp.build_parser().parse_args(['--preset', 'tiny', '--out', str(tmp_path),
+                                         '--paradigms', paradigms, '--trials', str(trials),
+                                         '--targets', '0.9,0.92'])
+    return rp.resolve_grid(args)
+
+
+def _synthetic_run(directory, arm, grid, trial, accuracies):
+    """A finished run: worker 0 does 6 iterations in 3 s, worker 1 does 3; evals each second."""
+    os.makedirs(directory)
+    with open(os.path.join(directory, 'eval.jsonl'), 'w') as f:
+        for i, acc in enumerate(accuracies, 1):
+            f.write(json.dumps({'elapsed_s': float(i), 'accuracy': acc, 'epoch': i,
+                                'iteration': 2 * i, 'time': 100.0 + i}) + '\n')
+    for rank, count in ((0, 6), (1, 3)):
+        with open(os.path.join(directory, 'train-worker%d.jsonl' % rank), 'w') as f:
+            for i in range(1, count + 1):
+                f.write(json.dumps({'rank': rank, 'iteration': i, 'time': 100.0 + i * 3.0 / count,
+                                    'compute_s': 0.1, 'step_s': 0.2, 'sleep_s': 0.0}) + '\n')
+    if arm.family in ('ssp', 'dssp'):
+        with open(os.path.join(directory, 'worker-0.jsonl'), 'w') as f:
+            for i in range(1, 7):
+                f.write(json.dumps({'rank': 0, 'clock': i, 'wait_s': 0.05, 'lead': min(i, 3),
+                                    'granted': 0}) + '\n')
+    with open(os.path.join(directory, 'summary.json'), 'w') as f:
+        json.dump({'final_accuracy': accuracies[-1], 'wall_time_s': 3.0}, f)
+    rp._write_json(os.path.join(directory, rp.MARKER),
+                   {'status': 'ok', 'exit_code': 0, 'duration_s': 5.0,
+                    'seed': rp.trial_seed(grid, trial),
+                    'signature': rp.run_signature(grid, arm, trial)})
+
+
+def _table(report, heading):
+    """Rows (lists of cells) of the first markdown table after the heading containing `heading`."""
+    lines = report.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('#') and heading in line)
+    rows, inside = [], False
+    for line in lines[start + 1:]:
+        if line.startswith('|'):
+            inside = True
+            rows.append([c.strip() for c in line.strip('|').split('|')])
+        elif inside:
+            break
+    return rows[2:]
