@@ -161,6 +161,7 @@ def test_worker_aware_rules_and_mxnets_own_dist_async(capsys):
      ['--mean-square-decay', '1', '[0, 1)']),
     (['--lr-decay-period', '10', '--lr-decay-epoch', '20'], ['--lr-decay-period',
                                                              '--lr-decay-epoch']),
+    (['--sync-average'], ['--sync-average', 'dist_sync', 'dist_async']),
 ])
 def test_rule_and_schedule_flags(capsys, argv, words):
     err = bad_flag(capsys, ['--kvstore', 'dist_async'] + argv, WORKER_ENV)
@@ -634,7 +635,7 @@ def run_job(tmp_path, flags, workers=2, timeout=150):
 
 #: store -> (extra flags, store metrics files expected in --save-dir)
 STORE_RUNS = {
-    'dist_sync': (['--optimizer', 'nag'], []),
+    'dist_sync': (['--optimizer', 'nag', '--sync-average'], []),
     'dist_async': (['--optimizer', 'sasgd'], ['server-0-staleness.json']),
     'dist_ssp': (['--staleness', '2'], ['worker-0.jsonl', 'worker-1.jsonl', 'controller.jsonl']),
     'dist_dssp': (['--staleness', '1,4', '--optimizer', 'dcasgd_pw', '--adaptive'],

@@ -283,6 +283,10 @@ def build_parser():
     g.add_argument('--splits', default=None,
                    help='dist_softsync only: n of n-softsync, 1 <= n <= workers (default 1, '
                         'or MXNET_SSP_SOFTSYNC_SPLITS)')
+    g.add_argument('--sync-average', action='store_true',
+                   help="dist_sync only: apply the mean of the workers' gradients (MXNet "
+                        "Module's convention, as in the DSSP paper's MXNet runs) instead of "
+                        "their sum (gluon.Trainer's)")
     g.add_argument('--slowdown', default=None, metavar='RANK:FACTOR[,RANK:FACTOR]',
                    help='make worker RANK sleep (FACTOR-1) x its compute time every '
                         'iteration, to emulate a slower device (FACTOR >= 1)')
@@ -522,6 +526,10 @@ def validate_args(args, parser, environ=None):
         except ValueError as err:
             parser.error(str(err))
 
+    if args.sync_average and args.kvstore != 'dist_sync':
+        parser.error('--sync-average is only accepted with --kvstore dist_sync, not with '
+                     '--kvstore %s' % args.kvstore)
+
     # the update rule
     ours = [s for s in STALENESS_KVSTORES if s != 'dist_async' or wraps_async(env)]
     if args.optimizer in ('sasgd', 'dcasgd_pw') and args.kvstore not in ours:
@@ -653,7 +661,8 @@ def get_model(name, num_classes, image_shape, drop_rate=0.0):
 
 
 def make_optimizer(args, batch_size):
-    """The update rule of ``args.optimizer``, normalizing gradients by `batch_size`.
+    """The update rule of ``args.optimizer``, normalizing gradients by `batch_size`
+    (``rescale_grad = 1 / batch_size``).
 
     ``rescale_grad`` is fixed here (and the script calls ``trainer.step(1)``)
     rather than set by ``trainer.step(batch_size)``: a resumed run sends the
@@ -996,7 +1005,8 @@ def main(argv=None):
         net.hybridize(static_alloc=True, static_shape=True)
     # A list, so that the store key of a parameter is its index in `params`.
     params = list(net.collect_params().values())
-    optimizer = make_optimizer(args, batch_size)
+    # dist_sync sums the workers' gradients; --sync-average makes it their mean
+    optimizer = make_optimizer(args, batch_size * (num_workers if args.sync_average else 1))
     # dist_sync: the servers sum the gradients and every worker applies the same update,
     # so learning-rate changes need no server (MXNet's servers ignore them, #15919).
     update_on_kvstore = False if kv.type == 'dist_sync' else None
@@ -1140,6 +1150,7 @@ def main(argv=None):
             'num_workers': num_workers, 'model': args.model,
             'model_description': describe_model(args.model), 'dataset': args.dataset,
             'augment': augment, 'batch_size': args.batch_size, 'num_gpus': args.num_gpus,
+            'sync_average': args.sync_average,
             'optimizer': args.optimizer, 'lr': args.lr, 'momentum': args.momentum,
             'wd': args.wd, 'lr_decay': args.lr_decay, 'lr_decay_epoch': args.lr_decay_epochs,
             'lr_decay_period': args.lr_decay_period, 'final_lr': lr,
