@@ -284,7 +284,6 @@ def test_model_names():
     for bad in ('resnet51', 'resnet2', 'cifar_resnet18_v1'):
         with pytest.raises(ValueError, match='6n \\+ 2'):
             resolve(bad)
-    assert 'n=8' not in train_cifar.describe_model('resnet50')
     assert '8 per stage, depth 50' in train_cifar.describe_model('resnet50')
 
 
@@ -386,6 +385,36 @@ def test_progress_bar_only_on_worker_0_at_a_terminal():
     bar.update(2)
     bar.close()
     assert '6/10' in ''.join(term.text)
+
+
+class _FakeStore:
+    def __init__(self, slot_mode):
+        self.slot_mode, self.calls = slot_mode, []
+
+    def _push_refresh(self, key, priority):
+        self.calls.append(('refresh', key))
+
+    def pull(self, key, out=None):
+        self.calls.append(('pull', key))
+
+
+@pytest.mark.parametrize('slot_mode', [False, True])
+def test_final_read_skips_parameters_that_are_never_pushed(slot_mode):
+    """BatchNorm's running statistics stay worker 0's: the servers hold their initial values."""
+    import mxnet as mx
+    net = mx.gluon.nn.HybridSequential()
+    net.add(mx.gluon.nn.Dense(4), mx.gluon.nn.BatchNorm(), mx.gluon.nn.Dense(2))
+    net.initialize()
+    net(mx.nd.zeros((1, 3)))
+    params = list(net.collect_params().values())
+    pushed = [i for i, p in enumerate(params) if p.grad_req != 'null']
+    assert len(pushed) == len(params) - 2          # running_mean, running_var
+    kv = _FakeStore(slot_mode)
+    train_cifar.read_server_weights(kv, params)
+    expected = [('pull', i) for i in pushed]
+    if slot_mode:     # the slot holds what worker 0 last pulled: refresh it first
+        expected = [c for i in pushed for c in (('refresh', i), ('pull', i))]
+    assert kv.calls == expected
 
 
 def test_checkpoint_info_falls_back_to_the_name(tmp_path):
