@@ -469,8 +469,9 @@ def run_env(directory, environ=None):
     return env
 
 
-#: train_cifar.py flags passed when the script accepts them (they change no result)
-OPTIONAL_FLAGS = ('--no-progress',)
+#: train_cifar.py flags passed when the script accepts them (they change no result): no
+#: progress bar in job.log, no periodic checkpoints (only the final model is kept)
+OPTIONAL_FLAGS = (('--no-progress',), ('--save-period', '0'))
 
 
 def script_flags(train_script):
@@ -485,11 +486,12 @@ def script_flags(train_script):
     return set(re.findall(r'(?<![\w-])--[a-z][a-z0-9-]*', proc.stdout))
 
 
-def check_train_script(grid):
+def check_train_script(grid, keep_checkpoints=False):
     """Problems that would make every run fail: missing train_cifar.py flags or packages.
 
     Returns a list of messages (empty if none) and sets ``grid.extra_flags``
-    to the optional flags the script accepts.
+    to the optional flags the script accepts (without ``--save-period 0``
+    when `keep_checkpoints`).
     """
     problems = []
     if grid.model not in BUILTIN_MODELS:
@@ -506,7 +508,9 @@ def check_train_script(grid):
     if missing:
         problems.append('preset %s needs %s of %s, which does not accept %s (yet)'
                         % (grid.preset, ' '.join(needed), grid.train_script, ', '.join(missing)))
-    grid.extra_flags = [f for f in OPTIONAL_FLAGS if f in known]
+    grid.extra_flags = [part for flag in OPTIONAL_FLAGS if flag[0] in known
+                        and not (keep_checkpoints and flag[0] == '--save-period')
+                        for part in flag]
     return problems
 
 
@@ -765,6 +769,11 @@ def collect_run(directory, arm, slow_ranks=()):
                                        for r, recs in sorted(store.items())}
         result['release_lead_max'] = max(x['lead'] for recs in store.values() for x in recs)
         result['grants'] = sum(1 for recs in store.values() for x in recs if x.get('granted'))
+        result['longest_wait_s'] = max(x['wait_s'] for recs in store.values() for x in recs)
+        pushes = [e for e in _read_jsonl(os.path.join(directory, 'controller.jsonl'))
+                  if e.get('event') == 'push']
+        if pushes:
+            result['holds'] = sum(1 for e in pushes if e.get('decision') == 'wait')
         result['wait_share'] = {
             r: (sum(x['wait_s'] for x in recs) / result['_busy'][r]
                 if result['_busy'].get(r) else None)
@@ -865,6 +874,7 @@ def execute_run(grid, arm, trial, directory, command):
         shutil.rmtree(directory)
     os.makedirs(directory)
     started = time.time()
+    load_before = os.getloadavg()[0]
     log_path = os.path.join(directory, 'job.log')
     code = None
     with open(log_path, 'w') as log:
@@ -885,7 +895,8 @@ def execute_run(grid, arm, trial, directory, command):
     duration = time.time() - started
     marker = {'arm': arm.name, 'trial': trial, 'seed': trial_seed(grid, trial),
               'signature': run_signature(grid, arm, trial), 'command': command,
-              'exit_code': code, 'started': started, 'duration_s': round(duration, 2)}
+              'exit_code': code, 'started': started, 'duration_s': round(duration, 2),
+              'load_avg': [round(load_before, 2), round(os.getloadavg()[0], 2)]}
     if code == 0 and not os.path.isfile(os.path.join(directory, 'summary.json')):
         marker.update(status='failed', reason='exit code 0 but no summary.json')
     elif code == 0:
@@ -909,7 +920,7 @@ def _stop_launcher(proc, signum):
 
 
 def _prune_checkpoints(directory):
-    for path in glob.glob(os.path.join(directory, 'model-epoch*.params')):
+    for path in glob.glob(os.path.join(directory, 'model-epoch*')):
         os.unlink(path)
 
 
@@ -995,6 +1006,7 @@ def gather(grid, out):
                       'status': marker['status'] if marker else 'not run',
                       'reason': marker.get('reason') if marker else None,
                       'duration_s': marker.get('duration_s') if marker else None,
+                      'load_avg': marker.get('load_avg') if marker else None,
                       'seed': marker.get('seed') if marker else trial_seed(grid, trial)}
             if record['status'] == 'ok':
                 record.update(collect_run(directory, arm, grid.slow_ranks()))
@@ -1042,12 +1054,14 @@ def ssp_average(rows):
 
 
 def _spread_text(values):
-    reached = [v for v in values if v is not None]
+    """'median 2.9 (2.1-5.0)' over the trials that reached the target, and how many did."""
+    reached = sorted(v for v in values if v is not None)
     if not values:
         return '-'
-    text = '%.1f-%.1f' % (min(reached), max(reached)) if reached else '-'
+    text = ('median %.1f (%.1f-%.1f)' % (float(np.median(reached)), reached[0], reached[-1])
+            if reached else '-')
     if len(reached) < len(values):
-        text += ' (%d of %d reached)' % (len(reached), len(values))
+        text += ', %d of %d reached' % (len(reached), len(values))
     return text
 
 
@@ -1072,10 +1086,13 @@ def build_report(grid, out, table, plots=(), command_line=None):
                     'slowdown %s (worker RANK sleeps FACTOR-1 times its compute time)'
                     % grid.slowdown if grid.slowdown else 'no slow worker', grid.trials))
     lines.append('')
-    lines.append('Generated %s on %s (%d cores) by `%s`.' % (
+    loads = [x for _, trials in table for t in trials for x in (t.get('load_avg') or ())]
+    lines.append('Generated %s on %s (%d cores%s) by `%s`.' % (
         datetime.datetime.now().strftime('%Y-%m-%d %H:%M'), os.uname().nodename,
-        os.cpu_count() or 0, command_line or 'python -m mxnet_ssp.reproduce --preset %s'
-        % grid.preset))
+        os.cpu_count() or 0,
+        '; 1-minute load average %.1f-%.1f at the starts and ends of the runs'
+        % (min(loads), max(loads)) if loads else '',
+        command_line or 'python -m mxnet_ssp.reproduce --preset %s' % grid.preset))
     lines.append('')
 
     targets = grid.targets
@@ -1087,7 +1104,7 @@ def build_report(grid, out, table, plots=(), command_line=None):
                  'its epochs.')
     lines.append('')
     head = ['paradigm'] + ['time to %g (s)' % t for t in targets] + [
-        'time to %g, all trials (s)' % targets[0], 'final accuracy', 'iterations/worker',
+        'time to %g over trials (s)' % targets[0], 'final accuracy', 'iterations/worker',
         'it/s per worker', 'max lead', 'train time (s)', 'trials ok']
     lines.append('| ' + ' | '.join(head) + ' |')
     lines.append('|---' + '|---:' * (len(head) - 1) + '|')
@@ -1122,7 +1139,8 @@ def build_report(grid, out, table, plots=(), command_line=None):
     lines.append('## What explains the curves')
     lines.append('')
     head = ['paradigm', 'compute ms/it per worker', 'step ms/it per worker',
-            'waiting for OK (% of iteration time)', 'lead at release, mean per worker', 'grants',
+            'waiting for OK (% of iteration time)', 'longest wait (s)',
+            'lead at release, mean per worker', 'grants / holds',
             'gradient staleness mean / max', 'mean lead']
     lines.append('| ' + ' | '.join(head) + ' |')
     lines.append('|---' + '|---:' * (len(head) - 1) + '|')
@@ -1140,10 +1158,12 @@ def build_report(grid, out, table, plots=(), command_line=None):
                  _per_rank({r: None if v is None else 100 * v
                             for r, v in m['wait_share'].items()}, '%.0f%%')
                  if 'wait_share' in m else '-',
+                 _fmt(m.get('longest_wait_s'), '%.2f'),
                  '%s (max %d)' % (_per_rank(m['release_lead_mean'], '%.1f'),
                                   m['release_lead_max'])
                  if 'release_lead_max' in m else '-',
-                 '%d' % m['grants'] if 'grants' in m else '-',
+                 '%s / %s' % (_fmt(m.get('grants'), '%d'), _fmt(m.get('holds'), '%d'))
+                 if 'grants' in m else '-',
                  '%s / %s%s' % (_fmt(st['mean'], '%.2f'), _fmt(st['max'], '%d'), mark),
                  '%.1f' % m['mean_lead']]
         lines.append('| ' + ' | '.join(cells) + ' |')
@@ -1153,9 +1173,11 @@ def build_report(grid, out, table, plots=(), command_line=None):
                  'new weights are there (push, waiting, pull). Under BSP the waiting for the '
                  'slow worker is inside the fast workers\' step time.')
     lines.append('- **waiting for OK**: the SSP stores\' `wait_s` (time held by the '
-                 'synchronization controller) over the worker\'s iteration time. **lead at '
-                 'release** and **grants**: from the stores\' `worker-<rank>.jsonl` '
-                 '(docs/metrics.md).')
+                 'synchronization controller) over the worker\'s iteration time; **longest '
+                 'wait**: the longest single hold. **lead at release**, **grants** (pushes where '
+                 'Algorithm 2 granted r* > 0) and **holds** (pushes answered "wait"): from the '
+                 'stores\' `worker-<rank>.jsonl` and `controller.jsonl` (docs/metrics.md). A '
+                 'held worker goes on only when its lead is back to sL.')
     lines.append('- **gradient staleness**: updates by other workers between a worker\'s pull '
                  'and the application of its gradient; BSP has none.%s'
                  % (' *: estimated from the iteration end times in `train-worker<rank>.jsonl` '
@@ -1185,8 +1207,9 @@ def build_report(grid, out, table, plots=(), command_line=None):
     lines.append('## All runs')
     lines.append('')
     lines.append('| paradigm | trial | seed | status | final accuracy | time to %g (s) | '
-                 'train time (s) | job time (s) | run directory |' % targets[0])
-    lines.append('|---|---:|---:|---|---:|---:|---:|---:|---|')
+                 'train time (s) | job time (s) | load avg start/end | run directory |'
+                 % targets[0])
+    lines.append('|---|---:|---:|---|---:|---:|---:|---:|---:|---|')
     failures = []
     for row in rows:
         for t in row['trials']:
@@ -1199,9 +1222,11 @@ def build_report(grid, out, table, plots=(), command_line=None):
                 cells = ['-', '-', '-']
                 if t['status'] == 'failed':
                     failures.append((row['arm'], t))
-            lines.append('| %s | %d | %s | %s | %s | %s | %s |' % (
+            load = t.get('load_avg')
+            lines.append('| %s | %d | %s | %s | %s | %s | %s | %s |' % (
                 row['arm'].label, t['trial'], t['seed'], status, ' | '.join(cells),
-                _fmt(t['duration_s']), os.path.relpath(t['dir'], out)))
+                _fmt(t['duration_s']), '%.1f/%.1f' % tuple(load) if load else '-',
+                os.path.relpath(t['dir'], out)))
     lines.append('')
     if failures:
         lines.append('## Failed runs')
@@ -1406,7 +1431,8 @@ def build_parser():
                    help='run nothing; rebuild the report from the runs under --out')
     p.add_argument('--no-plots', action='store_true', help='write no plots (no matplotlib)')
     p.add_argument('--keep-checkpoints', action='store_true',
-                   help='keep the per-epoch model-epoch*.params files (default: only the final)')
+                   help="keep train_cifar.py's periodic checkpoints (default: only the final "
+                        "model)")
     p.add_argument('--list-presets', action='store_true', help='describe the presets and exit')
     return p
 
@@ -1498,7 +1524,7 @@ def main(argv=None):
         grid_path, identity = check_grid_file(grid, out)
         if grid.data_fraction < 1:
             grid.run_data_dir = subset_dir(out, grid)
-        problems = [] if args.report_only else check_train_script(grid)
+        problems = [] if args.report_only else check_train_script(grid, args.keep_checkpoints)
         if problems and not args.dry_run:
             raise UsageError('; '.join(problems))
     except UsageError as err:

@@ -156,7 +156,8 @@ def test_collect_run_and_report_from_synthetic_runs(tmp_path):
                                          'SSP average (s=3..4)']
     assert table[3][1:3] == ['2.0', '3.0']              # DSSP: 0.9 at 2 s, 0.92 at 3 s
     assert table[1][2] == '-'                           # SSP s=3 never reaches 0.92
-    assert table[0][3] == '3.0-3.0 (2 of 3 reached)'    # BSP's trial 1 tops out at 0.89
+    assert table[0][3] == 'median 3.0 (3.0-3.0), 2 of 3 reached'   # trial 1 tops out at 0.89
+    assert table[3][3] == 'median 2.0 (2.0-3.0)'           # trial 1 reaches 0.9 at 3 s
     results = json.loads((tmp_path / 'results.json').read_text())
     assert [a['median_trial'] for a in results['arms']] == [2, 2, 2, 2]
 
