@@ -203,9 +203,10 @@ PRESETS = {p.name: p for p in (
            model='alexnet-small', dataset='cifar10', workers=4, batch_size=128, lr=0.001,
            epochs=300, arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'),
            targets=(0.65, 0.70), timeout_s=48 * 3600,
-           cost='51 runs; estimated 2-3 h per run here (0.14 s per iteration of one process, '
-                'twice that with 4 workers on 2 cores, 29,100 iterations per worker), about '
-                '5 days; hours on 4 GPU servers'),
+           cost='51 runs of 29,100 iterations per worker; 0.14-0.24 s per iteration of one '
+                'process here, 4 workers share 2 cores: about 2-4 h per run, 5-8 days for the '
+                'grid (estimated with --epochs-scale 0.1 --data-fraction 0.1, the full test '
+                'set still evaluated every epoch: 2-4 h)'),
     Preset('paper-resnet50',
            'Figure 3c/3d: ResNet-50 (CIFAR-style, 6n+2 layers with n = 8) on CIFAR-100, '
            '4 homogeneous workers, lr decayed x0.1 at epochs 200 and 250',
@@ -213,8 +214,9 @@ PRESETS = {p.name: p for p in (
            epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250),
            arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'), targets=(0.60, 0.65),
            timeout_s=14 * 24 * 3600,
-           cost='51 runs; estimated 2 days per run here (about 3.5 s per iteration of one '
-                'process, 29,100 iterations per worker); a GPU cluster job'),
+           cost='51 runs of 29,100 iterations per worker; about 3.5 s per iteration of one '
+                'process here (estimated from ResNet-20\'s 1.4 s), 4 workers on 2 cores: about '
+                '2-3 days per run, months for the grid: a GPU cluster job'),
     Preset('paper-resnet110',
            'Figure 3e/3f: ResNet-110 on CIFAR-100, 4 homogeneous workers, lr decayed x0.1 at '
            'epochs 200 and 250',
@@ -222,8 +224,9 @@ PRESETS = {p.name: p for p in (
            epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250),
            arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'), targets=(0.67, 0.68),
            timeout_s=14 * 24 * 3600,
-           cost='51 runs; estimated 5 days per run here (about 7.7 s per iteration of one '
-                'process, 29,100 iterations per worker); a GPU cluster job'),
+           cost='51 runs of 29,100 iterations per worker; about 7.7 s per iteration of one '
+                'process here (estimated from ResNet-20\'s 1.4 s): about 5 days per run, '
+                'about 8 months for the grid: a GPU cluster job'),
     Preset('paper-mixed',
            'Figure 4 / Table I: ResNet-110 on CIFAR-100, 2 workers, worker 1 2.5x slower '
            '(emulates the GTX 1060 next to the GTX 1080 Ti), lr decayed x0.1 at epochs 200 '
@@ -232,8 +235,9 @@ PRESETS = {p.name: p for p in (
            epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250), slowdown='1:2.5',
            arms=('bsp', 'asp', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper'),
            targets=(0.67, 0.68), timeout_s=30 * 24 * 3600, paper_table=PAPER_TABLE_I,
-           cost='21 runs; estimated 1-2 weeks per run here (58,500 iterations per worker of '
-                'about 7.7 s, the slow one 2.5x longer); a GPU job'),
+           cost='21 runs of 58,500 iterations per worker; about 7.7 s per iteration here '
+                '(estimated), the slow worker 2.5x that: about 2 weeks per run, 9 months for '
+                'the grid: a GPU job'),
     Preset('quick',
            'Table I in miniature: downsized AlexNet on the bundled 8x8 digits, 2 workers, '
            'worker 1 2.5x slower',
@@ -241,14 +245,14 @@ PRESETS = {p.name: p for p in (
            epochs=40, slowdown='1:2.5',
            arms=('bsp', 'asp', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper'),
            targets=(0.95, 0.97), timeout_s=600, paper_table=PAPER_TABLE_I,
-           cost='21 runs of about 10 s each (5 s of it job start-up): about 4 minutes here'),
+           cost='21 runs of 10-17 s each (4-8 s of it job start-up): 4-5 minutes here'),
     Preset('tiny',
            'smoke test: downsized AlexNet on the digits, 2 workers, worker 1 2.5x slower, '
            '2 epochs',
            model='alexnet-small', dataset='digits', workers=2, batch_size=64, lr=0.05,
            epochs=2, slowdown='1:2.5', arms=('bsp', 'asp', 'ssp3', 'dssp', 'dssp-paper'),
            targets=(0.5, 0.8), timeout_s=120, trials=1,
-           cost='5 runs of about 7 s each (mostly job start-up)'),
+           cost='5 runs of about 5 s each (mostly job start-up): about 25 s here'),
 )}
 
 
@@ -1477,7 +1481,7 @@ def check_grid_file(grid, out):
 def list_presets(stream=sys.stdout):
     for preset in PRESETS.values():
         stream.write('%s\n  %s\n  %s on %s, %d workers, batch %d, lr %g%s, %d epochs, slowdown '
-                     '%s, %d trials\n  paradigms: %s\n  targets: %s; timeout per run %g s\n'
+                     '%s, %d trials\n  paradigms: %s\n  targets: %s; timeout per run %.0f s\n'
                      '  cost: %s\n\n' % (
                          preset.name, preset.description, preset.model, preset.dataset,
                          preset.workers, preset.batch_size, preset.lr,

@@ -162,6 +162,47 @@ def test_collect_run_and_report_from_synthetic_runs(tmp_path):
     assert [a['median_trial'] for a in results['arms']] == [2, 2, 2, 2]
 
 
+@pytest.mark.parametrize('dataset,folder,train,test,key', [
+    ('cifar10', 'cifar-10-batches-py', ['data_batch_%d' % i for i in range(1, 6)], 'test_batch',
+     b'labels'),
+    ('cifar100', 'cifar-100-python', ['train'], 'test', b'fine_labels'),
+])
+def test_data_fraction_subset(tmp_path, dataset, folder, train, test, key):
+    import pickle
+
+    import numpy as np
+
+    from mxnet_ssp import data
+    rng = np.random.RandomState(0)
+    source = tmp_path / 'cifar' / folder
+    source.mkdir(parents=True)
+    per_file = 48                                      # 12 per class per file
+    for name in train + [test]:
+        labels = np.arange(per_file) % 4                     # 4 classes, balanced
+        with open(source / name, 'wb') as f:
+            pickle.dump({b'data': rng.randint(0, 256, (per_file, 3072)).astype(np.uint8),
+                         key: labels.tolist()}, f)
+    args = rp.build_parser().parse_args([
+        '--preset', 'paper-resnet110' if dataset == 'cifar100' else 'paper-alexnet',
+        '--out', str(tmp_path / 'out'), '--data-fraction', '0.25',
+        '--data-dir', str(tmp_path / 'cifar')])
+    grid = rp.resolve_grid(args)
+    target = rp.prepare_subset(str(tmp_path / 'out'), grid)
+    assert target == rp.subset_dir(str(tmp_path / 'out'), grid)
+    full = data.load(dataset, str(tmp_path / 'cifar'), download=False)
+    subset = data.load(dataset, target, download=False)
+    assert len(subset.train_label) == len(full.train_label) // 4
+    assert np.bincount(subset.train_label).tolist() == [len(full.train_label) // 16] * 4
+    np.testing.assert_array_equal(subset.test_data, full.test_data)      # the whole test set
+    # every kept image is one of the originals, pixel for pixel
+    originals = {row.tobytes() for row in full.train_data}
+    assert all(row.tobytes() in originals for row in subset.train_data)
+    # made once: a second call reuses it
+    mtime = os.stat(os.path.join(target, 'SUBSET.json')).st_mtime_ns
+    rp.prepare_subset(str(tmp_path / 'out'), grid)
+    assert os.stat(os.path.join(target, 'SUBSET.json')).st_mtime_ns == mtime
+
+
 # ---------------------------------------------------------------------------
 # bad input: exit 2 before any process starts
 # ---------------------------------------------------------------------------
