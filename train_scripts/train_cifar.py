@@ -590,6 +590,7 @@ def parse_args(argv=None, environ=None):
     """Parse and validate the command line; exits with status 2 on a bad flag."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.options = sorted(vars(args).items())       # as given, for the start-up log
     args.parser = parser
     return validate_args(args, parser, environ)
 
@@ -985,6 +986,7 @@ def main(argv=None):
     start_epoch = int(resume['completed_epochs']) + 1 if resume else 1
     iteration = int(resume.get('iteration') or (start_epoch - 1) * iters_per_epoch) if resume \
         else 0
+    logger.info('options: %s', ' '.join('%s=%s' % kv for kv in args.options))
     about = describe_model(args.model)
     logger.info('%s on %s (%s), kvstore %s, %d worker(s), optimizer %s; shard of %d '
                 'images, %d iterations of %d per epoch, %d epoch(s)%s%s%s',
