@@ -727,7 +727,6 @@ def test_lr_decay_reaches_the_servers(frozen_job):
     import mxnet as mx
     _, save, proc = frozen_job
     assert 'server[0] INFO server: set_lr 1e-10' in proc.stderr
-    first = mx.nd.load(str(save / 'model-epoch001.params'))
     second = mx.nd.load(str(save / 'model-epoch002.params'))
     final = mx.nd.load(str(save / 'model-final.params'))  # the servers' weights, at the end
     # in epoch 3 both workers pushed 22 gradients each: at lr 1e-10 they move nothing

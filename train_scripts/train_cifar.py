@@ -465,7 +465,8 @@ def validate_args(args, parser, environ=None):
     for flag, value in (('--batch-size', args.batch_size), ('--num-epochs', args.num_epochs)):
         if value < 1:
             _fail(parser, flag, value, 'an integer >= 1')
-    for flag, value in (('--num-gpus', args.num_gpus), ('--num-data-workers', args.num_data_workers),
+    for flag, value in (('--num-gpus', args.num_gpus),
+                        ('--num-data-workers', args.num_data_workers),
                         ('--save-period', args.save_period), ('--log-interval', args.log_interval),
                         ('--lr-decay-period', args.lr_decay_period)):
         if value < 0:
