@@ -701,22 +701,27 @@ def staleness_from_train_logs(logs):
     """Estimated staleness of every gradient: others' updates between its pull and its push.
 
     For iteration i > 1 of worker r, the weights it computed on were pulled by
-    the end of its iteration i - 1 and its gradient was applied by the end of
-    iteration i.  Its staleness is estimated as the number of iterations the
-    other workers ended in between (each is one update on the servers under
-    ASP, SSP and DSSP; BSP has none and is reported as 0 by the caller).
+    the end of its iteration i - 1, and its gradient was pushed when its step
+    began (``time - step_s``: the step is push, wait for OK, pull).  Its
+    staleness is estimated as the number of iterations the other workers
+    ended in between; each is one update on the servers under ASP, SSP and
+    DSSP.  (BSP has none; the caller reports 0.)  A hold after the push does
+    not count: the gradient was applied before it.
 
     Returns
     -------
     list of int
         One value per iteration after each worker's first.
     """
-    times = {rank: sorted(r['time'] for r in recs) for rank, recs in logs.items()}
+    ends = {rank: sorted(r['time'] for r in recs) for rank, recs in logs.items()}
     values = []
-    for rank, own in times.items():
-        others = [t for r, t in times.items() if r != rank]
-        for previous, current in zip(own, own[1:]):
-            values.append(sum(bisect.bisect_left(t, current) - bisect.bisect_right(t, previous)
+    for rank, recs in logs.items():
+        recs = sorted(recs, key=lambda r: r['time'])
+        others = [t for r, t in ends.items() if r != rank]
+        for previous, current in zip(recs, recs[1:]):
+            pulled = previous['time']
+            pushed = max(pulled, current['time'] - current.get('step_s', 0.0))
+            values.append(sum(bisect.bisect_right(t, pushed) - bisect.bisect_right(t, pulled)
                               for t in others))
     return values
 

@@ -127,6 +127,13 @@ def test_staleness_from_train_logs():
     # rank 0 between its iteration ends 1-2, 2-3, 3-4: rank 1 ended one iteration (at 2.5)
     # in 2-3; rank 1 between 2.5 and 5: rank 0 ended two (at 3 and 4)
     assert sorted(values) == [0, 0, 1, 2]
+    # a hold after the push does not make the gradient staler: rank 0 pushes its 3rd
+    # gradient at 2.2 and waits until 6.0; rank 1 ends iterations at 2.5, 3, 4, 5 meanwhile
+    logs = _logs({0: [1, 2, 6], 1: [2.5, 3, 4, 5]})
+    logs[0][2]['step_s'] = 3.8
+    values = rp.staleness_from_train_logs(logs)
+    assert values[:2] == [0, 0]               # rank 0: none before 2, none between 2 and 2.2
+    assert values[2:] == [0, 0, 0]            # rank 1: rank 0 ends nothing in (2.5, 5]
 
 
 def test_collect_run_and_report_from_synthetic_runs(tmp_path):
