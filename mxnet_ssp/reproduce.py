@@ -24,9 +24,9 @@ directory and a time limit.  Everything goes under ``--out``:
 * ``grid.json`` -- the settings of the grid; ``reproduce.log`` -- what each
   invocation did.
 
-A grid is resumable: a run whose ``run.json`` says it finished with its exact
-command is skipped; any other run directory (half written by a killed grid,
-or failed) is deleted and run again.
+A grid is resumable: a run whose ``run.json`` says it finished, with the
+same settings, is skipped; any other run directory (half written by a killed
+grid, or failed) is deleted and run again.
 
 The median trial (see :func:`median_trial`) is chosen the way the paper did:
 the trial with the median final test accuracy; every number of an arm's row
@@ -65,7 +65,7 @@ logger = logging.getLogger(__name__)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TRAIN_SCRIPT = os.path.join(REPO, 'train_scripts', 'train_cifar.py')
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2      # interrupted: 128 + the signal number
 #: models train_cifar.py builds itself; any other name is a GluonCV model
 BUILTIN_MODELS = ('mlp', 'alexnet-small')
 MARKER = 'run.json'
@@ -296,14 +296,9 @@ class Grid:
                 'slowdown', 'num_iterations', 'seed')
 
     def identity(self):
+        """The IDENTITY fields as a JSON-ready dict (what ``grid.json`` holds)."""
         return {k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in ((k, getattr(self, k)) for k in self.IDENTITY)}
-
-    def slow_ranks(self):
-        """Ranks made slower with --slowdown."""
-        if not self.slowdown:
-            return set()
-        return {int(item.split(':')[0]) for item in self.slowdown.split(',') if item.strip()}
 
 
 def _bad(flag, value, accepted):
@@ -726,7 +721,7 @@ def staleness_from_train_logs(logs):
     return values
 
 
-def collect_run(directory, arm, slow_ranks=()):
+def collect_run(directory, arm):
     """The numbers of one finished run, from the files in `directory`.
 
     Returns
@@ -755,16 +750,16 @@ def collect_run(directory, arm, slow_ranks=()):
         'iterations': {r: logs[r][-1]['iteration'] for r in ranks},
         'it_per_s': {}, 'compute_ms': {}, 'step_ms': {},
     }
+    busy = {}
     for r in ranks:
         recs = logs[r]
-        busy = sum(x['compute_s'] + x.get('sleep_s', 0.0) + x['step_s'] for x in recs)
+        busy[r] = sum(x['compute_s'] + x.get('sleep_s', 0.0) + x['step_s'] for x in recs)
         span = recs[-1]['time'] - recs[0]['time'] + (
             recs[0]['compute_s'] + recs[0].get('sleep_s', 0.0) + recs[0]['step_s'])
         result['it_per_s'][r] = len(recs) / span if span > 0 else None
         result['compute_ms'][r] = 1e3 * float(np.median(
             [x['compute_s'] + x.get('sleep_s', 0.0) for x in recs]))
         result['step_ms'][r] = 1e3 * float(np.median([x['step_s'] for x in recs]))
-        result.setdefault('_busy', {})[r] = busy
     result['max_lead'], result['mean_lead'] = lead_from_train_logs(logs)
 
     # the SSP stores' own metrics: lead at release, grants, waiting for OK
@@ -783,11 +778,9 @@ def collect_run(directory, arm, slow_ranks=()):
                   if e.get('event') == 'push']
         if pushes:
             result['holds'] = sum(1 for e in pushes if e.get('decision') == 'wait')
-        result['wait_share'] = {
-            r: (sum(x['wait_s'] for x in recs) / result['_busy'][r]
-                if result['_busy'].get(r) else None)
-            for r, recs in sorted(store.items())}
-    del result['_busy']
+        result['wait_share'] = {r: (sum(x['wait_s'] for x in recs) / busy[r]
+                                    if busy.get(r) else None)
+                                for r, recs in sorted(store.items())}
 
     histogram = {}
     for path in glob.glob(os.path.join(directory, 'server-*-staleness.json')):
@@ -806,7 +799,6 @@ def collect_run(directory, arm, slow_ranks=()):
         result['staleness'] = {'source': 'estimate',
                                'mean': float(np.mean(values)) if values else None,
                                'max': max(values) if values else None}
-    result['slow_ranks'] = sorted(slow_ranks)
     return result
 
 
@@ -969,10 +961,12 @@ def run_grid(grid, out, keep_checkpoints=False):
         if marker['status'] == 'ok':
             if not keep_checkpoints:
                 _prune_checkpoints(directory)
-            metrics = collect_run(directory, arm)
-            reached = time_to_target(metrics['curve'], grid.targets[0])
-            logger.info('%s: done in %.1f s, final accuracy %.4f, time to %g: %s', tag,
-                        marker['duration_s'], metrics['final_accuracy'] or float('nan'),
+            summary = _read_json(os.path.join(directory, 'summary.json')) or {}
+            curve = [(e.get('elapsed_s'), e.get('accuracy', 0.0))
+                     for e in _read_jsonl(os.path.join(directory, 'eval.jsonl'))]
+            reached = time_to_target(curve, grid.targets[0])
+            logger.info('%s: done in %.1f s, final accuracy %s, time to %g: %s', tag,
+                        marker['duration_s'], _fmt(summary.get('final_accuracy'), '%.4f'),
                         grid.targets[0], '-' if reached is None else '%.1f s' % reached)
         else:
             failed += 1
@@ -1018,9 +1012,14 @@ def gather(grid, out):
                       'load_avg': marker.get('load_avg') if marker else None,
                       'seed': marker.get('seed') if marker else trial_seed(grid, trial)}
             if record['status'] == 'ok':
-                record.update(collect_run(directory, arm, grid.slow_ranks()))
-                if record['final_accuracy'] is None:
-                    record.update(status='failed', reason='no test accuracy recorded')
+                try:
+                    record.update(collect_run(directory, arm))
+                except (KeyError, ValueError, TypeError, IndexError) as err:
+                    record.update(status='failed', reason='its metrics cannot be read: %s: %s'
+                                  % (type(err).__name__, err))
+                else:
+                    if record['final_accuracy'] is None:
+                        record.update(status='failed', reason='no test accuracy recorded')
             trials.append(record)
         table.append((arm, trials))
     return table
@@ -1074,10 +1073,12 @@ def _spread_text(values):
     return text
 
 
-def build_report(grid, out, table, plots=(), command_line=None):
-    """The markdown report (Table I analogue, explanations, runs, failures) as a string."""
-    rows = summarize(grid, table)
-    average = ssp_average(rows)
+def build_report(grid, out, rows, average=None, plots=(), command_line=None):
+    """The markdown report (Table I analogue, explanations, runs, failures) as a string.
+
+    `rows` come from :func:`summarize`, `average` from :func:`ssp_average`,
+    `plots` are (title, path) pairs.
+    """
     lines = []
     preset = PRESETS[grid.preset]
     lines.append('# Reproduction report: preset `%s`' % grid.preset)
@@ -1095,7 +1096,7 @@ def build_report(grid, out, table, plots=(), command_line=None):
                     'slowdown %s (worker RANK sleeps FACTOR-1 times its compute time)'
                     % grid.slowdown if grid.slowdown else 'no slow worker', grid.trials))
     lines.append('')
-    loads = [x for _, trials in table for t in trials for x in (t.get('load_avg') or ())]
+    loads = [x for row in rows for t in row['trials'] for x in (t.get('load_avg') or ())]
     lines.append('Generated %s on %s (%d cores%s) by `%s`.' % (
         datetime.datetime.now().strftime('%Y-%m-%d %H:%M'), os.uname().nodename,
         os.cpu_count() or 0,
@@ -1265,7 +1266,7 @@ def build_report(grid, out, table, plots=(), command_line=None):
                  'with the median final test accuracy (for an even number of finished trials, '
                  'the lower middle one; ties go to the earlier trial).' % grid.seed)
     lines.append('')
-    return '\n'.join(lines), rows, average
+    return '\n'.join(lines)
 
 
 def results_json(grid, rows, average):
@@ -1396,11 +1397,10 @@ def _plot_trials(path, rows, note, targets):
 
 def write_report(grid, out, plots_on=True, command_line=None):
     """Read every run under `out`, write plots, report.md and results.json; return rows."""
-    table = gather(grid, out)
-    rows = summarize(grid, table)
+    rows = summarize(grid, gather(grid, out))
     average = ssp_average(rows)
     plots = make_plots(grid, out, rows, average) if plots_on else ()
-    text, rows, average = build_report(grid, out, table, plots, command_line)
+    text = build_report(grid, out, rows, average, plots, command_line)
     with open(os.path.join(out, 'report.md'), 'w') as f:
         f.write(text)
     _write_json(os.path.join(out, 'results.json'), results_json(grid, rows, average))
