@@ -434,7 +434,8 @@ def run_command(grid, arm, trial, directory):
     """The launcher command line of one run (a list of arguments)."""
     python = sys.executable
     cmd = [python, '-m', 'mxnet_ssp.launch', '-n', str(grid.workers), '-s', str(grid.servers),
-           '--launcher', 'local', '--timeout', '%g' % grid.timeout_s,
+           '--launcher', 'local', '--timeout', '%.6g' % grid.timeout_s
+           if grid.timeout_s < 1e6 else '%.0f' % grid.timeout_s,
            python, grid.train_script,
            '--model', grid.model, '--dataset', grid.dataset,
            '--batch-size', str(grid.batch_size), '--num-epochs', str(grid.epochs),
@@ -511,6 +512,40 @@ def check_train_script(grid, keep_checkpoints=False):
                         and not (keep_checkpoints and flag[0] == '--save-period')
                         for part in flag]
     return problems
+
+
+#: where mxnet_ssp.data looks for each CIFAR dataset under --data-dir (any one will do)
+CIFAR_FILES = {
+    'cifar10': ('cifar-10-batches-py', 'cifar-10-batches-bin', 'cifar-10-python.tar.gz',
+                'cifar-10-binary.tar.gz'),
+    'cifar100': ('cifar-100-python', 'cifar-100-binary', 'cifar-100-python.tar.gz',
+                 'cifar-100-binary.tar.gz'),
+}
+
+
+def check_dataset(grid, download):
+    """Problems with the grid's dataset (a list of messages, empty if none).
+
+    The digits ship with scikit-learn.  A CIFAR dataset must be under
+    ``grid.data_dir``; when it is not and `download` is true, it is
+    downloaded now, once, instead of by every worker of the first run.
+    """
+    if grid.dataset not in CIFAR_FILES:
+        return []
+    if any(os.path.exists(os.path.join(grid.data_dir, name))
+           for name in CIFAR_FILES[grid.dataset]):
+        return []
+    if not download:
+        return ['%s is not under --data-dir %s (the first run would download it)'
+                % (grid.dataset, grid.data_dir)]
+    from . import data as datasets
+    sys.stderr.write('reproduce: %s is not under %s: downloading it\n'
+                     % (grid.dataset, grid.data_dir))
+    try:
+        datasets.load(grid.dataset, grid.data_dir)
+    except (OSError, ValueError) as err:
+        return [str(err)]
+    return []
 
 
 # ---------------------------------------------------------------------------
@@ -851,8 +886,9 @@ def _failure_reason(code, directory):
             if line.strip() and not line.startswith('$ ')]
     launcher = [line for line in tail if line.startswith('mxnet-ssp-launch:')]
     output = [line for line in tail if not line.startswith('mxnet-ssp-launch:')]
-    errors = [line for line in output
-              if re.search(r'error|exception|traceback|killed|failed', line, re.I)]
+    errors = ([line for line in output if ': error:' in line]
+              or [line for line in output
+                  if re.search(r'error|exception|traceback|killed|failed', line, re.I)])
     parts = [head]
     if errors or output:
         parts.append((errors or output)[-1][:300])
@@ -1322,7 +1358,10 @@ def _plot(path, title, series, targets):
     ax.set_ylabel('test accuracy')
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc='lower right')
+    if any(curve for _, curve, _ in series):
+        ax.legend(fontsize=8, loc='lower right')
+    else:
+        ax.text(0.5, 0.5, 'no finished run', ha='center', va='center', transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -1497,6 +1536,21 @@ def list_presets(stream=sys.stdout):
                          preset.timeout_s, preset.cost))
 
 
+def print_plan(grid, out, problems=()):
+    """Print every run's command and whether it would run or be skipped (``--dry-run``)."""
+    for problem in problems:
+        print('# warning: %s' % problem)
+    for arm, trial, directory, command, signature in plan(grid, out):
+        state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
+        print('# %s trial %d (%s)' % (arm.name, trial, state))
+        print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
+              % (shlex.quote(directory), shlex.join(command)))
+    if grid.data_fraction < 1:
+        print('# the %g subset of %s would be written to %s'
+              % (grid.data_fraction, grid.dataset, grid.run_data_dir))
+    sys.stdout.flush()
+
+
 def _setup_logging(out):
     handlers = [logging.StreamHandler(sys.stdout)]
     if out:
@@ -1533,7 +1587,9 @@ def main(argv=None):
         grid_path, identity = check_grid_file(grid, out)
         if grid.data_fraction < 1:
             grid.run_data_dir = subset_dir(out, grid)
-        problems = [] if args.report_only else check_train_script(grid, args.keep_checkpoints)
+        problems = [] if args.report_only else (
+            check_train_script(grid, args.keep_checkpoints)
+            + check_dataset(grid, download=not args.dry_run))
         if problems and not args.dry_run:
             raise UsageError('; '.join(problems))
     except UsageError as err:
@@ -1542,17 +1598,10 @@ def main(argv=None):
         return EXIT_USAGE
 
     if args.dry_run:
-        for problem in problems:
-            print('# warning: %s' % problem)
-        for arm, trial, directory, command, signature in plan(grid, out):
-            state = ('finished, would be skipped' if is_done(directory, signature)
-                     else 'would run')
-            print('# %s trial %d (%s)' % (arm.name, trial, state))
-            print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
-                  % (shlex.quote(directory), shlex.join(command)))
-        if grid.data_fraction < 1:
-            print('# the %g subset of %s would be written to %s'
-                  % (grid.data_fraction, grid.dataset, grid.run_data_dir))
+        try:
+            print_plan(grid, out, problems)
+        except BrokenPipeError:          # e.g. piped into head: not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
 
     _setup_logging(out)

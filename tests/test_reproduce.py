@@ -266,8 +266,10 @@ def test_dry_run_scales_and_prints_commands(tmp_path, capsys):
     code, text = _main(capsys, ['--preset', 'paper-resnet110', '--out', str(tmp_path / 'o'),
                                 '--epochs-scale', '0.1', '--workers', '2', '--trials', '2',
                                 '--paradigms', 'bsp,dssp-paper', '--data-fraction', '0.1',
-                                '--dry-run'])
+                                '--data-dir', str(tmp_path / 'no-data'), '--dry-run'])
     assert code == 0, text
+    # a dry run only warns about what a real run would stop on (or download)
+    assert '# warning: cifar100 is not under --data-dir %s' % (tmp_path / 'no-data') in text
     commands = [line for line in text.splitlines() if line.startswith('OMP_NUM_THREADS=1')]
     assert len(commands) == 4                       # 2 paradigms x 2 trials
     assert text.index('# bsp trial 1') < text.index('# dssp-paper trial 1') < text.index(
@@ -281,6 +283,15 @@ def test_dry_run_scales_and_prints_commands(tmp_path, capsys):
     assert '--seed 43' in commands[2]
     assert '--dssp-mode paper' in commands[1]
     assert not (tmp_path / 'o').exists()            # a dry run writes nothing
+
+
+def test_check_dataset(tmp_path):
+    grid = _grid(tmp_path, 'bsp')
+    assert rp.check_dataset(grid, download=True) == []              # digits: nothing to check
+    grid.dataset, grid.data_dir = 'cifar10', str(tmp_path)
+    assert 'cifar10 is not under' in rp.check_dataset(grid, download=False)[0]
+    (tmp_path / 'cifar-10-python.tar.gz').write_bytes(b'')
+    assert rp.check_dataset(grid, download=False) == []
 
 
 def test_run_env():
