@@ -498,10 +498,9 @@ def check_train_script(grid, keep_checkpoints=False):
         import importlib.util
         if importlib.util.find_spec('gluoncv') is None:
             problems.append(
-                'preset %s trains the GluonCV model %s, but gluoncv is not installed: pip '
-                "install gluoncv==0.10.5.post0 'numpy==1.23.5' 'opencv-python-headless<4.9' "
-                "'pandas<2.2' 'matplotlib<3.9' 'scipy<1.12' (docs/reproduce.md)"
-                % (grid.preset, grid.model))
+                "preset %s trains the GluonCV model %s, but gluoncv is not installed: python -m "
+                "pip install '.[gluoncv]' in the checkout (docs/train_scripts.md gives the pins "
+                "that keep numpy below 1.24)" % (grid.preset, grid.model))
     known = script_flags(grid.train_script)
     needed = ['--lr-decay', '--lr-decay-epoch'] if grid.lr_decay is not None else []
     missing = [f for f in needed if f not in known]
@@ -1321,6 +1320,14 @@ def results_json(grid, rows, average):
 # ---------------------------------------------------------------------------
 # plots
 # ---------------------------------------------------------------------------
+def _have_matplotlib():
+    """Whether matplotlib can be imported (found without importing it)."""
+    if 'matplotlib' in sys.modules:
+        return sys.modules['matplotlib'] is not None
+    import importlib.util
+    return importlib.util.find_spec('matplotlib') is not None
+
+
 def _pyplot():
     try:
         import matplotlib
@@ -1582,14 +1589,16 @@ def main(argv=None):
         if not args.out:
             raise UsageError('--out is required: the directory for the runs, plots and report')
         out = check_out(args.out, create=not args.dry_run)
-        if not args.no_plots and not args.dry_run:
-            _pyplot()
         grid_path, identity = check_grid_file(grid, out)
         if grid.data_fraction < 1:
             grid.run_data_dir = subset_dir(out, grid)
-        problems = [] if args.report_only else (
-            check_train_script(grid, args.keep_checkpoints)
-            + check_dataset(grid, download=not args.dry_run))
+        problems = []
+        if not args.no_plots and not _have_matplotlib():
+            problems.append('the plots need matplotlib, which is not installed: '
+                            + MATPLOTLIB_HINT)
+        if not args.report_only:
+            problems += check_train_script(grid, args.keep_checkpoints)
+            problems += check_dataset(grid, download=not args.dry_run)
         if problems and not args.dry_run:
             raise UsageError('; '.join(problems))
     except UsageError as err:
