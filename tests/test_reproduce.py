@@ -28,7 +28,7 @@ PLOT_FLAGS = [] if HAVE_MATPLOTLIB else ['--no-plots']
 # arms
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize('name,canonical,label,flags', [
-    ('bsp', 'bsp', 'BSP', ['--kvstore', 'dist_sync']),
+    ('bsp', 'bsp', 'BSP', ['--kvstore', 'dist_sync', '--sync-average']),
     ('ASP', 'asp', 'ASP', ['--kvstore', 'dist_async']),
     ('ssp3', 'ssp3', 'SSP s=3', ['--kvstore', 'dist_ssp', '--staleness', '3']),
     ('dssp', 'dssp', 'DSSP [3,15]',
@@ -308,14 +308,15 @@ def test_run_env():
 FAKE_TRAIN = textwrap.dedent('''
     """Stand-in for train_cifar.py: writes the files a run leaves, in a fraction of a second."""
     import argparse, json, os, sys, time
-    if os.environ.get('DMLC_ROLE') != 'worker':
-        sys.exit(0)
     p = argparse.ArgumentParser()
     for flag in ('--model', '--dataset', '--batch-size', '--num-epochs', '--lr', '--momentum',
                  '--wd', '--seed', '--save-dir', '--log-interval', '--kvstore', '--staleness',
                  '--dssp-mode', '--slowdown', '--data-dir'):
         p.add_argument(flag)
-    args = p.parse_args()
+    p.add_argument('--sync-average', action='store_true')
+    args = p.parse_args()                   # --help: prints the flags the runner looks for
+    if os.environ.get('DMLC_ROLE') != 'worker':
+        sys.exit(0)
     rank = int(os.environ['MXNET_SSP_LAUNCH_INDEX'])
     if args.kvstore == os.environ.get('FAKE_FAIL_KVSTORE'):
         sys.exit('worker %d: simulated crash' % rank)
@@ -418,6 +419,19 @@ def test_a_settings_error_stops_the_grid(fake, monkeypatch):
     assert 'the remaining runs would fail the same way' in proc.stdout
     report = (fake.out / 'report.md').read_text()
     assert "--model 'alexnet-small' is not valid" in report and 'Not run yet' in report
+
+
+def test_a_script_without_a_needed_flag_exits_2(tmp_path, capsys):
+    script = tmp_path / 'old_train.py'
+    script.write_text(FAKE_TRAIN.replace("p.add_argument('--sync-average', action='store_true')",
+                                         ''))
+    argv = ['--preset', 'tiny', '--out', str(tmp_path / 'out'), '--train-script', str(script),
+            '--no-plots']
+    code, text = _main(capsys, argv + ['--paradigms', 'bsp'])
+    assert code == 2 and 'does not accept --sync-average' in text, text
+    assert not (tmp_path / 'out' / 'runs').exists()
+    code, text = _main(capsys, argv + ['--paradigms', 'asp', '--dry-run'])
+    assert code == 0 and 'warning' not in text                # only BSP needs it
 
 
 @pytest.mark.skipif(not HAVE_MATPLOTLIB, reason='matplotlib is not installed')
