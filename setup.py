@@ -44,7 +44,8 @@ setup(
         'tqdm>=4',               # worker 0's progress bar in train_scripts/train_cifar.py
     ],
     extras_require={
-        'demo': ['scikit-learn>=1.0'],
+        # plots of mxnet_ssp.reproduce; numpy<1.24 above keeps pip from taking numpy 2
+        'demo': ['scikit-learn>=1.0', 'matplotlib<3.9'],
         # GluonCV's model zoo (CIFAR ResNets) for train_scripts/train_cifar.py. gluoncv
         # 0.10.5.post0 requires opencv-python, pandas and matplotlib unpinned; these caps keep
         # releases built for numpy 2 away from mxnet 1.9.1's numpy < 1.24.
