@@ -250,13 +250,13 @@ class SSPKVStore(KVStoreBase):
         """Pull weights; deferred to the release if `key` was pushed in this SSP step."""
         keys = _as_list(key)
         step = self._step
-        if step is None or not any(self._tracker.in_step(k) for k in keys):
-            self._kv.pull(self._mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
-        elif step.fast:
-            self._kv.pull(self._mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
-            step.pulled(keys, out)
-        else:
+        in_step = step is not None and any(self._tracker.in_step(k) for k in keys)
+        if in_step and not step.fast:
             step.deferred.append((key, out, priority, ignore_sparse))
+            return
+        self._kv.pull(self._mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
+        if in_step:
+            step.pulled(keys, out)
 
     def pushpull(self, key, value, out=None, priority=0):
         """Push `value` and pull the updated weights into `out` (or `value`)."""

@@ -196,19 +196,32 @@ class Control:
         return (_run_control, (self.action, self.payload))
 
 
+#: Exit status of a server whose update or command failed.
+SERVER_FAILED = 70
+
+
+def _end_server(what):
+    """Log the exception being handled and end this server process with SERVER_FAILED.
+
+    MXNet calls our updater and commands from ctypes callbacks that print and
+    *ignore* exceptions: the job would go on silently wrong.  Ending the server
+    instead lets the launcher stop the job, naming this server.
+    """
+    logger.exception('server: %s failed; stopping this server', what)
+    sys.stderr.write('mxnet-ssp: server %s failed (see above); exiting with status %d\n'
+                     % (what, SERVER_FAILED))
+    sys.stderr.flush()
+    os._exit(SERVER_FAILED)
+
+
 def _run_control(action, payload):
-    # Runs inside MXNet's server controller, a ctypes callback that ignores exceptions
-    # (the worker would believe the command worked): a failed command ends this server.
+    # runs inside MXNet's server controller: see _end_server
     try:
         if _LIVE is None:
             raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')
         _LIVE.control(action, payload)
     except Exception:
-        logger.exception('server: the %s command failed; stopping this server', action)
-        sys.stderr.write('mxnet-ssp: server command %s %r failed (see above); exiting with '
-                         'status 70\n' % (action, payload))
-        sys.stderr.flush()
-        os._exit(70)
+        _end_server('command %s %r' % (action, payload))
     return _LIVE
 
 
@@ -351,17 +364,11 @@ class ServerOptimizer:
         self._guarded_update(index, weight, grad)
 
     def _guarded_update(self, index, weight, grad):
-        # MXNet calls the updater from a ctypes callback, which prints and *ignores*
-        # exceptions: the job would go on with a weight never updated.  A failed
-        # update ends this server process instead, so the launcher stops the job.
+        # runs inside MXNet's updater callback: see _end_server
         try:
             self._update(index, weight, grad)
         except Exception:
-            logger.exception('server: the update of key %r failed; stopping this server', index)
-            sys.stderr.write('mxnet-ssp: server update of key %r failed (see above); '
-                             'exiting with status 70\n' % (index,))
-            sys.stderr.flush()
-            os._exit(70)
+            _end_server('update of key %r' % (index,))
 
     # -- the update ----------------------------------------------------------------
     def _update(self, index, weight, grad):
