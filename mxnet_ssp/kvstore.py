@@ -39,7 +39,6 @@ Worker-side contract
   sends them, after its earlier pushes are applied).
 * Not thread-safe: call it from one training thread, as MXNet's stores.
 """
-import atexit
 import ctypes
 import json
 import logging
@@ -54,6 +53,7 @@ from mxnet.base import KVStoreHandle, _LIB, c_str, check_call, py_str
 from mxnet.kvstore.base import KVStoreBase
 from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
+from . import _process
 from . import config as cfg
 from .client import ControllerClient
 from .protocol import ControllerError
@@ -141,7 +141,7 @@ class SSPKVStore(KVStoreBase):
                        'start': time.time()}
         self.last_release = None
         logger.info('worker[%d] %s', self._rank, self._config.describe())
-        atexit.register(self.close)
+        _process.adopt(self)      # closed and freed at exit in the same phase on every worker
 
     # -- identity ------------------------------------------------------------
     @property
@@ -527,12 +527,31 @@ class SSPKVStore(KVStoreBase):
         comes when a peer died or hangs; so if the error is not handled, the
         exit hook ends this process with status 1 instead of hanging.
         """
-        global _FATAL
-        _FATAL = 'worker[%d]: %s' % (self._rank, err)
-        raise SSPError(_FATAL) from err
+        raise SSPError(_process.fatal('worker[%d]: %s' % (self._rank, err))) from err
+
+    def free_native(self):
+        """Free MXNet's native store: ps-lite's finalize barrier, so it waits for every node.
+
+        Called at exit by :mod:`mxnet_ssp._process`, after :meth:`close`, on
+        every worker in the same phase (before MXNet's own exit hook stops the
+        engine).  Blocks until every worker of the job gets there; later uses
+        of the store raise :class:`SSPError`.  Idempotent.
+        """
+        native = self._kv
+        if isinstance(native, _FreedNative):
+            return
+        self._kv = _FreedNative(self._rank, self.type)
+        handle, native.handle = native.handle, None     # its __del__ then frees nothing
+        check_call(_LIB.MXKVStoreFree(handle))
 
     def close(self):
-        """Leave the job: the controller stops counting this worker.  Idempotent."""
+        """Leave the job: the controller stops counting this worker.  Idempotent.
+
+        Never blocks: the other workers are released at once.  MXNet's native
+        store stays allocated until exit, where every worker frees it in the
+        same phase (see :mod:`mxnet_ssp._process`); until then the store
+        refuses pushes and pulls.
+        """
         if self._closed:
             return
         self._closed = True
@@ -557,6 +576,17 @@ class SSPKVStore(KVStoreBase):
             sys.stderr.write(summary + '\n')
 
 
+class _FreedNative:
+    """Stands in for MXNet's store once :meth:`SSPKVStore.free_native` freed it."""
+
+    def __init__(self, rank, store_type):
+        self._what = 'worker[%d]: the %s store was shut down' % (rank, store_type)
+
+    def __getattr__(self, name):
+        raise SSPError('%s (at interpreter exit); %s is no longer available'
+                       % (self._what, name))
+
+
 class _Step:
     """Book-keeping of one step in progress (worker side)."""
 
@@ -574,19 +604,6 @@ class _Step:
         """Fast path: `keys` were pulled into `out` (an NDArray or a list of them)."""
         self.unpulled.difference_update(keys)
         self.outs.extend(out if isinstance(out, (list, tuple)) else [out])
-
-
-_FATAL = None
-
-
-@atexit.register
-def _exit_after_fatal_error():
-    # Registered at import, after mxnet's own hooks, so it runs before them (LIFO).
-    if _FATAL is not None:
-        logger.error('%s -- exiting without waiting for the other workers', _FATAL)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
 
 
 def _store_class(name):

@@ -25,10 +25,11 @@ import os
 import pickle
 import secrets
 import socket
-import sys
 import threading
 
 import numpy as np
+
+from ._process import SERVER_FAILED, end_server  # noqa: F401 (SERVER_FAILED: API)
 
 __all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
            'ServerOptimizer', 'Control', 'refresh_marker', 'server_rank', 'encode_blob',
@@ -196,32 +197,14 @@ class Control:
         return (_run_control, (self.action, self.payload))
 
 
-#: Exit status of a server whose update or command failed.
-SERVER_FAILED = 70
-
-
-def _end_server(what):
-    """Log the exception being handled and end this server process with SERVER_FAILED.
-
-    MXNet calls our updater and commands from ctypes callbacks that print and
-    *ignore* exceptions: the job would go on silently wrong.  Ending the server
-    instead lets the launcher stop the job, naming this server.
-    """
-    logger.exception('server: %s failed; stopping this server', what)
-    sys.stderr.write('mxnet-ssp: server %s failed (see above); exiting with status %d\n'
-                     % (what, SERVER_FAILED))
-    sys.stderr.flush()
-    os._exit(SERVER_FAILED)
-
-
 def _run_control(action, payload):
-    # runs inside MXNet's server controller: see _end_server
+    # runs inside MXNet's server controller: see end_server
     try:
         if _LIVE is None:
             raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')
         _LIVE.control(action, payload)
     except Exception:
-        _end_server('command %s %r' % (action, payload))
+        end_server('command %s %r' % (action, payload))
     return _LIVE
 
 
@@ -364,11 +347,11 @@ class ServerOptimizer:
         self._guarded_update(index, weight, grad)
 
     def _guarded_update(self, index, weight, grad):
-        # runs inside MXNet's updater callback: see _end_server
+        # runs inside MXNet's updater callback: see end_server
         try:
             self._update(index, weight, grad)
         except Exception:
-            _end_server('update of key %r' % (index,))
+            end_server('update of key %r' % (index,))
 
     # -- the update ----------------------------------------------------------------
     def _update(self, index, weight, grad):

@@ -18,6 +18,7 @@ def job_env(tmp_path, **extra):
     env['MXNET_SSP_METRICS_DIR'] = str(tmp_path / 'metrics')
     env['OMP_NUM_THREADS'] = '1'
     env.setdefault('MXNET_SSP_TIMEOUT', '60')
+    env['STOCK_LAUNCH_HOST_IP'] = '127.0.0.1'   # jobs/stock_launch.py: keep the tracker on loopback
     for key in [k for k in env if k.startswith('DMLC_')]:
         del env[key]
     env.update({k: str(v) for k, v in extra.items()})

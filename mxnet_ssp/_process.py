@@ -1,0 +1,102 @@
+"""Process-wide state of a worker or server: how it ends, cleanly or not.
+
+A worker's MXNet store must be shut down the same way on every worker.
+Freeing MXNet's native distributed store waits in ps-lite's finalize barrier
+for every node of the job, and MXNet's own exit hook (``_notify_shutdown``)
+stops the engine; a worker that frees its store in another phase than its
+peers (at a garbage collection, after the engine stopped, or never) can leave
+them waiting for ever.  So the phase is fixed here, whatever the script does
+with its store (drops it early, keeps it global, closes it, or never does):
+
+1. :meth:`SSPKVStore.close` (called by the script, or by the exit hook below)
+   leaves the synchronization controller, flushes the metrics and prints the
+   summary.  It never blocks: the other workers are released at once.
+2. At interpreter exit, one hook (:func:`_at_exit`), which runs before
+   MXNet's own (it is registered after ``import mxnet``, and atexit runs
+   hooks last-in first-out), closes every store still open and then frees
+   every store's native store, in creation order.  Every worker meets the
+   others in ps-lite's barrier there, with the engine still running.
+
+The stores are kept alive here until then, so a store the script dropped is
+not freed at a garbage collection whose timing differs between workers.
+
+Fatal errors
+------------
+When a worker cannot go on (a peer died, the controller timed out), the store
+records it with :func:`fatal` and raises.  If the script does not handle the
+error, the exit hook ends the process with status 1 without entering the
+barrier that the dead peer would never reach.  A server whose update or
+command fails ends at once with :data:`SERVER_FAILED` (:func:`end_server`).
+
+Contracts: call from the training thread; nothing here imports MXNet.
+"""
+import atexit
+import logging
+import os
+import sys
+
+__all__ = ['adopt', 'fatal', 'end_server', 'SERVER_FAILED', 'FATAL_EXIT']
+
+logger = logging.getLogger(__name__)
+
+#: Exit status of a server whose update or command failed.
+SERVER_FAILED = 70
+#: Exit status of a worker whose job failed (a peer died, the controller timed out).
+FATAL_EXIT = 1
+
+_stores = []        # every store of this process, in creation order, until exit
+_fatal = None       # the message of the error the job cannot survive, or None
+_hooked = False
+#: What the exit hook did, per step ('close', 'free_native'): how many stores (diagnostics).
+exit_counts = {}
+
+
+def adopt(store):
+    """Keep `store` until exit; there, ``store.close()`` then ``store.free_native()``.
+
+    Call it once MXNet is imported (a store exists, so it is): the exit hook
+    is registered on the first call, after MXNet's, so it runs before it.
+    """
+    global _hooked
+    if not _hooked:
+        atexit.register(_at_exit)
+        _hooked = True
+    _stores.append(store)
+
+
+def fatal(message):
+    """Record that this worker's job failed with `message`; returns `message`."""
+    global _fatal
+    _fatal = message
+    return message
+
+
+def end_server(what):
+    """Log the exception being handled and end this server process with SERVER_FAILED.
+
+    MXNet calls the server's updater and commands from ctypes callbacks that
+    print and *ignore* exceptions: the job would go on silently wrong.  Ending
+    the server instead lets the launcher stop the job, naming this server.
+    """
+    logger.exception('server: %s failed; stopping this server', what)
+    sys.stderr.write('mxnet-ssp: server %s failed (see above); exiting with status %d\n'
+                     % (what, SERVER_FAILED))
+    sys.stderr.flush()
+    os._exit(SERVER_FAILED)
+
+
+def _at_exit():
+    if _fatal is not None:
+        logger.error('%s -- exiting without waiting for the other workers', _fatal)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(FATAL_EXIT)
+    stores = list(_stores)
+    del _stores[:]
+    for step in ('close', 'free_native'):   # leave the controller first: nobody stays held
+        for store in stores:
+            try:
+                getattr(store, step)()
+                exit_counts[step] = exit_counts.get(step, 0) + 1
+            except Exception:       # one store's failure must not keep the others' barrier
+                logger.exception('mxnet-ssp: %s of a store at exit failed', step)

@@ -1,0 +1,114 @@
+"""Clean shutdown: every job exits 0, in bounded time, whatever the script does with its store.
+
+Freeing MXNet's native distributed store waits in ps-lite's finalize barrier
+for every node; mxnet-ssp frees it at exit, on every worker, in one phase:
+after closing every store and before MXNet's own exit hook stops the engine
+(see :mod:`mxnet_ssp._process`).  The fast tests check that phase in each
+shape of script (store local to a function, global, closed, created by the
+framework from its name) with Module.fit, gluon.Trainer and the raw API; the
+slow soak runs many jobs of every shape under every store type, under our
+launcher and MXNet's stock tools/launch.py, and requires zero hangs.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job
+
+pytestmark = pytest.mark.integration
+
+BOUND_S = 120       # a clean 2-worker job of shutdown_job.py takes ~5 s here
+SYNCHRONOUS = ('dist_ssp', 'dist_dssp')
+
+
+def _command(out, api, shape, store, phase=True):
+    cmd = [sys.executable, os.path.join(JOBS, 'shutdown_job.py'), '--api', api, '--shape', shape,
+           '--kvstore', store, '--out', str(out)]
+    return cmd + (['--phase'] if phase else [])
+
+
+def _run_stock(tmp_path, command, timeout):
+    """Run `command` under MXNet's stock tools/launch.py (2 workers, 1 server, loopback)."""
+    argv = [sys.executable, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
+            '--launcher', 'local'] + command
+    proc = subprocess.Popen(argv, env=job_env(tmp_path), cwd=str(tmp_path), start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)      # the stock launcher does not stop its children itself
+        out, err = proc.communicate()
+        pytest.fail('stock launch.py job did not finish within %d s:\n%s' % (timeout, err[-6000:]))
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _check_job(tmp_path, proc, out, store, steps):
+    """Every worker finished its script, exited 0, and flushed its metrics."""
+    assert proc.returncode == 0, fail_msg(proc)
+    for rank in (0, 1):
+        with open(out / ('done-%d.json' % rank)) as f:
+            assert json.load(f)['type'] == store
+        if store in SYNCHRONOUS:
+            metrics = read_jsonl(tmp_path / 'metrics' / ('worker-%d.jsonl' % rank))
+            assert [m['clock'] for m in metrics] == list(range(1, steps + 1)), (rank, metrics[-3:])
+            assert ('worker[%d] %s summary: %d iterations' % (rank, store, steps)) in proc.stderr
+
+
+def _check_phase(out):
+    """Between mxnet-ssp's exit hook and MXNet's, every worker had closed and freed its store."""
+    for rank in (0, 1):
+        with open(out / ('phase-%d.json' % rank)) as f:
+            phase = json.load(f)
+        assert phase['exit_counts'] == {'close': 1, 'free_native': 1}, (rank, phase)
+        if phase['store_alive']:        # the script still holds the store: it is unusable now
+            assert phase['native_freed'] and phase['closed'], (rank, phase)
+
+
+@pytest.mark.parametrize('api,shape,store', [
+    ('module', 'local', 'dist_dssp'),       # MXNet's fit.py: the store dies with fit()
+    ('module', 'string', 'dist_ssp'),       # Module.fit(kvstore='dist_ssp'), module kept
+    ('trainer', 'global', 'dist_softsync'),
+    ('raw', 'closed', 'dist_async'),
+])
+def test_store_freed_on_every_worker_before_mxnet_exit_hook(tmp_path, api, shape, store):
+    out = tmp_path / 'out'
+    proc = run_job(tmp_path, _command(out, api, shape, store), timeout=BOUND_S)
+    _check_job(tmp_path, proc, out, store, steps=12)
+    _check_phase(out)
+
+
+def test_store_freed_before_mxnet_exit_hook_under_stock_launch_py(tmp_path):
+    out = tmp_path / 'out'
+    proc = _run_stock(tmp_path, _command(out, 'module', 'local', 'dist_dssp'), BOUND_S)
+    _check_job(tmp_path, proc, out, 'dist_dssp', steps=12)
+    _check_phase(out)
+
+
+SHAPES = [('module', 'local'), ('module', 'global'), ('module', 'string'), ('module', 'closed'),
+          ('trainer', 'local'), ('trainer', 'global'), ('trainer', 'string'),
+          ('raw', 'local'), ('raw', 'closed'), ('raw', 'global')]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('store', ['dist_ssp', 'dist_dssp', 'dist_softsync', 'dist_async'])
+def test_soak_every_shape_exits_cleanly(tmp_path, store):
+    """10 jobs per store type, one per shape; the last two under stock launch.py."""
+    times = []
+    for i, (api, shape) in enumerate(SHAPES):
+        run_dir = tmp_path / ('%s-%s' % (api, shape))
+        run_dir.mkdir()
+        out = run_dir / 'out'
+        started = time.monotonic()
+        if i >= len(SHAPES) - 2:
+            proc = _run_stock(run_dir, _command(out, api, shape, store, phase=False), BOUND_S)
+        else:
+            proc = run_job(run_dir, _command(out, api, shape, store, phase=False),
+                           timeout=BOUND_S)
+        times.append(time.monotonic() - started)
+        _check_job(run_dir, proc, out, store, steps=12)
+    sys.stderr.write('%s: %d jobs, exit times %.1f-%.1f s\n'
+                     % (store, len(times), min(times), max(times)))
