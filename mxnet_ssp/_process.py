@@ -28,14 +28,28 @@ error, the exit hook ends the process with status 1 without entering the
 barrier that the dead peer would never reach.  A server whose update or
 command fails ends at once with :data:`SERVER_FAILED` (:func:`end_server`).
 
-Contracts: call from the training thread; nothing here imports MXNet.
+Waits that nobody else bounds
+-----------------------------
+Some waits happen inside MXNet's native code, where no Python timeout
+reaches: the servers applying a step's pushes, ps-lite's finalize barrier at
+exit.  A server that died or was stopped, or a peer that never reaches the
+barrier, would block them for ever.  :func:`bounded` puts a deadline on such
+a wait: a watchdog thread ends the process with :data:`FATAL_EXIT` and a
+message that says what was awaited, when the deadline passes first.
+
+Contracts: :func:`adopt`, :func:`fatal` and :func:`bounded` are called from
+the training thread (the watchdog is its own daemon thread); nothing here
+imports MXNet.
 """
 import atexit
+import contextlib
 import logging
 import os
 import sys
+import threading
+import time
 
-__all__ = ['adopt', 'fatal', 'end_server', 'SERVER_FAILED', 'FATAL_EXIT']
+__all__ = ['adopt', 'fatal', 'bounded', 'end_server', 'SERVER_FAILED', 'FATAL_EXIT']
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +85,69 @@ def fatal(message):
     return message
 
 
+class _Watchdog:
+    """One daemon thread that ends the process when a :func:`bounded` wait overruns."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._deadline = None       # time.monotonic() by which the current wait must end
+        self._message = None
+        self._idle = True           # the thread waits without a deadline: wake it to start
+        self._thread = None
+
+    @contextlib.contextmanager
+    def bounded(self, seconds, message):
+        with self._cond:
+            self._deadline = time.monotonic() + seconds
+            self._message = message
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name='mxnet-ssp-watchdog')
+                self._thread.start()
+            elif self._idle:
+                self._cond.notify()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._deadline = None
+
+    def _run(self):
+        with self._cond:
+            while True:
+                if self._deadline is None:
+                    self._idle = True
+                    self._cond.wait()
+                    self._idle = False
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                _die(fatal(self._message))
+
+
+_watchdog = _Watchdog()
+
+
+def bounded(seconds, message):
+    """Context manager: if the block is still running after `seconds`, exit the process.
+
+    The exit prints `message` (say what was awaited and which setting bounds
+    it) and ends the process with :data:`FATAL_EXIT`, without exit hooks: the
+    wait that overran would block them too.  Not reentrant: one bounded wait
+    at a time, from the training thread.
+    """
+    return _watchdog.bounded(seconds, message)
+
+
+def _die(message):
+    logger.error('%s -- exiting without waiting for the other workers', message)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(FATAL_EXIT)
+
+
 def end_server(what):
     """Log the exception being handled and end this server process with SERVER_FAILED.
 
@@ -87,10 +164,7 @@ def end_server(what):
 
 def _at_exit():
     if _fatal is not None:
-        logger.error('%s -- exiting without waiting for the other workers', _fatal)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(FATAL_EXIT)
+        _die(_fatal)
     stores = list(_stores)
     del _stores[:]
     for step in ('close', 'free_native'):   # leave the controller first: nobody stays held

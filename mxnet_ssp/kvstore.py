@@ -400,7 +400,11 @@ class SSPKVStore(KVStoreBase):
         self._kv.push(key, blob)
         reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
         self._kv.pull(key, out=reply)
-        answer = decode_blob(reply.asnumpy())
+        with _process.bounded(self._config.timeout,
+                              'worker[%d]: the servers did not answer the controller discovery '
+                              'within %g s (%s): a server process died or is stopped'
+                              % (self._rank, self._config.timeout, cfg.ENV_TIMEOUT)):
+            answer = decode_blob(reply.asnumpy())
         if not answer or 'port' not in answer and 'error' not in answer:
             raise SSPError('worker[%d]: no synchronization controller answered on the servers '
                            '(%r); is mxnet-ssp installed on every server host?'
@@ -458,13 +462,14 @@ class SSPKVStore(KVStoreBase):
             self._clock += 1
             return
         t0 = time.perf_counter()
-        if step.fast:
-            for arr in step.outs:
-                arr.wait_to_read()        # each pull follows its push on the server
-            if step.unpulled:
-                nd.waitall()
-        else:
-            nd.waitall()                  # every push of this step is applied on the servers
+        with _process.bounded(self._config.timeout, self._no_apply_message()):
+            if step.fast:
+                for arr in step.outs:
+                    arr.wait_to_read()        # each pull follows its push on the server
+                if step.unpulled:
+                    nd.waitall()
+            else:
+                nd.waitall()                  # every push of this step is applied on the servers
         t1 = time.perf_counter()
         self._clock += 1
         reported_at = time.time()
@@ -504,6 +509,11 @@ class SSPKVStore(KVStoreBase):
                 't_slowest': release.t_slowest, 'visible_clock': visible,
                 'granted': release.granted, 'extra_left': release.extra_left}) + '\n')
 
+    def _no_apply_message(self):
+        return ('worker[%d]: the servers did not apply the pushes of step %d within %g s (%s): '
+                'a server process died or is stopped'
+                % (self._rank, self._clock + 1, self._config.timeout, cfg.ENV_TIMEOUT))
+
     def _push_refresh(self, key, priority):
         """Slot mode: make the servers copy their latest weights into this worker's slots."""
         for k in _as_list(key):
@@ -542,7 +552,12 @@ class SSPKVStore(KVStoreBase):
             return
         self._kv = _FreedNative(self._rank, self.type)
         handle, native.handle = native.handle, None     # its __del__ then frees nothing
-        check_call(_LIB.MXKVStoreFree(handle))
+        message = ('worker[%d]: the job did not shut down within %g s (%s): another worker, a '
+                   'server or the scheduler never reached ps-lite\'s finalize barrier (died, '
+                   'stopped, or still working)' % (self._rank, self._config.timeout,
+                                                   cfg.ENV_TIMEOUT))
+        with _process.bounded(self._config.timeout, message):
+            check_call(_LIB.MXKVStoreFree(handle))
 
     def close(self):
         """Leave the job: the controller stops counting this worker.  Idempotent.
