@@ -57,8 +57,8 @@ from . import _process
 from . import config as cfg
 from .client import ControllerClient
 from .protocol import ControllerError
-from .server import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, MAX_INT_KEY, Control,
-                     ServerOptimizer, decode_blob, encode_blob, refresh_marker)
+from .channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, MAX_INT_KEY, Control,
+                      UpdaterSpec, decode_blob, encode_blob, refresh_marker)
 from .steps import StepTracker
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
@@ -303,11 +303,10 @@ class SSPKVStore(KVStoreBase):
         softsync_c = 1
         if self._config.store == 'dist_softsync':
             softsync_c = max(1, self._num_workers // self._config.splits)
-        wrapper = ServerOptimizer(optimizer, num_workers=self._num_workers,
-                                  slots=bool(slots), softsync_c=softsync_c,
-                                  metrics_dir=self._config.metrics_dir,
-                                  staleness_log=self._config.staleness_log)
-        self._kv.set_optimizer(wrapper)
+        spec = UpdaterSpec(optimizer, num_workers=self._num_workers, slots=bool(slots),
+                           softsync_c=softsync_c, metrics_dir=self._config.metrics_dir,
+                           staleness_log=self._config.staleness_log)
+        self._kv.set_optimizer(spec)
         self._optimizer = optimizer
         self._lr_sent = self._current_lr()
 

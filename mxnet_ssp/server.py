@@ -1,23 +1,22 @@
-"""What runs inside MXNet's server processes for the SSP stores.
+"""What runs inside MXNet's server processes for the mxnet-ssp stores: the updater.
 
-The worker-side store sends a :class:`ServerOptimizer` with
-``kv.set_optimizer``; every server unpickles it (so ``mxnet_ssp`` must be
-installed on every server host) and MXNet calls it, as the updater, for every
-push.  It applies the user's optimizer unchanged, with one exception: pushes of a discovery
-request (a vector of :data:`DISCOVERY_LEN` elements starting with
-:data:`MAGIC`) to the reserved key (:data:`DISCOVERY_KEY`, or
-:data:`DISCOVERY_KEY_STR` in stores that use string keys, which the worker
-maps to an integer the server cannot predict).  That key is small, so ps-lite
-places it on exactly one server; the first push to it starts the synchronization
-controller (:class:`mxnet_ssp.controller.ControllerServer`) in that server
-process, on a background thread, and every push to it writes the
-controller's address and the job's secret into the key's value, which the
-worker then pulls.  That is how workers find the controller with nothing but
-the KVStore, under any launcher.
+The worker-side store sends a :class:`mxnet_ssp.channel.UpdaterSpec` with
+``kv.set_optimizer``; every server unpickles it as a :class:`ServerOptimizer`
+(so ``mxnet_ssp`` must be installed on every server host) and MXNet calls it,
+as the updater, for every push.  It applies the user's optimizer (in slot mode
+with the sender's staleness and backup), with one exception: a discovery
+request (see :mod:`mxnet_ssp.channel`) pushed to the reserved key.  That key
+is small, so ps-lite places it on exactly one server; the first push to it
+starts the synchronization controller
+(:class:`mxnet_ssp.controller.ControllerServer`) in that server process, on a
+background thread, and every push to it writes the controller's address and
+the job's secret into the key's value, which the worker then pulls.  That is
+how workers find the controller with nothing but the KVStore, under any
+launcher.
 
 This module must import in a server process, where ``import mxnet`` has not
 returned (the server loop runs inside it): it only touches MXNet submodules
-that are loaded before the loop starts.
+that are loaded before the loop starts.  Workers never import it.
 """
 import json
 import logging
@@ -27,67 +26,18 @@ import secrets
 import socket
 import threading
 
-import numpy as np
 
-from ._process import SERVER_FAILED, end_server  # noqa: F401 (SERVER_FAILED: API)
+from ._process import end_server
+from .channel import (DISCOVERY_LEN, decode_blob, encode_blob, is_discovery, is_refresh,
+                      serve_commands)
 
-__all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
-           'ServerOptimizer', 'Control', 'refresh_marker', 'server_rank', 'encode_blob',
-           'decode_blob', 'advertised_host']
+__all__ = ['ServerOptimizer', 'server_rank', 'advertised_host']
 
 logger = logging.getLogger(__name__)
-
-#: Reserved integer key for controller discovery.  MXNet places a small key on
-#: server (key * 9973) % num_servers, computed in a C int: keep key * 9973 < 2**31.
-DISCOVERY_KEY = 199999
-#: The same key for stores whose keys are strings (MXNet forbids mixing the two).
-DISCOVERY_KEY_STR = '__mxnet_ssp_discovery__'
-#: Length (float32 elements) of the discovery value: a header of len(MAGIC) + 4
-#: elements, then one byte per element.  An unusual (prime) size, so the server
-#: only looks inside pushes of exactly this size.
-DISCOVERY_LEN = 1031
-#: First elements of every discovery message (exactly representable in float32).
-MAGIC = (-8191.0, 131071.0, -524287.0)
 
 _lock = threading.Lock()
 _controller = None
 _controller_answer = None
-
-
-def encode_blob(obj):
-    """Encode a JSON-able object as a float32 vector of DISCOVERY_LEN bytes."""
-    raw = json.dumps(obj, sort_keys=True).encode('utf-8')
-    head = len(MAGIC) + 4
-    if len(raw) > DISCOVERY_LEN - head:
-        raise ValueError('discovery message too long (%d bytes)' % len(raw))
-    out = np.zeros(DISCOVERY_LEN, dtype=np.float32)
-    out[:len(MAGIC)] = MAGIC
-    out[len(MAGIC):head] = [len(raw) >> 24 & 255, len(raw) >> 16 & 255, len(raw) >> 8 & 255,
-                            len(raw) & 255]
-    out[head:head + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-    return out
-
-
-def is_discovery(values):
-    """True if `values` (NDArray) is a discovery message: right size and magic header."""
-    if values.shape != (DISCOVERY_LEN,):
-        return False
-    return tuple(values[:len(MAGIC)].asnumpy().tolist()) == MAGIC
-
-
-def decode_blob(values):
-    """Inverse of :func:`encode_blob`; returns None if `values` is not a message."""
-    values = np.asarray(values)
-    if values.shape != (DISCOVERY_LEN,) or tuple(values[:len(MAGIC)].tolist()) != MAGIC:
-        return None
-    values = values.round().astype(np.int64)
-    b = values[len(MAGIC):len(MAGIC) + 4]
-    length = int(b[0]) << 24 | int(b[1]) << 16 | int(b[2]) << 8 | int(b[3])
-    head = len(MAGIC) + 4
-    if length <= 0 or length > DISCOVERY_LEN - head:
-        return None
-    raw = bytes(int(v) & 255 for v in values[head:head + length])
-    return json.loads(raw.decode('utf-8'))
 
 
 def advertised_host(environ=None):
@@ -145,25 +95,6 @@ def _start_controller(request):
 
 # -- worker-aware updates ------------------------------------------------------
 
-#: Largest integer key MXNet can place on a server: it computes key * 9973 in a C int.
-MAX_INT_KEY = (2 ** 31 - 1) // 9973
-#: Bit pattern of the first element of a refresh push (a NaN no arithmetic produces).
-REFRESH_BITS = 0x7FC5A1E5
-
-
-def refresh_marker(shape):
-    """A push value that asks the server to copy its latest weights into the sender's slot."""
-    out = np.zeros(shape, dtype=np.float32)
-    out.reshape(-1)[:1] = np.array([REFRESH_BITS], dtype=np.uint32).view(np.float32)
-    return out
-
-
-def _is_refresh(grad):
-    head = grad.reshape((-1,))[0:1].asnumpy()
-    return head.view(np.uint32)[0] == REFRESH_BITS
-
-
-_LIVE = None          # the ServerOptimizer in use in this server process
 _SERVER_RANK = None
 
 
@@ -177,35 +108,6 @@ def server_rank():
                 _SERVER_RANK = obj.kvstore.rank
                 break
     return _SERVER_RANK
-
-
-class Control:
-    """A command for the servers, sent where MXNet sends an optimizer.
-
-    MXNet's server controller unpickles the command body and installs the
-    result as its optimizer.  Unpickling a Control runs the command on the
-    live :class:`ServerOptimizer` of that server and yields that same object,
-    so the servers keep their optimizer and state.  Actions: ``set_lr``
-    (float), ``save`` and ``load`` (a path prefix).
-    """
-
-    def __init__(self, action, payload):
-        self.action = action
-        self.payload = payload
-
-    def __reduce__(self):
-        return (_run_control, (self.action, self.payload))
-
-
-def _run_control(action, payload):
-    # runs inside MXNet's server controller: see end_server
-    try:
-        if _LIVE is None:
-            raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')
-        _LIVE.control(action, payload)
-    except Exception:
-        end_server('command %s %r' % (action, payload))
-    return _LIVE
 
 
 def _to_numpy(obj):
@@ -307,17 +209,26 @@ class ServerOptimizer:
                 or k == 'aggregate_num'}
 
     def __setstate__(self, state):
-        global _LIVE
         self.__dict__.update(state)
         self._init_runtime()
+        self.activate()
+
+    def activate(self):
+        """Become this server process's updater: returns self.
+
+        The workers drive the learning-rate schedule (see the store), the
+        :class:`mxnet_ssp.channel.Control` commands run here from now on, and
+        the staleness summary is written at exit.
+        """
         opt = self.optimizer
         if getattr(opt, 'lr_scheduler', None) is not None:
             # the workers drive the schedule with their own step counts (see the store)
             opt.lr = float(opt.lr_scheduler(1))
             opt.lr_scheduler = None
-        _LIVE = self
+        serve_commands(self)
         import atexit
         atexit.register(self._write_summary)
+        return self
 
     def __getattr__(self, name):
         if name.startswith('__') or name == 'optimizer':
@@ -374,7 +285,7 @@ class ServerOptimizer:
         ks.slot_refs[m] = weight
         if m in ks.restore:               # a restored job: this worker's backup
             weight[:] = ks.restore.pop(m)
-        if _is_refresh(grad):
+        if is_refresh(grad):
             weight[:] = ks.weight
             ks.pulled[m] = ks.version
             self._record(k, m, None, ks.version, False)
@@ -463,7 +374,7 @@ class ServerOptimizer:
 
     # -- commands ------------------------------------------------------------------
     def control(self, action, payload):
-        """Run a :class:`Control` command (on the server's update thread)."""
+        """Run a :class:`mxnet_ssp.channel.Control` command (on the server's update thread)."""
         if action == 'set_lr':
             self.optimizer.lr = float(payload)
         elif action == 'save':

@@ -1,0 +1,173 @@
+"""The channel between a worker's store and the servers, inside MXNet's own KVStore traffic.
+
+Three kinds of message travel where MXNet only expects gradients, weights and
+optimizers; this module holds their formats, so the worker and the server
+agree on them without the worker importing the server's code:
+
+================  ==============================================  ========================
+message           how it travels                                  who acts on it
+================  ==============================================  ========================
+discovery         a push of :data:`DISCOVERY_LEN` float32 values  the server owning the key
+                  (:func:`encode_blob`) to :data:`DISCOVERY_KEY`  starts the controller and
+                  (or :data:`DISCOVERY_KEY_STR`), then a pull of  writes its address and the
+                  the same key (:func:`decode_blob`)              job's secret into the value
+refresh           a push of :func:`refresh_marker` (first         the server copies its latest
+                  element: a NaN with :data:`REFRESH_BITS`) to    weights into the sender's
+                  the sender's slot of a key (slot mode)          slot, which it pulls next
+updater           ``kv.set_optimizer(UpdaterSpec(...))``: MXNet   every server: it becomes a
+                  pickles it and sends it to every server         ``server.ServerOptimizer``
+command           ``kv._send_command_to_servers(0, pickle of      every server runs it on its
+                  Control)``, where MXNet sends an optimizer      live optimizer
+================  ==============================================  ========================
+
+This module must import in a server process, where ``import mxnet`` has not
+returned (the server loop runs inside it): it imports nothing from MXNet.
+"""
+import importlib
+import json
+
+import numpy as np
+
+from ._process import end_server
+
+__all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
+           'REFRESH_BITS', 'encode_blob', 'decode_blob', 'is_discovery', 'refresh_marker',
+           'is_refresh', 'UpdaterSpec', 'Control', 'run_command', 'serve_commands']
+
+#: Reserved integer key for controller discovery.  MXNet places a small key on
+#: server (key * 9973) % num_servers, computed in a C int: keep key * 9973 < 2**31.
+DISCOVERY_KEY = 199999
+#: The same key for stores whose keys are strings (MXNet forbids mixing the two).
+DISCOVERY_KEY_STR = '__mxnet_ssp_discovery__'
+#: Length (float32 elements) of the discovery value: a header of len(MAGIC) + 4
+#: elements, then one byte per element.  An unusual (prime) size, so the server
+#: only looks inside pushes of exactly this size.
+DISCOVERY_LEN = 1031
+#: First elements of every discovery message (exactly representable in float32).
+MAGIC = (-8191.0, 131071.0, -524287.0)
+
+
+def encode_blob(obj):
+    """Encode a JSON-able object as a float32 vector of DISCOVERY_LEN bytes."""
+    raw = json.dumps(obj, sort_keys=True).encode('utf-8')
+    head = len(MAGIC) + 4
+    if len(raw) > DISCOVERY_LEN - head:
+        raise ValueError('discovery message too long (%d bytes)' % len(raw))
+    out = np.zeros(DISCOVERY_LEN, dtype=np.float32)
+    out[:len(MAGIC)] = MAGIC
+    out[len(MAGIC):head] = [len(raw) >> 24 & 255, len(raw) >> 16 & 255, len(raw) >> 8 & 255,
+                            len(raw) & 255]
+    out[head:head + len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+    return out
+
+
+def is_discovery(values):
+    """True if `values` (NDArray) is a discovery message: right size and magic header."""
+    if values.shape != (DISCOVERY_LEN,):
+        return False
+    return tuple(values[:len(MAGIC)].asnumpy().tolist()) == MAGIC
+
+
+def decode_blob(values):
+    """Inverse of :func:`encode_blob`; returns None if `values` is not a message."""
+    values = np.asarray(values)
+    if values.shape != (DISCOVERY_LEN,) or tuple(values[:len(MAGIC)].tolist()) != MAGIC:
+        return None
+    values = values.round().astype(np.int64)
+    b = values[len(MAGIC):len(MAGIC) + 4]
+    length = int(b[0]) << 24 | int(b[1]) << 16 | int(b[2]) << 8 | int(b[3])
+    head = len(MAGIC) + 4
+    if length <= 0 or length > DISCOVERY_LEN - head:
+        return None
+    raw = bytes(int(v) & 255 for v in values[head:head + length])
+    return json.loads(raw.decode('utf-8'))
+
+
+#: Largest integer key MXNet can place on a server: it computes key * 9973 in a C int.
+MAX_INT_KEY = (2 ** 31 - 1) // 9973
+#: Bit pattern of the first element of a refresh push (a NaN no arithmetic produces).
+REFRESH_BITS = 0x7FC5A1E5
+
+
+def refresh_marker(shape):
+    """A push value that asks the server to copy its latest weights into the sender's slot."""
+    out = np.zeros(shape, dtype=np.float32)
+    out.reshape(-1)[:1] = np.array([REFRESH_BITS], dtype=np.uint32).view(np.float32)
+    return out
+
+
+def is_refresh(grad):
+    """True if `grad` (NDArray) is a refresh push (see :func:`refresh_marker`)."""
+    head = grad.reshape((-1,))[0:1].asnumpy()
+    return head.view(np.uint32)[0] == REFRESH_BITS
+
+
+class UpdaterSpec:
+    """What a worker's store sends with ``set_optimizer``: the user's optimizer and its settings.
+
+    MXNet pickles it on the worker and unpickles it on every server, where it
+    becomes a :class:`mxnet_ssp.server.ServerOptimizer` (the worker never
+    imports the server's code).  `settings` are ServerOptimizer's keyword
+    arguments.
+    """
+
+    def __init__(self, optimizer, **settings):
+        self.optimizer = optimizer
+        self.settings = settings
+
+    @property
+    def multi_precision(self):
+        """Read by MXNet's ``set_optimizer`` after sending: the user's optimizer's flag."""
+        return self.optimizer.multi_precision
+
+    def __reduce__(self):
+        return (_server_optimizer, (self.optimizer, self.settings))
+
+
+def _server_optimizer(optimizer, settings):
+    # runs where MXNet unpickles the updater: in a server process
+    server = importlib.import_module(__name__.rsplit('.', 1)[0] + '.server')
+    return server.ServerOptimizer(optimizer, **settings).activate()
+
+
+class Control:
+    """A command for the servers, sent where MXNet sends an optimizer.
+
+    MXNet's server controller unpickles the command body and installs the
+    result as its optimizer.  Unpickling a Control runs the command on the
+    live :class:`mxnet_ssp.server.ServerOptimizer` of that server and yields that same object,
+    so the servers keep their optimizer and state.  Actions: ``set_lr``
+    (float), ``save`` and ``load`` (a path prefix).
+    """
+
+    def __init__(self, action, payload):
+        self.action = action
+        self.payload = payload
+
+    def __reduce__(self):
+        return (run_command, (self.action, self.payload))
+
+
+_handler = None     # the server's live optimizer: it runs the commands (set by serve_commands)
+
+
+def serve_commands(handler):
+    """Server side: `handler.control(action, payload)` runs every :class:`Control` from now on."""
+    global _handler
+    _handler = handler
+
+
+def run_command(action, payload):
+    """Run a command where MXNet's server controller unpickles it; returns the handler.
+
+    MXNet installs the return value as the server's optimizer, so the servers
+    keep their optimizer and its state.  A failure ends the server process
+    (see :func:`mxnet_ssp._process.end_server`).
+    """
+    try:
+        if _handler is None:
+            raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')
+        _handler.control(action, payload)
+    except Exception:
+        end_server('command %s %r' % (action, payload))
+    return _handler
