@@ -13,13 +13,14 @@ send.
 import os
 import sys
 
-_ENV = 'MXNET_SSP_AUTOLOAD'
+_ENV = 'MXNET_SSP_AUTOLOAD'      # mxnet_ssp.config.ENV_AUTOLOAD; read here, before the package
+_OFF = ('0', 'false', 'no', 'off')  # the "no" spellings of mxnet_ssp.config.FLAG_VALUES
 
 
 def _install():
     if os.environ.get('DMLC_ROLE') != 'worker':
         return
-    if os.environ.get(_ENV, '1').strip().lower() in ('0', 'false', 'no', 'off'):
+    if os.environ.get(_ENV, '1').strip().lower() in _OFF:
         return
     try:
         import mxnet_ssp  # noqa: F401

@@ -13,7 +13,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC',
            'STORE_TYPES', 'ASYNC_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
-           'from_env', 'check_kvstore_name', 'parse_splits', 'wrap_async']
+           'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
+           'ENV_AUTOLOAD', 'FLAG_VALUES']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -22,6 +23,12 @@ ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
 ENV_SOFTSYNC_SPLITS = 'MXNET_SSP_SOFTSYNC_SPLITS'
 ENV_STALENESS_LOG = 'MXNET_SSP_STALENESS_LOG'
 ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
+#: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is
+#: imported, with the same values as :func:`parse_flag`.
+ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
+#: The accepted spellings of a yes/no setting, and what they mean.
+FLAG_VALUES = {'1': True, 'true': True, 'yes': True, 'on': True,
+               '0': False, 'false': False, 'no': False, 'off': False}
 
 #: Store types this package adds, mapped to their default staleness (sL, sU).
 STORE_TYPES = {'dist_ssp': (3, 3), 'dist_dssp': (3, 15)}
@@ -182,14 +189,22 @@ def parse_splits(value, num_workers=None, source=ENV_SOFTSYNC_SPLITS):
     return splits
 
 
+def parse_flag(value, source, default):
+    """Parse a yes/no setting (see FLAG_VALUES, any case); empty or None gives `default`."""
+    if value is None or not str(value).strip():
+        return default
+    key = str(value).strip().lower()
+    if key not in FLAG_VALUES:
+        raise ConfigError('%s=%r is not valid: expected one of %s (yes) or %s (no)'
+                          % (source, value, ', '.join(k for k, v in FLAG_VALUES.items() if v),
+                             ', '.join(k for k, v in FLAG_VALUES.items() if not v)))
+    return FLAG_VALUES[key]
+
+
 def wrap_async(environ=None):
     """Whether mxnet-ssp registers its own ``dist_async`` (``MXNET_SSP_WRAP_ASYNC``, default on)."""
     env = os.environ if environ is None else environ
-    value = env.get(ENV_WRAP_ASYNC, '1').strip().lower()
-    if value not in ('0', '1', 'false', 'true', 'no', 'yes', 'off', 'on'):
-        raise ConfigError('%s=%r is not valid: expected 1 (wrap MXNet\'s dist_async, the '
-                          'default) or 0 (keep MXNet\'s own)' % (ENV_WRAP_ASYNC, value))
-    return value in ('1', 'true', 'yes', 'on')
+    return parse_flag(env.get(ENV_WRAP_ASYNC), ENV_WRAP_ASYNC, True)
 
 
 def check_kvstore_name(name, ours_only=False):
@@ -229,7 +244,7 @@ def from_env(store, environ=None, **overrides):
         metrics_dir = None if metrics_dir.strip().lower() in ('', 'off', 'none', '0') else metrics_dir
     log = overrides.get('staleness_log')
     if log is None:
-        log = env.get(ENV_STALENESS_LOG, '').strip().lower() in ('1', 'true', 'yes', 'on')
+        log = parse_flag(env.get(ENV_STALENESS_LOG), ENV_STALENESS_LOG, False)
     if store in ASYNC_STORE_TYPES:
         for name in ('staleness', 'mode'):
             if overrides.get(name) is not None:

@@ -1,4 +1,7 @@
 """Configuration parsing and validation (no MXNet processes)."""
+import importlib.util
+import os
+
 import pytest
 
 from mxnet_ssp import config as cfg
@@ -100,3 +103,35 @@ def test_async_store_settings():
         cfg.from_env('dist_async', environ={}, staleness=3)
     with pytest.raises(cfg.ConfigError):
         cfg.from_env('dist_ssp', environ={}, splits=2)
+
+
+@pytest.mark.parametrize('value,expected', [('1', True), ('YES', True), (' on ', True),
+                                            ('0', False), ('False', False), ('off', False),
+                                            ('', True), (None, True)])
+def test_parse_flag_accepts_every_spelling(value, expected):
+    assert cfg.parse_flag(value, 'MXNET_SSP_X', True) is expected
+
+
+@pytest.mark.parametrize('variable,reader', [
+    (cfg.ENV_WRAP_ASYNC, lambda env: cfg.wrap_async(env)),
+    (cfg.ENV_STALENESS_LOG, lambda env: cfg.from_env('dist_async', env).staleness_log)])
+def test_flags_reject_unknown_values_naming_the_variable(variable, reader):
+    with pytest.raises(cfg.ConfigError) as err:
+        reader({variable: 'maybe'})
+    assert variable in str(err.value) and "'maybe'" in str(err.value)
+    assert 'true' in str(err.value) and 'off' in str(err.value)
+
+
+def test_staleness_log_flag_is_parsed_like_the_others():
+    assert cfg.from_env('dist_async', {cfg.ENV_STALENESS_LOG: 'Yes'}).staleness_log is True
+    assert cfg.from_env('dist_async', {cfg.ENV_STALENESS_LOG: 'off'}).staleness_log is False
+
+
+def test_autoload_hook_reads_the_same_no_values():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        'kvstore_patches', 'mxnet_ssp_autoload.py')
+    spec = importlib.util.spec_from_file_location('_autoload_under_test', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)        # does nothing here: not a worker process
+    assert module._ENV == cfg.ENV_AUTOLOAD
+    assert set(module._OFF) == {k for k, v in cfg.FLAG_VALUES.items() if not v}
