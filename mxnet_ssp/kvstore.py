@@ -56,6 +56,7 @@ from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 from . import _process
 from . import config as cfg
 from .client import ControllerClient
+from .optim import is_worker_aware
 from .protocol import ControllerError
 from .channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, MAX_INT_KEY, Control,
                       UpdaterSpec, decode_blob, encode_blob, refresh_marker)
@@ -86,11 +87,11 @@ def _native_dist_async():
     return _NativeKVStore(handle)
 
 
-def _needs_sender(optimizer):
-    """Whether `optimizer` is an update rule that needs the sender of each gradient
-    (the interface of :class:`mxnet_ssp.optim.WorkerAwareOptimizer`)."""
-    return callable(getattr(optimizer, 'prepare_grad', None)) and callable(
-        getattr(optimizer, 'apply', None))
+def _join_message(timeout):
+    return ('worker: could not join the job within %g s (%s): the scheduler at %s:%s did not '
+            'answer (it died, never started, or its port was taken)'
+            % (timeout, cfg.ENV_TIMEOUT, os.environ.get('DMLC_PS_ROOT_URI', '?'),
+               os.environ.get('DMLC_PS_ROOT_PORT', '?')))
 
 
 class _LocalUpdater:
@@ -119,7 +120,9 @@ class SSPKVStore(KVStoreBase):
     def __init__(self, store=None, **settings):
         store = store or self.store_type
         self._config = cfg.from_env(store, **settings)
-        self._kv = _native_dist_async()
+        # joining the job waits in ps-lite for the scheduler, for ever if it never came up
+        with _process.bounded(self._config.timeout, _join_message(self._config.timeout)):
+            self._kv = _native_dist_async()
         self._rank = self._kv.rank
         self._num_workers = self._kv.num_workers
         if self._config.store == 'dist_softsync':
@@ -294,7 +297,7 @@ class SSPKVStore(KVStoreBase):
             raise SSPError('optimizer class %s is defined in the script (__main__); the servers '
                            'unpickle it and cannot import it from there: define it in a module '
                            'that every server host can import' % type(optimizer).__name__)
-        slots = _needs_sender(optimizer) or self._config.store == 'dist_softsync'
+        slots = is_worker_aware(optimizer) or self._config.store == 'dist_softsync'
         if slots and self._tracker.expected and self._slots is None:
             raise SSPError('worker[%d]: %s needs the sender of every gradient, so set the '
                            'optimizer before the first init/broadcast of this store'

@@ -31,7 +31,7 @@ import mxnet as mx
 from mxnet import ndarray as nd
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
-           'STALENESS_POLICIES']
+           'STALENESS_POLICIES', 'is_worker_aware']
 
 STALENESS_POLICIES = ('inverse', 'average', 'none')
 
@@ -75,6 +75,14 @@ def _pickled_by_native_store():
             ours = ours or module == 'mxnet_ssp.kvstore'
         frame = frame.f_back
     return native and not ours
+
+
+def is_worker_aware(optimizer):
+    """Whether `optimizer` needs the sender of each gradient: the interface of
+    :class:`WorkerAwareOptimizer` (``prepare_grad`` and ``apply``), also in classes of
+    its own.  The store then runs in slot mode and the servers use that interface."""
+    return callable(getattr(optimizer, 'prepare_grad', None)) and callable(
+        getattr(optimizer, 'apply', None))
 
 
 class WorkerAwareOptimizer(mx.optimizer.Optimizer):

@@ -196,6 +196,8 @@ class ServerOptimizer:
         self._init_runtime()
 
     def _init_runtime(self):
+        from .optim import is_worker_aware    # lazily: MXNet is still importing in a server
+        self._worker_aware = is_worker_aware(self.optimizer)
         self._states = {}                 # plain mode: key -> optimizer state
         self._keys = {}                   # slot mode: k -> _KeyState
         self._discovery_keys = set()
@@ -237,8 +239,8 @@ class ServerOptimizer:
 
     @property
     def worker_aware(self):
-        """Whether the rule uses the sender's staleness and backup."""
-        return hasattr(self.optimizer, 'prepare_grad') and hasattr(self.optimizer, 'apply')
+        """Whether the rule uses the sender's staleness and backup (:func:`is_worker_aware`)."""
+        return self._worker_aware
 
     # -- MXNet's Updater interface ----------------------------------------------
     def create_state_multi_precision(self, index, weight):

@@ -47,6 +47,33 @@ def run_job(tmp_path, command, workers=2, servers=1, timeout=180, env=None, laun
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=None):
+    """Run `command` under MXNet's stock tools/launch.py (jobs/stock_launch.py) on loopback.
+
+    The stock launcher neither stops its children when it is killed nor when
+    one of them fails, so it runs in a session of its own and the whole
+    session is killed if the job overruns `timeout`.
+    """
+    argv = [sys.executable, os.path.join(JOBS, 'stock_launch.py'), '-n', str(workers), '-s',
+            str(servers), '--launcher', 'local'] + list(command)
+    proc = subprocess.Popen(argv, env=env or job_env(tmp_path), cwd=str(tmp_path),
+                            start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail('stock launch.py job did not finish within %d s:\n%s\n%s'
+                    % (timeout, out[-3000:], err[-6000:]))
+    finally:
+        try:        # a clean job leaves nothing; a failed one may leave MXNet's processes
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def fail_msg(proc):
     """What a failed job printed, for an assertion message."""
     return 'exit %s\nstdout:\n%s\nstderr:\n%s' % (proc.returncode, proc.stdout[-3000:],

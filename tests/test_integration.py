@@ -5,12 +5,11 @@ checks what the processes recorded: the release each step got, the markers
 (gradients) each pulled weight contains, and the controller's metrics.
 """
 import os
-import subprocess
 import sys
 
 import pytest
 
-from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job
+from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job, run_stock_launch
 
 pytestmark = pytest.mark.integration
 
@@ -178,11 +177,9 @@ def test_stock_mxnet_launch_py(tmp_path):
     """MXNet's own tools/launch.py (with a tracker that works on this Python) runs
     an unmodified script that only names the store: the autoload hook registers it."""
     out = tmp_path / 'steps'
-    argv = [sys.executable, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
-            '--launcher', 'local', sys.executable, os.path.join(JOBS, 'marker_job.py'),
-            '--out', str(out), '--store', 'dist_dssp', '--iters', '5', '--import-order', 'none']
-    proc = subprocess.run(argv, env=job_env(tmp_path), cwd=str(tmp_path), capture_output=True,
-                          text=True, timeout=180)
+    proc = run_stock_launch(tmp_path, [
+        sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
+        'dist_dssp', '--iters', '5', '--import-order', 'none'])
     assert proc.returncode == 0, fail_msg(proc)
     steps = {r: read_jsonl(out / ('steps-%d.jsonl' % r)) for r in (0, 1)}
     _check_read_guarantee(steps, 5)

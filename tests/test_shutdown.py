@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job
+from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job, run_stock_launch
 
 pytestmark = pytest.mark.integration
 
@@ -29,21 +29,6 @@ def _command(out, api, shape, store, phase=True):
     cmd = [sys.executable, os.path.join(JOBS, 'shutdown_job.py'), '--api', api, '--shape', shape,
            '--kvstore', store, '--out', str(out)]
     return cmd + (['--phase'] if phase else [])
-
-
-def _run_stock(tmp_path, command, timeout):
-    """Run `command` under MXNet's stock tools/launch.py (2 workers, 1 server, loopback)."""
-    argv = [sys.executable, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
-            '--launcher', 'local'] + command
-    proc = subprocess.Popen(argv, env=job_env(tmp_path), cwd=str(tmp_path), start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)      # the stock launcher does not stop its children itself
-        out, err = proc.communicate()
-        pytest.fail('stock launch.py job did not finish within %d s:\n%s' % (timeout, err[-6000:]))
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _check_job(tmp_path, proc, out, store, steps):
@@ -83,7 +68,8 @@ def test_store_freed_on_every_worker_before_mxnet_exit_hook(tmp_path, api, shape
 
 def test_store_freed_before_mxnet_exit_hook_under_stock_launch_py(tmp_path):
     out = tmp_path / 'out'
-    proc = _run_stock(tmp_path, _command(out, 'module', 'local', 'dist_dssp'), BOUND_S)
+    proc = run_stock_launch(tmp_path, _command(out, 'module', 'local', 'dist_dssp'),
+                            timeout=BOUND_S)
     _check_job(tmp_path, proc, out, 'dist_dssp', steps=12)
     _check_phase(out)
 
@@ -104,7 +90,8 @@ def test_soak_every_shape_exits_cleanly(tmp_path, store):
         out = run_dir / 'out'
         started = time.monotonic()
         if i >= len(SHAPES) - 2:
-            proc = _run_stock(run_dir, _command(out, api, shape, store, phase=False), BOUND_S)
+            proc = run_stock_launch(run_dir, _command(out, api, shape, store, phase=False),
+                                    timeout=BOUND_S)
         else:
             proc = run_job(run_dir, _command(out, api, shape, store, phase=False),
                            timeout=BOUND_S)
@@ -112,3 +99,27 @@ def test_soak_every_shape_exits_cleanly(tmp_path, store):
         _check_job(run_dir, proc, out, store, steps=12)
     sys.stderr.write('%s: %d jobs, exit times %.1f-%.1f s\n'
                      % (store, len(times), min(times), max(times)))
+
+
+def test_worker_whose_scheduler_never_answers_exits_within_the_timeout(tmp_path):
+    """ps-lite waits for the scheduler for ever (seen under stock launch.py when the scheduler
+    could not bind its port): the store bounds that wait by MXNET_SSP_TIMEOUT."""
+    import socket
+    holder = socket.socket()            # bound, never listening: nobody answers on this port
+    holder.bind(('127.0.0.1', 0))
+    try:
+        env = job_env(tmp_path, DMLC_ROLE='worker', DMLC_PS_ROOT_URI='127.0.0.1',
+                      DMLC_PS_ROOT_PORT=holder.getsockname()[1], DMLC_NUM_SERVER=1,
+                      DMLC_NUM_WORKER=1, DMLC_NODE_HOST='127.0.0.1', MXNET_SSP_TIMEOUT=3)
+        code = 'import mxnet as mx, mxnet_ssp\nmx.kv.create("dist_ssp")\nprint("joined")\n'
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, '-c', code], env=env, cwd=str(tmp_path),
+                              capture_output=True, text=True, timeout=BOUND_S)
+        elapsed = time.monotonic() - started
+    finally:
+        holder.close()
+    assert proc.returncode == 1, fail_msg(proc)
+    assert 'joined' not in proc.stdout
+    assert 'could not join the job within 3 s (MXNET_SSP_TIMEOUT)' in proc.stderr, fail_msg(proc)
+    assert '127.0.0.1:%s' % env['DMLC_PS_ROOT_PORT'] in proc.stderr
+    assert elapsed < BOUND_S / 2, elapsed
