@@ -43,6 +43,8 @@ import collections
 
 import numpy as np
 
+from .staleness import KeyClock
+
 __all__ = ['SASGDRule', 'DCASGDRule', 'Reference', 'Received', 'Update', 'rule_from_optimizer']
 
 Received = collections.namedtuple('Received', 'key sender tau')
@@ -222,13 +224,12 @@ def rule_from_optimizer(opt, dtype=np.float32, per_gradient_staleness=True):
 
 
 class _Key:
-    def __init__(self, weight, num_workers, state):
+    def __init__(self, weight, clock, state):
         self.weight = weight
-        self.version = 0
+        self.clock = clock          # versions, pulls, this softsync round (KeyClock)
         self.state = state
-        self.pulled = [0] * num_workers
-        self.backup = [weight.copy() for _ in range(num_workers)]
-        self.pending = []           # [(prepared gradient, sender, tau)]
+        self.backup = [weight.copy() for _ in clock.pulled]
+        self.pending = []           # this round's prepared gradients
 
 
 class Reference:
@@ -275,13 +276,14 @@ class Reference:
         if key in self._keys:
             raise ValueError('key %r is already initialized' % (key,))
         w = np.array(weight, dtype=self.rule.dtype, copy=True)
-        self._keys[key] = _Key(w, self.num_workers, self.rule.create_state(key, w))
+        self._keys[key] = _Key(w, KeyClock(self.num_workers, self.softsync_c),
+                               self.rule.create_state(key, w))
         self._record(('init', key))
 
     def pull(self, m, key):
         """Worker `m` pulls `key`: returns a copy of the current weight and records its backup."""
         k = self._key(key, m)
-        k.pulled[m] = k.version
+        k.clock.pulled_by(m)
         k.backup[m] = k.weight.copy()
         self._record(('pull', m, key))
         return k.weight.copy()
@@ -293,17 +295,15 @@ class Reference:
         if grad.shape != k.weight.shape:
             raise ValueError('gradient of shape %s for key %r of shape %s'
                              % (grad.shape, key, k.weight.shape))
-        tau = k.version - k.pulled[m]
+        tau, complete = k.clock.receive(m)
         self.log.append(Received(key, m, tau))
-        prepared = self.rule.prepare(key, k.weight, grad, k.state, k.backup[m], tau)
-        k.pending.append((prepared, m, tau))
-        if len(k.pending) >= self.softsync_c:
-            grads, senders, taus = zip(*k.pending)
-            k.pending = []
-            k.weight = np.asarray(self.rule.update(key, k.weight, k.state, list(grads),
-                                                   list(taus)), dtype=self.rule.dtype)
-            k.version += 1
-            self.updates.append(Update(key, k.version, senders, taus, sum(taus) / float(len(taus))))
+        k.pending.append(self.rule.prepare(key, k.weight, grad, k.state, k.backup[m], tau))
+        if complete:
+            grads, k.pending = k.pending, []
+            senders, taus = k.clock.advance()
+            k.weight = np.asarray(self.rule.update(key, k.weight, k.state, grads, list(taus)),
+                                  dtype=self.rule.dtype)
+            self.updates.append(Update(key, k.clock.version, senders, taus, KeyClock.mean(taus)))
         self._record(('push', m, key))
         return tau
 
@@ -320,7 +320,7 @@ class Reference:
 
     def version(self, key):
         """Number of updates applied to `key`."""
-        return self._keys[key].version
+        return self._keys[key].clock.version
 
     def pending(self, key):
         """Number of received gradients of `key` not yet applied (n-softsync)."""

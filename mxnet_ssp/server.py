@@ -28,6 +28,7 @@ import threading
 
 
 from ._process import end_server
+from .staleness import KeyClock
 from .channel import (DISCOVERY_LEN, decode_blob, encode_blob, is_discovery, is_refresh,
                       serve_commands)
 
@@ -133,17 +134,13 @@ def _from_numpy(obj):
 class _KeyState:
     """Slot mode, per parameter k on this server: the one canonical weight and its book-keeping."""
 
-    __slots__ = ('weight', 'version', 'pulled', 'state', 'acc', 'count', 'taus', 'restore',
-                 'slot_refs')
+    __slots__ = ('weight', 'clock', 'state', 'acc', 'restore', 'slot_refs')
 
-    def __init__(self, weight, num_workers, state):
+    def __init__(self, weight, clock, state):
         self.weight = weight              # canonical weight (an NDArray owned by us)
-        self.version = 0                  # updates applied to it
-        self.pulled = [0] * num_workers   # version each worker's slot holds (= last pulled)
+        self.clock = clock                # versions, pulls, this softsync round (KeyClock)
         self.state = state                # optimizer state (momentum, MeanSquare, ...)
         self.acc = None                   # n-softsync: sum of the gradients of this round
-        self.count = 0
-        self.taus = []
         self.restore = {}                 # worker -> saved backup to put in its slot
         self.slot_refs = {}               # worker -> its slot (MXNet's storage of key k*M+m)
 
@@ -287,13 +284,14 @@ class ServerOptimizer:
         ks.slot_refs[m] = weight
         if m in ks.restore:               # a restored job: this worker's backup
             weight[:] = ks.restore.pop(m)
+        clock = ks.clock
         if is_refresh(grad):
             weight[:] = ks.weight
-            ks.pulled[m] = ks.version
-            self._record(k, m, None, ks.version, False)
+            clock.pulled_by(m)
+            self._record(k, m, None, clock.version, False)
             return
         opt = self.optimizer
-        tau = ks.version - ks.pulled[m]
+        tau, applied = clock.receive(m)
         if self.worker_aware:
             if getattr(opt, 'uses_grad_staleness', False):   # per-gradient alpha0 / tau
                 g = opt.prepare_grad(k, ks.weight, grad, ks.state, weight, staleness=float(tau))
@@ -301,26 +299,23 @@ class ServerOptimizer:
                 g = opt.prepare_grad(k, ks.weight, grad, ks.state, weight)
         else:
             g = grad
-        applied = False
         if self.softsync_c <= 1:
             self._apply(k, ks, g, float(tau))
-            applied = True
         else:
             ks.acc = g.copy() if ks.acc is None else ks.acc + g
-            ks.count += 1
-            ks.taus.append(tau)
-            if ks.count >= self.softsync_c:
-                self._apply(k, ks, ks.acc / ks.count, float(sum(ks.taus)) / len(ks.taus))
-                ks.acc, ks.count, ks.taus = None, 0, []
-                applied = True
+            if applied:
+                self._apply(k, ks, ks.acc / clock.waiting, KeyClock.mean(clock.taus))
+                ks.acc = None
+        if applied:
+            clock.advance()
         weight[:] = ks.weight             # the sender's slot: what it pulls next
-        ks.pulled[m] = ks.version
+        clock.pulled_by(m)
         # the receive buffer `grad` is MXNet's and must not be read after we return
         nd.waitall()
-        self._record(k, m, tau, ks.version, applied)
+        self._record(k, m, tau, clock.version, applied)
 
     def _new_key(self, k, weight):
-        ks = _KeyState(weight.copy(), self.num_workers, None)
+        ks = _KeyState(weight.copy(), KeyClock(self.num_workers, self.softsync_c), None)
         if self.worker_aware:
             ks.state = self.optimizer.create_state(k, ks.weight)
         else:
@@ -335,7 +330,6 @@ class ServerOptimizer:
             self.optimizer.apply(k, ks.weight, grad, ks.state, staleness)
         else:
             self.optimizer.update_multi_precision(k, ks.weight, grad, ks.state)
-        ks.version += 1
 
     def _record(self, k, m, tau, version, applied):
         """Count a gradient's staleness (tau None: a refresh) and log it if asked."""
@@ -395,10 +389,9 @@ class ServerOptimizer:
         nd.waitall()
         keys = {}
         for k, ks in self._keys.items():
-            keys[k] = {'weight': ks.weight.asnumpy(), 'version': ks.version,
-                       'pulled': list(ks.pulled), 'state': _to_numpy(ks.state),
-                       'acc': None if ks.acc is None else ks.acc.asnumpy(),
-                       'count': ks.count, 'taus': list(ks.taus)}
+            keys[k] = dict(ks.clock.state(), weight=ks.weight.asnumpy(),
+                           state=_to_numpy(ks.state),
+                           acc=None if ks.acc is None else ks.acc.asnumpy())
         opt = self.optimizer
         blob = {'format': 1, 'slots': self.slots, 'num_workers': self.num_workers,
                 'plain': {i: _to_numpy(st) for i, st in self._states.items()},
@@ -437,11 +430,9 @@ class ServerOptimizer:
     def _restore_key(self, k, ks, saved):
         from mxnet import ndarray as nd
         ks.weight[:] = nd.array(saved['weight'])
-        ks.version = saved['version']
-        ks.pulled = list(saved['pulled'])
+        ks.clock.restore(saved)
         ks.state = _from_numpy(saved['state'])
         ks.acc = None if saved['acc'] is None else nd.array(saved['acc'])
-        ks.count, ks.taus = saved['count'], list(saved['taus'])
         ks.restore = {m: nd.array(b) for m, b in saved.get('backups', {}).items()}
 
     # -- discovery -----------------------------------------------------------------
