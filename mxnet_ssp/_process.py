@@ -25,7 +25,11 @@ Fatal errors
 When a worker cannot go on (a peer died, the controller timed out), the store
 records it with :func:`fatal` and raises.  If the script does not handle the
 error, the exit hook ends the process with status 1 without entering the
-barrier that the dead peer would never reach.  A server whose update or
+barrier that the dead peer would never reach.  The same holds when the
+script itself dies of an exception it does not handle (recorded by a
+``sys.excepthook`` installed with the first store): the worker exits 1
+without leaving the controller, so the controller fails the job and names
+this rank to the others, instead of letting them train on without it.  A server whose update or
 command fails ends at once with :data:`SERVER_FAILED` (:func:`end_server`).
 
 Waits that nobody else bounds
@@ -74,8 +78,19 @@ def adopt(store):
     global _hooked
     if not _hooked:
         atexit.register(_at_exit)
+        sys.excepthook = _recording(sys.excepthook)
         _hooked = True
     _stores.append(store)
+
+
+def _recording(excepthook):
+    """`excepthook` that first records the script's unhandled exception as fatal."""
+    def hook(kind, value, tb):
+        if _fatal is None:
+            who = 'worker[%d]: ' % _stores[0].rank if _stores else ''
+            fatal('%sthe training script raised %s: %s' % (who, kind.__name__, value))
+        excepthook(kind, value, tb)
+    return hook
 
 
 def fatal(message):

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -47,31 +48,70 @@ def run_job(tmp_path, command, workers=2, servers=1, timeout=180, env=None, laun
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=None):
+def _session_workers(session):
+    """Pids of the worker processes (DMLC_ROLE=worker) in process session `session`."""
+    pids = []
+    for name in os.listdir('/proc'):
+        if not name.isdigit():
+            continue
+        try:
+            if os.getsid(int(name)) != session:
+                continue
+            with open('/proc/%s/environ' % name, 'rb') as f:
+                if b'DMLC_ROLE=worker' in f.read().split(b'\0'):
+                    pids.append(int(name))
+        except (OSError, ProcessLookupError):
+            continue
+    return pids
+
+
+def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=None,
+                     until='launcher'):
     """Run `command` under MXNet's stock tools/launch.py (jobs/stock_launch.py) on loopback.
 
-    The stock launcher neither stops its children when it is killed nor when
-    one of them fails, so it runs in a session of its own and the whole
-    session is killed if the job overruns `timeout`.
+    ``until='launcher'`` waits for the launcher to exit; ``until='workers'``
+    only for every worker process to exit (after a failure the stock launcher
+    keeps MXNet's scheduler and servers, and itself, running for ever).  The
+    stock launcher stops none of its children, so it runs in a session of its
+    own and the whole session is killed at the end, and if `timeout` passes
+    first (the test then fails).  The returned ``returncode`` is the
+    launcher's, or None when it was still running.
     """
     argv = [sys.executable, os.path.join(JOBS, 'stock_launch.py'), '-n', str(workers), '-s',
             str(servers), '--launcher', 'local'] + list(command)
-    proc = subprocess.Popen(argv, env=env or job_env(tmp_path), cwd=str(tmp_path),
-                            start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    out_path, err_path = tmp_path / 'stock-launch.out', tmp_path / 'stock-launch.err'
+    with open(out_path, 'w') as out, open(err_path, 'w') as err:
+        proc = subprocess.Popen(argv, env=env or job_env(tmp_path), cwd=str(tmp_path),
+                                start_new_session=True, stdout=out, stderr=err)
+    deadline = time.monotonic() + timeout
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail('stock launch.py job did not finish within %d s:\n%s\n%s'
-                    % (timeout, out[-3000:], err[-6000:]))
+        if until == 'launcher':
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            started = False
+            while time.monotonic() < deadline and proc.poll() is None:
+                alive = _session_workers(proc.pid)
+                started = started or bool(alive)
+                if started and not alive:
+                    break
+                time.sleep(0.2)     # polling a condition with a deadline, not a synchronization
+        finished = proc.poll() is not None or (until == 'workers' and
+                                               time.monotonic() < deadline)
     finally:
-        try:        # a clean job leaves nothing; a failed one may leave MXNet's processes
+        try:        # a clean job leaves nothing; a failed one leaves MXNet's processes
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        proc.wait()
+    result = subprocess.CompletedProcess(argv, proc.returncode if until == 'launcher' else None,
+                                         out_path.read_text(), err_path.read_text())
+    if not finished:
+        pytest.fail('stock launch.py job did not finish (%s) within %d s:\n%s\n%s'
+                    % (until, timeout, result.stdout[-3000:], result.stderr[-6000:]))
+    return result
 
 
 def fail_msg(proc):

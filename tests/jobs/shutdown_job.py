@@ -35,6 +35,9 @@ def parse_args():
     p.add_argument('--epochs', type=int, default=2)
     p.add_argument('--optimizer', default='sgd')
     p.add_argument('--out', required=True)
+    p.add_argument('--raise-rank', type=int, default=-1,
+                   help='raw API: this rank raises ValueError at step --raise-at')
+    p.add_argument('--raise-at', type=int, default=-1)
     p.add_argument('--phase', action='store_true',
                    help='record the store\'s state between mxnet-ssp\'s and MXNet\'s exit hooks')
     return p.parse_args()
@@ -128,7 +131,9 @@ def run_raw(mx, np, args):
     for k, shape in enumerate(shapes):
         kv.init(k, mx.nd.ones(shape))
     outs = [mx.nd.zeros(shape) for shape in shapes]
-    for _ in range(args.epochs * args.batches):
+    for step in range(args.epochs * args.batches):
+        if kv.rank == args.raise_rank and step == args.raise_at:
+            raise ValueError('worker %d fails on purpose at step %d' % (kv.rank, step))
         for k, shape in enumerate(shapes):
             kv.push(k, mx.nd.ones(shape) * 0.1)
         for k in range(len(shapes)):
