@@ -51,7 +51,9 @@ setup(
         # releases built for numpy 2 away from mxnet 1.9.1's numpy < 1.24.
         'gluoncv': ['gluoncv==0.10.5.post0', 'opencv-python<4.9', 'pandas<2.2',
                     'matplotlib<3.9'],
-        'test': ['pytest>=7', 'scikit-learn>=1.0', 'gluoncv==0.10.5.post0',
+        # everything tests/ imports: pytest, hypothesis (tests/test_sync.py), scikit-learn's
+        # digits, matplotlib (reproduce's plots) and the gluoncv set above
+        'test': ['pytest>=7', 'hypothesis>=6', 'scikit-learn>=1.0', 'gluoncv==0.10.5.post0',
                  'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
     },
     entry_points={'console_scripts': ['mxnet-ssp-launch = mxnet_ssp.launch:main']},
