@@ -34,19 +34,19 @@ setup(
     description='Stale Synchronous Parallel and Dynamic SSP training for MXNet parameter servers',
     long_description=open(os.path.join(HERE, 'README.md')).read(),
     long_description_content_type='text/markdown',
-    packages=['mxnet_ssp'],
+    packages=['mxnet_ssp', 'mxnet_ssp.experiments'],
     package_dir={'': '.'},
     cmdclass={'build_py': BuildWithPth},
     python_requires='>=3.8',
     install_requires=[
         MXNET_PACKAGE + '==1.9.1',
         'numpy>=1.16,<1.24',     # numpy 1.24 removed np.bool, which mxnet 1.9.1 uses
-        'tqdm>=4',               # worker 0's progress bar in train_scripts/train_cifar.py
+        'tqdm>=4',               # worker 0's progress bar in mxnet-ssp-train
     ],
     extras_require={
         # plots of mxnet_ssp.reproduce; numpy<1.24 above keeps pip from taking numpy 2
         'demo': ['scikit-learn>=1.0', 'matplotlib<3.9'],
-        # GluonCV's model zoo (CIFAR ResNets) for train_scripts/train_cifar.py. gluoncv
+        # GluonCV's model zoo (CIFAR ResNets) for mxnet-ssp-train. gluoncv
         # 0.10.5.post0 requires opencv-python, pandas and matplotlib unpinned; these caps keep
         # releases built for numpy 2 away from mxnet 1.9.1's numpy < 1.24.
         'gluoncv': ['gluoncv==0.10.5.post0', 'opencv-python<4.9', 'pandas<2.2',
@@ -56,5 +56,10 @@ setup(
         'test': ['pytest>=7', 'hypothesis>=6', 'scikit-learn>=1.0', 'gluoncv==0.10.5.post0',
                  'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
     },
-    entry_points={'console_scripts': ['mxnet-ssp-launch = mxnet_ssp.launch:main']},
+    entry_points={'console_scripts': [
+        'mxnet-ssp-launch = mxnet_ssp.launch:main',
+        'mxnet-ssp-train = mxnet_ssp.experiments.train_cifar:main',
+        'mxnet-ssp-compare = mxnet_ssp.experiments.compare_paradigms:main',
+        'mxnet-ssp-reproduce = mxnet_ssp.reproduce:main',
+    ]},
 )

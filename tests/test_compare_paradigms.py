@@ -1,14 +1,18 @@
-"""Tests of train_scripts/compare_paradigms.py that start no job: flags, commands, table."""
+"""Tests of the demo, mxnet_ssp.experiments.compare_paradigms (`mxnet-ssp-compare`).
+
+Flags, commands and the table start no job; the README's first command runs
+for real, shortened (default run), and longer in the slow set.
+"""
 import json
 import os
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'train_scripts'))
+from conftest import job_env
+from mxnet_ssp.experiments import compare_paradigms as cp
 
-import compare_paradigms as cp  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.parametrize('argv,words', [
@@ -38,7 +42,7 @@ def test_commands_per_paradigm(tmp_path):
     assert cmds['ssp'][-2:] == ['--staleness', '3']
     assert cmds['dssp'][-2:] == ['--staleness', '3,15']
     for p, cmd in cmds.items():
-        assert cmd[1] == cp.TRAIN_SCRIPT
+        assert cmd[:3] == [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
         assert cmd[cmd.index('--slowdown') + 1] == '2:3'
         assert cmd[cmd.index('--save-dir') + 1] == str(tmp_path / p)
         assert '--staleness' not in cmd or p in ('ssp', 'dssp')
@@ -82,7 +86,7 @@ def test_demo_runs_all_four_paradigms(tmp_path):
     """The demo end to end, shortened: 2 workers, 3 epochs (about a minute on 2 cores)."""
     import subprocess
     out = tmp_path / 'compare'
-    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    env = job_env(tmp_path)
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'train_scripts', 'compare_paradigms.py'),
          '-n', '2', '--epochs', '3', '--model', 'mlp', '--target-accuracy', '0.5',
