@@ -5,11 +5,12 @@ for real, shortened (default run), and longer in the slow set.
 """
 import json
 import os
+import shlex
 import sys
 
 import pytest
 
-from conftest import job_env
+from conftest import job_env, read_jsonl
 from mxnet_ssp.experiments import compare_paradigms as cp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,6 +79,72 @@ def test_collect_and_table(tmp_path):
     assert lines[0].startswith('| paradigm |') and 'time to 90% (s)' in lines[0]
     assert lines[2] == '| ASP | dist_async | 3.5 | 12.3 | 8/10 | 20/50 | 0.950 | 2.0 |'
     assert lines[3] == '| DSSP (failed, exit 1) | dist_dssp s=3,15 | - | 12.3 | - | - | - | - |'
+
+
+def readme_demo_command():
+    """The README's first command, after its install step, as arguments (run it in ROOT)."""
+    with open(os.path.join(ROOT, 'README.md')) as f:
+        text = f.read()
+    block = text.split('```', 2)[1]
+    first = [line for line in block.splitlines() if line.strip()][0]
+    install, sep, demo = first.partition('&&')
+    assert sep and 'pip install' in install, first
+    argv = shlex.split(demo)
+    assert argv[0] == 'python', first
+    return [sys.executable] + argv[1:]
+
+
+@pytest.mark.integration
+def test_readme_demo_command_one_epoch(tmp_path):
+    """The README's first command for real, shortened to 2 workers and 1 epoch (~20-30 s).
+
+    Four launcher jobs (scheduler, server, 2 workers each) on loopback; the
+    table, results.json and every run's files must agree with what the runs
+    wrote and with the digits split.
+    """
+    import subprocess
+    from mxnet_ssp.experiments import data
+    out = tmp_path / 'compare'
+    workers, batch, target = 2, 32, 0.5
+    argv = readme_demo_command() + [
+        '-n', str(workers), '--epochs', '1', '--model', 'mlp', '--batch-size', str(batch),
+        '--target-accuracy', str(target), '--timeout', '90', '--out', str(out)]
+    proc = subprocess.run(argv, env=job_env(tmp_path), cwd=ROOT, capture_output=True,
+                          text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    expected_iterations = len(data.load('digits').train_data) // workers // batch
+    with open(out / 'results.json') as f:
+        runs = json.load(f)['runs']
+    assert [r['paradigm'] for r in runs] == ['BSP', 'ASP', 'SSP', 'DSSP']
+    assert [r['kvstore'] for r in runs] == ['dist_sync', 'dist_async', 'dist_ssp', 'dist_dssp']
+    table = (out / 'results.md').read_text().split('\n\n')[0]
+    assert table in proc.stdout                      # printed and written: the same table
+    rows = [line.split('|')[1:-1] for line in table.splitlines()[2:]]
+    assert len(rows) == 4
+    for run, row in zip(runs, rows):
+        name = run['paradigm'].lower()
+        assert run['exit_code'] == 0, (name, run['log'])
+        assert run['iterations_per_worker'] == {str(r): expected_iterations
+                                               for r in range(workers)}, name
+        with open(out / name / 'summary.json') as f:
+            summary = json.load(f)
+        assert summary['kvstore'] == run['kvstore'] and summary['num_workers'] == workers
+        assert run['final_accuracy'] == summary['final_accuracy'] > target, name  # chance: 0.1
+        evals = read_jsonl(out / name / 'eval.jsonl')
+        first = next(e for e in evals if e['accuracy'] >= target)
+        assert run['time_to_target_s'] == first['elapsed_s'], name
+        cells = [c.strip() for c in row]
+        assert cells[0] == run['paradigm'] and cells[1].startswith(run['kvstore'])
+        assert cells[4] == '%d/%d' % (expected_iterations, expected_iterations)
+        assert cells[6] == '%.3f' % run['final_accuracy']
+    # the slow worker (rank 1, x2.5) slept; the SSP/DSSP runs stayed within their bounds
+    slow = read_jsonl(out / 'bsp' / 'train-worker1.jsonl')
+    assert all(r['sleep_s'] > 0 for r in slow)
+    for name, bound in (('ssp', 3), ('dssp', 15)):
+        leads = [r['lead'] for rank in range(workers)
+                 for r in read_jsonl(out / name / ('worker-%d.jsonl' % rank))]
+        assert len(leads) == workers * expected_iterations and max(leads) <= bound, name
 
 
 @pytest.mark.slow
