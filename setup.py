@@ -19,13 +19,24 @@ class BuildWithPth(build_py):
     imports a module that does nothing unless the process is a worker of an
     MXNet parameter-server job (``DMLC_ROLE=worker``).  It is how a training
     script that never imports mxnet_ssp can still ask for ``dist_dssp``.
+
+    ``pip install .`` installs what this command writes into ``build_lib``.
+    ``pip install -e .`` (setuptools >= 64, PEP 660) runs it in editable mode
+    and throws ``build_lib`` away; the editable wheel holds what is written
+    into the install command's ``install_lib`` instead, so the two files go
+    there (copies: edit kvstore_patches/ and the editable install keeps the old
+    hook until it is reinstalled).
     """
 
     def run(self):
         super().run()
+        if getattr(self, 'editable_mode', False):
+            target = self.get_finalized_command('install').install_lib
+        else:
+            target = self.build_lib
         for name in PATCHES:
             self.copy_file(os.path.join(HERE, 'kvstore_patches', name),
-                           os.path.join(self.build_lib, name), preserve_mode=0)
+                           os.path.join(target, name), preserve_mode=0)
 
 
 setup(
