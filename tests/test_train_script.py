@@ -528,6 +528,16 @@ def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, ke
     assert '--data-dir' in err and str(tmp_path / 'none') in err and 'no network (test)' in err
 
 
+def test_digits_without_scikit_learn_exits_2_naming_the_install(capsys, monkeypatch, tmp_path,
+                                                                keep_logging):
+    monkeypatch.setitem(sys.modules, 'sklearn.datasets', None)       # the import fails
+    with pytest.raises(SystemExit) as info:
+        train_cifar.main(['--kvstore', 'local', '--save-dir', str(tmp_path)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert '--dataset digits' in err and "pip install 'scikit-learn>=1.0'" in err
+
+
 def test_batch_larger_than_shard_exits_2(capsys, tmp_path, keep_logging):
     with pytest.raises(SystemExit) as info:
         train_cifar.main(['--kvstore', 'local', '--batch-size', '5000',

@@ -685,8 +685,9 @@ def load_data(args):
     """Load ``args.dataset``; a missing CIFAR archive exits with status 2 and the reason."""
     try:
         return data.load(args.dataset, os.path.expanduser(args.data_dir))
-    except FileNotFoundError as err:
-        args.parser.error(str(err))
+    except (FileNotFoundError, ImportError) as err:
+        args.parser.error('--dataset %s: %s' % (args.dataset, err)
+                          if isinstance(err, ImportError) else str(err))
 
 
 def normalize(dataset):
