@@ -524,9 +524,8 @@ def check_train_script(grid, keep_checkpoints=False):
         if importlib.util.find_spec('gluoncv') is None:
             problems.append(
                 "preset %s trains the GluonCV model %s, but gluoncv is not installed: python -m "
-                "pip install 'mxnet-ssp[gluoncv]' (in a checkout: '.[gluoncv]'; "
-                "docs/train_scripts.md gives the pins that keep numpy below 1.24)"
-                % (grid.preset, grid.model))
+                "pip install '.[gluoncv]' in the checkout (docs/train_scripts.md gives the pins "
+                "that keep numpy below 1.24)" % (grid.preset, grid.model))
     known = script_flags(grid)
     needed = ['--lr-decay', '--lr-decay-epoch'] if grid.lr_decay is not None else []
     if any(arm.family == 'bsp' for arm in grid.arms):
