@@ -19,13 +19,24 @@ class BuildWithPth(build_py):
     imports a module that does nothing unless the process is a worker of an
     MXNet parameter-server job (``DMLC_ROLE=worker``).  It is how a training
     script that never imports mxnet_ssp can still ask for ``dist_dssp``.
+
+    ``pip install .`` installs what this command writes into ``build_lib``.
+    ``pip install -e .`` (setuptools >= 64, PEP 660) runs it in editable mode
+    and throws ``build_lib`` away; the editable wheel holds what is written
+    into the install command's ``install_lib`` instead, so the two files go
+    there (copies: edit kvstore_patches/ and the editable install keeps the old
+    hook until it is reinstalled).
     """
 
     def run(self):
         super().run()
+        if getattr(self, 'editable_mode', False):
+            target = self.get_finalized_command('install').install_lib
+        else:
+            target = self.build_lib
         for name in PATCHES:
             self.copy_file(os.path.join(HERE, 'kvstore_patches', name),
-                           os.path.join(self.build_lib, name), preserve_mode=0)
+                           os.path.join(target, name), preserve_mode=0)
 
 
 setup(
@@ -34,25 +45,32 @@ setup(
     description='Stale Synchronous Parallel and Dynamic SSP training for MXNet parameter servers',
     long_description=open(os.path.join(HERE, 'README.md')).read(),
     long_description_content_type='text/markdown',
-    packages=['mxnet_ssp'],
+    packages=['mxnet_ssp', 'mxnet_ssp.experiments'],
     package_dir={'': '.'},
     cmdclass={'build_py': BuildWithPth},
     python_requires='>=3.8',
     install_requires=[
         MXNET_PACKAGE + '==1.9.1',
         'numpy>=1.16,<1.24',     # numpy 1.24 removed np.bool, which mxnet 1.9.1 uses
-        'tqdm>=4',               # worker 0's progress bar in train_scripts/train_cifar.py
+        'tqdm>=4',               # worker 0's progress bar in mxnet-ssp-train
     ],
     extras_require={
         # plots of mxnet_ssp.reproduce; numpy<1.24 above keeps pip from taking numpy 2
         'demo': ['scikit-learn>=1.0', 'matplotlib<3.9'],
-        # GluonCV's model zoo (CIFAR ResNets) for train_scripts/train_cifar.py. gluoncv
+        # GluonCV's model zoo (CIFAR ResNets) for mxnet-ssp-train. gluoncv
         # 0.10.5.post0 requires opencv-python, pandas and matplotlib unpinned; these caps keep
         # releases built for numpy 2 away from mxnet 1.9.1's numpy < 1.24.
         'gluoncv': ['gluoncv==0.10.5.post0', 'opencv-python<4.9', 'pandas<2.2',
                     'matplotlib<3.9'],
-        'test': ['pytest>=7', 'scikit-learn>=1.0', 'gluoncv==0.10.5.post0',
+        # everything tests/ imports: pytest, hypothesis (tests/test_sync.py), scikit-learn's
+        # digits, matplotlib (reproduce's plots) and the gluoncv set above
+        'test': ['pytest>=7', 'hypothesis>=6', 'scikit-learn>=1.0', 'gluoncv==0.10.5.post0',
                  'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
     },
-    entry_points={'console_scripts': ['mxnet-ssp-launch = mxnet_ssp.launch:main']},
+    entry_points={'console_scripts': [
+        'mxnet-ssp-launch = mxnet_ssp.launch:main',
+        'mxnet-ssp-train = mxnet_ssp.experiments.train_cifar:main',
+        'mxnet-ssp-compare = mxnet_ssp.experiments.compare_paradigms:main',
+        'mxnet-ssp-reproduce = mxnet_ssp.reproduce:main',
+    ]},
 )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC',
-           'STORE_TYPES', 'ASYNC_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
+           'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
            'ENV_AUTOLOAD', 'FLAG_VALUES']
@@ -35,6 +35,9 @@ STORE_TYPES = {'dist_ssp': (3, 3), 'dist_dssp': (3, 15)}
 #: Asynchronous store types this package provides: no controller; the servers know the
 #: sender and staleness of every gradient when the optimizer needs it.
 ASYNC_STORE_TYPES = ('dist_async', 'dist_softsync')
+#: Every store type of this package (in the order messages list them): their servers can
+#: report the sender and staleness of every gradient.
+OUR_STORE_TYPES = ('dist_async', 'dist_ssp', 'dist_dssp', 'dist_softsync')
 #: MXNet's own store types that a launcher or script may also name.
 NATIVE_DIST_TYPES = ('local', 'device', 'nccl', 'dist_sync', 'dist_device_sync',
                      'dist_async', 'dist_device_async', 'dist', 'horovod')

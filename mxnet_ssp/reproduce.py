@@ -4,11 +4,12 @@
 
     python -m mxnet_ssp.reproduce --preset quick --out results/quick          # minutes, here
     python -m mxnet_ssp.reproduce --preset paper-alexnet --out results/alexnet
-    python -m mxnet_ssp.reproduce --list-presets
+    mxnet-ssp-reproduce --list-presets                                         # the same
 
 A *grid* is a set of *arms* (a paradigm with its settings: ``bsp``, ``asp``,
 ``ssp3``, ``dssp``, ``dssp-paper``, ...) times a number of *trials*.  Every
-run is one local parameter-server job of ``train_scripts/train_cifar.py``
+run is one local parameter-server job of the training script
+(``python -m mxnet_ssp.experiments.train_cifar``, installed with the package)
 started through ``python -m mxnet_ssp.launch``, one after the other, with
 ``OMP_NUM_THREADS=1``, ``MXNET_SSP_METRICS_DIR`` pointing into its run
 directory and a time limit.  Everything goes under ``--out``:
@@ -62,8 +63,9 @@ __all__ = ['Arm', 'Preset', 'Grid', 'PRESETS', 'parse_arm', 'resolve_grid', 'run
 
 logger = logging.getLogger(__name__)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_TRAIN_SCRIPT = os.path.join(REPO, 'train_scripts', 'train_cifar.py')
+#: the training script every run starts (by module: it is installed with the package);
+#: ``--train-script PATH`` runs another script instead, e.g. a modified copy
+TRAIN_MODULE = 'mxnet_ssp.experiments.train_cifar'
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2      # interrupted: 128 + the signal number
 #: models train_cifar.py builds itself; any other name is a GluonCV model
@@ -290,6 +292,7 @@ class Grid:
     trials: int
     targets: tuple
     timeout_s: float
+    #: path of the training script given with --train-script; None: :data:`TRAIN_MODULE`
     train_script: str
     paper_table: tuple = ()
     #: the data directory runs use (a subset under --out when data_fraction < 1)
@@ -301,6 +304,18 @@ class Grid:
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
                 'batch_size', 'lr', 'momentum', 'wd', 'epochs', 'lr_decay', 'lr_decay_epochs',
                 'slowdown', 'num_iterations', 'seed')
+
+    def train_argv(self, python=None):
+        """The command that starts the training script (before its flags)."""
+        python = python or sys.executable
+        if self.train_script is None:
+            return [python, '-m', TRAIN_MODULE]
+        return [python, self.train_script]
+
+    @property
+    def train_script_name(self):
+        """The training script in messages: its path, or ``python -m <module>``."""
+        return self.train_script or 'python -m ' + TRAIN_MODULE
 
     def identity(self):
         """The IDENTITY fields as a JSON-ready dict (what ``grid.json`` holds)."""
@@ -387,11 +402,14 @@ def resolve_grid(args):
         _check_slowdown(slowdown, workers)
     arms = _select_arms(args.paradigms, preset)
     model = args.model or preset.model
-    train_script = os.path.abspath(args.train_script or DEFAULT_TRAIN_SCRIPT)
-    if not os.path.isfile(train_script):
-        raise _bad('--train-script', train_script,
-                   'the path of train_cifar.py (not found: run from a checkout of mxnet-ssp, '
-                   'or point --train-script at it)')
+    train_script = None
+    if args.train_script is not None:
+        train_script = os.path.abspath(os.path.expanduser(args.train_script))
+        if not os.path.isfile(train_script):
+            raise _bad('--train-script', args.train_script,
+                       'the path of a training script with the flags of train_cifar.py (no '
+                       'such file; leave the flag out to run the installed '
+                       'mxnet_ssp.experiments.train_cifar)')
     data_dir = os.path.abspath(os.path.expanduser(
         args.data_dir or os.path.join('~', '.mxnet', 'datasets', 'cifar')))
     return Grid(preset=preset.name, model=model, dataset=preset.dataset, data_dir=data_dir,
@@ -443,7 +461,7 @@ def run_command(grid, arm, trial, directory):
     cmd = [python, '-m', 'mxnet_ssp.launch', '-n', str(grid.workers), '-s', str(grid.servers),
            '--launcher', 'local', '--timeout', '%.6g' % grid.timeout_s
            if grid.timeout_s < 1e6 else '%.0f' % grid.timeout_s,
-           python, grid.train_script,
+           *grid.train_argv(python),
            '--model', grid.model, '--dataset', grid.dataset,
            '--batch-size', str(grid.batch_size), '--num-epochs', str(grid.epochs),
            '--lr', '%g' % grid.lr, '--momentum', '%g' % grid.momentum, '--wd', '%g' % grid.wd,
@@ -462,7 +480,7 @@ def run_command(grid, arm, trial, directory):
 
 
 def run_env(directory, environ=None):
-    """Environment of a run: this checkout importable, one OpenMP thread, metrics in `directory`.
+    """Environment of a run: one OpenMP thread, metrics in `directory`.
 
     DMLC_* and the staleness settings of the calling shell are dropped: every
     setting of a run is on its command line.
@@ -470,7 +488,6 @@ def run_env(directory, environ=None):
     env = {k: v for k, v in (os.environ if environ is None else environ).items()
            if not k.startswith('DMLC_') and k not in (
                'MXNET_SSP_STALENESS', 'MXNET_SSP_DSSP_MODE', 'MXNET_SSP_SOFTSYNC_SPLITS')}
-    env['PYTHONPATH'] = REPO + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
     env['OMP_NUM_THREADS'] = '1'
     env['MXNET_SSP_METRICS_DIR'] = directory
     return env
@@ -481,11 +498,12 @@ def run_env(directory, environ=None):
 OPTIONAL_FLAGS = (('--no-progress',), ('--save-period', '0'))
 
 
-def script_flags(train_script):
-    """The flags `train_script` accepts, read from its ``--help`` (empty if that fails)."""
-    env = dict(run_env(REPO), MXNET_SSP_METRICS_DIR='off')
+def script_flags(grid):
+    """The flags the grid's training script accepts, read from its ``--help`` (empty if that
+    fails)."""
+    env = run_env('off')
     try:
-        proc = subprocess.run([sys.executable, train_script, '--help'], env=env,
+        proc = subprocess.run(grid.train_argv() + ['--help'], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               stdin=subprocess.DEVNULL, timeout=300)
     except (OSError, subprocess.TimeoutExpired):
@@ -508,14 +526,14 @@ def check_train_script(grid, keep_checkpoints=False):
                 "preset %s trains the GluonCV model %s, but gluoncv is not installed: python -m "
                 "pip install '.[gluoncv]' in the checkout (docs/train_scripts.md gives the pins "
                 "that keep numpy below 1.24)" % (grid.preset, grid.model))
-    known = script_flags(grid.train_script)
+    known = script_flags(grid)
     needed = ['--lr-decay', '--lr-decay-epoch'] if grid.lr_decay is not None else []
     if any(arm.family == 'bsp' for arm in grid.arms):
         needed.append('--sync-average')
     missing = [f for f in needed if f not in known]
     if known and missing:                # (no flags read: the runs will say what is wrong)
         problems.append('the grid needs %s of %s, which does not accept %s (yet)'
-                        % (' '.join(needed), grid.train_script, ', '.join(missing)))
+                        % (' '.join(needed), grid.train_script_name, ', '.join(missing)))
     grid.extra_flags = [part for flag in OPTIONAL_FLAGS if flag[0] in known
                         and not (keep_checkpoints and flag[0] == '--save-period')
                         for part in flag]
@@ -546,7 +564,7 @@ def check_dataset(grid, download):
     if not download:
         return ['%s is not under --data-dir %s (the first run would download it)'
                 % (grid.dataset, grid.data_dir)]
-    from . import data as datasets
+    from .experiments import data as datasets
     sys.stderr.write('reproduce: %s is not under %s: downloading it\n'
                      % (grid.dataset, grid.data_dir))
     try:
@@ -569,7 +587,7 @@ def prepare_subset(out, grid):
     The subset is in the CIFAR python format, so train_cifar.py reads it with
     ``--data-dir``; it is made once and reused.  Returns its directory.
     """
-    from . import data as datasets
+    from .experiments import data as datasets
     target = subset_dir(out, grid)
     done = os.path.join(target, 'SUBSET.json')
     if os.path.isfile(done):
@@ -1469,7 +1487,8 @@ def build_parser():
     p = argparse.ArgumentParser(
         prog='python -m mxnet_ssp.reproduce',
         description='Run the DSSP paper\'s comparison grid (BSP, ASP, SSP, DSSP; several '
-                    'trials) with train_scripts/train_cifar.py and write accuracy-vs-time plots '
+                    'trials) with mxnet_ssp.experiments.train_cifar and write accuracy-vs-time '
+                    'plots '
                     'and a report with the analogue of its Table I.',
         epilog='Presets: %s. Exit codes: 0 every run finished; 1 a run failed (see report.md); '
                '2 bad input (nothing started); 130/143 interrupted (run the same command '
@@ -1489,7 +1508,9 @@ def build_parser():
                                       '(default ~/.mxnet/datasets/cifar)')
     p.add_argument('--timeout', help='seconds a run may take (default: the preset\'s)')
     p.add_argument('--seed', type=int, default=42, help='seed of trial 1 (trial k: seed + k - 1)')
-    p.add_argument('--train-script', help='path of train_cifar.py (default: the checkout\'s)')
+    p.add_argument('--train-script', metavar='PATH',
+                   help='run this script instead of the installed '
+                        'mxnet_ssp.experiments.train_cifar (it must take the same flags)')
     p.add_argument('--dry-run', action='store_true', help='print the commands, run nothing')
     p.add_argument('--report-only', action='store_true',
                    help='run nothing; rebuild the report from the runs under --out')

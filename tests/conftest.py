@@ -141,3 +141,19 @@ def marker_job(tmp_path):
                 steps[rank] = read_jsonl(out / name)
         return proc, steps
     return run
+
+
+def require_autoload_hook():
+    """Skip the calling test unless this Python runs mxnet-ssp's start-up hook.
+
+    The hook (kvstore_patches/mxnet_ssp_autoload.{pth,py}) is put at the root
+    of site-packages by ``pip install .`` and, with setuptools >= 64, by
+    ``pip install -e .``; the .pth imports ``mxnet_ssp_autoload`` at every
+    start-up, so it is in ``sys.modules`` exactly when the hook is in place.
+    """
+    if 'mxnet_ssp_autoload' not in sys.modules:
+        import site
+        pytest.skip('the start-up hook mxnet_ssp_autoload.pth is not installed for %s (looked '
+                    'in %s): run python -m pip install . (or pip install -e . with '
+                    'setuptools >= 64) in the checkout, which puts it there'
+                    % (sys.executable, ', '.join(site.getsitepackages())))

@@ -1,14 +1,19 @@
-"""Tests of train_scripts/compare_paradigms.py that start no job: flags, commands, table."""
+"""Tests of the demo, mxnet_ssp.experiments.compare_paradigms (`mxnet-ssp-compare`).
+
+Flags, commands and the table start no job; the README's first command runs
+for real, shortened (default run), and longer in the slow set.
+"""
 import json
 import os
+import shlex
 import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, 'train_scripts'))
+from conftest import job_env, read_jsonl
+from mxnet_ssp.experiments import compare_paradigms as cp
 
-import compare_paradigms as cp  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.parametrize('argv,words', [
@@ -38,7 +43,7 @@ def test_commands_per_paradigm(tmp_path):
     assert cmds['ssp'][-2:] == ['--staleness', '3']
     assert cmds['dssp'][-2:] == ['--staleness', '3,15']
     for p, cmd in cmds.items():
-        assert cmd[1] == cp.TRAIN_SCRIPT
+        assert cmd[:3] == [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
         assert cmd[cmd.index('--slowdown') + 1] == '2:3'
         assert cmd[cmd.index('--save-dir') + 1] == str(tmp_path / p)
         assert '--staleness' not in cmd or p in ('ssp', 'dssp')
@@ -76,13 +81,79 @@ def test_collect_and_table(tmp_path):
     assert lines[3] == '| DSSP (failed, exit 1) | dist_dssp s=3,15 | - | 12.3 | - | - | - | - |'
 
 
+def readme_demo_command():
+    """The README's first command, after its install step, as arguments (run it in ROOT)."""
+    with open(os.path.join(ROOT, 'README.md')) as f:
+        text = f.read()
+    block = text.split('```', 2)[1]
+    first = [line for line in block.splitlines() if line.strip()][0]
+    install, sep, demo = first.partition('&&')
+    assert sep and 'pip install' in install, first
+    argv = shlex.split(demo)
+    assert argv[0] == 'python', first
+    return [sys.executable] + argv[1:]
+
+
+@pytest.mark.integration
+def test_readme_demo_command_one_epoch(tmp_path):
+    """The README's first command for real, shortened to 2 workers and 1 epoch (~20-30 s).
+
+    Four launcher jobs (scheduler, server, 2 workers each) on loopback; the
+    table, results.json and every run's files must agree with what the runs
+    wrote and with the digits split.
+    """
+    import subprocess
+    from mxnet_ssp.experiments import data
+    out = tmp_path / 'compare'
+    workers, batch, target = 2, 32, 0.5
+    argv = readme_demo_command() + [
+        '-n', str(workers), '--epochs', '1', '--model', 'mlp', '--batch-size', str(batch),
+        '--target-accuracy', str(target), '--timeout', '90', '--out', str(out)]
+    proc = subprocess.run(argv, env=job_env(tmp_path), cwd=ROOT, capture_output=True,
+                          text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    expected_iterations = len(data.load('digits').train_data) // workers // batch
+    with open(out / 'results.json') as f:
+        runs = json.load(f)['runs']
+    assert [r['paradigm'] for r in runs] == ['BSP', 'ASP', 'SSP', 'DSSP']
+    assert [r['kvstore'] for r in runs] == ['dist_sync', 'dist_async', 'dist_ssp', 'dist_dssp']
+    table = (out / 'results.md').read_text().split('\n\n')[0]
+    assert table in proc.stdout                      # printed and written: the same table
+    rows = [line.split('|')[1:-1] for line in table.splitlines()[2:]]
+    assert len(rows) == 4
+    for run, row in zip(runs, rows):
+        name = run['paradigm'].lower()
+        assert run['exit_code'] == 0, (name, run['log'])
+        assert run['iterations_per_worker'] == {str(r): expected_iterations
+                                               for r in range(workers)}, name
+        with open(out / name / 'summary.json') as f:
+            summary = json.load(f)
+        assert summary['kvstore'] == run['kvstore'] and summary['num_workers'] == workers
+        assert run['final_accuracy'] == summary['final_accuracy'] > target, name  # chance: 0.1
+        evals = read_jsonl(out / name / 'eval.jsonl')
+        first = next(e for e in evals if e['accuracy'] >= target)
+        assert run['time_to_target_s'] == first['elapsed_s'], name
+        cells = [c.strip() for c in row]
+        assert cells[0] == run['paradigm'] and cells[1].startswith(run['kvstore'])
+        assert cells[4] == '%d/%d' % (expected_iterations, expected_iterations)
+        assert cells[6] == '%.3f' % run['final_accuracy']
+    # the slow worker (rank 1, x2.5) slept; the SSP/DSSP runs stayed within their bounds
+    slow = read_jsonl(out / 'bsp' / 'train-worker1.jsonl')
+    assert all(r['sleep_s'] > 0 for r in slow)
+    for name, bound in (('ssp', 3), ('dssp', 15)):
+        leads = [r['lead'] for rank in range(workers)
+                 for r in read_jsonl(out / name / ('worker-%d.jsonl' % rank))]
+        assert len(leads) == workers * expected_iterations and max(leads) <= bound, name
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 def test_demo_runs_all_four_paradigms(tmp_path):
     """The demo end to end, shortened: 2 workers, 3 epochs (about a minute on 2 cores)."""
     import subprocess
     out = tmp_path / 'compare'
-    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    env = job_env(tmp_path)
     proc = subprocess.run(
         [sys.executable, os.path.join(ROOT, 'train_scripts', 'compare_paradigms.py'),
          '-n', '2', '--epochs', '3', '--model', 'mlp', '--target-accuracy', '0.5',

@@ -1,4 +1,4 @@
-"""Tests of mxnet_ssp.data: digits, CIFAR readers on generated archives, sharding.
+"""Tests of mxnet_ssp.experiments.data: digits, CIFAR readers on generated archives, sharding.
 
 The CIFAR archives here are written in the official formats (python pickles
 of dicts with byte-string keys, and fixed-size binary records) with a few
@@ -12,7 +12,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from mxnet_ssp import data
+from mxnet_ssp.experiments import data
 
 
 # ---------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job, run_stock_launch
+from conftest import (JOBS, fail_msg, job_env, read_jsonl, require_autoload_hook, run_job,
+                      run_stock_launch)
 
 pytestmark = pytest.mark.integration
 
@@ -126,6 +127,8 @@ def test_two_servers_and_several_devices(marker_job, tmp_path, servers, devices)
 def test_import_order_and_autoload(marker_job, tmp_path, order):
     """`import mxnet` first works; a script that never imports mxnet_ssp gets the
     store types from the installed autoload hook (pip install . puts it there)."""
+    if order == 'none':
+        require_autoload_hook()
     proc, steps = marker_job(workers=2, store='dist_dssp', iters=4, import_order=order)
     assert proc.returncode == 0, fail_msg(proc)
     _check_read_guarantee(steps, 4)
@@ -176,6 +179,7 @@ def test_stalled_worker_times_out_naming_its_rank(marker_job, tmp_path):
 def test_stock_mxnet_launch_py(tmp_path):
     """MXNet's own tools/launch.py (with a tracker that works on this Python) runs
     an unmodified script that only names the store: the autoload hook registers it."""
+    require_autoload_hook()
     out = tmp_path / 'steps'
     proc = run_stock_launch(tmp_path, [
         sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
@@ -187,6 +191,7 @@ def test_stock_mxnet_launch_py(tmp_path):
 
 
 def test_unmodified_third_party_script_with_kvstore_flag(tmp_path):
+    require_autoload_hook()
     out = tmp_path / 'o'
     proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'third_party_train.py'),
                               '--kvstore', 'dist_dssp', '--num-batches', '15', '--out', str(out)])

@@ -17,11 +17,19 @@ import textwrap
 
 import pytest
 
+from conftest import job_env
 from mxnet_ssp import reproduce as rp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAVE_MATPLOTLIB = importlib.util.find_spec('matplotlib') is not None
 PLOT_FLAGS = [] if HAVE_MATPLOTLIB else ['--no-plots']
+
+
+@pytest.fixture(autouse=True)
+def checkout_first(monkeypatch):
+    """Processes started here (the runs, the training script's --help) import this checkout."""
+    old = os.environ.get('PYTHONPATH')
+    monkeypatch.setenv('PYTHONPATH', ROOT + (os.pathsep + old if old else ''))
 
 
 # ---------------------------------------------------------------------------
@@ -179,7 +187,7 @@ def test_data_fraction_subset(tmp_path, dataset, folder, train, test, key):
 
     import numpy as np
 
-    from mxnet_ssp import data
+    from mxnet_ssp.experiments import data
     rng = np.random.RandomState(0)
     source = tmp_path / 'cifar' / folder
     source.mkdir(parents=True)
@@ -299,7 +307,7 @@ def test_run_env():
                             'PYTHONPATH': '/x'})
     assert env['OMP_NUM_THREADS'] == '1' and env['MXNET_SSP_METRICS_DIR'] == '/r'
     assert 'DMLC_ROLE' not in env and 'MXNET_SSP_STALENESS' not in env
-    assert env['PYTHONPATH'] == rp.REPO + os.pathsep + '/x'
+    assert env['PYTHONPATH'] == '/x'        # the training script is found as an installed module
 
 
 # ---------------------------------------------------------------------------
@@ -356,7 +364,7 @@ def fake(tmp_path, monkeypatch):
                 '--out', str(tmp_path / 'out'), '--train-script', str(script),
                 '--paradigms', paradigms, '--trials', trials, '--timeout', '60'] + list(extra)
         proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=300)
+                              text=True, timeout=300, env=job_env(tmp_path))
         started = jobs.read_text().splitlines() if jobs.exists() else []
         jobs.unlink(missing_ok=True)
         return proc, started
@@ -461,8 +469,9 @@ def test_tiny_preset_end_to_end(tmp_path):
     out = tmp_path / 'results'
     argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'tiny', '--out', str(out),
             '--paradigms', 'bsp,ssp3,dssp'] + PLOT_FLAGS
+    env = job_env(tmp_path)
     proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=240)
+                          text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert 'started 3 run(s)' in proc.stdout
     report = (out / 'report.md').read_text()
@@ -486,7 +495,7 @@ def test_tiny_preset_end_to_end(tmp_path):
                                                      'trials.png']
     mtime = (out / 'runs' / 'bsp' / 'trial1' / 'run.json').stat().st_mtime_ns
     proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=120)
+                          text=True, timeout=120, env=env)
     assert proc.returncode == 0 and 'started 0 run(s), skipped 3' in proc.stdout, proc.stdout
     assert (out / 'runs' / 'bsp' / 'trial1' / 'run.json').stat().st_mtime_ns == mtime
 
@@ -498,7 +507,7 @@ def test_quick_preset_one_trial(tmp_path):
     argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'quick', '--out', str(out),
             '--trials', '1'] + PLOT_FLAGS
     proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=1800)
+                          text=True, timeout=1800, env=job_env(tmp_path))
     assert proc.returncode == 0, proc.stdout[-4000:]
     rows = _table((out / 'report.md').read_text(), 'Time to reach')
     assert [r[0] for r in rows] == ['BSP', 'ASP', 'SSP s=3', 'SSP s=6', 'SSP s=15',

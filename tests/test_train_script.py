@@ -1,4 +1,4 @@
-"""Tests of train_scripts/train_cifar.py.
+"""Tests of the training script, mxnet_ssp.experiments.train_cifar (``mxnet-ssp-train``).
 
 * Flag checks run in this process (no job, no store is created) and must not
   import MXNet or GluonCV.
@@ -18,11 +18,11 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, 'train_scripts', 'train_cifar.py')
-sys.path.insert(0, os.path.join(ROOT, 'train_scripts'))
+from mxnet_ssp.experiments import train_cifar
 
-import train_cifar  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: how the launcher and reproduce start the training script: by module, not by a file path
+TRAIN = [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
 
 WORKER_ENV = {'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': '4'}
 HAVE_GLUONCV = train_cifar.gluoncv_available()
@@ -260,14 +260,13 @@ def test_check_args_is_the_workers_check():
 
 def test_validation_imports_neither_mxnet_nor_gluoncv(tmp_path):
     models = ['alexnet-small', 'resnet110'] + (['cifar_wideresnet16_10'] if HAVE_GLUONCV else [])
-    code = ('import sys; sys.path.insert(0, %r); import train_cifar\n'
+    code = ('import sys; from mxnet_ssp.experiments import train_cifar\n'
             'for m in %r:\n'
             '    train_cifar.check_args(["--kvstore", "dist_dssp", "--staleness", "2,6",'
             ' "--model", m, "--optimizer", "sasgd", "--save-dir", %r], 4)\n'
             'heavy = [m for m in ("mxnet", "gluoncv") if m in sys.modules]\n'
             'assert not heavy, heavy\n'
-            % (os.path.join(ROOT, 'train_scripts'), models if HAVE_GLUONCV else models[:1],
-               str(tmp_path)))
+            % (models if HAVE_GLUONCV else models[:1], str(tmp_path)))
     proc = subprocess.run([sys.executable, '-c', code], env=script_env(), capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -515,7 +514,7 @@ def keep_logging():
 
 
 def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, keep_logging):
-    data = train_cifar._ssp_module('data')
+    from mxnet_ssp.experiments import data
 
     def no_network(url, dest, timeout=None):
         raise OSError('no network (test)')
@@ -527,6 +526,16 @@ def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, ke
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert '--data-dir' in err and str(tmp_path / 'none') in err and 'no network (test)' in err
+
+
+def test_digits_without_scikit_learn_exits_2_naming_the_install(capsys, monkeypatch, tmp_path,
+                                                                keep_logging):
+    monkeypatch.setitem(sys.modules, 'sklearn.datasets', None)       # the import fails
+    with pytest.raises(SystemExit) as info:
+        train_cifar.main(['--kvstore', 'local', '--save-dir', str(tmp_path)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert '--dataset digits' in err and "pip install 'scikit-learn>=1.0'" in err
 
 
 def test_batch_larger_than_shard_exits_2(capsys, tmp_path, keep_logging):
@@ -549,7 +558,7 @@ def test_gpus_that_are_not_there_exit_2(capsys, tmp_path, keep_logging):
 
 def run_local(tmp_path, save, *flags):
     proc = subprocess.run(
-        [sys.executable, SCRIPT, '--kvstore', 'local', '--save-dir', str(save)] + list(flags),
+        TRAIN + ['--kvstore', 'local', '--save-dir', str(save)] + list(flags),
         env=script_env(), capture_output=True, text=True, timeout=120, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -644,7 +653,7 @@ def test_local_run_on_cifar10_archive(tmp_path):
 def run_job(tmp_path, flags, workers=2, timeout=150):
     """Run train_cifar.py as a local 2-worker, 1-server job; returns the completed process."""
     argv = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', str(workers), '-s', '1',
-            '--launcher', 'local', '--timeout', str(timeout - 30), sys.executable, SCRIPT,
+            '--launcher', 'local', '--timeout', str(timeout - 30)] + TRAIN + [
             '--model', 'mlp', '--log-interval', '0'] + list(flags)
     env = script_env(MXNET_SSP_METRICS_DIR=str(tmp_path / 'env-metrics'), MXNET_SSP_TIMEOUT='60')
     proc = subprocess.Popen(argv, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,

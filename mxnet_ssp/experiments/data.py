@@ -111,8 +111,13 @@ def digits(test_size=360, seed=0):
         Images of shape ``(N, 1, 8, 8)`` scaled from 0..16 to ``[0, 1]``,
         10 classes; 1437 train / 360 test with the defaults.
     """
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+    try:
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError as err:
+        raise ImportError("the digits come with scikit-learn, which cannot be imported (%s): "
+                          "python -m pip install 'scikit-learn>=1.0' (mxnet-ssp's [demo] and "
+                          "[test] extras include it)" % err) from err
 
     bunch = load_digits()
     images = (bunch.images.astype(np.float32) / 16.0)[:, None, :, :]
