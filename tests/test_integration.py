@@ -6,6 +6,7 @@ checks what the processes recorded: the release each step got, the markers
 """
 import os
 import sys
+import time
 
 import pytest
 
@@ -174,6 +175,39 @@ def test_stalled_worker_times_out_naming_its_rank(marker_job, tmp_path):
                              stall_rank=1, stall_at=3, env=env)
     assert proc.returncode != 0
     assert 'worker 1' in proc.stderr and 'waited' in proc.stderr, fail_msg(proc)
+
+
+def test_dead_worker_survivor_fails_on_its_own_under_stock_launch_py(tmp_path):
+    """Nobody stops the survivor under MXNet's stock launch.py: it must exit 1 by itself,
+    naming the dead rank and its clock."""
+    out = tmp_path / 'steps'
+    started = time.monotonic()
+    proc = run_stock_launch(tmp_path, [
+        sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
+        'dist_ssp', '--staleness', '0', '--iters', '50', '--die-rank', '1', '--die-at', '3'],
+        until='workers', timeout=120)
+    elapsed = time.monotonic() - started
+    assert 'worker 1 dying on purpose at step 3' in proc.stderr, fail_msg(proc)
+    assert ('worker[0]: worker 1 disconnected at clock 2 without leaving (process died?)'
+            in proc.stderr), fail_msg(proc)
+    assert proc.stderr.count('Get nonzero return code=1 on') == 1, fail_msg(proc)   # rank 0
+    assert proc.stderr.count('Get nonzero return code=7 on') == 1, fail_msg(proc)   # rank 1
+    assert len(read_jsonl(out / 'steps-0.jsonl')) <= 3        # held at lead 0 behind clock 2
+    assert elapsed < 100, elapsed
+
+
+def test_stalled_worker_survivor_times_out_on_its_own_under_stock_launch_py(tmp_path):
+    out = tmp_path / 'steps'
+    env = job_env(tmp_path, MXNET_SSP_TIMEOUT='3')
+    proc = run_stock_launch(tmp_path, [
+        sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
+        'dist_ssp', '--staleness', '0', '--iters', '50', '--stall-rank', '1', '--stall-at', '3'],
+        env=env, until='workers', workers_left=1, timeout=120)
+    assert 'worker 1 stalling on purpose at step 3' in proc.stderr, fail_msg(proc)
+    line = [x for x in proc.stderr.splitlines() if x.startswith('worker[0]: worker 0 waited')]
+    assert line, fail_msg(proc)
+    assert 'for worker 1 (clock 2, last push' in line[0] and 'timeout is 3 s' in line[0], line
+    assert proc.stderr.count('Get nonzero return code=1 on') == 1, fail_msg(proc)
 
 
 def test_stock_mxnet_launch_py(tmp_path):

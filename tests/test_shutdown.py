@@ -54,8 +54,8 @@ def _check_phase(out):
 
 
 @pytest.mark.parametrize('api,shape,store', [
-    ('module', 'local', 'dist_dssp'),       # MXNet's fit.py: the store dies with fit()
-    ('module', 'string', 'dist_ssp'),       # Module.fit(kvstore='dist_ssp'), module kept
+    ('module', 'local', 'dist_ssp'),        # MXNet's fit.py: the store dies with fit()
+    ('module', 'string', 'dist_dssp'),      # Module.fit(kvstore='dist_dssp'), 2 epochs
     ('trainer', 'global', 'dist_softsync'),
     ('raw', 'closed', 'dist_async'),
 ])

@@ -6,8 +6,10 @@ name and runs the stock launcher unchanged: ``stock_launch.py ARGS...`` is
 ``python .../mxnet/tools/launch.py ARGS...``.
 
 The stock tracker advertises this machine's interface address (it has no
-flag for it); ``STOCK_LAUNCH_HOST_IP=127.0.0.1`` (what the tests set) keeps a
-local job's traffic on loopback.
+flag for it) and gives the scheduler the first free port from 9091 up, which
+concurrent jobs race for; ``STOCK_LAUNCH_HOST_IP=127.0.0.1`` (what the tests
+set) keeps a local job's traffic on loopback and starts that search at a port
+the kernel picked (ephemeral) instead.
 """
 import os
 import runpy
@@ -18,11 +20,23 @@ threading.Thread.isAlive = threading.Thread.is_alive
 
 
 def _pin_tracker_address(address):
-    """Make the dmlc tracker bind to and advertise `address` instead of its own guess."""
+    """Make the dmlc tracker advertise `address`, and search its port from an ephemeral one."""
+    import socket
+
     import dmlc_tracker.tracker as tracker
     guess = tracker.get_host_ip
     tracker.get_host_ip = lambda host_ip=None: address if host_ip in (None, 'auto', 'ip') \
         else guess(host_ip)
+    stock_init = tracker.PSTracker.__init__
+
+    def init(self, hostIP, cmd, port=9091, port_end=9999, envs=None):
+        probe = socket.socket()
+        probe.bind((address, 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        stock_init(self, hostIP, cmd, port=port, port_end=min(port + 100, 65536), envs=envs)
+
+    tracker.PSTracker.__init__ = init
 
 
 def main():
