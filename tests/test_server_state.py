@@ -82,3 +82,35 @@ def test_resume_three_workers_two_servers_dist_dssp(tmp_path, rule):
     _check_resume(runs, 3)
     saved = sorted(n for n in os.listdir(tmp_path / 'o') if n.startswith('server-state.'))
     assert saved == ['server-state.server-0', 'server-state.server-1'], saved
+
+
+@pytest.mark.parametrize('name', ['adam', 'sgd'])
+def test_restored_update_counts_survive_mxnets_updater(tmp_path, name):
+    """In-process: MXNet's Updater re-selects the optimizer's per-device update counts
+    before every update; a load must restore what it selects (Adam's bias correction
+    and lr schedules use these counts), so after K + 1 updates the counts are K + 1."""
+    from mxnet_ssp.server import ServerOptimizer
+
+    def fresh():
+        wrapper = ServerOptimizer(mx.optimizer.create(name, learning_rate=0.1))
+        return wrapper, mx.optimizer.get_updater(wrapper)
+
+    def step(updater, w, t):
+        updater(0, mx.nd.sin(3 * w + t), w)
+
+    prefix = str(tmp_path / 'state')
+    full, up = fresh()
+    w = mx.nd.array(np.linspace(-1, 1, 5))
+    for t in range(1, 4):
+        step(up, w, t)
+    full.control('save', prefix)
+    saved_w = w.copy()
+    step(up, w, 4)
+    resumed, up2 = fresh()
+    w2 = saved_w.copy()
+    step(up2, w2, 99)                       # the resumed server has seen an update (warm-up)
+    resumed.control('load', prefix)
+    w2[:] = saved_w
+    step(up2, w2, 4)
+    assert resumed.optimizer._index_update_count == {0: 4} == full.optimizer._index_update_count
+    np.testing.assert_array_equal(w2.asnumpy(), w.asnumpy())
