@@ -70,8 +70,7 @@ def test_never_pushed_keys_are_learned_after_the_first_step():
     # step 2 pushes key 0 again; from then on each step ends at its last push
     assert c.ends == [(3, 'early'), (5, 'complete'), (8, 'complete'), (11, 'complete')]
     assert c.tracker.learned and c.tracker.expected == {0, 2, 4}
-    # exactly one end per step except the last of a run that started unlearned: no
-    # step ends twice, none ends before its last push
+    # one end per step, the last step included: none ends twice or before its last push
     assert len(c.ends) == 4
 
 
