@@ -77,7 +77,7 @@ def run_slot_job(tmp_path, workers=3, servers=1, iters=8, **flags):
     cmd = [sys.executable, os.path.join(JOBS, 'slot_job.py'), '--out', str(out),
            '--iters', str(iters)]
     for name, value in flags.items():
-        cmd += ['--' + name.replace('_', '-')] + ([str(value)] if value != '' else [])
+        cmd += ['--' + name.replace('_', '-')] + ([] if value is True else [str(value)])
     proc = run_job(tmp_path, cmd, workers=workers, servers=servers)
     assert proc.returncode == 0, fail_msg(proc)
     steps = {r: read_jsonl(out / ('slot-%d.jsonl' % r)) for r in range(workers)}
@@ -185,7 +185,7 @@ def test_softsync_staleness_distribution_matches_rudra(tmp_path):
         run_dir.mkdir()
         steps, events, (summary,) = run_slot_job(run_dir, workers=workers, iters=iters,
                                                  store='dist_softsync', splits=n, rule='sgd',
-                                                 turns='')
+                                                 turns=True)
         c = workers // n
         assert summary['softsync_c'] == c
         check_staleness_against_workers(steps, events)
