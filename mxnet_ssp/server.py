@@ -418,7 +418,11 @@ class ServerOptimizer:
         opt = self.optimizer
         opt.lr = blob['lr']
         opt.num_update = blob['num_update']
-        opt._index_update_count = dict(blob['index_update_count'])
+        # MXNet's Updater re-selects the counts of the weight's device before every
+        # update (_set_current_context), so the restored counts must be that entry too
+        counts = dict(blob['index_update_count'])
+        opt._all_index_update_counts = {0: counts}
+        opt._index_update_count = counts
         self._states = {i: _from_numpy(st) for i, st in blob['plain'].items()}
         self._hist = dict(blob['hist'])
         self._pending_load = {k: dict(saved, backups=blob['backups'].get(k, {}))

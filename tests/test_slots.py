@@ -77,7 +77,7 @@ def run_slot_job(tmp_path, workers=3, servers=1, iters=8, **flags):
     cmd = [sys.executable, os.path.join(JOBS, 'slot_job.py'), '--out', str(out),
            '--iters', str(iters)]
     for name, value in flags.items():
-        cmd += ['--' + name.replace('_', '-'), str(value)]
+        cmd += ['--' + name.replace('_', '-')] + ([] if value is True else [str(value)])
     proc = run_job(tmp_path, cmd, workers=workers, servers=servers)
     assert proc.returncode == 0, fail_msg(proc)
     steps = {r: read_jsonl(out / ('slot-%d.jsonl' % r)) for r in range(workers)}
@@ -161,24 +161,47 @@ def test_worker_aware_rules_report_staleness_under_every_store(tmp_path, store, 
         assert any(e['event'] == 'refresh' for log in events for e in log)
 
 
+def _round_robin_taus(workers, iters, c):
+    """Staleness of every gradient when the workers push in turns 0, 1, ..., M-1 and each
+    pulls right after its push, with one update per c gradients: gradient number
+    i = (t - 1) * M + m (0-based) is computed on the version pulled after gradient
+    i - M, i.e. floor((i - M + 1) / c) updates (0 for the first round)."""
+    taus = []
+    for i in range(workers * iters):
+        used = (i - workers + 1) // c if i >= workers else 0
+        taus.append(i // c - used)
+    return taus
+
+
 def test_softsync_staleness_distribution_matches_rudra(tmp_path):
-    """Rudra: under n-softsync the average staleness is about n and rarely above 2n.
-    Homogeneous local job, 4 workers; n = 1 (one update per 4 gradients) and n = 4 (ASP)."""
+    """Rudra: under n-softsync the average staleness is about n and rarely above 2n, for
+    homogeneous learners.  The workers take turns (a barrier between turns), the
+    homogeneous order made deterministic, so the distribution is exact whatever the load;
+    n = 1 (one update per 4 gradients) and n = 4 (ASP), 4 workers."""
     means = {}
+    workers, iters = 4, 12
     for n in (1, 4):
         run_dir = tmp_path / ('n%d' % n)
         run_dir.mkdir()
-        steps, events, (summary,) = run_slot_job(run_dir, workers=4, iters=30,
-                                                 store='dist_softsync', splits=n, rule='sgd')
-        hist = {int(t): c for t, c in summary['histogram'].items()}
+        steps, events, (summary,) = run_slot_job(run_dir, workers=workers, iters=iters,
+                                                 store='dist_softsync', splits=n, rule='sgd',
+                                                 turns=True)
+        c = workers // n
+        assert summary['softsync_c'] == c
+        check_staleness_against_workers(steps, events)
+        # key 0's gradients in the servers' order: the round robin, with its staleness
+        grads = sorted((e for log in events for e in log
+                        if e['key'] == 0 and e['event'] == 'gradient'), key=lambda e: e['seq'])
+        assert [e['sender'] for e in grads] == list(range(workers)) * iters
+        assert [e['tau'] for e in grads] == _round_robin_taus(workers, iters, c)
+        hist = {int(t): k for t, k in summary['histogram'].items()}
         total = sum(hist.values())
+        assert total == 2 * workers * iters            # both keys
         means[n] = summary['mean_tau']
-        above = sum(c for t, c in hist.items() if t > 2 * n) / float(total)
-        assert summary['softsync_c'] == 4 // n
+        above = sum(k for t, k in hist.items() if t > 2 * n) / float(total)
         assert means[n] <= 1.25 * n, (n, summary)
         assert above <= 0.1, 'n=%d: %.1f%% of gradients staler than 2n: %r' % (
             n, 100 * above, hist)
-        check_staleness_against_workers(steps, events)
     assert means[4] > 2 * means[1], means
 
 
@@ -194,3 +217,15 @@ def test_bad_optimizer_setups_fail_before_training(tmp_path, case, words):
     assert 'no error was raised' not in proc.stderr
     for word in words:
         assert word in proc.stderr, fail_msg(proc)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    'product bug: slot keys k * M + m of one parameter are spread over the servers (MXNet '
+    'places int key x on server (x * 9973) % servers), so with 2 servers each server keeps '
+    'its own canonical weight of k and the workers train different models'))
+def test_worker_aware_rule_with_two_servers_keeps_one_model(tmp_path):
+    """3 workers, 2 servers: every weight a worker pulls must be the single model's."""
+    steps, events, _ = run_slot_job(tmp_path, workers=3, servers=2, iters=4,
+                                    store='dist_async', rule='sasgd')
+    replay_through_reference(steps, events, 'sasgd', None, iters=4)

@@ -23,6 +23,20 @@ class Driver:
     Only workers that are running (not held, not left) may push: a worker
     whose push got no Release for itself waits until a later event releases
     it, exactly as a worker blocks on the server's OK.
+
+    Besides safety (a Release describes the true state, waiters are freed
+    only within sL), every event is checked for needless waiting, with the
+    conventions of :mod:`mxnet_ssp.sync` (lead = own clock after the push
+    minus the smallest clock of the workers in the job, that push counted):
+
+    * a pusher whose lead is <= sL is released by its own push (line 8-9);
+    * a pusher holding granted extra iterations is released by its own push
+      (lines 3-5; in bounded mode only while its lead stays <= sU);
+    * after every event, no held worker is within sL of the slowest.
+
+    A policy that held workers longer than the rules say (lockstep, an
+    off-by-one at sL, a grant not honoured) fails these checks although it
+    keeps the bound and stays live.
     """
 
     def __init__(self, policy):
@@ -31,6 +45,7 @@ class Driver:
         self.clocks = [0] * self.m
         self.active = set(range(self.m))
         self.held = set()
+        self.extra = [0] * self.m        # extra iterations each worker holds (its last Release)
         self.releases = []
 
     def true_min(self):
@@ -55,11 +70,11 @@ class Driver:
         return out
 
     def _check(self, out, pusher):
-        seen = set()
+        seen = {}
         for rel in out:
             assert isinstance(rel, Release)
             assert rel.rank not in seen, 'released twice in one event'
-            seen.add(rel.rank)
+            seen[rel.rank] = rel
             # only a worker that is actually blocked can be released
             assert rel.rank in self.held, 'released a worker that was not waiting'
             assert rel.rank in self.active
@@ -76,6 +91,41 @@ class Driver:
             self.held.discard(rel.rank)
             self.releases.append(rel)
         assert set(self.policy.waiting) == self.held
+        self._check_no_needless_wait(seen, pusher)
+        for rel in out:
+            self.extra[rel.rank] = rel.extra_left
+
+    def _check_no_needless_wait(self, released, pusher):
+        policy = self.policy
+        if not self.active:
+            return                       # the last worker left: nobody can wait
+        slowest = self.true_min()
+        if pusher is not None:
+            lead = self.clocks[pusher] - slowest
+            if lead <= policy.s_lower:
+                assert pusher in released, (
+                    'worker %d pushed clock %d at lead %d <= sL=%d but was held'
+                    % (pusher, self.clocks[pusher], lead, policy.s_lower))
+            if self.extra[pusher] > 0 and (policy.mode == PAPER or lead <= policy.s_upper):
+                assert pusher in released, (
+                    'worker %d held %d granted extra iterations (lead %d) but was held'
+                    % (pusher, self.extra[pusher], lead))
+                own = released[pusher]
+                assert own.granted == 0 and own.extra_left == self.extra[pusher] - 1, (
+                    'worker %d used one of %d extra iterations: %r'
+                    % (pusher, self.extra[pusher], own))
+            own = released.get(pusher)
+            if own is not None and own.granted:
+                # a grant of r* is r* releases without waiting; in bounded mode this
+                # release is the first of them, in paper mode r_p <- r* (line 13)
+                used = 1 if policy.mode == BOUNDED else 0
+                assert own.extra_left == own.granted - used, (
+                    'worker %d granted %d but holds %d extra iterations (%s mode)'
+                    % (pusher, own.granted, own.extra_left, policy.mode))
+        for q in self.held:
+            assert self.clocks[q] - slowest > policy.s_lower, (
+                'worker %d is held at clock %d although the slowest clock is %d (sL=%d)'
+                % (q, self.clocks[q], slowest, policy.s_lower))
 
 
 def run_timed(policy, compute, n_iters, latency=0.0, leave=True):

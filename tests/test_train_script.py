@@ -765,3 +765,16 @@ def test_resume_a_job_from_a_checkpoint_with_the_servers_state(frozen_job):
     # weights frozen since epoch 2: the resumed job ends where the original did
     assert summary['final_accuracy'] == original['final_accuracy']
     assert summary['resumed_from'] == str(save / 'model-epoch002.params')
+    # ... which holds even if loading did nothing (lr ~0, no momentum).  The servers' own
+    # state must go on from the checkpoint: the update count the optimizer keeps per key
+    # is the checkpoint's plus one per gradient pushed in the resumed job
+    import pickle
+    with open(save / 'model-epoch002.states.server-0', 'rb') as f:
+        saved_state = pickle.load(f)
+    with open(out / 'model-final.states.server-0', 'rb') as f:
+        resumed_state = pickle.load(f)
+    pushed = sum(len(read_jsonl(out / ('train-worker%d.jsonl' % rank))) for rank in (0, 1))
+    assert saved_state['index_update_count'] and all(
+        n > pushed for n in saved_state['index_update_count'].values())
+    assert resumed_state['index_update_count'] == {
+        k: n + pushed for k, n in saved_state['index_update_count'].items()}

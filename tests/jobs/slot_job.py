@@ -27,6 +27,9 @@ def parse_args():
     p.add_argument('--staleness', default=None)
     p.add_argument('--slow-rank', type=int, default=-1)
     p.add_argument('--slow-seconds', type=float, default=0.0)
+    p.add_argument('--turns', action='store_true',
+                   help='workers take turns (0, 1, ..., a barrier between turns): the servers '
+                        'see round-robin order, the same in every run')
     p.add_argument('--out', required=True)
     return p.parse_args()
 
@@ -67,19 +70,29 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, 'slot-%d.jsonl' % rank), 'w', buffering=1)
     for t in range(1, T + 1):
-        if rank == args.slow_rank:
-            time.sleep(args.slow_seconds)          # emulated slow compute
-        used = w0.asnumpy().sum()
-        g0 = mx.nd.zeros(nworkers * T)
-        g0[rank * T + t - 1] = -1.0
-        g1 = mx.nd.sin(w1 * (rank + 1) + t)
-        g1_sent = g1.asnumpy().tolist()
-        kv.pushpull(0, g0, out=w0)
-        kv.pushpull(1, g1, out=w1)
-        log.write(json.dumps({'rank': rank, 'step': t, 'version_used': float(used),
-                              'g1': g1_sent, 'w0': w0.asnumpy().tolist(),
-                              'w1': w1.asnumpy().tolist(), 'slot_mode': kv.slot_mode}) + '\n')
+        for turn in range(nworkers if args.turns else 1):
+            if not args.turns or turn == rank:
+                step(args, kv, log, rank, nworkers, T, t, w0, w1)
+            if args.turns:
+                kv._barrier()                      # the next worker's turn
     log.close()
+
+
+def step(args, kv, log, rank, nworkers, T, t, w0, w1):
+    """Worker `rank`'s step t: push both keys' gradients, pull, record."""
+    import mxnet as mx
+    if rank == args.slow_rank:
+        time.sleep(args.slow_seconds)              # emulated slow compute
+    used = w0.asnumpy().sum()
+    g0 = mx.nd.zeros(nworkers * T)
+    g0[rank * T + t - 1] = -1.0
+    g1 = mx.nd.sin(w1 * (rank + 1) + t)
+    g1_sent = g1.asnumpy().tolist()
+    kv.pushpull(0, g0, out=w0)
+    kv.pushpull(1, g1, out=w1)
+    log.write(json.dumps({'rank': rank, 'step': t, 'version_used': float(used),
+                          'g1': g1_sent, 'w0': w0.asnumpy().tolist(),
+                          'w1': w1.asnumpy().tolist(), 'slot_mode': kv.slot_mode}) + '\n')
 
 
 if __name__ == '__main__':
