@@ -87,9 +87,12 @@ LAUNCHER_ONLY_ENV = (ENV_SSH_ARGS, ENV_MPIRUN, ENV_LAUNCH_INDEX)
 
 #: Set by the launcher for each process; --env* may not set them.
 RESERVED_ENV = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
-                'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER')
-#: Passed to remote (ssh / mpi) processes when set here, besides MXNET_SSP_*.
-FORWARDED_ENV = ('OMP_NUM_THREADS', 'PS_VERBOSE', 'DMLC_INTERFACE')
+                'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_TASK_ID', 'DMLC_JOB_CLUSTER',
+                'DMLC_NUM_ATTEMPT')
+#: Passed to remote (ssh / mpi) processes when set here, besides MXNET_SSP_*: what MXNet's
+#: dmlc tracker forwards over ssh (but AWS credentials: pass them with --env), and PS_VERBOSE.
+FORWARDED_ENV = ('OMP_NUM_THREADS', 'PS_VERBOSE', 'DMLC_INTERFACE', 'KMP_AFFINITY',
+                 'LD_LIBRARY_PATH')
 FORWARDED_PREFIX = 'MXNET_SSP_'
 P3_ENV = (('DMLC_PS_VAN_TYPE', 'p3'), ('DMLC_PS_WATER_MARK', '10'))
 KVSTORE_FLAGS = ('--kvstore', '--kv-store', '--kv_store')
@@ -509,6 +512,23 @@ def dmlc_env(role, root_uri, root_port, num_workers, num_servers):
             'DMLC_NUM_WORKER': str(num_workers)}
 
 
+def task_env(cluster, role, index, num_workers):
+    """What MXNet's dmlc tracker adds for a server or worker (see docs/launch.md).
+
+    ``DMLC_JOB_CLUSTER`` names the launcher; ``DMLC_TASK_ID`` numbers the
+    workers 0 .. n-1, then the servers n .. n+s-1, as the tracker's local
+    mode (scripts shard their data by it before any store exists);
+    ``DMLC_NUM_ATTEMPT`` is 0 (the tracker's local mode counts retries in it;
+    this launcher never retries).  Under mpi one mpirun starts every process
+    of a role, so no task id can be given here: MPI's own rank variables
+    (``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``) stand in, as with the tracker.
+    """
+    env = {'DMLC_JOB_CLUSTER': cluster, 'DMLC_NUM_ATTEMPT': '0'}
+    if cluster != 'mpi':
+        env['DMLC_TASK_ID'] = str(index if role == 'worker' else num_workers + index)
+    return env
+
+
 def role_settings(common, extra, environ, p3=False):
     """Variables the launcher sets explicitly for one role.
 
@@ -909,6 +929,7 @@ def _plan(args, environ):
         for role, count in (('server', s), ('worker', n)):
             for i in range(count):
                 dmlc = dmlc_env(role, uri, port, n, s)
+                dmlc.update(task_env('local', role, i, n))
                 if 'DMLC_NODE_HOST' not in environ and 'DMLC_NODE_HOST' not in settings[role]:
                     dmlc['DMLC_NODE_HOST'] = '127.0.0.1'
                 dmlc[ENV_LAUNCH_INDEX] = str(i)
@@ -937,6 +958,7 @@ def _plan(args, environ):
                 env = dict(base)
                 env.update(settings[role])
                 env.update(dmlc_env(role, uri, port, n, s))
+                env.update(task_env('ssh', role, i, n))
                 env.setdefault('DMLC_NODE_HOST', host.address)
                 env[ENV_LAUNCH_INDEX] = str(i)
                 specs.append(Spec(role, i, ssh_argv(host.name, command, env, workdir,
@@ -966,6 +988,7 @@ def _plan(args, environ):
         env = dict(base)
         env.update(settings[role])
         env.update(dmlc_env(role, uri, port, n, s))
+        env.update(task_env('mpi', role, 0, n))
         if uri.startswith('127.') and 'DMLC_NODE_HOST' not in env:
             env['DMLC_NODE_HOST'] = '127.0.0.1'
         argv = mpi_argv(flavor, count, command, env, args.hostfile, mpirun,

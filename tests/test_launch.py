@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_stock_launch
 from mxnet_ssp import launch
 from mxnet_ssp.launch import (Host, LaunchError, Spec, Supervisor, find_kvstore_names,
                               mpi_argv, mpi_flavor, parse_hostfile, remote_script, role_settings,
@@ -220,6 +221,49 @@ def test_local_env_of_each_role(tmp_path, clean_env, capfd):
     assert {e['ONLY_SERVER'] for e in dumps['server']} == {'s'}
     assert sorted(e[launch.ENV_LAUNCH_INDEX] for e in dumps['worker']) == ['0', '1']
     assert sorted(e[launch.ENV_LAUNCH_INDEX] for e in dumps['server']) == ['0', '1']
+    # what MXNet's tools/launch.py (dmlc tracker, local mode) gives: workers are tasks 0..n-1,
+    # servers n..n+s-1, in the worker's launch order
+    for env in dumps['worker'] + dumps['server']:
+        offset = 0 if env['DMLC_ROLE'] == 'worker' else 2
+        assert env['DMLC_TASK_ID'] == str(offset + int(env[launch.ENV_LAUNCH_INDEX])), env
+        assert (env['DMLC_JOB_CLUSTER'], env['DMLC_NUM_ATTEMPT']) == ('local', '0')
+    assert not {'DMLC_TASK_ID', 'DMLC_JOB_CLUSTER'} & set(dumps['scheduler'][0])
+
+
+def test_local_env_matches_mxnets_stock_launch_py(tmp_path, clean_env, capfd):
+    """Every DMLC_* variable MXNet's own tools/launch.py --launcher local gives a process of
+    each role (run through tests/jobs/stock_launch.py), ours gives too, with the same value
+    (but the scheduler address and port, which differ per job)."""
+    script = write(tmp_path, 'dump.py', DUMP_ENV)
+    dumps = {}
+    for name, run in (('stock', _stock_local), ('ours', _our_local)):
+        out = tmp_path / name
+        out.mkdir()
+        run(tmp_path, [PY, script, str(out)])
+        wait_for_files(out, '.json', 5)     # the stock launcher may return before its children
+        dumps[name] = read_dumps(out)
+    per_job = {'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT'}
+
+    def dmlc(env):
+        return {k: v for k, v in env.items() if k.startswith('DMLC_') and k not in per_job}
+
+    for role in ('scheduler', 'server', 'worker'):
+        stock = sorted((dmlc(e) for e in dumps['stock'][role]), key=lambda e: sorted(e.items()))
+        ours = sorted((dmlc(e) for e in dumps['ours'][role]), key=lambda e: sorted(e.items()))
+        assert len(stock) == len(ours), role
+        for theirs, mine in zip(stock, ours):
+            assert theirs.items() <= mine.items(), (role, theirs, mine)
+
+
+def _stock_local(tmp_path, command):
+    env = dict(os.environ, STOCK_LAUNCH_HOST_IP='127.0.0.1')
+    proc = run_stock_launch(tmp_path, command, workers=2, servers=2, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _our_local(tmp_path, command):
+    assert launch.main(['-n', '2', '-s', '2', '--launcher', 'local', '--timeout', '60']
+                       + command) == 0
 
 
 def test_local_user_omp_num_threads_is_kept(tmp_path, clean_env, capfd):
