@@ -664,6 +664,8 @@ def test_ssh_plan_round_robin_and_env(tmp_path):
         assert env['DMLC_NODE_HOST'] == spec.host.rpartition('@')[2]
         assert env[launch.ENV_LAUNCH_INDEX] == str(spec.index)
         assert (env['DMLC_NUM_WORKER'], env['DMLC_NUM_SERVER']) == ('3', '2')
+        assert env['DMLC_TASK_ID'] == str(spec.index + (3 if spec.role == 'server' else 0))
+        assert (env['DMLC_JOB_CLUSTER'], env['DMLC_NUM_ATTEMPT']) == ('ssh', '0')
         assert env['MXNET_SSP_STALENESS'] == '2' and env['OMP_NUM_THREADS'] == '4'
         assert env['PASSME'] == 'p q'
         assert ('A' in env) == (spec.role == 'worker')
@@ -693,7 +695,9 @@ def test_mpi_plan_with_fake_mpirun(tmp_path):
         assert argv[-2:] == ['python', 't.py']
         xs = {argv[i + 1] for i, a in enumerate(argv) if a == '-x'}
         assert {'DMLC_ROLE=%s' % spec.role, 'DMLC_PS_ROOT_URI=127.0.0.1', 'OMP_NUM_THREADS=1',
-                'MXNET_SSP_TIMEOUT=9', 'DMLC_NODE_HOST=127.0.0.1'} <= xs
+                'MXNET_SSP_TIMEOUT=9', 'DMLC_NODE_HOST=127.0.0.1', 'DMLC_JOB_CLUSTER=mpi',
+                'DMLC_NUM_ATTEMPT=0'} <= xs
+        assert not any(x.startswith('DMLC_TASK_ID=') for x in xs)   # one mpirun per role
         assert ('S=1' in xs) == (spec.role == 'server')
     assert specs[2].describe(7) == 'workers (mpirun of 2; pid 7)'
 
