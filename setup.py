@@ -1,7 +1,7 @@
 """Install mxnet-ssp: SSP / DSSP KVStore types for Apache MXNet 1.9.1."""
 import os
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,7 +45,7 @@ setup(
     description='Stale Synchronous Parallel and Dynamic SSP training for MXNet parameter servers',
     long_description=open(os.path.join(HERE, 'README.md')).read(),
     long_description_content_type='text/markdown',
-    packages=['mxnet_ssp', 'mxnet_ssp.experiments'],
+    packages=find_packages(include=['mxnet_ssp', 'mxnet_ssp.*']),
     package_dir={'': '.'},
     cmdclass={'build_py': BuildWithPth},
     python_requires='>=3.8',

@@ -1,0 +1,69 @@
+"""mxnet-ssp-launch: start and supervise an MXNet parameter-server job.
+
+One command is run for every process of the job; the ``DMLC_*`` variables
+tell each copy whether it is the scheduler, a server or a worker::
+
+    mxnet-ssp-launch -n 2 -s 1 --launcher local python train.py --kvstore dist_dssp
+    mxnet-ssp-launch -n 4 -H hosts.txt python train.py --kvstore dist_ssp
+    mxnet-ssp-launch -n 4 -H hosts.txt --launcher mpi python train.py
+
+The flags are those of MXNet's ``tools/launch.py``; this launcher does not use
+``dmlc_tracker`` (which fails on Python >= 3.9).  What it adds:
+
+* settings are checked before anything starts: ``MXNET_SSP_STALENESS``,
+  ``MXNET_SSP_DSSP_MODE`` and ``MXNET_SSP_TIMEOUT`` (from this environment and
+  ``--env*``) and a ``--kvstore X`` / ``--kv-store X`` found in the command;
+  a bad value ends the launcher with exit code 2 and one line naming it;
+* supervision: when any process fails, or the launcher gets SIGINT / SIGTERM /
+  SIGHUP, every process group of the job is sent SIGTERM, then SIGKILL after
+  a grace period, and the launcher says which process ended the job.
+
+Launchers:
+
+* ``local``: every process here, each in its own session, with
+  ``DMLC_PS_ROOT_URI=127.0.0.1``, a free ephemeral port, ``DMLC_NODE_HOST=127.0.0.1``
+  and the launcher's whole environment.
+* ``ssh``: the scheduler here; servers and workers round-robin over the
+  hostfile's hosts, each through ``ssh -o StrictHostKeyChecking=no -o
+  BatchMode=yes HOST 'sh -c SCRIPT'``.  The script cd's to ``--sync-dst-dir``
+  (after ``rsync -az`` of the current directory to every host) or to the
+  current directory, exports the variables (ssh does not carry the
+  environment: ``DMLC_*``, ``DMLC_NODE_HOST=HOST``, ``MXNET_SSP_*``,
+  ``OMP_NUM_THREADS``, ``PS_VERBOSE``, ``DMLC_INTERFACE``, ``--env*``) and runs
+  the command; when ssh's stdin (a pipe from the launcher) closes, because the
+  launcher stops the job or dies, the script stops the command.
+  ``DMLC_PS_ROOT_URI`` is the address this machine uses to reach the first host.
+* ``mpi``: the scheduler here, then one ``mpirun`` for the servers and one for
+  the workers, with the variables passed by ``-x K=V`` (Open MPI) or ``-genv K V``
+  (MPICH / Intel MPI), told apart by ``mpirun --version``; ``-H`` is passed on.
+
+Exit codes: 0 every process exited 0; 1 a process failed (or the scheduler or
+a server did not exit within 60 s of the last worker); 2 bad usage or
+setting, nothing started; 124 ``--timeout`` expired; 128+N stopped by signal N
+(130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
+
+Limits: a launcher killed with SIGKILL cannot stop its local processes (ssh
+ones still stop, through the closed pipe).  With MXNet's own ``dist_*``
+stores a worker that fails after creating its kvstore may hang in ps-lite's
+shutdown barrier instead of exiting, so the launcher cannot see it fail:
+``--timeout`` bounds such jobs.
+
+Layout: :mod:`.settings` (constants, checks before anything starts, each
+process's environment), :mod:`.remote` (hosts; ssh, rsync and mpirun command
+lines), :mod:`.supervisor` (running and stopping the processes), :mod:`.cli`
+(flags, the plan per launcher mode, ``main``).  The package stays light: it
+imports :mod:`mxnet_ssp.config` and the standard library only, never mxnet.
+"""
+from .cli import _plan, build_parser, main
+from .remote import (Host, mpi_argv, mpi_flavor, parse_hostfile, remote_script, rsync_argv,
+                     ssh_argv)
+from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, EXIT_TIMEOUT,
+                       EXIT_USAGE, PROG, SSH_BASE, LaunchError, find_kvstore_names,
+                       parse_env_items, role_settings, validate_settings)
+from .supervisor import Spec, Supervisor
+
+__all__ = ['main', 'build_parser', 'parse_env_items', 'find_kvstore_names', 'validate_settings',
+           'parse_hostfile', 'remote_script', 'ssh_argv', 'rsync_argv', 'mpi_argv',
+           'mpi_flavor', 'Spec', 'Supervisor', 'LaunchError', 'Host', 'role_settings', 'PROG',
+           'ENV_LAUNCH_INDEX', 'ENV_MPIRUN', 'ENV_SSH_ARGS', 'EXIT_FAILED', 'EXIT_USAGE',
+           'EXIT_TIMEOUT', 'SSH_BASE', '_plan']
