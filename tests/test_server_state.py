@@ -60,9 +60,10 @@ def _check_resume(runs, workers):
             'worker %d: step K + 1 without the saved state gives the same weights' % r)
 
 
-@pytest.mark.parametrize('store,rule', [('dist_async', 'sgd-momentum'),
-                                        ('dist_ssp', 'dcasgd-a-momentum'),
-                                        ('dist_softsync', 'sasgd')])
+@pytest.mark.parametrize('store,rule', [  # one in the default run; all before a resolve
+    pytest.param('dist_async', 'sgd-momentum', marks=pytest.mark.slow),
+    ('dist_ssp', 'dcasgd-a-momentum'),
+    pytest.param('dist_softsync', 'sasgd', marks=pytest.mark.slow)])
 def test_resume_from_saved_server_state_gives_the_same_next_update(tmp_path, store, rule):
     runs = _resume_runs(tmp_path, store, rule)
     full = runs['full'][0]

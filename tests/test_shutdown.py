@@ -56,8 +56,8 @@ def _check_phase(out):
 @pytest.mark.parametrize('api,shape,store', [
     ('module', 'local', 'dist_ssp'),        # MXNet's fit.py: the store dies with fit()
     ('module', 'string', 'dist_dssp'),      # Module.fit(kvstore='dist_dssp'), 2 epochs
-    ('trainer', 'global', 'dist_softsync'),
-    ('raw', 'closed', 'dist_async'),
+    pytest.param('trainer', 'global', 'dist_softsync', marks=pytest.mark.slow),
+    pytest.param('raw', 'closed', 'dist_async', marks=pytest.mark.slow),
 ])
 def test_store_freed_on_every_worker_before_mxnet_exit_hook(tmp_path, api, shape, store):
     out = tmp_path / 'out'

@@ -127,7 +127,7 @@ def check_staleness_against_workers(steps, server_events, key=0):
     return applied
 
 
-@pytest.mark.parametrize('splits,c', [(1, 3), (3, 1)])
+@pytest.mark.parametrize('splits,c', [(1, 3), pytest.param(3, 1, marks=pytest.mark.slow)])
 def test_softsync_plain_sgd_staleness(tmp_path, splits, c):
     iters = 8
     steps, events, summaries = run_slot_job(tmp_path, workers=3, iters=iters,
@@ -143,12 +143,12 @@ def test_softsync_plain_sgd_staleness(tmp_path, splits, c):
             assert abs(sum(rec['w0']) - round(sum(rec['w0']))) < 1e-4
 
 
-@pytest.mark.parametrize('store,rule,extra', [
-    ('dist_async', 'sasgd', {}),
+@pytest.mark.parametrize('store,rule,extra', [   # two in the default run, all four when slow
+    pytest.param('dist_async', 'sasgd', {}, marks=pytest.mark.slow),
     ('dist_ssp', 'dcasgd', {'staleness': 0, 'slow_rank': 1, 'slow_seconds': 0.03}),
     ('dist_dssp', 'dcasgd-a-momentum', {'staleness': '1,3', 'slow_rank': 0,
                                         'slow_seconds': 0.03}),
-    ('dist_softsync', 'sasgd-average', {'splits': 2}),
+    pytest.param('dist_softsync', 'sasgd-average', {'splits': 2}, marks=pytest.mark.slow),
 ])
 def test_worker_aware_rules_report_staleness_under_every_store(tmp_path, store, rule, extra):
     steps, events, summaries = run_slot_job(tmp_path, workers=3, iters=8, store=store,

@@ -684,7 +684,9 @@ STORE_RUNS = {
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize('store', list(STORE_RUNS))
+@pytest.mark.parametrize('store', [   # dist_sync and dist_dssp in the default run
+    s if s in ('dist_sync', 'dist_dssp') else pytest.param(s, marks=pytest.mark.slow)
+    for s in STORE_RUNS])
 def test_two_worker_job_under_every_store(tmp_path, store):
     extra, store_files = STORE_RUNS[store]
     save = tmp_path / 'run'
