@@ -66,7 +66,8 @@ def reaper(args):
                 {'pid': child.pid, 'role': role, 'rc': rc, 'time': time.monotonic()})
     log.close()
     if rc < 0:
-        signal.signal(-rc, signal.SIG_DFL)
+        if -rc not in (signal.SIGKILL, signal.SIGSTOP):   # those cannot be caught or reset
+            signal.signal(-rc, signal.SIG_DFL)
         os.kill(os.getpid(), -rc)
         time.sleep(1)                 # not reached for a fatal signal
     sys.exit(rc if rc >= 0 else 128 - rc)

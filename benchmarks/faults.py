@@ -275,7 +275,8 @@ def run_trial(fault, store, launcher, args, workdir):
                 row['exit_s'] = round(ex['time'] - t_fault, 2)
             else:
                 row['rc'] = None
-                row['state'] = {'T': 'stopped', None: 'gone (no exit record)'}.get(
+                row['state'] = {'T': 'stopped', 't': 'stopped', None: 'gone (no exit record)',
+                                'Z': 'gone (no exit record)', 'X': 'gone (no exit record)'}.get(
                     _state(pid), 'running')
             if info['role'] == 'worker':
                 row['steps_at_fault'] = steps_at[info['rank']]
@@ -392,7 +393,7 @@ def markdown(results, args, argv):
     return '\n'.join(lines) + '\n'
 
 
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--faults', nargs='+', choices=FAULTS, default=list(FAULTS))
     p.add_argument('--stores', nargs='+', default=list(STORES),
@@ -414,7 +415,11 @@ def main(argv=None):
     p.add_argument('--append', action='store_true')
     p.add_argument('--json', help='write the raw results here')
     p.add_argument('--keep', help='keep the trial directories (logs) under this directory')
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
 
     results = []
     stop = []
