@@ -45,7 +45,7 @@ setup(
     description='Stale Synchronous Parallel and Dynamic SSP training for MXNet parameter servers',
     long_description=open(os.path.join(HERE, 'README.md')).read(),
     long_description_content_type='text/markdown',
-    packages=['mxnet_ssp', 'mxnet_ssp.experiments'],
+    packages=['mxnet_ssp', 'mxnet_ssp.experiments', 'mxnet_ssp.experiments.reproduce'],
     package_dir={'': '.'},
     cmdclass={'build_py': BuildWithPth},
     python_requires='>=3.8',
