@@ -532,8 +532,8 @@ def test_quick_preset_one_trial(tmp_path):
 # ---------------------------------------------------------------------------
 def _grid(tmp_path, paradigms, trials=1):
     args = build_parser().parse_args(['--preset', 'tiny', '--out', str(tmp_path),
-                                         '--paradigms', paradigms, '--trials', str(trials),
-                                         '--targets', '0.9,0.92'])
+                                      '--paradigms', paradigms, '--trials', str(trials),
+                                      '--targets', '0.9,0.92'])
     return resolve_grid(args)
 
 
@@ -557,9 +557,9 @@ def _synthetic_run(directory, arm, grid, trial, accuracies):
     with open(os.path.join(directory, 'summary.json'), 'w') as f:
         json.dump({'final_accuracy': accuracies[-1], 'wall_time_s': 3.0}, f)
     write_json(os.path.join(directory, MARKER),
-                   {'status': 'ok', 'exit_code': 0, 'duration_s': 5.0,
-                    'seed': trial_seed(grid, trial),
-                    'signature': run_signature(grid, arm, trial)})
+               {'status': 'ok', 'exit_code': 0, 'duration_s': 5.0,
+                'seed': trial_seed(grid, trial),
+                'signature': run_signature(grid, arm, trial)})
 
 
 def _table(report, heading):

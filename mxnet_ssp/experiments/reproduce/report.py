@@ -71,6 +71,14 @@ def build_report(grid, out, rows, average=None, plots=(), command_line=None):
     `rows` come from :func:`summarize`, `average` from :func:`ssp_average`,
     `plots` are (title, path) pairs.
     """
+    sections = (_header(grid, rows, command_line), _time_to_targets(grid, rows, average),
+                _explanations(rows), _paper_table(grid), _plot_links(out, plots),
+                _all_runs(grid, out, rows), _settings(grid, out, rows))
+    return '\n'.join(line for section in sections for line in section)
+
+
+def _header(grid, rows, command_line):
+    """The title, the settings in a sentence, and where and how the report was made."""
     lines = []
     preset = PRESETS[grid.preset]
     lines.append('# Reproduction report: preset `%s`' % grid.preset)
@@ -96,7 +104,12 @@ def build_report(grid, out, rows, average=None, plots=(), command_line=None):
         % (min(loads), max(loads)) if loads else '',
         command_line or 'python -m mxnet_ssp.reproduce --preset %s' % grid.preset))
     lines.append('')
+    return lines
 
+
+def _time_to_targets(grid, rows, average):
+    """The analogue of Table I: each paradigm's median trial and its time to each target."""
+    lines = []
     targets = grid.targets
     lines.append('## Time to reach the target accuracies (analogue of Table I)')
     lines.append('')
@@ -137,7 +150,12 @@ def build_report(grid, out, rows, average=None, plots=(), command_line=None):
                  % ('SSP average: mean of the SSP curves on a common time grid.' if average
                     else ''))
     lines.append('')
+    return lines
 
+
+def _explanations(rows):
+    """The numbers that explain the curves: compute, step, waiting, leads, staleness."""
+    lines = []
     lines.append('## What explains the curves')
     lines.append('')
     head = ['paradigm', 'compute ms/it per worker', 'step ms/it per worker',
@@ -186,7 +204,12 @@ def build_report(grid, out, rows, average=None, plots=(), command_line=None):
                     '(the servers record it only in slot mode).' if estimated else ''))
     lines.append('- **mean lead**: mean of the leads at the end of every iteration (train logs).')
     lines.append('')
+    return lines
 
+
+def _paper_table(grid):
+    """The paper's Table I, when the preset compares with it."""
+    lines = []
     if grid.paper_table:
         lines.append('## The paper\'s Table I, for comparison')
         lines.append('')
@@ -198,14 +221,25 @@ def build_report(grid, out, rows, average=None, plots=(), command_line=None):
         for name, t67, t68 in grid.paper_table:
             lines.append('| %s | %s | %s |' % (name, _fmt(t67), _fmt(t68)))
         lines.append('')
+    return lines
 
+
+def _plot_links(out, plots):
+    """The plots, as images relative to `out`."""
+    lines = []
     if plots:
         lines.append('## Plots')
         lines.append('')
         for title, path in plots:
             lines.append('![%s](%s)' % (title, os.path.relpath(path, out)))
             lines.append('')
+    return lines
 
+
+def _all_runs(grid, out, rows):
+    """Every run with its status, the failed ones with their reasons, the ones not run yet."""
+    lines = []
+    targets = grid.targets
     lines.append('## All runs')
     lines.append('')
     lines.append('| paradigm | trial | seed | status | final accuracy | time to %g (s) | '
@@ -243,6 +277,12 @@ def build_report(grid, out, rows, average=None, plots=(), command_line=None):
         lines.append('Not run yet: %s. Run the same command again to continue.' % ', '.join(
             '%s trial %d' % (a.name, t['trial']) for a, t in missing))
         lines.append('')
+    return lines
+
+
+def _settings(grid, out, rows):
+    """An example run's command line and how trials are seeded and chosen."""
+    lines = []
     lines.append('## Settings')
     lines.append('')
     if rows and rows[0]['trials']:
@@ -258,7 +298,7 @@ def build_report(grid, out, rows, average=None, plots=(), command_line=None):
                  'with the median final test accuracy (for an even number of finished trials, '
                  'the lower middle one; ties go to the earlier trial).' % grid.seed)
     lines.append('')
-    return '\n'.join(lines)
+    return lines
 
 
 def results_json(grid, rows, average):
