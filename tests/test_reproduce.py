@@ -18,7 +18,14 @@ import textwrap
 import pytest
 
 from conftest import job_env
-from mxnet_ssp import reproduce as rp
+from mxnet_ssp.experiments.reproduce.cli import build_parser, main
+from mxnet_ssp.experiments.reproduce.files import write_json
+from mxnet_ssp.experiments.reproduce.grid import MARKER, resolve_grid, run_dir, run_signature, trial_seed
+from mxnet_ssp.experiments.reproduce.presets import PRESETS, parse_arm
+from mxnet_ssp.experiments.reproduce.report import write_report
+from mxnet_ssp.experiments.reproduce.runner import check_dataset, prepare_subset, run_env, subset_dir
+from mxnet_ssp.experiments.reproduce.stats import (average_curves, lead_from_train_logs, median_trial,
+                                                   staleness_from_train_logs, time_to_target)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAVE_MATPLOTLIB = importlib.util.find_spec('matplotlib') is not None
@@ -47,25 +54,25 @@ def checkout_first(monkeypatch):
     ('dssp2-10-paper', 'dssp2-10-paper', 'DSSP [2,10] paper', None),
 ])
 def test_parse_arm(name, canonical, label, flags):
-    arm = rp.parse_arm(name)
+    arm = parse_arm(name)
     assert arm.name == canonical and arm.label == label
     if flags is not None:
         assert arm.train_flags() == flags
-    assert rp.parse_arm(arm.name) == arm
+    assert parse_arm(arm.name) == arm
 
 
 @pytest.mark.parametrize('name', ['hogwild', 'ssp', 'ssp-3', 'dssp15-3', 'dssp3', 'dssp-fast'])
 def test_parse_arm_rejects(name):
     with pytest.raises(ValueError):
-        rp.parse_arm(name)
+        parse_arm(name)
 
 
 def test_every_preset_resolves_to_its_paradigms():
-    for preset in rp.PRESETS.values():
-        arms = [rp.parse_arm(n) for n in preset.arms]
+    for preset in PRESETS.values():
+        arms = [parse_arm(n) for n in preset.arms]
         assert len(set(arms)) == len(arms), preset.name
         assert {a.family for a in arms} == {'bsp', 'asp', 'ssp', 'dssp'}, preset.name
-    assert [a.staleness[0] for a in map(rp.parse_arm, rp.PRESETS['paper-alexnet'].arms)
+    assert [a.staleness[0] for a in map(parse_arm, PRESETS['paper-alexnet'].arms)
             if a.family == 'ssp'] == list(range(3, 16))
 
 
@@ -74,28 +81,28 @@ def test_every_preset_resolves_to_its_paradigms():
 # ---------------------------------------------------------------------------
 def test_time_to_target():
     curve = [(1.0, 0.3), (2.0, 0.66), (3.0, 0.67), (4.0, 0.65), (5.0, 0.69)]
-    assert rp.time_to_target(curve, 0.67) == 3.0       # reaching exactly counts
-    assert rp.time_to_target(curve, 0.68) == 5.0       # first time, not the last
-    assert rp.time_to_target(curve, 0.3) == 1.0
-    assert rp.time_to_target(curve, 0.7) is None
-    assert rp.time_to_target([], 0.1) is None
+    assert time_to_target(curve, 0.67) == 3.0       # reaching exactly counts
+    assert time_to_target(curve, 0.68) == 5.0       # first time, not the last
+    assert time_to_target(curve, 0.3) == 1.0
+    assert time_to_target(curve, 0.7) is None
+    assert time_to_target([], 0.1) is None
 
 
 def test_median_trial_by_final_accuracy():
     trials = [{'trial': 1, 'final_accuracy': 0.70}, {'trial': 2, 'final_accuracy': 0.60},
               {'trial': 3, 'final_accuracy': 0.65}]
-    assert rp.median_trial(trials)['trial'] == 3
-    assert rp.median_trial(trials[:2])['trial'] == 2     # even count: the lower middle
-    assert rp.median_trial(trials[:1])['trial'] == 1
-    assert rp.median_trial([]) is None
+    assert median_trial(trials)['trial'] == 3
+    assert median_trial(trials[:2])['trial'] == 2     # even count: the lower middle
+    assert median_trial(trials[:1])['trial'] == 1
+    assert median_trial([]) is None
     ties = [{'trial': t, 'final_accuracy': 0.5} for t in (3, 1, 2)]
-    assert rp.median_trial(ties)['trial'] == 2             # ties in trial order
+    assert median_trial(ties)['trial'] == 2             # ties in trial order
 
 
 def test_average_curves_on_a_common_grid():
     a = [(0.0, 0.0), (10.0, 1.0)]                 # linear, ends at 10 s
     b = [(2.0, 0.2), (6.0, 0.6), (20.0, 0.6)]     # starts later, runs longer
-    avg = dict(rp.average_curves([a, b]))
+    avg = dict(average_curves([a, b]))
     # the grid starts where both are defined and is the union of their times
     assert sorted(avg) == [2.0, 6.0, 10.0, 20.0]
     assert avg[2.0] == pytest.approx((0.2 + 0.2) / 2)
@@ -103,10 +110,10 @@ def test_average_curves_on_a_common_grid():
     assert avg[10.0] == pytest.approx((1.0 + 0.6) / 2)
     assert avg[20.0] == pytest.approx((1.0 + 0.6) / 2)   # a holds its final accuracy
     # unsorted input and an empty curve are handled
-    assert rp.average_curves([list(reversed(a)), [], a]) == [(0.0, 0.0), (10.0, 1.0)]
-    assert rp.average_curves([]) == []
+    assert average_curves([list(reversed(a)), [], a]) == [(0.0, 0.0), (10.0, 1.0)]
+    assert average_curves([]) == []
     # the average's time to target is read off the same way as a single curve's
-    assert rp.time_to_target(rp.average_curves([a, b]), 0.8) == 10.0
+    assert time_to_target(average_curves([a, b]), 0.8) == 10.0
 
 
 def _logs(times):
@@ -118,20 +125,20 @@ def _logs(times):
 def test_lead_from_train_logs():
     # rank 0 ends an iteration every second, rank 1 every 2.5 s; both run 4 iterations
     logs = _logs({0: [1, 2, 3, 4], 1: [2.5, 5, 7.5, 10]})
-    max_lead, mean_lead = rp.lead_from_train_logs(logs)
+    max_lead, mean_lead = lead_from_train_logs(logs)
     # in time order (t = 1, 2, 2.5, 3, 4, 5, 7.5, 10): rank 0 leads by 1, 2; rank 1 at 2.5 s
     # is the slowest itself (0); rank 0 leads by 2, 3; then rank 0 has finished and no longer
     # counts, so rank 1 leads nobody (0, 0, 0)
     assert max_lead == 3
     assert mean_lead == pytest.approx((1 + 2 + 0 + 2 + 3 + 0 + 0 + 0) / 8.0)
-    assert rp.lead_from_train_logs({}) == (0, 0.0)
+    assert lead_from_train_logs({}) == (0, 0.0)
     # equal pace: never more than one ahead
-    assert rp.lead_from_train_logs(_logs({0: [1, 2, 3], 1: [1.1, 2.1, 3.1]}))[0] == 1
+    assert lead_from_train_logs(_logs({0: [1, 2, 3], 1: [1.1, 2.1, 3.1]}))[0] == 1
 
 
 def test_staleness_from_train_logs():
     logs = _logs({0: [1, 2, 3, 4], 1: [2.5, 5]})
-    values = rp.staleness_from_train_logs(logs)
+    values = staleness_from_train_logs(logs)
     # rank 0 between its iteration ends 1-2, 2-3, 3-4: rank 1 ended one iteration (at 2.5)
     # in 2-3; rank 1 between 2.5 and 5: rank 0 ended two (at 3 and 4)
     assert sorted(values) == [0, 0, 1, 2]
@@ -139,7 +146,7 @@ def test_staleness_from_train_logs():
     # gradient at 2.2 and waits until 6.0; rank 1 ends iterations at 2.5, 3, 4, 5 meanwhile
     logs = _logs({0: [1, 2, 6], 1: [2.5, 3, 4, 5]})
     logs[0][2]['step_s'] = 3.8
-    values = rp.staleness_from_train_logs(logs)
+    values = staleness_from_train_logs(logs)
     assert values[:2] == [0, 0]               # rank 0: none before 2, none between 2 and 2.2
     assert values[2:] == [0, 0, 0]            # rank 1: rank 0 ends nothing in (2.5, 5]
 
@@ -153,8 +160,8 @@ def test_collect_run_and_report_from_synthetic_runs(tmp_path):
             # trial 2 is the median by final accuracy (trial 1 lower, trial 3 higher)
             bonus = {1: -0.01, 2: 0.0, 3: 0.02}[trial]
             accs = [min(1.0, a + bonus) for a in curves[arm.name]]
-            _synthetic_run(rp.run_dir(str(tmp_path), arm, trial), arm, grid, trial, accs)
-    rows = rp.write_report(grid, str(tmp_path), plots_on=False)
+            _synthetic_run(run_dir(str(tmp_path), arm, trial), arm, grid, trial, accs)
+    rows = write_report(grid, str(tmp_path), plots_on=False)
     by_name = {r['arm'].name: r for r in rows}
     assert all(r['median']['trial'] == 2 for r in rows)
     assert by_name['dssp']['times'][0.9] == 2.0 and by_name['bsp']['times'][0.9] == 3.0
@@ -197,13 +204,13 @@ def test_data_fraction_subset(tmp_path, dataset, folder, train, test, key):
         with open(source / name, 'wb') as f:
             pickle.dump({b'data': rng.randint(0, 256, (per_file, 3072)).astype(np.uint8),
                          key: labels.tolist()}, f)
-    args = rp.build_parser().parse_args([
+    args = build_parser().parse_args([
         '--preset', 'paper-resnet110' if dataset == 'cifar100' else 'paper-alexnet',
         '--out', str(tmp_path / 'out'), '--data-fraction', '0.25',
         '--data-dir', str(tmp_path / 'cifar')])
-    grid = rp.resolve_grid(args)
-    target = rp.prepare_subset(str(tmp_path / 'out'), grid)
-    assert target == rp.subset_dir(str(tmp_path / 'out'), grid)
+    grid = resolve_grid(args)
+    target = prepare_subset(str(tmp_path / 'out'), grid)
+    assert target == subset_dir(str(tmp_path / 'out'), grid)
     full = data.load(dataset, str(tmp_path / 'cifar'), download=False)
     subset = data.load(dataset, target, download=False)
     assert len(subset.train_label) == len(full.train_label) // 4
@@ -214,7 +221,7 @@ def test_data_fraction_subset(tmp_path, dataset, folder, train, test, key):
     assert all(row.tobytes() in originals for row in subset.train_data)
     # made once: a second call reuses it
     mtime = os.stat(os.path.join(target, 'SUBSET.json')).st_mtime_ns
-    rp.prepare_subset(str(tmp_path / 'out'), grid)
+    prepare_subset(str(tmp_path / 'out'), grid)
     assert os.stat(os.path.join(target, 'SUBSET.json')).st_mtime_ns == mtime
 
 
@@ -222,7 +229,7 @@ def test_data_fraction_subset(tmp_path, dataset, folder, train, test, key):
 # bad input: exit 2 before any process starts
 # ---------------------------------------------------------------------------
 def _main(capsys, argv):
-    code = rp.main(argv)
+    code = main(argv)
     captured = capsys.readouterr()
     return code, captured.out + captured.err
 
@@ -295,15 +302,15 @@ def test_dry_run_scales_and_prints_commands(tmp_path, capsys):
 
 def test_check_dataset(tmp_path):
     grid = _grid(tmp_path, 'bsp')
-    assert rp.check_dataset(grid, download=True) == []              # digits: nothing to check
+    assert check_dataset(grid, download=True) == []              # digits: nothing to check
     grid.dataset, grid.data_dir = 'cifar10', str(tmp_path)
-    assert 'cifar10 is not under' in rp.check_dataset(grid, download=False)[0]
+    assert 'cifar10 is not under' in check_dataset(grid, download=False)[0]
     (tmp_path / 'cifar-10-python.tar.gz').write_bytes(b'')
-    assert rp.check_dataset(grid, download=False) == []
+    assert check_dataset(grid, download=False) == []
 
 
 def test_run_env():
-    env = rp.run_env('/r', {'PATH': '/bin', 'DMLC_ROLE': 'worker', 'MXNET_SSP_STALENESS': '9',
+    env = run_env('/r', {'PATH': '/bin', 'DMLC_ROLE': 'worker', 'MXNET_SSP_STALENESS': '9',
                             'PYTHONPATH': '/x'})
     assert env['OMP_NUM_THREADS'] == '1' and env['MXNET_SSP_METRICS_DIR'] == '/r'
     assert 'DMLC_ROLE' not in env and 'MXNET_SSP_STALENESS' not in env
@@ -524,10 +531,10 @@ def test_quick_preset_one_trial(tmp_path):
 # helpers
 # ---------------------------------------------------------------------------
 def _grid(tmp_path, paradigms, trials=1):
-    args = rp.build_parser().parse_args(['--preset', 'tiny', '--out', str(tmp_path),
-                                         '--paradigms', paradigms, '--trials', str(trials),
-                                         '--targets', '0.9,0.92'])
-    return rp.resolve_grid(args)
+    args = build_parser().parse_args(['--preset', 'tiny', '--out', str(tmp_path),
+                                      '--paradigms', paradigms, '--trials', str(trials),
+                                      '--targets', '0.9,0.92'])
+    return resolve_grid(args)
 
 
 def _synthetic_run(directory, arm, grid, trial, accuracies):
@@ -549,10 +556,10 @@ def _synthetic_run(directory, arm, grid, trial, accuracies):
                                     'granted': 0}) + '\n')
     with open(os.path.join(directory, 'summary.json'), 'w') as f:
         json.dump({'final_accuracy': accuracies[-1], 'wall_time_s': 3.0}, f)
-    rp._write_json(os.path.join(directory, rp.MARKER),
-                   {'status': 'ok', 'exit_code': 0, 'duration_s': 5.0,
-                    'seed': rp.trial_seed(grid, trial),
-                    'signature': rp.run_signature(grid, arm, trial)})
+    write_json(os.path.join(directory, MARKER),
+               {'status': 'ok', 'exit_code': 0, 'duration_s': 5.0,
+                'seed': trial_seed(grid, trial),
+                'signature': run_signature(grid, arm, trial)})
 
 
 def _table(report, heading):

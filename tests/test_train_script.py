@@ -18,14 +18,22 @@ import sys
 import numpy as np
 import pytest
 
-from mxnet_ssp.experiments import train_cifar
+from mxnet_ssp.experiments.training import models
+from mxnet_ssp.experiments.training.checkpoint import checkpoint_info
+from mxnet_ssp.experiments.training.cli import main
+from mxnet_ssp.experiments.training.logs import count_iterations, make_progress
+from mxnet_ssp.experiments.training.models import (BUILTIN_MODELS, describe_model, get_model,
+                                                   gluoncv_model_names, resolve_model)
+from mxnet_ssp.experiments.training.options import (check_args, learning_rate_at, parse_args,
+                                                    parse_decay_epochs)
+from mxnet_ssp.experiments.training.store import make_kvstore, make_optimizer, read_server_weights
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: how the launcher and reproduce start the training script: by module, not by a file path
 TRAIN = [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
 
 WORKER_ENV = {'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': '4'}
-HAVE_GLUONCV = train_cifar.gluoncv_available()
+HAVE_GLUONCV = models.gluoncv_available()
 needs_gluoncv = pytest.mark.skipif(
     not HAVE_GLUONCV, reason="gluoncv is not installed (python -m pip install '.[gluoncv]')")
 
@@ -33,7 +41,7 @@ needs_gluoncv = pytest.mark.skipif(
 def bad_flag(capsys, argv, environ=None):
     """Parse `argv`; assert it exits with status 2; return the error text."""
     with pytest.raises(SystemExit) as info:
-        train_cifar.parse_args(argv, environ={} if environ is None else environ)
+        parse_args(argv, environ={} if environ is None else environ)
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert 'usage:' in err
@@ -127,7 +135,7 @@ def test_splits(capsys):
     for value in ('5', '0', 'two'):      # the job has 4 workers
         err = bad_flag(capsys, ['--kvstore', 'dist_softsync', '--splits', value], WORKER_ENV)
         assert '--splits' in err and value in err and '1 <= n <= 4' in err
-    args = train_cifar.parse_args(['--kvstore', 'dist_softsync', '--splits', '4'], WORKER_ENV)
+    args = parse_args(['--kvstore', 'dist_softsync', '--splits', '4'], WORKER_ENV)
     assert args.splits == 4
 
 
@@ -143,7 +151,7 @@ def test_worker_aware_rules_and_mxnets_own_dist_async(capsys):
     env = dict(WORKER_ENV, MXNET_SSP_WRAP_ASYNC='0')
     err = bad_flag(capsys, ['--kvstore', 'dist_async', '--optimizer', 'sasgd'], env)
     assert 'MXNET_SSP_WRAP_ASYNC=0' in err
-    train_cifar.parse_args(['--kvstore', 'dist_async', '--optimizer', 'sasgd'], WORKER_ENV)
+    parse_args(['--kvstore', 'dist_async', '--optimizer', 'sasgd'], WORKER_ENV)
 
 
 @pytest.mark.parametrize('argv,words', [
@@ -213,7 +221,7 @@ def test_read_only_save_dir(capsys, tmp_path):
 
 def test_save_dir_is_not_created_by_the_check(tmp_path):
     target = tmp_path / 'a' / 'b'
-    train_cifar.parse_args(['--kvstore', 'local', '--save-dir', str(target)], {})
+    parse_args(['--kvstore', 'local', '--save-dir', str(target)], {})
     assert not (tmp_path / 'a').exists()
 
 
@@ -226,16 +234,16 @@ def test_resume_from(capsys, tmp_path):
     assert '--resume-from' in err and 'weights.json' in err and 'epoch' in err
     named = tmp_path / 'model-epoch007.params'
     named.write_bytes(b'')
-    args = train_cifar.parse_args(['--kvstore', 'local', '--resume-from', str(named)], {})
+    args = parse_args(['--kvstore', 'local', '--resume-from', str(named)], {})
     assert args.resume_info['completed_epochs'] == 7 and args.resume_info['states'] is None
     (tmp_path / 'model-epoch007.json').write_text(json.dumps(
         {'completed_epochs': 6, 'iteration': 130, 'states': 'x.states'}))
-    args = train_cifar.parse_args(['--kvstore', 'local', '--resume-from', str(named)], {})
+    args = parse_args(['--kvstore', 'local', '--resume-from', str(named)], {})
     assert args.resume_info['completed_epochs'] == 6 and args.resume_info['iteration'] == 130
 
 
 def test_valid_flags_parse():
-    args = train_cifar.parse_args(
+    args = parse_args(
         ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'paper',
          '--slowdown', '1:2.5,3:4', '--model', 'mlp', '--dataset', 'cifar10',
          '--optimizer', 'dcasgd_pw', '--adaptive', '--lamda', '1', '--mean-square-decay', '0.9',
@@ -243,26 +251,27 @@ def test_valid_flags_parse():
     assert args.slowdown_factors == {1: 2.5, 3: 4.0}
     assert args.kvstore == 'dist_dssp' and args.staleness == '3,15'
     assert args.lr_decay_epochs == [200, 250] and args.num_data_workers == 2
-    args = train_cifar.parse_args(['--kvstore', 'local'], environ={})
+    args = parse_args(['--kvstore', 'local'], environ={})
     assert args.slowdown_factors == {} and args.dataset == 'digits'
     assert args.save_dir == os.path.join('.', 'results', 'run')
     assert args.optimizer == 'sgd' and args.lr_decay_epochs == [] and args.save_period == 10
 
 
 def test_check_args_is_the_workers_check():
-    args = train_cifar.check_args(['--kvstore', 'dist_softsync', '--splits', '3'], 3,
+    args = check_args(['--kvstore', 'dist_softsync', '--splits', '3'], 3,
                                   environ={})
     assert args.splits == 3
     with pytest.raises(SystemExit) as info:
-        train_cifar.check_args(['--kvstore', 'dist_ssp', '--slowdown', '3:2'], 3, environ={})
+        check_args(['--kvstore', 'dist_ssp', '--slowdown', '3:2'], 3, environ={})
     assert info.value.code == 2
 
 
 def test_validation_imports_neither_mxnet_nor_gluoncv(tmp_path):
     models = ['alexnet-small', 'resnet110'] + (['cifar_wideresnet16_10'] if HAVE_GLUONCV else [])
     code = ('import sys; from mxnet_ssp.experiments import train_cifar\n'
+            'from mxnet_ssp.experiments.training.options import check_args\n'
             'for m in %r:\n'
-            '    train_cifar.check_args(["--kvstore", "dist_dssp", "--staleness", "2,6",'
+            '    check_args(["--kvstore", "dist_dssp", "--staleness", "2,6",'
             ' "--model", m, "--optimizer", "sasgd", "--save-dir", %r], 4)\n'
             'heavy = [m for m in ("mxnet", "gluoncv") if m in sys.modules]\n'
             'assert not heavy, heavy\n'
@@ -273,7 +282,7 @@ def test_validation_imports_neither_mxnet_nor_gluoncv(tmp_path):
 
 
 def test_model_names():
-    resolve = train_cifar.resolve_model
+    resolve = resolve_model
     assert resolve('alexnet-small') == ('builtin', 'alexnet-small')
     assert resolve('resnet50') == ('cifar_resnet', 1, 50)       # 50 = 6 * 8 + 2
     assert resolve('ResNet110') == ('cifar_resnet', 1, 110)
@@ -283,11 +292,11 @@ def test_model_names():
     for bad in ('resnet51', 'resnet2', 'cifar_resnet18_v1'):
         with pytest.raises(ValueError, match='6n \\+ 2'):
             resolve(bad)
-    assert '8 per stage, depth 50' in train_cifar.describe_model('resnet50')
+    assert '8 per stage, depth 50' in describe_model('resnet50')
 
 
 def test_gluoncv_model_without_gluoncv(capsys, monkeypatch):
-    monkeypatch.setattr(train_cifar, 'gluoncv_available', lambda: False)
+    monkeypatch.setattr(models, 'gluoncv_available', lambda: False)
     for name in ('resnet50', 'cifar_wideresnet16_10'):
         err = bad_flag(capsys, ['--kvstore', 'local', '--model', name])
         assert '--model %s' % name in err and 'gluoncv' in err and 'alexnet-small' in err
@@ -295,10 +304,10 @@ def test_gluoncv_model_without_gluoncv(capsys, monkeypatch):
 
 @needs_gluoncv
 def test_gluoncv_zoo_names(capsys):
-    names = train_cifar.gluoncv_model_names()
+    names = gluoncv_model_names()
     assert {'cifar_resnet20_v1', 'cifar_resnet110_v1', 'cifar_wideresnet16_10'} <= names
     assert 'cifar_resnet50_v1' not in names          # why resnet50 is built from the classes
-    train_cifar.parse_args(['--kvstore', 'local', '--model', 'cifar_resnext29_16x64d'], {})
+    parse_args(['--kvstore', 'local', '--model', 'cifar_resnext29_16x64d'], {})
     err = bad_flag(capsys, ['--kvstore', 'local', '--model', 'cifar_resnet20_v3'])
     assert 'cifar_resnet20_v3' in err and 'close: cifar_resnet20_v' in err
 
@@ -307,31 +316,31 @@ def test_gluoncv_zoo_names(capsys):
 # schedule, store, optimizer, progress, checkpoints
 # ---------------------------------------------------------------------------
 def test_learning_rate_schedule():
-    lr = train_cifar.learning_rate_at
+    lr = learning_rate_at
     # GluonCV: decay at the start of 0-based epoch 2 = after 2 epochs
     assert [lr(e, 0.1, 0.1, [2, 4]) for e in range(1, 7)] == [0.1, 0.1, 0.01, 0.01, 0.001, 0.001]
     assert [lr(e, 1.0, 0.5, decay_period=2) for e in range(1, 6)] == [1, 1, 0.5, 0.5, 0.25]
     assert lr(3, 0.05, 0.1, [1]) == 0.005
-    assert train_cifar.parse_decay_epochs(' 200, 250 ') == [200, 250]
-    assert train_cifar.parse_decay_epochs('') == []
+    assert parse_decay_epochs(' 200, 250 ') == [200, 250]
+    assert parse_decay_epochs('') == []
 
 
 def test_make_kvstore_passes_settings(monkeypatch, tmp_path):
     import mxnet_ssp
     calls = []
     monkeypatch.setattr(mxnet_ssp, 'create', lambda name, **kw: calls.append((name, kw)) or 'kv')
-    args = train_cifar.parse_args(['--kvstore', 'dist_dssp', '--staleness', '2,9',
+    args = parse_args(['--kvstore', 'dist_dssp', '--staleness', '2,9',
                                    '--dssp-mode', 'paper', '--save-dir', str(tmp_path)],
                                   environ=WORKER_ENV)
-    assert train_cifar.make_kvstore(args) == 'kv'
+    assert make_kvstore(args) == 'kv'
     assert calls == [('dist_dssp', {'staleness': '2,9', 'mode': 'paper',
                                     'metrics_dir': str(tmp_path)})]
     for argv, expected in ((['--kvstore', 'dist_ssp'], ('dist_ssp', {})),
                            (['--kvstore', 'dist_softsync', '--splits', '2'],
                             ('dist_softsync', {'splits': 2})),
                            (['--kvstore', 'dist_async'], ('dist_async', {}))):
-        args = train_cifar.parse_args(argv + ['--save-dir', str(tmp_path)], environ=WORKER_ENV)
-        train_cifar.make_kvstore(args)
+        args = parse_args(argv + ['--save-dir', str(tmp_path)], environ=WORKER_ENV)
+        make_kvstore(args)
         expected[1]['metrics_dir'] = str(tmp_path)
         assert calls[-1] == expected
 
@@ -341,9 +350,9 @@ def test_make_optimizer():
     from mxnet_ssp import optim
 
     def make(*argv):
-        args = train_cifar.parse_args(['--kvstore', 'dist_async', '--lr', '0.2', '--wd', '0.001']
+        args = parse_args(['--kvstore', 'dist_async', '--lr', '0.2', '--wd', '0.001']
                                       + list(argv), WORKER_ENV)
-        return train_cifar.make_optimizer(args, 64)
+        return make_optimizer(args, 64)
 
     opt = make()
     assert type(opt) is mx.optimizer.SGD and opt.momentum == 0.9 and opt.rescale_grad == 1 / 64
@@ -375,12 +384,12 @@ class _Terminal:
 
 
 def test_progress_bar_only_on_worker_0_at_a_terminal():
-    assert train_cifar.make_progress(1, 10, stream=_Terminal(True)) is None
-    assert train_cifar.make_progress(0, 10, stream=_Terminal(False)) is None
-    assert train_cifar.make_progress(0, 10, disabled=True, stream=_Terminal(True)) is None
+    assert make_progress(1, 10, stream=_Terminal(True)) is None
+    assert make_progress(0, 10, stream=_Terminal(False)) is None
+    assert make_progress(0, 10, disabled=True, stream=_Terminal(True)) is None
     pytest.importorskip('tqdm')
     term = _Terminal(True)
-    bar = train_cifar.make_progress(0, 10, initial=4, stream=term)
+    bar = make_progress(0, 10, initial=4, stream=term)
     bar.update(2)
     bar.close()
     assert '6/10' in ''.join(term.text)
@@ -409,7 +418,7 @@ def test_final_read_skips_parameters_that_are_never_pushed(slot_mode):
     pushed = [i for i, p in enumerate(params) if p.grad_req != 'null']
     assert len(pushed) == len(params) - 2          # running_mean, running_var
     kv = _FakeStore(slot_mode)
-    train_cifar.read_server_weights(kv, params)
+    read_server_weights(kv, params)
     expected = [('pull', i) for i in pushed]
     if slot_mode:     # the slot holds what worker 0 last pulled: refresh it first
         expected = [c for i in pushed for c in (('refresh', i), ('pull', i))]
@@ -418,27 +427,27 @@ def test_final_read_skips_parameters_that_are_never_pushed(slot_mode):
 
 def test_checkpoint_info_falls_back_to_the_name(tmp_path):
     path = str(tmp_path / 'model-epoch012.params')
-    assert train_cifar.checkpoint_info(path)['completed_epochs'] == 12
+    assert checkpoint_info(path)['completed_epochs'] == 12
     with open(str(tmp_path / 'model-epoch012.json'), 'w') as f:
         f.write('{broken')
     with pytest.raises(ValueError, match='model-epoch012.json'):
-        train_cifar.checkpoint_info(path)
+        checkpoint_info(path)
 
 
 # ---------------------------------------------------------------------------
 # models
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('model', train_cifar.BUILTIN_MODELS)
+@pytest.mark.parametrize('model', BUILTIN_MODELS)
 @pytest.mark.parametrize('shape,classes', [((1, 8, 8), 10), ((3, 32, 32), 100)])
 def test_builtin_models_fit_the_input(model, shape, classes):
     import mxnet as mx
-    net = train_cifar.get_model(model, classes, shape)
+    net = get_model(model, classes, shape)
     net.initialize()
     assert net(mx.nd.zeros((2,) + shape)).shape == (2, classes)
 
 
 def test_alexnet_small_has_three_convs_and_two_dense_layers():
-    net = train_cifar.get_model('alexnet-small', 10, (3, 32, 32))
+    net = get_model('alexnet-small', 10, (3, 32, 32))
     kinds = [type(layer).__name__ for layer in net]
     assert kinds.count('Conv2D') == 3 and kinds.count('Dense') == 2
 
@@ -461,14 +470,14 @@ def _blocks(net, name):
                                                  ('cifar_resnet56_v2', 2, 56)])
 def test_gluoncv_cifar_resnets(model, version, depth):
     import mxnet as mx
-    net = train_cifar.get_model(model, 100, (3, 32, 32))
+    net = get_model(model, 100, (3, 32, 32))
     blocks = _blocks(net, 'CIFARBasicBlockV%d' % version)
     assert len(blocks) == 3 * (depth - 2) // 6      # n blocks of 2 convs per stage, 3 stages
     net.initialize()
     net.hybridize()
     assert net(mx.nd.random.uniform(shape=(2, 3, 32, 32))).shape == (2, 100)
     # the 8x8 digits go through as well (feature maps 8 -> 4 -> 2)
-    small = train_cifar.get_model(model, 10, (1, 8, 8))
+    small = get_model(model, 10, (1, 8, 8))
     small.initialize()
     assert small(mx.nd.zeros((1, 1, 8, 8))).shape == (1, 10)
 
@@ -476,7 +485,7 @@ def test_gluoncv_cifar_resnets(model, version, depth):
 @needs_gluoncv
 def test_gluoncv_zoo_model_by_name():
     import mxnet as mx
-    net = train_cifar.get_model('cifar_wideresnet16_10', 10, (3, 32, 32), drop_rate=0.3)
+    net = get_model('cifar_wideresnet16_10', 10, (3, 32, 32), drop_rate=0.3)
     net.initialize()
     assert net(mx.nd.zeros((1, 3, 32, 32))).shape == (1, 10)
     blocks = _blocks(net, 'CIFARBasicBlockV2')
@@ -485,11 +494,11 @@ def test_gluoncv_zoo_model_by_name():
 
 def test_checkpoint_loads_into_the_model(tmp_path):
     import mxnet as mx
-    net = train_cifar.get_model('mlp', 10, (1, 8, 8))
+    net = get_model('mlp', 10, (1, 8, 8))
     net.initialize()
     net(mx.nd.zeros((1, 1, 8, 8)))
     net.save_parameters(str(tmp_path / 'm.params'))
-    other = train_cifar.get_model('mlp', 10, (1, 8, 8))
+    other = get_model('mlp', 10, (1, 8, 8))
     other.load_parameters(str(tmp_path / 'm.params'))
 
 
@@ -498,7 +507,7 @@ def test_count_iterations(tmp_path):
         with open(tmp_path / ('train-worker%d.jsonl' % rank), 'w') as f:
             for i in range(1, n + 1):
                 f.write(json.dumps({'rank': rank, 'iteration': i}) + '\n')
-    assert train_cifar.count_iterations(str(tmp_path)) == {0: 3, 1: 5}
+    assert count_iterations(str(tmp_path)) == {0: 3, 1: 5}
 
 
 # ---------------------------------------------------------------------------
@@ -521,7 +530,7 @@ def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, ke
 
     monkeypatch.setattr(data, 'download_file', no_network)
     with pytest.raises(SystemExit) as info:
-        train_cifar.main(['--kvstore', 'local', '--dataset', 'cifar10',
+        main(['--kvstore', 'local', '--dataset', 'cifar10',
                           '--data-dir', str(tmp_path / 'none'), '--save-dir', str(tmp_path)])
     assert info.value.code == 2
     err = capsys.readouterr().err
@@ -532,7 +541,7 @@ def test_digits_without_scikit_learn_exits_2_naming_the_install(capsys, monkeypa
                                                                 keep_logging):
     monkeypatch.setitem(sys.modules, 'sklearn.datasets', None)       # the import fails
     with pytest.raises(SystemExit) as info:
-        train_cifar.main(['--kvstore', 'local', '--save-dir', str(tmp_path)])
+        main(['--kvstore', 'local', '--save-dir', str(tmp_path)])
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert '--dataset digits' in err and "pip install 'scikit-learn>=1.0'" in err
@@ -540,7 +549,7 @@ def test_digits_without_scikit_learn_exits_2_naming_the_install(capsys, monkeypa
 
 def test_batch_larger_than_shard_exits_2(capsys, tmp_path, keep_logging):
     with pytest.raises(SystemExit) as info:
-        train_cifar.main(['--kvstore', 'local', '--batch-size', '5000',
+        main(['--kvstore', 'local', '--batch-size', '5000',
                           '--save-dir', str(tmp_path)])
     assert info.value.code == 2
     assert '--batch-size 5000' in capsys.readouterr().err
@@ -550,7 +559,7 @@ def test_gpus_that_are_not_there_exit_2(capsys, tmp_path, keep_logging):
     import mxnet as mx
     n = mx.context.num_gpus()
     with pytest.raises(SystemExit) as info:
-        train_cifar.main(['--kvstore', 'local', '--num-gpus', str(n + 1),
+        main(['--kvstore', 'local', '--num-gpus', str(n + 1),
                           '--save-dir', str(tmp_path)])
     assert info.value.code == 2
     assert '--num-gpus %d' % (n + 1) in capsys.readouterr().err

@@ -1,0 +1,221 @@
+"""The command line of the reproduction: ``python -m mxnet_ssp.reproduce`` and
+``mxnet-ssp-reproduce`` (:func:`main`)."""
+import argparse
+import logging
+import os
+import shlex
+import signal
+import sys
+import tempfile
+
+from .files import read_json, write_json
+from .grid import UsageError, bad_option, plan, resolve_grid
+from .plots import MATPLOTLIB_HINT, have_matplotlib
+from .presets import ARM_FORMS, PRESETS
+from .report import write_report
+from .runner import (Stop, check_dataset, check_train_script, is_done, prepare_subset, run_grid,
+                     subset_dir)
+
+logger = logging.getLogger(__name__)
+
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2      # interrupted: 128 + the signal number
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog='python -m mxnet_ssp.reproduce',
+        description='Run the DSSP paper\'s comparison grid (BSP, ASP, SSP, DSSP; several '
+                    'trials) with mxnet_ssp.experiments.train_cifar and write accuracy-vs-time '
+                    'plots '
+                    'and a report with the analogue of its Table I.',
+        epilog='Presets: %s. Exit codes: 0 every run finished; 1 a run failed (see report.md); '
+               '2 bad input (nothing started); 130/143 interrupted (run the same command '
+               'again to continue).' % ', '.join(PRESETS))
+    p.add_argument('--preset', help='the grid: %s' % ', '.join(PRESETS))
+    p.add_argument('--out', help='output directory (created; a grid there is continued)')
+    p.add_argument('--trials', help='trials per paradigm (default: the preset\'s)')
+    p.add_argument('--epochs-scale', help='multiply the epochs (and lr decay epochs) by this')
+    p.add_argument('--data-fraction',
+                   help='train on this stratified share of the CIFAR training set (0, 1]')
+    p.add_argument('--workers', help='workers per job (default: the preset\'s)')
+    p.add_argument('--paradigms', help='comma-separated subset: ' + ARM_FORMS)
+    p.add_argument('--targets', help='target test accuracies, e.g. 0.67,0.68')
+    p.add_argument('--slowdown', help="train_cifar.py's --slowdown RANK:FACTOR ('' for none)")
+    p.add_argument('--model', help="override the preset's model")
+    p.add_argument('--data-dir', help='directory of the CIFAR archives '
+                                      '(default ~/.mxnet/datasets/cifar)')
+    p.add_argument('--timeout', help='seconds a run may take (default: the preset\'s)')
+    p.add_argument('--seed', type=int, default=42, help='seed of trial 1 (trial k: seed + k - 1)')
+    p.add_argument('--train-script', metavar='PATH',
+                   help='run this script instead of the installed '
+                        'mxnet_ssp.experiments.train_cifar (it must take the same flags)')
+    p.add_argument('--dry-run', action='store_true', help='print the commands, run nothing')
+    p.add_argument('--report-only', action='store_true',
+                   help='run nothing; rebuild the report from the runs under --out')
+    p.add_argument('--no-plots', action='store_true', help='write no plots (no matplotlib)')
+    p.add_argument('--keep-checkpoints', action='store_true',
+                   help="keep train_cifar.py's periodic checkpoints (default: only the final "
+                        "model)")
+    p.add_argument('--list-presets', action='store_true', help='describe the presets and exit')
+    return p
+
+
+def check_out(out, create):
+    """Raise UsageError unless `out` is (or can become) a writable directory."""
+    path = os.path.abspath(out)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise bad_option('--out', out, 'a directory (this is a file)')
+    parent = path
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise bad_option('--out', out, 'a writable directory (%s is a file)' % parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise bad_option('--out', out, 'a writable directory (%s is not writable)' % parent)
+    if create:
+        try:
+            os.makedirs(path, exist_ok=True)
+            with tempfile.TemporaryFile(dir=path):
+                pass
+        except OSError as err:
+            raise bad_option('--out', out, 'a writable directory (%s)' % err) from None
+    return path
+
+
+def check_grid_file(grid, out):
+    """Refuse an --out that holds a grid with other settings; record this grid's otherwise."""
+    path = os.path.join(out, 'grid.json')
+    previous = read_json(path)
+    mine = grid.identity()
+    if previous is not None:
+        differ = ['%s (%s there, %s now)' % (k, previous.get(k), v) for k, v in mine.items()
+                  if previous.get(k) != v]
+        if differ:
+            raise UsageError('--out %s already holds a grid with other settings: %s; use '
+                             'another --out, or delete it to start over'
+                             % (out, '; '.join(differ)))
+    return path, mine
+
+
+def list_presets(stream=sys.stdout):
+    for preset in PRESETS.values():
+        stream.write('%s\n  %s\n  %s on %s, %d workers, batch %d, lr %g%s, %d epochs, slowdown '
+                     '%s, %d trials\n  paradigms: %s\n  targets: %s; timeout per run %.0f s\n'
+                     '  cost: %s\n\n' % (
+                         preset.name, preset.description, preset.model, preset.dataset,
+                         preset.workers, preset.batch_size, preset.lr,
+                         '' if preset.lr_decay is None else ' (x%g at %s)' % (
+                             preset.lr_decay, ','.join(map(str, preset.lr_decay_epochs))),
+                         preset.epochs, preset.slowdown or 'none', preset.trials,
+                         ', '.join(preset.arms), ', '.join(map(str, preset.targets)),
+                         preset.timeout_s, preset.cost))
+
+
+def print_plan(grid, out, problems=()):
+    """Print every run's command and whether it would run or be skipped (``--dry-run``)."""
+    for problem in problems:
+        print('# warning: %s' % problem)
+    for arm, trial, directory, command, signature in plan(grid, out):
+        state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
+        print('# %s trial %d (%s)' % (arm.name, trial, state))
+        print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
+              % (shlex.quote(directory), shlex.join(command)))
+    if grid.data_fraction < 1:
+        print('# the %g subset of %s would be written to %s'
+              % (grid.data_fraction, grid.dataset, grid.run_data_dir))
+    sys.stdout.flush()
+
+
+def _setup_logging(out):
+    """Log every module of this package to stdout and ``<out>/reproduce.log``."""
+    handlers = [logging.StreamHandler(sys.stdout)]
+    if out:
+        handlers.append(logging.FileHandler(os.path.join(out, 'reproduce.log')))
+    formatter = logging.Formatter('%(asctime)s reproduce %(levelname)s %(message)s',
+                                  '%Y-%m-%d %H:%M:%S')
+    for handler in handlers:
+        handler.setFormatter(formatter)
+    package = logging.getLogger(__package__)
+    package.handlers[:] = handlers
+    package.setLevel(logging.INFO)
+    package.propagate = False
+
+
+def _raise_stop(signum, frame):
+    raise Stop(signum)
+
+
+def main(argv=None):
+    """Entry point; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list_presets:
+        list_presets()
+        return EXIT_OK
+    try:
+        if not args.preset:
+            raise UsageError('--preset is required: one of %s' % ', '.join(PRESETS))
+        grid = resolve_grid(args)
+        if not args.out:
+            raise UsageError('--out is required: the directory for the runs, plots and report')
+        out = check_out(args.out, create=not args.dry_run)
+        grid_path, identity = check_grid_file(grid, out)
+        if grid.data_fraction < 1:
+            grid.run_data_dir = subset_dir(out, grid)
+        problems = []
+        if not args.no_plots and not have_matplotlib():
+            problems.append('the plots need matplotlib, which is not installed: '
+                            + MATPLOTLIB_HINT)
+        if not args.report_only:
+            problems += check_train_script(grid, args.keep_checkpoints)
+            problems += check_dataset(grid, download=not args.dry_run)
+        if problems and not args.dry_run:
+            raise UsageError('; '.join(problems))
+    except UsageError as err:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write('%s: error: %s\n' % (parser.prog, err))
+        return EXIT_USAGE
+
+    if args.dry_run:
+        try:
+            print_plan(grid, out, problems)
+        except BrokenPipeError:          # e.g. piped into head: not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+    _setup_logging(out)
+    command_line = 'python -m mxnet_ssp.reproduce ' + shlex.join(
+        sys.argv[1:] if argv is None else list(argv))
+    write_json(grid_path, identity)
+    failed = 0
+    aborted = None
+    if not args.report_only:
+        logger.info('preset %s: %d paradigms x %d trials = %d runs into %s', grid.preset,
+                    len(grid.arms), grid.trials, len(grid.arms) * grid.trials, out)
+        previous = signal.signal(signal.SIGTERM, _raise_stop)
+        try:
+            if grid.data_fraction < 1:
+                prepare_subset(out, grid)
+            started, skipped, failed, aborted = run_grid(grid, out, args.keep_checkpoints)
+        except (Stop, KeyboardInterrupt) as stop:
+            signum = getattr(stop, 'signum', signal.SIGINT)
+            logger.error('interrupted by %s; run the same command again to continue',
+                         signal.Signals(signum).name)
+            return 128 + signum
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        logger.info('started %d run(s), skipped %d finished run(s), %d failed', started,
+                    skipped, failed)
+    try:
+        rows = write_report(grid, out, plots_on=not args.no_plots, command_line=command_line)
+    except UsageError as err:
+        logger.error('%s', err)
+        return EXIT_USAGE
+    bad = [t for r in rows for t in r['trials'] if t['status'] == 'failed']
+    logger.info('report: %s', os.path.join(out, 'report.md'))
+    if bad or aborted:
+        logger.error('%d run(s) failed%s; see the report', len(bad),
+                     ' and the grid was stopped' if aborted else '')
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,135 @@
+"""Reading the runs under ``--out``: one run's numbers (:func:`collect_run`) and every
+trial of every arm (:func:`gather`)."""
+import glob
+import os
+import re
+
+import numpy as np
+
+from .files import read_json, read_jsonl
+from .grid import MARKER, run_dir, trial_seed
+from .presets import parse_arm
+from .stats import lead_from_train_logs, staleness_from_train_logs
+
+
+def collect_run(directory, arm):
+    """The numbers of one finished run, from the files in `directory`.
+
+    Returns
+    -------
+    dict
+        ``curve`` [(seconds, accuracy)], ``final_accuracy``, ``train_time_s``,
+        per-rank ``iterations``, ``it_per_s``, ``compute_ms`` (median compute
+        plus emulated slowdown), ``step_ms`` (median push/pull/wait), the
+        leads from the train logs, the stores' leads at release, grants and
+        waiting, and the gradient staleness (servers' histograms when there
+        are, else the estimate from the train logs).
+    """
+    summary = read_json(os.path.join(directory, 'summary.json')) or {}
+    evals = read_jsonl(os.path.join(directory, 'eval.jsonl'))
+    curve = [(float(e['elapsed_s']), float(e['accuracy'])) for e in evals]
+    logs = {}
+    for path in glob.glob(os.path.join(directory, 'train-worker*.jsonl')):
+        records = read_jsonl(path)
+        if records:
+            logs[int(records[0]['rank'])] = records
+    ranks = sorted(logs)
+    result = {
+        'curve': curve,
+        'final_accuracy': summary.get('final_accuracy', curve[-1][1] if curve else None),
+        'train_time_s': summary.get('wall_time_s'),
+        'iterations': {r: logs[r][-1]['iteration'] for r in ranks},
+        'it_per_s': {}, 'compute_ms': {}, 'step_ms': {},
+    }
+    busy = {}
+    for r in ranks:
+        recs = logs[r]
+        busy[r] = sum(x['compute_s'] + x.get('sleep_s', 0.0) + x['step_s'] for x in recs)
+        span = recs[-1]['time'] - recs[0]['time'] + (
+            recs[0]['compute_s'] + recs[0].get('sleep_s', 0.0) + recs[0]['step_s'])
+        result['it_per_s'][r] = len(recs) / span if span > 0 else None
+        result['compute_ms'][r] = 1e3 * float(np.median(
+            [x['compute_s'] + x.get('sleep_s', 0.0) for x in recs]))
+        result['step_ms'][r] = 1e3 * float(np.median([x['step_s'] for x in recs]))
+    result['max_lead'], result['mean_lead'] = lead_from_train_logs(logs)
+
+    # the SSP stores' own metrics: lead at release, grants, waiting for OK
+    store = {}
+    for path in glob.glob(os.path.join(directory, 'worker-*.jsonl')):
+        records = read_jsonl(path)
+        if records:
+            store[int(records[0]['rank'])] = records
+    if store:
+        result['release_lead_mean'] = {r: float(np.mean([x['lead'] for x in recs]))
+                                       for r, recs in sorted(store.items())}
+        result['release_lead_max'] = max(x['lead'] for recs in store.values() for x in recs)
+        result['grants'] = sum(1 for recs in store.values() for x in recs if x.get('granted'))
+        result['longest_wait_s'] = max(x['wait_s'] for recs in store.values() for x in recs)
+        pushes = [e for e in read_jsonl(os.path.join(directory, 'controller.jsonl'))
+                  if e.get('event') == 'push']
+        if pushes:
+            result['holds'] = sum(1 for e in pushes if e.get('decision') == 'wait')
+        result['wait_share'] = {r: (sum(x['wait_s'] for x in recs) / busy[r]
+                                    if busy.get(r) else None)
+                                for r, recs in sorted(store.items())}
+
+    histogram = {}
+    for path in glob.glob(os.path.join(directory, 'server-*-staleness.json')):
+        data = read_json(path) or {}
+        for tau, n in data.get('histogram', {}).items():
+            histogram[int(tau)] = histogram.get(int(tau), 0) + int(n)
+    if histogram:
+        total = sum(histogram.values())
+        result['staleness'] = {
+            'source': 'servers', 'mean': sum(t * n for t, n in histogram.items()) / total,
+            'max': max(histogram)}
+    elif arm.family == 'bsp':
+        result['staleness'] = {'source': 'bsp', 'mean': 0.0, 'max': 0}
+    else:
+        values = staleness_from_train_logs(logs)
+        result['staleness'] = {'source': 'estimate',
+                               'mean': float(np.mean(values)) if values else None,
+                               'max': max(values) if values else None}
+    return result
+
+
+def gather(grid, out):
+    """Per arm, the list of trial records found under `out` (planned arms first)."""
+    arms = list(grid.arms)
+    root = os.path.join(out, 'runs')
+    if os.path.isdir(root):
+        for name in sorted(os.listdir(root)):
+            try:
+                arm = parse_arm(name)
+            except ValueError:
+                continue
+            if arm not in arms:
+                arms.append(arm)
+    table = []
+    for arm in arms:
+        trials = []
+        found = glob.glob(os.path.join(root, arm.name, 'trial*'))
+        numbers = sorted({int(m.group(1)) for m in
+                          (re.match(r'trial(\d+)$', os.path.basename(p)) for p in found) if m}
+                         | set(range(1, grid.trials + 1)))
+        for trial in numbers:
+            directory = run_dir(out, arm, trial)
+            marker = read_json(os.path.join(directory, MARKER))
+            record = {'trial': trial, 'dir': directory,
+                      'status': marker['status'] if marker else 'not run',
+                      'reason': marker.get('reason') if marker else None,
+                      'duration_s': marker.get('duration_s') if marker else None,
+                      'load_avg': marker.get('load_avg') if marker else None,
+                      'seed': marker.get('seed') if marker else trial_seed(grid, trial)}
+            if record['status'] == 'ok':
+                try:
+                    record.update(collect_run(directory, arm))
+                except (KeyError, ValueError, TypeError, IndexError) as err:
+                    record.update(status='failed', reason='its metrics cannot be read: %s: %s'
+                                  % (type(err).__name__, err))
+                else:
+                    if record['final_accuracy'] is None:
+                        record.update(status='failed', reason='no test accuracy recorded')
+            trials.append(record)
+        table.append((arm, trials))
+    return table

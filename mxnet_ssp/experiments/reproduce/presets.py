@@ -1,0 +1,185 @@
+"""The paradigms a grid compares (:class:`Arm`, :func:`parse_arm`) and the named grids
+(:class:`Preset`, :data:`PRESETS`).
+
+Plain data: nothing here reads a file or starts a process.
+"""
+import re
+from dataclasses import dataclass
+
+
+ARM_FORMS = ('bsp, asp, ssp<S> (e.g. ssp3), dssp[<SL>-<SU>][-paper] (e.g. dssp = [3, 15] '
+             'bounded, dssp-paper, dssp2-10), or ssp for every SSP threshold of the preset')
+SSP_RE = re.compile(r'^ssp(\d+)$')
+DSSP_RE = re.compile(r'^dssp(?:(\d+)-(\d+))?(?:-(paper|bounded))?$')
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One paradigm with its settings: a row of the report.
+
+    Attributes
+    ----------
+    name : str
+        Canonical name, also the run directory: ``bsp``, ``asp``, ``ssp3``,
+        ``dssp`` ([3, 15] bounded), ``dssp-paper``, ``dssp2-10``, ...
+    family : str
+        ``bsp``, ``asp``, ``ssp`` or ``dssp``.
+    kvstore : str
+        train_cifar.py's ``--kvstore``.
+    staleness : tuple of int
+        ``(s,)`` for SSP, ``(sL, sU)`` for DSSP, ``()`` otherwise.
+    mode : str or None
+        DSSP mode, ``bounded`` or ``paper``.
+    """
+    name: str
+    family: str
+    kvstore: str
+    staleness: tuple = ()
+    mode: str = None
+
+    @property
+    def label(self):
+        """The name in tables and legends: ``SSP s=3``, ``DSSP [3,15] paper``, ..."""
+        if self.family == 'ssp':
+            return 'SSP s=%d' % self.staleness[0]
+        if self.family == 'dssp':
+            return 'DSSP [%d,%d]%s' % (self.staleness + (' paper' if self.mode == 'paper' else '',))
+        return self.family.upper()
+
+    def train_flags(self):
+        """train_cifar.py flags that select this arm's store and settings.
+
+        BSP applies the mean of the workers' gradients (``--sync-average``),
+        as MXNet's Module did in the paper's runs, not gluon.Trainer's sum.
+        """
+        flags = ['--kvstore', self.kvstore]
+        if self.family == 'bsp':
+            flags.append('--sync-average')
+        elif self.family == 'ssp':
+            flags += ['--staleness', str(self.staleness[0])]
+        elif self.family == 'dssp':
+            flags += ['--staleness', '%d,%d' % self.staleness, '--dssp-mode', self.mode]
+        return flags
+
+
+def parse_arm(name):
+    """The :class:`Arm` called `name` (see :data:`ARM_FORMS`).
+
+    Raises
+    ------
+    ValueError
+        `name` is not one of the accepted forms, or its thresholds are inconsistent.
+    """
+    text = name.strip().lower()
+    if text in ('bsp', 'asp'):
+        return Arm(text, text, 'dist_sync' if text == 'bsp' else 'dist_async')
+    match = SSP_RE.match(text)
+    if match:
+        return Arm('ssp%d' % int(match.group(1)), 'ssp', 'dist_ssp', (int(match.group(1)),))
+    match = DSSP_RE.match(text)
+    if match:
+        low, high = (3, 15) if match.group(1) is None else (int(match.group(1)),
+                                                            int(match.group(2)))
+        if low > high:
+            raise ValueError('%r has sL %d > sU %d' % (name, low, high))
+        mode = match.group(3) or 'bounded'
+        canonical = 'dssp' + ('' if (low, high) == (3, 15) else '%d-%d' % (low, high))
+        canonical += '-paper' if mode == 'paper' else ''
+        return Arm(canonical, 'dssp', 'dist_dssp', (low, high), mode)
+    raise ValueError('%r is not a paradigm' % name)
+
+
+# ---------------------------------------------------------------------------
+SSP_RANGE = tuple('ssp%d' % s for s in range(3, 16))
+
+#: Table I of the paper: seconds to reach 0.67 / 0.68 test accuracy, ResNet-110 on CIFAR-100,
+#: two workers (GTX 1080 Ti and GTX 1060); None: never reached
+PAPER_TABLE_I = (('BSP', 6159.2, None), ('ASP', 2993.1, 3017.2), ('SSP s=3', 5678.2, None),
+                 ('SSP s=6', 5703.8, 6908.2), ('SSP s=15', 5564.9, 7255.6),
+                 ('DSSP [3,15]', 3016.4, 3046.3))
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named grid.  Epoch counts are per worker, over the worker's own shard."""
+    name: str
+    description: str
+    model: str
+    dataset: str
+    workers: int
+    batch_size: int
+    lr: float
+    epochs: int
+    arms: tuple
+    targets: tuple
+    timeout_s: float
+    cost: str
+    momentum: float = 0.9
+    wd: float = 1e-4
+    lr_decay: float = None
+    lr_decay_epochs: tuple = ()
+    slowdown: str = None
+    trials: int = 3
+    servers: int = 1
+    num_iterations: int = None
+    paper_table: tuple = ()
+
+
+PRESETS = {p.name: p for p in (
+    Preset('paper-alexnet',
+           'Figure 3a/3b: downsized AlexNet (3 conv + 2 FC) on CIFAR-10, 4 homogeneous workers',
+           model='alexnet-small', dataset='cifar10', workers=4, batch_size=128, lr=0.001,
+           epochs=300, arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'),
+           targets=(0.65, 0.70), timeout_s=48 * 3600,
+           cost='51 runs of 29,100 iterations per worker; 0.14-0.24 s per iteration of one '
+                'process here, 4 workers share 2 cores: about 2-4 h per run, 5-8 days for the '
+                'grid (estimated with --epochs-scale 0.1 --data-fraction 0.1, the full test '
+                'set still evaluated every epoch: 2-4 h)'),
+    Preset('paper-resnet50',
+           'Figure 3c/3d: ResNet-50 (CIFAR-style, 6n+2 layers with n = 8) on CIFAR-100, '
+           '4 homogeneous workers, lr decayed x0.1 at epochs 200 and 250',
+           model='cifar_resnet50_v1', dataset='cifar100', workers=4, batch_size=128, lr=0.05,
+           epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250),
+           arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'), targets=(0.60, 0.65),
+           timeout_s=14 * 24 * 3600,
+           cost='51 runs of 29,100 iterations per worker; about 3.5 s per iteration of one '
+                'process here (estimated from ResNet-20\'s 1.4 s), 4 workers on 2 cores: about '
+                '2-3 days per run, months for the grid: a GPU cluster job'),
+    Preset('paper-resnet110',
+           'Figure 3e/3f: ResNet-110 on CIFAR-100, 4 homogeneous workers, lr decayed x0.1 at '
+           'epochs 200 and 250',
+           model='cifar_resnet110_v1', dataset='cifar100', workers=4, batch_size=128, lr=0.05,
+           epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250),
+           arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'), targets=(0.67, 0.68),
+           timeout_s=14 * 24 * 3600,
+           cost='51 runs of 29,100 iterations per worker; about 7.7 s per iteration of one '
+                'process here (estimated from ResNet-20\'s 1.4 s): about 5 days per run, '
+                'about 8 months for the grid: a GPU cluster job'),
+    Preset('paper-mixed',
+           'Figure 4 / Table I: ResNet-110 on CIFAR-100, 2 workers, worker 1 2.5x slower '
+           '(emulates the GTX 1060 next to the GTX 1080 Ti), lr decayed x0.1 at epochs 200 '
+           'and 250',
+           model='cifar_resnet110_v1', dataset='cifar100', workers=2, batch_size=128, lr=0.05,
+           epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250), slowdown='1:2.5',
+           arms=('bsp', 'asp', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper'),
+           targets=(0.67, 0.68), timeout_s=30 * 24 * 3600, paper_table=PAPER_TABLE_I,
+           cost='21 runs of 58,500 iterations per worker; about 7.7 s per iteration here '
+                '(estimated), the slow worker 2.5x that: about 2 weeks per run, 9 months for '
+                'the grid: a GPU job'),
+    Preset('quick',
+           'Table I in miniature: downsized AlexNet on the bundled 8x8 digits, 2 workers, '
+           'worker 1 2.5x slower',
+           model='alexnet-small', dataset='digits', workers=2, batch_size=128, lr=0.01,
+           epochs=60, slowdown='1:2.5',
+           arms=('bsp', 'asp', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper'),
+           targets=(0.95, 0.97), timeout_s=600, paper_table=PAPER_TABLE_I,
+           cost='21 runs of 11-15 s each (about 5 s of it job start-up): about 4.5 minutes '
+                'here'),
+    Preset('tiny',
+           'smoke test: downsized AlexNet on the digits, 2 workers, worker 1 2.5x slower, '
+           '2 epochs',
+           model='alexnet-small', dataset='digits', workers=2, batch_size=64, lr=0.05,
+           epochs=2, slowdown='1:2.5', arms=('bsp', 'asp', 'ssp3', 'dssp', 'dssp-paper'),
+           targets=(0.5, 0.8), timeout_s=120, trials=1,
+           cost='5 runs of about 5 s each (mostly job start-up): about 25 s here'),
+)}

@@ -1,0 +1,326 @@
+"""The report: per arm the median trial and its numbers (:func:`summarize`), the markdown
+``report.md`` with the analogue of the paper's Table I (:func:`build_report`) and
+``results.json`` (:func:`results_json`); :func:`write_report` writes them and the plots.
+"""
+import dataclasses
+import datetime
+import os
+import shlex
+
+import numpy as np
+
+from .collect import gather
+from .files import write_json
+from .grid import run_command, run_dir
+from .plots import make_plots
+from .presets import PRESETS
+from .stats import average_curves, median_trial, time_to_target
+
+
+def _fmt(value, fmt='%.1f'):
+    return '-' if value is None else fmt % value
+
+
+def _per_rank(values, fmt):
+    return '/'.join(_fmt(values[r], fmt) for r in sorted(values)) if values else '-'
+
+
+def summarize(grid, table):
+    """Per arm: the median trial, its numbers and the spread over trials."""
+    rows = []
+    for arm, trials in table:
+        ok = [t for t in trials if t['status'] == 'ok']
+        chosen = median_trial(ok)
+        row = {'arm': arm, 'trials': trials, 'ok': len(ok), 'median': chosen,
+               'times': {}, 'spread': {}}
+        for target in grid.targets:
+            reached = [time_to_target(t['curve'], target) for t in ok]
+            row['times'][target] = time_to_target(chosen['curve'], target) if chosen else None
+            row['spread'][target] = reached
+        rows.append(row)
+    return rows
+
+
+def ssp_average(rows):
+    """(label, curve) of the mean of the SSP arms' median-trial curves, or None if < 2."""
+    ssp = [r for r in rows if r['arm'].family == 'ssp' and r['median']]
+    if len(ssp) < 2:
+        return None
+    values = sorted(r['arm'].staleness[0] for r in ssp)
+    label = 'SSP average (s=%s)' % (
+        '%d..%d' % (values[0], values[-1])
+        if values == list(range(values[0], values[-1] + 1)) else ','.join(map(str, values)))
+    return label, average_curves([r['median']['curve'] for r in ssp])
+
+
+def _spread_text(values):
+    """'median 2.9 (2.1-5.0)' over the trials that reached the target, and how many did."""
+    reached = sorted(v for v in values if v is not None)
+    if not values:
+        return '-'
+    text = ('median %.1f (%.1f-%.1f)' % (float(np.median(reached)), reached[0], reached[-1])
+            if reached else '-')
+    if len(reached) < len(values):
+        text += ', %d of %d reached' % (len(reached), len(values))
+    return text
+
+
+def build_report(grid, out, rows, average=None, plots=(), command_line=None):
+    """The markdown report (Table I analogue, explanations, runs, failures) as a string.
+
+    `rows` come from :func:`summarize`, `average` from :func:`ssp_average`,
+    `plots` are (title, path) pairs.
+    """
+    sections = (_header(grid, rows, command_line), _time_to_targets(grid, rows, average),
+                _explanations(rows), _paper_table(grid), _plot_links(out, plots),
+                _all_runs(grid, out, rows), _settings(grid, out, rows))
+    return '\n'.join(line for section in sections for line in section)
+
+
+def _header(grid, rows, command_line):
+    """The title, the settings in a sentence, and where and how the report was made."""
+    lines = []
+    preset = PRESETS[grid.preset]
+    lines.append('# Reproduction report: preset `%s`' % grid.preset)
+    lines.append('')
+    lines.append('%s. %s on %s%s, %d workers, %d server, batch %d per worker, lr %g '
+                 '(momentum %g, wd %g)%s, %d epochs per worker; %s; %d trial(s) per paradigm.'
+                 % (preset.description, grid.model, grid.dataset,
+                    '' if grid.data_fraction == 1 else ' (%g of the training set)'
+                    % grid.data_fraction,
+                    grid.workers, grid.servers, grid.batch_size, grid.lr, grid.momentum,
+                    grid.wd,
+                    '' if grid.lr_decay is None else ', decayed x%g at epochs %s' % (
+                        grid.lr_decay, ', '.join(map(str, grid.lr_decay_epochs))),
+                    grid.epochs,
+                    'slowdown %s (worker RANK sleeps FACTOR-1 times its compute time)'
+                    % grid.slowdown if grid.slowdown else 'no slow worker', grid.trials))
+    lines.append('')
+    loads = [x for row in rows for t in row['trials'] for x in (t.get('load_avg') or ())]
+    lines.append('Generated %s on %s (%d cores%s) by `%s`.' % (
+        datetime.datetime.now().strftime('%Y-%m-%d %H:%M'), os.uname().nodename,
+        os.cpu_count() or 0,
+        '; 1-minute load average %.1f-%.1f at the starts and ends of the runs'
+        % (min(loads), max(loads)) if loads else '',
+        command_line or 'python -m mxnet_ssp.reproduce --preset %s' % grid.preset))
+    lines.append('')
+    return lines
+
+
+def _time_to_targets(grid, rows, average):
+    """The analogue of Table I: each paradigm's median trial and its time to each target."""
+    lines = []
+    targets = grid.targets
+    lines.append('## Time to reach the target accuracies (analogue of Table I)')
+    lines.append('')
+    lines.append('Median trial of each paradigm by final test accuracy, as in the paper; '
+                 '"-": not reached. Times are seconds of training (worker 0\'s clock from its '
+                 'first iteration), test accuracy measured by worker 0 at the end of each of '
+                 'its epochs.')
+    lines.append('')
+    head = ['paradigm'] + ['time to %g (s)' % t for t in targets] + [
+        'time to %g over trials (s)' % targets[0], 'final accuracy', 'iterations/worker',
+        'it/s per worker', 'max lead', 'train time (s)', 'trials ok']
+    lines.append('| ' + ' | '.join(head) + ' |')
+    lines.append('|---' + '|---:' * (len(head) - 1) + '|')
+    for row in rows:
+        m = row['median']
+        cells = [row['arm'].label]
+        cells += [_fmt(row['times'][t]) for t in targets]
+        cells.append(_spread_text(row['spread'][targets[0]]))
+        if m:
+            iters = sorted(m['iterations'].values())
+            span = '%d' % iters[0] if iters[0] == iters[-1] else '%d-%d' % (iters[0], iters[-1])
+            cells += ['%.3f' % m['final_accuracy'], span,
+                      _per_rank(m['it_per_s'], '%.0f'), '%d' % m['max_lead'],
+                      _fmt(m['train_time_s'])]
+        else:
+            cells += ['-'] * 5
+        cells.append('%d/%d' % (row['ok'], len(row['trials'])))
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    if average:
+        label, curve = average
+        cells = [label] + [_fmt(time_to_target(curve, t)) for t in targets]
+        cells += ['-', '%.3f' % curve[-1][1] if curve else '-'] + ['-'] * 4 + ['-']
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    lines.append('')
+    lines.append('it/s per worker: iterations per second of each rank (rank order). '
+                 'max lead: the largest number of iterations a worker was ahead of the slowest '
+                 'unfinished worker, at the end of its iterations. %s'
+                 % ('SSP average: mean of the SSP curves on a common time grid.' if average
+                    else ''))
+    lines.append('')
+    return lines
+
+
+def _explanations(rows):
+    """The numbers that explain the curves: compute, step, waiting, leads, staleness."""
+    lines = []
+    lines.append('## What explains the curves')
+    lines.append('')
+    head = ['paradigm', 'compute ms/it per worker', 'step ms/it per worker',
+            'waiting for OK (% of iteration time)', 'longest wait (s)',
+            'lead at release, mean per worker', 'grants / holds',
+            'gradient staleness mean / max', 'mean lead']
+    lines.append('| ' + ' | '.join(head) + ' |')
+    lines.append('|---' + '|---:' * (len(head) - 1) + '|')
+    estimated = False
+    for row in rows:
+        m = row['median']
+        if not m:
+            lines.append('| %s |' % row['arm'].label + ' - |' * (len(head) - 1))
+            continue
+        st = m['staleness']
+        mark = '*' if st['source'] == 'estimate' else ''
+        estimated = estimated or bool(mark)
+        cells = [row['arm'].label, _per_rank(m['compute_ms'], '%.1f'),
+                 _per_rank(m['step_ms'], '%.1f'),
+                 _per_rank({r: None if v is None else 100 * v
+                            for r, v in m['wait_share'].items()}, '%.0f%%')
+                 if 'wait_share' in m else '-',
+                 _fmt(m.get('longest_wait_s'), '%.2f'),
+                 '%s (max %d)' % (_per_rank(m['release_lead_mean'], '%.1f'),
+                                  m['release_lead_max'])
+                 if 'release_lead_max' in m else '-',
+                 '%s / %s' % (_fmt(m.get('grants'), '%d'), _fmt(m.get('holds'), '%d'))
+                 if 'grants' in m else '-',
+                 '%s / %s%s' % (_fmt(st['mean'], '%.2f'), _fmt(st['max'], '%d'), mark),
+                 '%.1f' % m['mean_lead']]
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    lines.append('')
+    lines.append('- **compute**: median per iteration of the forward/backward pass plus the '
+                 'emulated slowdown (`sleep_s`); **step**: median of `trainer.step` until the '
+                 'new weights are there (push, waiting, pull). Under BSP the waiting for the '
+                 'slow worker is inside the fast workers\' step time.')
+    lines.append('- **waiting for OK**: the SSP stores\' `wait_s` (time held by the '
+                 'synchronization controller) over the worker\'s iteration time; **longest '
+                 'wait**: the longest single hold. **lead at release**, **grants** (pushes where '
+                 'Algorithm 2 granted r* > 0) and **holds** (pushes answered "wait"): from the '
+                 'stores\' `worker-<rank>.jsonl` and `controller.jsonl` (docs/metrics.md). A '
+                 'held worker goes on only when its lead is back to sL.')
+    lines.append('- **gradient staleness**: updates by other workers between a worker\'s pull '
+                 'and the application of its gradient; BSP has none.%s'
+                 % (' *: estimated from the iteration end times in `train-worker<rank>.jsonl` '
+                    '(the servers record it only in slot mode).' if estimated else ''))
+    lines.append('- **mean lead**: mean of the leads at the end of every iteration (train logs).')
+    lines.append('')
+    return lines
+
+
+def _paper_table(grid):
+    """The paper's Table I, when the preset compares with it."""
+    lines = []
+    if grid.paper_table:
+        lines.append('## The paper\'s Table I, for comparison')
+        lines.append('')
+        lines.append('ResNet-110 on CIFAR-100, two workers (GTX 1080 Ti and GTX 1060), median '
+                     'of 3 trials; seconds to reach 0.67 / 0.68 test accuracy ("-": never).')
+        lines.append('')
+        lines.append('| paradigm | time to 0.67 (s) | time to 0.68 (s) |')
+        lines.append('|---|---:|---:|')
+        for name, t67, t68 in grid.paper_table:
+            lines.append('| %s | %s | %s |' % (name, _fmt(t67), _fmt(t68)))
+        lines.append('')
+    return lines
+
+
+def _plot_links(out, plots):
+    """The plots, as images relative to `out`."""
+    lines = []
+    if plots:
+        lines.append('## Plots')
+        lines.append('')
+        for title, path in plots:
+            lines.append('![%s](%s)' % (title, os.path.relpath(path, out)))
+            lines.append('')
+    return lines
+
+
+def _all_runs(grid, out, rows):
+    """Every run with its status, the failed ones with their reasons, the ones not run yet."""
+    lines = []
+    targets = grid.targets
+    lines.append('## All runs')
+    lines.append('')
+    lines.append('| paradigm | trial | seed | status | final accuracy | time to %g (s) | '
+                 'train time (s) | job time (s) | load avg start/end | run directory |'
+                 % targets[0])
+    lines.append('|---|---:|---:|---|---:|---:|---:|---:|---:|---|')
+    failures = []
+    for row in rows:
+        for t in row['trials']:
+            chosen = row['median'] is t
+            status = t['status'] + (' (median)' if chosen else '')
+            if t['status'] == 'ok':
+                cells = ['%.3f' % t['final_accuracy'],
+                         _fmt(time_to_target(t['curve'], targets[0])), _fmt(t['train_time_s'])]
+            else:
+                cells = ['-', '-', '-']
+                if t['status'] == 'failed':
+                    failures.append((row['arm'], t))
+            load = t.get('load_avg')
+            lines.append('| %s | %d | %s | %s | %s | %s | %s | %s |' % (
+                row['arm'].label, t['trial'], t['seed'], status, ' | '.join(cells),
+                _fmt(t['duration_s']), '%.1f/%.1f' % tuple(load) if load else '-',
+                os.path.relpath(t['dir'], out)))
+    lines.append('')
+    if failures:
+        lines.append('## Failed runs')
+        lines.append('')
+        for arm, t in failures:
+            lines.append('- **%s trial %d**: %s (`%s`)' % (
+                arm.label, t['trial'], t['reason'],
+                os.path.relpath(os.path.join(t['dir'], 'job.log'), out)))
+        lines.append('')
+    missing = [(row['arm'], t) for row in rows for t in row['trials'] if t['status'] == 'not run']
+    if missing:
+        lines.append('Not run yet: %s. Run the same command again to continue.' % ', '.join(
+            '%s trial %d' % (a.name, t['trial']) for a, t in missing))
+        lines.append('')
+    return lines
+
+
+def _settings(grid, out, rows):
+    """An example run's command line and how trials are seeded and chosen."""
+    lines = []
+    lines.append('## Settings')
+    lines.append('')
+    if rows and rows[0]['trials']:
+        example = run_command(grid, rows[0]['arm'], 1, run_dir(out, rows[0]['arm'], 1))
+        lines.append('Each run, e.g. %s trial 1 (with `OMP_NUM_THREADS=1` and '
+                     '`MXNET_SSP_METRICS_DIR` set to its run directory):' % rows[0]['arm'].label)
+        lines.append('')
+        lines.append('```')
+        lines.append(shlex.join(example))
+        lines.append('```')
+        lines.append('')
+    lines.append('Trial k uses seed %d + k - 1 in every paradigm. The median trial is the one '
+                 'with the median final test accuracy (for an even number of finished trials, '
+                 'the lower middle one; ties go to the earlier trial).' % grid.seed)
+    lines.append('')
+    return lines
+
+
+def results_json(grid, rows, average):
+    """The report's numbers as a JSON-serializable dict."""
+    return {
+        'grid': dataclasses.asdict(grid) | {'arms': [a.name for a in grid.arms]},
+        'arms': [{'arm': r['arm'].name, 'label': r['arm'].label,
+                  'median_trial': r['median']['trial'] if r['median'] else None,
+                  'time_to_target': {str(t): v for t, v in r['times'].items()},
+                  'trials': r['trials']} for r in rows],
+        'ssp_average': None if average is None else {'label': average[0],
+                                                     'curve': average[1]},
+    }
+
+
+def write_report(grid, out, plots_on=True, command_line=None):
+    """Read every run under `out`, write plots, report.md and results.json; return rows."""
+    rows = summarize(grid, gather(grid, out))
+    average = ssp_average(rows)
+    plots = make_plots(grid, out, rows, average) if plots_on else ()
+    text = build_report(grid, out, rows, average, plots, command_line)
+    with open(os.path.join(out, 'report.md'), 'w') as f:
+        f.write(text)
+    write_json(os.path.join(out, 'results.json'), results_json(grid, rows, average))
+    return rows

@@ -1,0 +1,332 @@
+"""Running a grid: the checks before the first run, the data subset, and every run
+started through the launcher, one after the other, with a time limit.
+
+A run is finished when its marker (``run.json``) says so with the same
+signature; :func:`run_grid` skips those and runs every other one again into an
+emptied directory.  SIGTERM (through :class:`Stop`) and SIGINT stop the
+running job's launcher, which stops every process of the job.
+"""
+import glob
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from .files import read_json, read_jsonl, write_json
+from .grid import MARKER, plan, run_signature, trial_seed
+from .stats import time_to_target
+
+logger = logging.getLogger(__name__)
+
+
+#: models train_cifar.py builds itself; any other name is a GluonCV model
+BUILTIN_MODELS = ('mlp', 'alexnet-small')
+
+
+#: seconds a run may take beyond the launcher's own --timeout before it is stopped from here
+TIMEOUT_GRACE = 120.0
+
+
+def run_env(directory, environ=None):
+    """Environment of a run: one OpenMP thread, metrics in `directory`.
+
+    DMLC_* and the staleness settings of the calling shell are dropped: every
+    setting of a run is on its command line.
+    """
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()
+           if not k.startswith('DMLC_') and k not in (
+               'MXNET_SSP_STALENESS', 'MXNET_SSP_DSSP_MODE', 'MXNET_SSP_SOFTSYNC_SPLITS')}
+    env['OMP_NUM_THREADS'] = '1'
+    env['MXNET_SSP_METRICS_DIR'] = directory
+    return env
+
+
+#: train_cifar.py flags passed when the script accepts them (they change no result): no
+#: progress bar in job.log, no periodic checkpoints (only the final model is kept)
+OPTIONAL_FLAGS = (('--no-progress',), ('--save-period', '0'))
+
+
+def script_flags(grid):
+    """The flags the grid's training script accepts, read from its ``--help`` (empty if that
+    fails)."""
+    env = run_env('off')
+    try:
+        proc = subprocess.run(grid.train_argv() + ['--help'], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              stdin=subprocess.DEVNULL, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(re.findall(r'(?<![\w-])--[a-z][a-z0-9-]*', proc.stdout))
+
+
+def check_train_script(grid, keep_checkpoints=False):
+    """Problems that would make every run fail: missing train_cifar.py flags or packages.
+
+    Returns a list of messages (empty if none) and sets ``grid.extra_flags``
+    to the optional flags the script accepts (without ``--save-period 0``
+    when `keep_checkpoints`).
+    """
+    problems = []
+    if grid.model not in BUILTIN_MODELS:
+        import importlib.util
+        if importlib.util.find_spec('gluoncv') is None:
+            problems.append(
+                "preset %s trains the GluonCV model %s, but gluoncv is not installed: python -m "
+                "pip install '.[gluoncv]' in the checkout (docs/train_scripts.md gives the pins "
+                "that keep numpy below 1.24)" % (grid.preset, grid.model))
+    known = script_flags(grid)
+    needed = ['--lr-decay', '--lr-decay-epoch'] if grid.lr_decay is not None else []
+    if any(arm.family == 'bsp' for arm in grid.arms):
+        needed.append('--sync-average')
+    missing = [f for f in needed if f not in known]
+    if known and missing:                # (no flags read: the runs will say what is wrong)
+        problems.append('the grid needs %s of %s, which does not accept %s (yet)'
+                        % (' '.join(needed), grid.train_script_name, ', '.join(missing)))
+    grid.extra_flags = [part for flag in OPTIONAL_FLAGS if flag[0] in known
+                        and not (keep_checkpoints and flag[0] == '--save-period')
+                        for part in flag]
+    return problems
+
+
+#: where mxnet_ssp.data looks for each CIFAR dataset under --data-dir (any one will do)
+CIFAR_FILES = {
+    'cifar10': ('cifar-10-batches-py', 'cifar-10-batches-bin', 'cifar-10-python.tar.gz',
+                'cifar-10-binary.tar.gz'),
+    'cifar100': ('cifar-100-python', 'cifar-100-binary', 'cifar-100-python.tar.gz',
+                 'cifar-100-binary.tar.gz'),
+}
+
+
+def check_dataset(grid, download):
+    """Problems with the grid's dataset (a list of messages, empty if none).
+
+    The digits ship with scikit-learn.  A CIFAR dataset must be under
+    ``grid.data_dir``; when it is not and `download` is true, it is
+    downloaded now, once, instead of by every worker of the first run.
+    """
+    if grid.dataset not in CIFAR_FILES:
+        return []
+    if any(os.path.exists(os.path.join(grid.data_dir, name))
+           for name in CIFAR_FILES[grid.dataset]):
+        return []
+    if not download:
+        return ['%s is not under --data-dir %s (the first run would download it)'
+                % (grid.dataset, grid.data_dir)]
+    from .. import data as datasets
+    sys.stderr.write('reproduce: %s is not under %s: downloading it\n'
+                     % (grid.dataset, grid.data_dir))
+    try:
+        datasets.load(grid.dataset, grid.data_dir)
+    except (OSError, ValueError) as err:
+        return [str(err)]
+    return []
+
+
+def subset_dir(out, grid):
+    return os.path.join(out, 'data', '%s-fraction%g' % (grid.dataset, grid.data_fraction))
+
+
+def prepare_subset(out, grid):
+    """Write a stratified `grid.data_fraction` of the training set (full test set) under `out`.
+
+    The subset is in the CIFAR python format, so train_cifar.py reads it with
+    ``--data-dir``; it is made once and reused.  Returns its directory.
+    """
+    from .. import data as datasets
+    target = subset_dir(out, grid)
+    done = os.path.join(target, 'SUBSET.json')
+    if os.path.isfile(done):
+        return target
+    full = datasets.load(grid.dataset, grid.data_dir)
+    rng = np.random.RandomState(grid.seed)
+    keep = []
+    for label in np.unique(full.train_label):
+        members = np.flatnonzero(full.train_label == label)
+        keep.append(rng.permutation(members)[:max(1, int(round(grid.data_fraction
+                                                               * len(members))))])
+    keep = np.sort(np.concatenate(keep))
+
+    def rows(images):
+        return np.round(images * 255.0).astype(np.uint8).reshape(len(images), -1)
+
+    import pickle
+    if grid.dataset == 'cifar10':
+        folder, label_key = os.path.join(target, 'cifar-10-batches-py'), b'labels'
+        parts = np.array_split(keep, 5)
+        files = [('data_batch_%d' % (i + 1), part) for i, part in enumerate(parts)]
+        test_name = 'test_batch'
+    else:
+        folder, label_key = os.path.join(target, 'cifar-100-python'), b'fine_labels'
+        files, test_name = [('train', keep)], 'test'
+    os.makedirs(folder, exist_ok=True)
+    for name, index in files:
+        with open(os.path.join(folder, name), 'wb') as f:
+            pickle.dump({b'data': rows(full.train_data[index]),
+                         label_key: full.train_label[index].tolist()}, f)
+    with open(os.path.join(folder, test_name), 'wb') as f:
+        pickle.dump({b'data': rows(full.test_data), label_key: full.test_label.tolist()}, f)
+    write_json(done, {'dataset': grid.dataset, 'fraction': grid.data_fraction,
+                       'train_images': int(len(keep)), 'source': full.source,
+                       'seed': grid.seed})
+    return target
+
+
+class Stop(Exception):
+    """SIGTERM or SIGINT arrived while a run was going on."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def is_done(directory, signature):
+    """True if `directory` holds a finished, successful run with this `signature`."""
+    marker = read_json(os.path.join(directory, MARKER))
+    return bool(marker and marker.get('status') == 'ok'
+                and marker.get('signature') == signature
+                and os.path.isfile(os.path.join(directory, 'summary.json')))
+
+
+def _tail(path, lines=12):
+    try:
+        with open(path, errors='replace') as f:
+            return f.read().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def _failure_reason(code, directory):
+    """A one-line reason for a failed run: its exit code, what the job printed last about an
+    error, and the launcher's verdict (which process stopped the job)."""
+    if code == 124:
+        head = 'timed out (launcher --timeout)'
+    elif code is None:
+        head = 'stopped'
+    else:
+        head = 'exit code %d' % code
+    tail = [line.strip() for line in _tail(os.path.join(directory, 'job.log'), 400)
+            if line.strip() and not line.startswith('$ ')]
+    launcher = [line for line in tail if line.startswith('mxnet-ssp-launch:')]
+    output = [line for line in tail if not line.startswith('mxnet-ssp-launch:')]
+    errors = ([line for line in output if ': error:' in line]
+              or [line for line in output
+                  if re.search(r'error|exception|traceback|killed|failed', line, re.I)])
+    parts = [head]
+    if errors or output:
+        parts.append((errors or output)[-1][:300])
+    if launcher:
+        parts.append(launcher[-1][len('mxnet-ssp-launch:'):].strip()[:200])
+    return ': '.join(parts[:2]) + (' (%s)' % parts[2] if len(parts) > 2 else '')
+
+
+def _is_usage_failure(code, directory):
+    """True when every other run would fail the same way (bad flag, missing dataset)."""
+    if code == 2:
+        return True
+    return any(': error:' in line and 'train_cifar' in line
+               for line in _tail(os.path.join(directory, 'job.log'), 400))
+
+
+def execute_run(grid, arm, trial, directory, command):
+    """Run one job into `directory` (emptied first); write and return its marker."""
+    if os.path.isdir(directory):
+        shutil.rmtree(directory)
+    os.makedirs(directory)
+    started = time.time()
+    load_before = os.getloadavg()[0]
+    log_path = os.path.join(directory, 'job.log')
+    code = None
+    with open(log_path, 'w') as log:
+        log.write('$ %s\n' % shlex.join(command))
+        log.flush()
+        proc = subprocess.Popen(command, env=run_env(directory), cwd=directory, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=grid.timeout_s + TIMEOUT_GRACE)
+        except subprocess.TimeoutExpired:
+            # the launcher did not stop its own job: SIGINT makes it stop every process
+            _stop_launcher(proc, signal.SIGINT)
+            code = 124
+        except (Stop, KeyboardInterrupt) as stop:
+            _stop_launcher(proc, getattr(stop, 'signum', signal.SIGINT))
+            raise
+    duration = time.time() - started
+    marker = {'arm': arm.name, 'trial': trial, 'seed': trial_seed(grid, trial),
+              'signature': run_signature(grid, arm, trial), 'command': command,
+              'exit_code': code, 'started': started, 'duration_s': round(duration, 2),
+              'load_avg': [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    if code == 0 and not os.path.isfile(os.path.join(directory, 'summary.json')):
+        marker.update(status='failed', reason='exit code 0 but no summary.json')
+    elif code == 0:
+        marker.update(status='ok')
+    else:
+        marker.update(status='failed', reason=_failure_reason(code, directory))
+    write_json(os.path.join(directory, MARKER), marker)
+    return marker
+
+
+def _stop_launcher(proc, signum):
+    """Ask the launcher to stop its job (it forwards to every process), then make sure."""
+    try:
+        proc.send_signal(signum)
+        proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def _prune_checkpoints(directory):
+    for path in glob.glob(os.path.join(directory, 'model-epoch*')):
+        os.unlink(path)
+
+
+def run_grid(grid, out, keep_checkpoints=False):
+    """Run every unfinished run of the grid; return (started, skipped, failed, aborted)."""
+    runs = plan(grid, out)
+    started = skipped = failed = 0
+    aborted = None
+    for index, (arm, trial, directory, command, signature) in enumerate(runs, 1):
+        tag = '[%d/%d] %s trial %d' % (index, len(runs), arm.name, trial)
+        if is_done(directory, signature):
+            logger.info('%s: finished earlier, skipped', tag)
+            skipped += 1
+            continue
+        if aborted:
+            continue
+        if os.path.isdir(directory):
+            logger.info('%s: removing the unfinished run directory %s', tag, directory)
+        logger.info('%s: running (%s)', tag, os.path.relpath(directory, out))
+        started += 1
+        marker = execute_run(grid, arm, trial, directory, command)
+        if marker['status'] == 'ok':
+            if not keep_checkpoints:
+                _prune_checkpoints(directory)
+            summary = read_json(os.path.join(directory, 'summary.json')) or {}
+            curve = [(e.get('elapsed_s'), e.get('accuracy', 0.0))
+                     for e in read_jsonl(os.path.join(directory, 'eval.jsonl'))]
+            reached = time_to_target(curve, grid.targets[0])
+            final = summary.get('final_accuracy')
+            final_text = '-' if final is None else '%.4f' % final
+            logger.info('%s: done in %.1f s, final accuracy %s, time to %g: %s', tag,
+                        marker['duration_s'], final_text,
+                        grid.targets[0], '-' if reached is None else '%.1f s' % reached)
+        else:
+            failed += 1
+            logger.error('%s: FAILED after %.1f s: %s (see %s)', tag, marker['duration_s'],
+                         marker['reason'], os.path.join(directory, 'job.log'))
+            if _is_usage_failure(marker['exit_code'], directory):
+                aborted = ('%s trial %d failed on its settings (%s); the remaining runs would '
+                           'fail the same way and were not started'
+                           % (arm.name, trial, marker['reason']))
+                logger.error(aborted)
+    return started, skipped, failed, aborted

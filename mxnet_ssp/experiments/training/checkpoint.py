@@ -1,0 +1,92 @@
+"""Checkpoints: ``model-epoch<N>.{params,states,json}`` and ``model-final.*``.
+
+Worker 0 saves them; every worker restores the optimizer state of one when
+the job can take it.  Nothing here imports MXNet.
+"""
+import json
+import logging
+import os
+import re
+
+logger = logging.getLogger(__name__)
+
+
+def checkpoint_info(params_path):
+    """What a checkpoint says about itself: the JSON next to it, or its file name.
+
+    Returns a dict with at least ``completed_epochs`` and ``iteration``;
+    raises ValueError when neither the JSON file nor an ``epoch<N>`` in the
+    name tells the epoch.
+    """
+    base = params_path[:-len('.params')] if params_path.endswith('.params') else params_path
+    meta_path = base + '.json'
+    if os.path.isfile(meta_path):
+        try:
+            with open(meta_path) as f:
+                info = json.load(f)
+            int(info['completed_epochs'])
+            info.setdefault('iteration', 0)
+            return info
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError('%s is not a checkpoint description: %s' % (meta_path, err)) from None
+    match = re.search(r'epoch(\d+)', os.path.basename(params_path))
+    if match is None:
+        raise ValueError('%s has no %s next to it and no epoch<N> in its name, so the epoch '
+                         'to go on from is unknown' % (params_path, os.path.basename(meta_path)))
+    return {'completed_epochs': int(match.group(1)), 'iteration': 0, 'states': None}
+
+
+def states_kind(kv):
+    """Where ``trainer.save_states`` puts the optimizer state on this job's store.
+
+    'servers' (mxnet-ssp stores: every server writes ``<file>.server-<rank>``),
+    'file' (updates on the workers: ``local``, and ``dist_sync``, which this
+    script runs with ``update_on_kvstore=False``), or None (MXNet's own
+    ``dist_async`` cannot save it).
+    """
+    if kv.type in ('local', 'dist_sync'):
+        return 'file'
+    return 'servers' if hasattr(kv, 'slot_mode') else None
+
+
+def save_checkpoint(net, trainer, kv, save_dir, name, info):
+    """Worker 0: ``<name>.params``, ``<name>.states`` (where the store allows), ``<name>.json``."""
+    base = os.path.join(save_dir, name)
+    net.save_parameters(base + '.params')
+    kind = states_kind(kv)
+    if kind is not None:
+        trainer.save_states(base + '.states')
+    info = dict(info, params=base + '.params', states=base + '.states' if kind else None,
+                states_kind=kind)
+    with open(base + '.json', 'w') as f:
+        json.dump(info, f, indent=2)
+    logger.info('saved checkpoint %s (weights%s)', base + '.params',
+                ', optimizer state on the servers' if kind == 'servers'
+                else ', optimizer state' if kind else '; this store cannot save optimizer state')
+
+
+def restore_states(trainer, kv, args, info):
+    """Every worker: load the checkpoint's optimizer state when this job can take it."""
+    kind = states_kind(kv)
+    saved = info.get('states')
+    why = None
+    if not saved:
+        why = 'the checkpoint has none'
+    elif kind is None:
+        why = '%s cannot restore optimizer state' % kv.type
+    elif info.get('states_kind') != kind:
+        why = 'it was saved by a %s store and this job uses %s' % (info.get('kvstore'), kv.type)
+    elif kind == 'servers' and (info.get('num_workers') != kv.num_workers
+                                or info.get('optimizer') != args.optimizer
+                                or info.get('kvstore') != kv.type):
+        why = ('it was saved by %s workers of %s with %s; this job has %d of %s with %s'
+               % (info.get('num_workers'), info.get('kvstore'), info.get('optimizer'),
+                  kv.num_workers, kv.type, args.optimizer))
+    if why is not None:
+        logger.warning('resuming with the weights of %s only, not its optimizer state: %s',
+                       args.resume_from, why)
+        return False
+    trainer.load_states(saved)      # collective on mxnet-ssp stores
+    logger.info('restored optimizer state from %s%s', saved,
+                '.server-*' if kind == 'servers' else '')
+    return True
