@@ -259,7 +259,7 @@ def test_valid_flags_parse():
 
 def test_check_args_is_the_workers_check():
     args = check_args(['--kvstore', 'dist_softsync', '--splits', '3'], 3,
-                                  environ={})
+                      environ={})
     assert args.splits == 3
     with pytest.raises(SystemExit) as info:
         check_args(['--kvstore', 'dist_ssp', '--slowdown', '3:2'], 3, environ={})
@@ -330,8 +330,8 @@ def test_make_kvstore_passes_settings(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(mxnet_ssp, 'create', lambda name, **kw: calls.append((name, kw)) or 'kv')
     args = parse_args(['--kvstore', 'dist_dssp', '--staleness', '2,9',
-                                   '--dssp-mode', 'paper', '--save-dir', str(tmp_path)],
-                                  environ=WORKER_ENV)
+                       '--dssp-mode', 'paper', '--save-dir', str(tmp_path)],
+                      environ=WORKER_ENV)
     assert make_kvstore(args) == 'kv'
     assert calls == [('dist_dssp', {'staleness': '2,9', 'mode': 'paper',
                                     'metrics_dir': str(tmp_path)})]
@@ -351,7 +351,7 @@ def test_make_optimizer():
 
     def make(*argv):
         args = parse_args(['--kvstore', 'dist_async', '--lr', '0.2', '--wd', '0.001']
-                                      + list(argv), WORKER_ENV)
+                          + list(argv), WORKER_ENV)
         return make_optimizer(args, 64)
 
     opt = make()
@@ -531,7 +531,7 @@ def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, ke
     monkeypatch.setattr(data, 'download_file', no_network)
     with pytest.raises(SystemExit) as info:
         main(['--kvstore', 'local', '--dataset', 'cifar10',
-                          '--data-dir', str(tmp_path / 'none'), '--save-dir', str(tmp_path)])
+              '--data-dir', str(tmp_path / 'none'), '--save-dir', str(tmp_path)])
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert '--data-dir' in err and str(tmp_path / 'none') in err and 'no network (test)' in err
@@ -550,7 +550,7 @@ def test_digits_without_scikit_learn_exits_2_naming_the_install(capsys, monkeypa
 def test_batch_larger_than_shard_exits_2(capsys, tmp_path, keep_logging):
     with pytest.raises(SystemExit) as info:
         main(['--kvstore', 'local', '--batch-size', '5000',
-                          '--save-dir', str(tmp_path)])
+              '--save-dir', str(tmp_path)])
     assert info.value.code == 2
     assert '--batch-size 5000' in capsys.readouterr().err
 
@@ -560,7 +560,7 @@ def test_gpus_that_are_not_there_exit_2(capsys, tmp_path, keep_logging):
     n = mx.context.num_gpus()
     with pytest.raises(SystemExit) as info:
         main(['--kvstore', 'local', '--num-gpus', str(n + 1),
-                          '--save-dir', str(tmp_path)])
+              '--save-dir', str(tmp_path)])
     assert info.value.code == 2
     assert '--num-gpus %d' % (n + 1) in capsys.readouterr().err
 

@@ -6,10 +6,12 @@ Installed with the package, so they run without a checkout:
 module                                   console script              what
 =======================================  ==========================  ==============================
 :mod:`.train_cifar`                      ``mxnet-ssp-train``         the training script (digits,
-                                                                     CIFAR-10/100; every store)
+                                                                     CIFAR-10/100; every store);
+                                                                     its code is :mod:`.training`
 :mod:`.compare_paradigms`                ``mxnet-ssp-compare``       the demo: BSP, ASP, SSP, DSSP
                                                                      with one slow worker
-:mod:`mxnet_ssp.reproduce`               ``mxnet-ssp-reproduce``     the DSSP paper's grid
+:mod:`mxnet_ssp.reproduce`               ``mxnet-ssp-reproduce``     the DSSP paper's grid; its
+                                                                     code is :mod:`.reproduce`
 :mod:`.data`                             --                          datasets, shards, batches
 =======================================  ==========================  ==============================
 
