@@ -220,10 +220,6 @@ def test_bad_optimizer_setups_fail_before_training(tmp_path, case, words):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    'product bug: slot keys k * M + m of one parameter are spread over the servers (MXNet '
-    'places int key x on server (x * 9973) % servers), so with 2 servers each server keeps '
-    'its own canonical weight of k and the workers train different models'))
 def test_worker_aware_rule_with_two_servers_keeps_one_model(tmp_path):
     """3 workers, 2 servers: every weight a worker pulls must be the single model's."""
     steps, events, _ = run_slot_job(tmp_path, workers=3, servers=2, iters=4,
