@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import JOBS, fail_msg, read_jsonl, run_job
+from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job
 
 pytestmark = pytest.mark.integration
 
@@ -225,3 +225,54 @@ def test_worker_aware_rule_with_two_servers_keeps_one_model(tmp_path):
     steps, events, _ = run_slot_job(tmp_path, workers=3, servers=2, iters=4,
                                     store='dist_async', rule='sasgd')
     replay_through_reference(steps, events, 'sasgd', None, iters=4)
+
+
+def _events_by_key(server_events):
+    """{key: [(server log index, event), ...]} of the servers' staleness logs."""
+    by_key = {}
+    for s, log in enumerate(server_events):
+        for e in log:
+            by_key.setdefault(e['key'], []).append((s, e))
+    return by_key
+
+
+@pytest.mark.parametrize('store', ['dist_async', 'dist_ssp'])
+def test_module_fit_string_keys_two_servers_train_one_model(tmp_path, store):
+    """Module.fit (string keys), a worker-aware rule, 2 workers and 2 servers: every
+    parameter has one canonical weight, on one server, updated by both workers'
+    gradients; the parameters are spread over both servers; both workers end with
+    the same weights.  (Under dist_ssp both workers also find one controller.)"""
+    workers, servers = 2, 2
+    out = tmp_path / 'o'
+    env = job_env(tmp_path, MXNET_SSP_STALENESS_LOG='1')
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'module_slot_job.py'),
+                              '--store', store, '--out', str(out)],
+                   workers=workers, servers=servers, env=env)
+    assert proc.returncode == 0, fail_msg(proc)
+    finals = [json.load(open(out / ('final-%d.json' % r))) for r in range(workers)]
+    assert all(f['slot_mode'] and f['type'] == store for f in finals)
+    names = sorted(finals[0]['weights'])
+    assert names == ['fc1_bias', 'fc1_weight', 'fc2_bias', 'fc2_weight']
+    for name in names:
+        np.testing.assert_array_equal(finals[1]['weights'][name], finals[0]['weights'][name],
+                                      err_msg='the workers read different %s' % name)
+    mdir = tmp_path / 'metrics'
+    logs = sorted(n for n in os.listdir(mdir) if n.startswith('server-')
+                  and n.endswith('-staleness.jsonl'))
+    assert len(logs) == servers, logs
+    by_key = _events_by_key([read_jsonl(mdir / n) for n in logs])
+    assert sorted(by_key) == list(range(len(names))), sorted(by_key)
+    steps = finals[0]['steps']
+    holders = {}
+    for k, events in by_key.items():
+        holders[k] = {s for s, _ in events}
+        assert len(holders[k]) == 1, 'parameter %d has a canonical weight on servers %s' % (
+            k, sorted(holders[k]))
+        grads = sorted((e for _, e in events if e['event'] == 'gradient'),
+                       key=lambda e: e['seq'])
+        senders = [e['sender'] for e in grads]
+        assert sorted(senders) == sorted(list(range(workers)) * steps), (k, senders)
+        # one model: each gradient, whoever sent it, is one more update of the same weight
+        assert [e['version'] for e in grads] == list(range(1, workers * steps + 1)), k
+        assert all(e['applied'] for e in grads)
+    assert set.union(*holders.values()) == set(range(servers)), holders
