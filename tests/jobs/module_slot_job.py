@@ -1,8 +1,10 @@
 """Integration-test worker: ``Module.fit`` (string keys) with a worker-aware rule (slot mode).
 
 Each worker trains a small MLP (4 parameters: fc1/fc2 weight and bias) on its own
-data with ``Module.fit(kvstore=STORE, optimizer=RULE)``, so the store is created by
-MXNet from its name and the parameters travel under their string names.  When
+data with ``Module.fit(kvstore=kv, optimizer=RULE)``, the store made by
+``mx.kv.create(STORE)`` (the registry, as Module.fit does for a name; made first
+because the data depends on the rank); Module sends the parameters under their
+string names.  When
 every worker is done, each makes the servers copy their latest weights into its
 slots (a refresh push) and pulls them: with one model on the servers, every
 worker reads the same weights.
@@ -29,7 +31,8 @@ def main():
     import mxnet as mx
     import numpy as np
     import mxnet_ssp  # noqa: F401  (registers the stores and the rules)
-    rank = int(os.environ['DMLC_TASK_ID']) if 'DMLC_TASK_ID' in os.environ else 0
+    kv = mx.kv.create(args.store)
+    rank = kv.rank
     data = mx.sym.Variable('data')
     net = mx.sym.FullyConnected(data, num_hidden=16, name='fc1')
     net = mx.sym.Activation(net, act_type='relu')
@@ -41,9 +44,9 @@ def main():
     y = rng.randint(0, 3, size=batch * args.batches).astype('float32')
     it = mx.io.NDArrayIter(x, y, batch_size=batch, label_name='softmax_label')
     mod = mx.mod.Module(net, context=mx.cpu())
-    mod.fit(it, num_epoch=args.epochs, kvstore=args.store, optimizer=args.optimizer,
+    mod.fit(it, num_epoch=args.epochs, kvstore=kv, optimizer=args.optimizer,
             optimizer_params={'learning_rate': 0.1}, initializer=mx.init.Xavier())
-    kv = mod._kvstore
+    assert mod._kvstore is kv
     mx.nd.waitall()                 # this worker's pushes are applied on the servers
     kv._barrier()                   # ... and every other worker's
     arg_params, _ = mod.get_params()
