@@ -16,10 +16,12 @@ optimizer the workers sent.  On top of that:
 * With an optimizer that needs the sender of each gradient (the
   :class:`mxnet_ssp.optim.WorkerAwareOptimizer` rules: lr / staleness,
   DC-ASGD) and always under ``dist_softsync``, the store runs in *slot mode*:
-  worker m pushes and pulls parameter k through its own key slot (``k * M +
-  m``, or ``'k@m'`` for string keys), so the servers know who sent each
-  gradient, which version it was computed on (staleness) and what the sender
-  last pulled (DC-ASGD's backup).  Cost: M slots per parameter on the
+  worker m pushes and pulls parameter k through its own key slot (``(k * M +
+  m) * S + k % S`` with S servers, or ``'k@m'`` for string keys, numbered by
+  MXNet to the same layout), so the servers know who sent each gradient,
+  which version it was computed on (staleness) and what the sender last
+  pulled (DC-ASGD's backup).  All M slots of a parameter live on one server
+  (see :meth:`SSPKVStore._slot_block`).  Cost: M slots per parameter on the
   servers.  Plain optimizers keep the model once.
 
 Worker-side contract

@@ -157,9 +157,10 @@ class ServerOptimizer:
     slots : bool
         Slot mode: parameter k arrives from worker m as key
         ``(k * M + m) * S + k % S`` (:func:`mxnet_ssp.channel.slot_key`),
-        so all M slots of k are on one server.  The servers keep one canonical weight per k (updated by every
-        worker's gradients) and after each push copy it into the sender's
-        slot, which the sender pulls.  The server thus knows the sender of
+        so all M slots of k are on one server.  The servers keep one
+        canonical weight per k (updated by every worker's gradients) and
+        after each push copy it into the sender's slot, which the sender
+        pulls.  The server thus knows the sender of
         every gradient, its staleness ``tau = version(k) - version the sender
         last pulled`` and what the sender last pulled (its slot, DC-ASGD's
         backup).
