@@ -31,7 +31,8 @@ import numpy as np
 from ._process import end_server
 
 __all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
-           'REFRESH_BITS', 'encode_blob', 'decode_blob', 'is_discovery', 'refresh_marker',
+           'REFRESH_BITS', 'slot_key', 'slot_of', 'encode_blob', 'decode_blob', 'is_discovery',
+           'refresh_marker',
            'is_refresh', 'UpdaterSpec', 'Control', 'run_command', 'serve_commands']
 
 #: Reserved integer key for controller discovery.  MXNet places a small key on
@@ -85,6 +86,35 @@ def decode_blob(values):
 
 #: Largest integer key MXNet can place on a server: it computes key * 9973 in a C int.
 MAX_INT_KEY = (2 ** 31 - 1) // 9973
+
+
+def slot_key(key, rank, num_workers, num_servers):
+    """The integer key of worker `rank`'s slot of parameter `key` (slot mode).
+
+    ``(key * M + rank) * S + key % S`` for M workers and S servers.  MXNet
+    (``KVStoreDist::EncodeDefaultKey``) puts an array smaller than
+    ``MXNET_KVSTORE_BIGARRAY_BOUND`` on server ``(x * 9973) % S`` of its key
+    x; here ``x % S == key % S`` for every rank, so the M slots of a parameter
+    share one server (and one canonical weight), while consecutive parameters
+    go to different servers.  A big array is split over all servers by
+    ranges, so every server holds the same slice of each slot.  With S = 1
+    this is ``key * M + rank``.  The server decodes it with :func:`slot_of`.
+    """
+    return (key * num_workers + rank) * num_servers + key % num_servers
+
+
+def slot_of(index, num_workers, num_servers):
+    """Inverse of :func:`slot_key`: ``(key, rank)`` of the slot key `index`.
+
+    Raises ValueError if `index` is not a slot key for this number of servers
+    (its residue must be that of its parameter), e.g. when the workers and the
+    servers disagree on the set-up.
+    """
+    key, rank = divmod(index // num_servers, num_workers)
+    if index % num_servers != key % num_servers:
+        raise ValueError('key %d is not a slot key for %d workers and %d servers'
+                         % (index, num_workers, num_servers))
+    return key, rank
 #: Bit pattern of the first element of a refresh push (a NaN no arithmetic produces).
 REFRESH_BITS = 0x7FC5A1E5
 

@@ -14,7 +14,7 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
-           'ENV_AUTOLOAD', 'FLAG_VALUES']
+           'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER', 'parse_num_servers', 'num_servers']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -23,6 +23,8 @@ ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
 ENV_SOFTSYNC_SPLITS = 'MXNET_SSP_SOFTSYNC_SPLITS'
 ENV_STALENESS_LOG = 'MXNET_SSP_STALENESS_LOG'
 ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
+#: ps-lite's number of servers (set by every launcher); slot mode lays out keys with it.
+ENV_NUM_SERVER = 'DMLC_NUM_SERVER'
 #: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is
 #: imported, with the same values as :func:`parse_flag`.
 ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
@@ -202,6 +204,28 @@ def parse_flag(value, source, default):
                           % (source, value, ', '.join(k for k, v in FLAG_VALUES.items() if v),
                              ', '.join(k for k, v in FLAG_VALUES.items() if not v)))
     return FLAG_VALUES[key]
+
+
+def parse_num_servers(value, source=ENV_NUM_SERVER):
+    """Parse a number of servers: an integer >= 1."""
+    try:
+        count = int(str(value).strip())
+    except ValueError:
+        count = None
+    if count is None or isinstance(value, bool) or count < 1:
+        raise ConfigError('%s=%r is not valid: expected the number of parameter servers of the '
+                          'job, an integer >= 1 (the launcher sets it)' % (source, value))
+    return count
+
+
+def num_servers(environ=None):
+    """The job's number of servers (``DMLC_NUM_SERVER``, which ps-lite itself requires)."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_NUM_SERVER)
+    if value is None or not str(value).strip():
+        raise ConfigError('%s is not set: a distributed store needs the number of parameter '
+                          'servers of the job (the launcher sets it)' % ENV_NUM_SERVER)
+    return parse_num_servers(value)
 
 
 def wrap_async(environ=None):

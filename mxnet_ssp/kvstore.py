@@ -16,10 +16,12 @@ optimizer the workers sent.  On top of that:
 * With an optimizer that needs the sender of each gradient (the
   :class:`mxnet_ssp.optim.WorkerAwareOptimizer` rules: lr / staleness,
   DC-ASGD) and always under ``dist_softsync``, the store runs in *slot mode*:
-  worker m pushes and pulls parameter k through its own key slot (``k * M +
-  m``, or ``'k@m'`` for string keys), so the servers know who sent each
-  gradient, which version it was computed on (staleness) and what the sender
-  last pulled (DC-ASGD's backup).  Cost: M slots per parameter on the
+  worker m pushes and pulls parameter k through its own key slot (``(k * M +
+  m) * S + k % S`` with S servers, or ``'k@m'`` for string keys, numbered by
+  MXNet to the same layout), so the servers know who sent each gradient,
+  which version it was computed on (staleness) and what the sender last
+  pulled (DC-ASGD's backup).  All M slots of a parameter live on one server
+  (see :meth:`SSPKVStore._slot_block`).  Cost: M slots per parameter on the
   servers.  Plain optimizers keep the model once.
 
 Worker-side contract
@@ -59,7 +61,7 @@ from .client import ControllerClient
 from .optim import is_worker_aware
 from .protocol import ControllerError
 from .channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, MAX_INT_KEY, Control,
-                      UpdaterSpec, decode_blob, encode_blob, refresh_marker)
+                      UpdaterSpec, decode_blob, encode_blob, refresh_marker, slot_key)
 from .steps import StepTracker
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
@@ -125,6 +127,7 @@ class SSPKVStore(KVStoreBase):
             self._kv = _native_dist_async()
         self._rank = self._kv.rank
         self._num_workers = self._kv.num_workers
+        self._num_servers = cfg.num_servers()     # ps-lite read the same variable
         if self._config.store == 'dist_softsync':
             cfg.parse_splits(self._config.splits, self._num_workers,
                              source='splits' if 'splits' in settings else cfg.ENV_SOFTSYNC_SPLITS)
@@ -134,6 +137,7 @@ class SSPKVStore(KVStoreBase):
         self._next_visible = 0            # t_slowest the next fast step may rely on
         self._optimizer = None
         self._slots = None                # M in slot mode
+        self._str_ids = 0                 # string keys MXNet numbered so far (0, 1, ...)
         self._refresh = {}                # slot mode, SSP slow path: key -> numpy marker
         self._lr_sent = None
         self._client = None
@@ -193,10 +197,11 @@ class SSPKVStore(KVStoreBase):
 
     # -- key slots -------------------------------------------------------------
     def _slot(self, key, rank=None):
+        """Worker `rank`'s slot of `key`: ``'key@rank'``, or the int of channel.slot_key."""
         rank = self._rank if rank is None else rank
         if isinstance(key, str):
             return '%s@%d' % (key, rank)
-        return key * self._slots + rank
+        return slot_key(key, rank, self._slots, self._num_servers)
 
     def _mine(self, key):
         """The key this worker uses on the servers for `key` (or a list of keys)."""
@@ -206,21 +211,60 @@ class SSPKVStore(KVStoreBase):
             return [self._slot(k) for k in key]
         return self._slot(key)
 
+    def _slot_block(self, key, value):
+        """Keys and values that initialize every worker's slot of `key`, in MXNet's order.
+
+        Integer keys: the M slot keys of :func:`mxnet_ssp.channel.slot_key`.
+        String keys: MXNet numbers each new string key with the next integer
+        (0, 1, ...) in the order they are initialized, and places that integer
+        as it places integer keys.  Parameter number i (in init order) takes
+        the block of ids ``i * M * S ... (i + 1) * M * S - 1``; worker m's slot
+        ``'key@m'`` gets id ``slot_key(i, m, M, S)`` and the other ids of the
+        block go to 1-element padding keys, never pushed again.  So the servers
+        decode string keys exactly as integer ones (parameter i).
+        """
+        workers, servers = self._slots, self._num_servers
+        if not isinstance(key, str):
+            if key < 0 or (key + 1) * workers * servers > MAX_INT_KEY:
+                raise SSPError('worker[%d]: key %r is too large for slot mode with %d workers and '
+                               '%d servers: integer keys must satisfy (key + 1) * workers * '
+                               'servers <= %d (MXNet places keys on servers with 32-bit '
+                               'arithmetic); use smaller keys or string keys'
+                               % (self._rank, key, workers, servers, MAX_INT_KEY))
+            return [self._slot(key, m) for m in range(workers)], [value] * workers
+        size = workers * servers
+        block = -(-self._str_ids // size)     # the next whole block (an earlier key may pad)
+        if (block + 1) * size > MAX_INT_KEY:
+            raise SSPError('worker[%d]: too many string keys for slot mode with %d workers and '
+                           '%d servers: MXNet numbers string keys from 0 and places them with '
+                           '32-bit arithmetic, and each parameter takes workers * servers '
+                           'numbers, so at most %d parameters fit'
+                           % (self._rank, workers, servers, MAX_INT_KEY // size))
+        pad = nd.zeros(1, dtype=np.float32)
+        keys, values = [], []
+        for i in range(self._str_ids, (block + 1) * size):
+            if i >= block * size and i % servers == block % servers:
+                keys.append(self._slot(key, i // servers % workers))
+                values.append(value)
+            else:
+                keys.append('__mxnet_ssp_pad_%d__' % i)
+                values.append(pad)
+        return keys, values
+
     def _init_slots(self, key, value):
         """Collective init of every worker's slot of `key` (or of each key of a list)."""
         keys, values = _as_list(key), _as_values(key, value)
         all_keys, all_values = [], []
         for k, v in zip(keys, values):
-            if not isinstance(k, str) and (k < 0 or (k + 1) * self._slots > MAX_INT_KEY):
-                raise SSPError('worker[%d]: key %r is too large for slot mode with %d workers: '
-                               'integer keys must satisfy (key + 1) * workers <= %d (MXNet '
-                               'places keys on servers with 32-bit arithmetic); use smaller '
-                               'keys or string keys' % (self._rank, k, self._slots, MAX_INT_KEY))
             v = v[0] if isinstance(v, (list, tuple)) else v
-            for m in range(self._slots):
-                all_keys.append(self._slot(k, m))
-                all_values.append(v)
+            block_keys, block_values = self._slot_block(k, v)
+            self._str_ids += sum(isinstance(b, str) for b in block_keys)
+            all_keys.extend(block_keys)
+            all_values.extend(block_values)
         self._kv.init(all_keys, all_values)
+
+    def _count_string_keys(self, key):
+        self._str_ids += sum(isinstance(k, str) for k in _as_list(key))
 
     # -- data path -------------------------------------------------------------
     def init(self, key, value):
@@ -228,6 +272,7 @@ class SSPKVStore(KVStoreBase):
         self._tracker.on_init(_as_list(key), _as_values(key, value))
         if self._slots is None:
             self._kv.init(key, value)
+            self._count_string_keys(key)
         else:
             self._init_slots(key, value)
 
@@ -236,6 +281,7 @@ class SSPKVStore(KVStoreBase):
         self._tracker.on_init(_as_list(key), _as_values(key, value))
         if self._slots is None:
             self._kv.broadcast(key, value, out, priority=priority)
+            self._count_string_keys(key)
         else:
             self._init_slots(key, value)
             self._kv.pull(self._mine(key), out=out, priority=priority)
@@ -307,7 +353,8 @@ class SSPKVStore(KVStoreBase):
         if self._config.store == 'dist_softsync':
             softsync_c = max(1, self._num_workers // self._config.splits)
         spec = UpdaterSpec(optimizer, num_workers=self._num_workers, slots=bool(slots),
-                           softsync_c=softsync_c, metrics_dir=self._config.metrics_dir,
+                           num_servers=self._num_servers, softsync_c=softsync_c,
+                           metrics_dir=self._config.metrics_dir,
                            staleness_log=self._config.staleness_log)
         self._kv.set_optimizer(spec)
         self._optimizer = optimizer
@@ -390,15 +437,12 @@ class SSPKVStore(KVStoreBase):
                    'metrics_dir': self._config.metrics_dir}
         blob = nd.array(encode_blob(request), dtype=np.float32)
         zeros = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
-        # MXNet forbids mixing integer and string keys in one store; in slot mode
-        # string keys are initialized in groups of M so the servers can decode them
-        if self._tracker.string_keys and self._slots:
-            keys = [self._slot(DISCOVERY_KEY_STR, m) for m in range(self._slots)]
-            self._kv.init(keys, [zeros] * self._slots)
-            key = self._slot(DISCOVERY_KEY_STR)
-        else:
-            key = DISCOVERY_KEY_STR if self._tracker.string_keys else DISCOVERY_KEY
-            self._kv.init(key, zeros)
+        # MXNet forbids mixing integer and string keys in one store.  One key, so one
+        # server, for every worker (also in slot mode: the servers answer a discovery
+        # push before decoding slots, and a later string key skips to a whole block)
+        key = DISCOVERY_KEY_STR if self._tracker.string_keys else DISCOVERY_KEY
+        self._kv.init(key, zeros)
+        self._count_string_keys(key)
         self._kv.push(key, blob)
         reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
         self._kv.pull(key, out=reply)

@@ -30,7 +30,7 @@ import threading
 from ._process import end_server
 from .staleness import KeyClock
 from .channel import (DISCOVERY_LEN, decode_blob, encode_blob, is_discovery, is_refresh,
-                      serve_commands)
+                      serve_commands, slot_of)
 
 __all__ = ['ServerOptimizer', 'server_rank', 'advertised_host']
 
@@ -142,7 +142,7 @@ class _KeyState:
         self.state = state                # optimizer state (momentum, MeanSquare, ...)
         self.acc = None                   # n-softsync: sum of the gradients of this round
         self.restore = {}                 # worker -> saved backup to put in its slot
-        self.slot_refs = {}               # worker -> its slot (MXNet's storage of key k*M+m)
+        self.slot_refs = {}               # worker -> its slot (MXNet's storage of its slot key)
 
 
 class ServerOptimizer:
@@ -155,13 +155,19 @@ class ServerOptimizer:
     num_workers : int
         Workers in the job (M).
     slots : bool
-        Slot mode: parameter k arrives as key ``k * M + m`` from worker m.
-        The servers keep one canonical weight per k (updated by every
-        worker's gradients) and after each push copy it into the sender's
-        slot, which the sender pulls.  The server thus knows the sender of
+        Slot mode: parameter k arrives from worker m as key
+        ``(k * M + m) * S + k % S`` (:func:`mxnet_ssp.channel.slot_key`),
+        so all M slots of k are on one server.  The servers keep one
+        canonical weight per k (updated by every worker's gradients) and
+        after each push copy it into the sender's slot, which the sender
+        pulls.  The server thus knows the sender of
         every gradient, its staleness ``tau = version(k) - version the sender
         last pulled`` and what the sender last pulled (its slot, DC-ASGD's
         backup).
+    num_servers : int
+        Servers in the job (S), from the workers' ``DMLC_NUM_SERVER``: the
+        slot keys depend on it, and so does which keys a server's saved
+        state holds.
     softsync_c : int
         Slot mode: apply one averaged update per `softsync_c` gradients of a
         parameter (Rudra's n-softsync with c = floor(M / n)); 1 applies each.
@@ -179,7 +185,7 @@ class ServerOptimizer:
     ...).  All methods run on the server's single update thread.
     """
 
-    def __init__(self, optimizer, num_workers=1, slots=False, softsync_c=1,
+    def __init__(self, optimizer, num_workers=1, slots=False, num_servers=1, softsync_c=1,
                  metrics_dir=None, staleness_log=False):
         self.optimizer = optimizer
         # MXNet's Updater batches keys when aggregate_num > 0; the server calls
@@ -187,6 +193,7 @@ class ServerOptimizer:
         self.aggregate_num = 0
         self.num_workers = num_workers
         self.slots = slots
+        self.num_servers = num_servers
         self.softsync_c = softsync_c
         self.metrics_dir = metrics_dir
         self.staleness_log = staleness_log
@@ -277,7 +284,7 @@ class ServerOptimizer:
             self.optimizer.update_multi_precision(index, weight, grad, state)
             return
         from mxnet import ndarray as nd
-        k, m = divmod(index, self.num_workers)
+        k, m = slot_of(index, self.num_workers, self.num_servers)
         ks = self._keys.get(k)
         if ks is None:
             ks = self._new_key(k, weight)
@@ -394,6 +401,7 @@ class ServerOptimizer:
                            acc=None if ks.acc is None else ks.acc.asnumpy())
         opt = self.optimizer
         blob = {'format': 1, 'slots': self.slots, 'num_workers': self.num_workers,
+                'num_servers': self.num_servers,
                 'plain': {i: _to_numpy(st) for i, st in self._states.items()},
                 'keys': keys, 'backups': self._backups(),
                 'lr': opt.lr, 'num_update': opt.num_update,
@@ -410,11 +418,18 @@ class ServerOptimizer:
     def _load(self, prefix):
         with open(self._path(prefix), 'rb') as f:
             blob = pickle.load(f)
-        if blob.get('format') != 1 or blob['slots'] != self.slots or (
-                self.slots and blob['num_workers'] != self.num_workers):
+        # each server saved the keys it holds, and which keys that is depends on the
+        # number of servers (older files do not say it: not checked)
+        servers = blob.get('num_servers', self.num_servers)
+        if (blob.get('format') != 1 or blob['slots'] != self.slots
+                or servers != self.num_servers
+                or self.slots and blob['num_workers'] != self.num_workers):
             raise ValueError('mxnet-ssp: %s was saved by a job with a different store set-up '
-                             '(slot mode %s, %s workers)' % (self._path(prefix), blob['slots'],
-                                                           blob['num_workers']))
+                             '(slot mode %s, %s workers, %s servers); this job has slot mode %s, '
+                             '%s workers, %s servers'
+                             % (self._path(prefix), blob['slots'], blob['num_workers'],
+                                blob.get('num_servers', '?'), self.slots, self.num_workers,
+                                self.num_servers))
         opt = self.optimizer
         opt.lr = blob['lr']
         opt.num_update = blob['num_update']

@@ -30,9 +30,121 @@ def test_updater_spec_unpickles_as_the_server_optimizer():
     from mxnet_ssp.channel import UpdaterSpec
     from mxnet_ssp.server import ServerOptimizer
     opt = mx.optimizer.SGD(learning_rate=0.25, multi_precision=False)
-    spec = UpdaterSpec(opt, num_workers=3, slots=True, softsync_c=2)
+    spec = UpdaterSpec(opt, num_workers=3, slots=True, num_servers=2, softsync_c=2)
     assert spec.multi_precision is False
     server_side = pickle.loads(pickle.dumps(spec, 0))
     assert isinstance(server_side, ServerOptimizer)
-    assert (server_side.num_workers, server_side.slots, server_side.softsync_c) == (3, True, 2)
+    assert (server_side.num_workers, server_side.slots, server_side.num_servers,
+            server_side.softsync_c) == (3, True, 2, 2)
     assert server_side.optimizer.lr == 0.25
+
+
+def mxnet_server_of(key, num_servers):
+    """Server of a small array's integer key in MXNet 1.9.1 (KVStoreDist::EncodeDefaultKey):
+    ``int server = (key * 9973) % num_servers;``, computed in a 32-bit C int."""
+    product = key * 9973
+    assert product <= 2 ** 31 - 1, 'key %d overflows MXNet\'s placement' % key
+    return product % num_servers
+
+
+@pytest.mark.parametrize('servers', [1, 2, 3, 4])
+@pytest.mark.parametrize('workers', range(1, 9))
+def test_every_slot_of_a_parameter_is_on_one_server(workers, servers):
+    from mxnet_ssp.channel import MAX_INT_KEY, slot_key, slot_of
+    params = list(range(40)) + [MAX_INT_KEY // (workers * servers) - 1]
+    seen = set()
+    for k in params:
+        slots = [slot_key(k, m, workers, servers) for m in range(workers)]
+        assert len({mxnet_server_of(x, servers) for x in slots}) == 1, (k, slots)
+        for m, x in enumerate(slots):
+            assert 0 <= x <= MAX_INT_KEY and x not in seen
+            seen.add(x)
+            assert slot_of(x, workers, servers) == (k, m)
+    # consecutive parameters are spread over every server
+    assert {mxnet_server_of(slot_key(k, 0, workers, servers), servers)
+            for k in range(servers)} == set(range(servers))
+    if servers == 1:            # one server: the keys of before, k * M + m
+        assert all(slot_key(k, m, workers, 1) == k * workers + m
+                   for k in params for m in range(workers))
+
+
+def test_slot_of_refuses_a_key_of_another_layout():
+    from mxnet_ssp.channel import slot_key, slot_of
+    assert slot_of(slot_key(5, 1, 3, 2), 3, 2) == (5, 1)
+    with pytest.raises(ValueError, match='not a slot key for 3 workers and 2 servers'):
+        slot_of(1 * 3 + 0, 3, 2)     # worker 0's slot of key 1 in the single-server layout
+
+
+def _string_layout_store(workers, servers):
+    """An SSPKVStore with only what its key layout reads (no job)."""
+    pytest.importorskip('mxnet')
+    from mxnet_ssp.kvstore import SSPKVStore
+    kv = SSPKVStore.__new__(SSPKVStore)
+    kv._slots, kv._num_servers, kv._str_ids, kv._rank = workers, servers, 0, 0
+    return kv
+
+
+@pytest.mark.parametrize('servers', [1, 2, 3, 4])
+@pytest.mark.parametrize('workers', [1, 2, 3, 5, 8])
+def test_string_slots_get_ids_of_the_integer_layout(workers, servers):
+    """MXNet numbers string keys 0, 1, ... in init order (kvstore_local.h, next_str_key_):
+    parameter number i (in init order) must get the ids slot_key(i, m); after a string
+    key outside slot blocks (the discovery key) was numbered, the next parameter takes
+    the next whole block."""
+    from mxnet_ssp.channel import slot_key, slot_of
+    kv = _string_layout_store(workers, servers)
+    ids = {}
+
+    def native_init(keys):              # what MXNet's Init(str_keys, ...) does
+        for key in keys:
+            assert key not in ids, 'duplicate init of key %s' % key
+            ids[key] = len(ids)
+        kv._str_ids += len(keys)
+
+    names = ['fc%d_weight' % i for i in range(6)]
+    value = object()
+    for i, name in enumerate(names):
+        if i == 3:
+            native_init(['__mxnet_ssp_discovery__'])
+        keys, values = kv._slot_block(name, value)
+        assert len(keys) == len(values)
+        slots = [k for k, v in zip(keys, values) if v is value]
+        padding = [(k, v) for k, v in zip(keys, values) if v is not value]
+        assert slots == ['%s@%d' % (name, m) for m in range(workers)]
+        native_init(keys)
+        block = i if i < 3 else i + 1
+        for m in range(workers):
+            assert ids['%s@%d' % (name, m)] == slot_key(block, m, workers, servers)
+            assert slot_of(ids['%s@%d' % (name, m)], workers, servers) == (block, m)
+        assert all(k.startswith('__mxnet_ssp_pad_') and v.shape == (1,) for k, v in padding)
+        # the padding of a parameter's block: M * (S - 1) keys (+ M * S - 1 after the discovery)
+        assert len(padding) == workers * (servers - 1) + (workers * servers - 1 if i == 3 else 0)
+    used = {i: {mxnet_server_of(ids['%s@%d' % (n, m)], servers) for m in range(workers)}
+            for i, n in enumerate(names)}
+    assert all(len(s) == 1 for s in used.values()), used
+
+
+def test_too_many_slot_keys_are_refused_naming_workers_and_servers():
+    from mxnet_ssp.channel import MAX_INT_KEY
+    from mxnet_ssp.kvstore import SSPError
+    kv = _string_layout_store(4, 3)
+    with pytest.raises(SSPError, match=r'\(key \+ 1\) \* workers \* servers <= %d' % MAX_INT_KEY):
+        kv._slot_block(MAX_INT_KEY // 12, 'v')
+    assert len(kv._slot_block(MAX_INT_KEY // 12 - 1, 'v')[0]) == 4
+    kv._str_ids = MAX_INT_KEY - 5
+    with pytest.raises(SSPError, match='too many string keys for slot mode with 4 workers and '
+                                       '3 servers'):
+        kv._slot_block('w', 'v')
+
+
+def test_saved_server_state_refuses_another_number_of_servers(tmp_path):
+    mx = pytest.importorskip('mxnet')
+    from mxnet_ssp.server import ServerOptimizer
+    prefix = str(tmp_path / 'state')
+    ServerOptimizer(mx.optimizer.SGD(), num_workers=2, slots=True,
+                    num_servers=2).control('save', prefix)
+    ServerOptimizer(mx.optimizer.SGD(), num_workers=2, slots=True,
+                    num_servers=2).control('load', prefix)
+    with pytest.raises(ValueError, match=r'2 servers\); this job has .* 3 servers'):
+        ServerOptimizer(mx.optimizer.SGD(), num_workers=2, slots=True,
+                        num_servers=3).control('load', prefix)

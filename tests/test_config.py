@@ -139,3 +139,13 @@ def test_autoload_hook_reads_the_same_no_values():
 
 def test_our_store_types_are_the_ssp_and_async_ones():
     assert sorted(cfg.OUR_STORE_TYPES) == sorted(tuple(cfg.STORE_TYPES) + cfg.ASYNC_STORE_TYPES)
+
+
+def test_num_servers_is_read_from_dmlc_num_server_and_validated():
+    assert cfg.num_servers({'DMLC_NUM_SERVER': '3'}) == 3
+    assert cfg.num_servers({'DMLC_NUM_SERVER': ' 1 '}) == 1
+    for bad in ('0', '-2', 'two', '1.5'):
+        with pytest.raises(cfg.ConfigError, match=r"DMLC_NUM_SERVER='%s' is not valid" % bad):
+            cfg.num_servers({'DMLC_NUM_SERVER': bad})
+    with pytest.raises(cfg.ConfigError, match='DMLC_NUM_SERVER is not set'):
+        cfg.num_servers({})

@@ -7,13 +7,14 @@ staleness against what the workers saw, and (where a rule is given) replay the
 servers' recorded order through the NumPy reference.
 """
 import json
+import math
 import os
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import JOBS, fail_msg, read_jsonl, run_job
+from conftest import JOBS, fail_msg, job_env, read_jsonl, run_job
 
 pytestmark = pytest.mark.integration
 
@@ -27,9 +28,12 @@ def _slot_job_module():
     return module
 
 
-def replay_through_reference(steps, server_events, rule, splits, iters):
+def replay_through_reference(steps, server_events, rule, splits, iters, parts=None):
     """Replay the servers' recorded order, with the gradients the workers recorded, through
-    the single-process NumPy reference: every weight each worker pulled must match."""
+    the single-process NumPy reference: every weight each worker pulled must match.
+
+    `parts` ({key: slice}): replay only these slices of the keys (what one server holds
+    of a big array that MXNet splits over the servers)."""
     from mxnet_ssp import reference
     workers = len(steps)
     opt = _slot_job_module().make_optimizer(rule)
@@ -40,8 +44,9 @@ def replay_through_reference(steps, server_events, rule, splits, iters):
         ref_rule = reference.rule_from_optimizer(opt)
     c = max(1, workers // splits) if splits else 1
     ref = reference.Reference(ref_rule, workers, softsync_c=c)
-    ref.init(0, np.zeros(workers * iters, dtype=np.float32))
-    ref.init(1, np.full(6, 0.5, dtype=np.float32))
+    parts = parts or {0: slice(None), 1: slice(None)}
+    ref.init(0, np.zeros(workers * iters, dtype=np.float32)[parts[0]])
+    ref.init(1, np.full(6, 0.5, dtype=np.float32)[parts[1]])
     events = sorted((e for log in server_events for e in log), key=lambda e: e['seq'])
     taken = {(m, k): 0 for m in range(workers) for k in (0, 1)}
     pulled = {(m, k): None for m in range(workers) for k in (0, 1)}
@@ -49,7 +54,8 @@ def replay_through_reference(steps, server_events, rule, splits, iters):
 
     def check(m, k, step_index):
         rec = steps[m][step_index]
-        np.testing.assert_allclose(rec[name[k]], pulled[(m, k)], rtol=1e-5, atol=1e-6,
+        np.testing.assert_allclose(np.asarray(rec[name[k]])[parts[k]], pulled[(m, k)],
+                                   rtol=1e-5, atol=1e-6,
                                    err_msg='worker %d key %d step %d' % (m, k, rec['step']))
 
     for e in events:
@@ -63,7 +69,7 @@ def replay_through_reference(steps, server_events, rule, splits, iters):
                 grad[m * iters + t] = -1.0
             else:
                 grad = np.asarray(steps[m][t]['g1'], dtype=np.float32)
-            tau = ref.push(m, k, grad)
+            tau = ref.push(m, k, grad[parts[k]])
             assert tau == e['tau'], (m, k, t, tau, e)
             taken[(m, k)] = t + 1
         pulled[(m, k)] = ref.pull(m, k)               # the slot: what m pulls next
@@ -72,13 +78,13 @@ def replay_through_reference(steps, server_events, rule, splits, iters):
         check(m, k, t - 1)
 
 
-def run_slot_job(tmp_path, workers=3, servers=1, iters=8, **flags):
+def run_slot_job(tmp_path, workers=3, servers=1, iters=8, env=None, **flags):
     out = tmp_path / 'o'
     cmd = [sys.executable, os.path.join(JOBS, 'slot_job.py'), '--out', str(out),
            '--iters', str(iters)]
     for name, value in flags.items():
         cmd += ['--' + name.replace('_', '-')] + ([] if value is True else [str(value)])
-    proc = run_job(tmp_path, cmd, workers=workers, servers=servers)
+    proc = run_job(tmp_path, cmd, workers=workers, servers=servers, env=env)
     assert proc.returncode == 0, fail_msg(proc)
     steps = {r: read_jsonl(out / ('slot-%d.jsonl' % r)) for r in range(workers)}
     mdir = tmp_path / 'metrics'
@@ -220,12 +226,84 @@ def test_bad_optimizer_setups_fail_before_training(tmp_path, case, words):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    'product bug: slot keys k * M + m of one parameter are spread over the servers (MXNet '
-    'places int key x on server (x * 9973) % servers), so with 2 servers each server keeps '
-    'its own canonical weight of k and the workers train different models'))
 def test_worker_aware_rule_with_two_servers_keeps_one_model(tmp_path):
     """3 workers, 2 servers: every weight a worker pulls must be the single model's."""
     steps, events, _ = run_slot_job(tmp_path, workers=3, servers=2, iters=4,
                                     store='dist_async', rule='sasgd')
     replay_through_reference(steps, events, 'sasgd', None, iters=4)
+
+
+def _mxnet_parts(size, servers):
+    """The slice of a big array each server holds (KVStoreDist::EncodeDefaultKey in MXNet
+    1.9.1: round(size / S * (i + 1)) - round(size / S * i) elements to server i)."""
+    edges = [int(math.floor(size / float(servers) * i + 0.5)) for i in range(servers + 1)]
+    return [slice(edges[i], edges[i + 1]) for i in range(servers)]
+
+
+def test_worker_aware_rule_with_big_arrays_split_over_two_servers(tmp_path):
+    """Arrays above MXNET_KVSTORE_BIGARRAY_BOUND are split over every server by ranges: each
+    server holds the same slice of every slot of a key, and replays as one model of it."""
+    workers, servers, iters = 3, 2, 4
+    env = job_env(tmp_path, MXNET_KVSTORE_BIGARRAY_BOUND='4', MXNET_SSP_STALENESS_LOG='1')
+    steps, events, _ = run_slot_job(tmp_path, workers=workers, servers=servers, iters=iters,
+                                    env=env, store='dist_async', rule='sasgd')
+    assert len(events) == servers
+    parts = {0: _mxnet_parts(workers * iters, servers), 1: _mxnet_parts(6, servers)}
+    for s, log in enumerate(events):        # run_slot_job reads server-0 before server-1
+        # both keys are split: every server got every worker's gradient of each key
+        for k in (0, 1):
+            grads = [e for e in log if e['key'] == k and e['event'] == 'gradient']
+            assert sorted(e['sender'] for e in grads) == sorted(list(range(workers)) * iters)
+        replay_through_reference(steps, [log], 'sasgd', None, iters=iters,
+                                 parts={k: parts[k][s] for k in (0, 1)})
+
+
+def _events_by_key(server_events):
+    """{key: [(server log index, event), ...]} of the servers' staleness logs."""
+    by_key = {}
+    for s, log in enumerate(server_events):
+        for e in log:
+            by_key.setdefault(e['key'], []).append((s, e))
+    return by_key
+
+
+@pytest.mark.parametrize('store', ['dist_async', 'dist_ssp'])
+def test_module_fit_string_keys_two_servers_train_one_model(tmp_path, store):
+    """Module.fit (string keys), a worker-aware rule, 2 workers and 2 servers: every
+    parameter has one canonical weight, on one server, updated by both workers'
+    gradients; the parameters are spread over both servers; both workers end with
+    the same weights.  (Under dist_ssp both workers also find one controller.)"""
+    workers, servers = 2, 2
+    out = tmp_path / 'o'
+    env = job_env(tmp_path, MXNET_SSP_STALENESS_LOG='1')
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'module_slot_job.py'),
+                              '--store', store, '--out', str(out)],
+                   workers=workers, servers=servers, env=env)
+    assert proc.returncode == 0, fail_msg(proc)
+    finals = [json.load(open(out / ('final-%d.json' % r))) for r in range(workers)]
+    assert all(f['slot_mode'] and f['type'] == store for f in finals)
+    names = sorted(finals[0]['weights'])
+    assert names == ['fc1_bias', 'fc1_weight', 'fc2_bias', 'fc2_weight']
+    for name in names:
+        np.testing.assert_array_equal(finals[1]['weights'][name], finals[0]['weights'][name],
+                                      err_msg='the workers read different %s' % name)
+    mdir = tmp_path / 'metrics'
+    logs = sorted(n for n in os.listdir(mdir) if n.startswith('server-')
+                  and n.endswith('-staleness.jsonl'))
+    assert len(logs) == servers, logs
+    by_key = _events_by_key([read_jsonl(mdir / n) for n in logs])
+    assert sorted(by_key) == list(range(len(names))), sorted(by_key)
+    steps = finals[0]['steps']
+    holders = {}
+    for k, events in by_key.items():
+        holders[k] = {s for s, _ in events}
+        assert len(holders[k]) == 1, 'parameter %d has a canonical weight on servers %s' % (
+            k, sorted(holders[k]))
+        grads = sorted((e for _, e in events if e['event'] == 'gradient'),
+                       key=lambda e: e['seq'])
+        senders = [e['sender'] for e in grads]
+        assert sorted(senders) == sorted(list(range(workers)) * steps), (k, senders)
+        # one model: each gradient, whoever sent it, is one more update of the same weight
+        assert [e['version'] for e in grads] == list(range(1, workers * steps + 1)), k
+        assert all(e['applied'] for e in grads)
+    assert set.union(*holders.values()) == set(range(servers)), holders
