@@ -66,13 +66,15 @@ def _session_workers(session):
 
 
 def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=None,
-                     until='launcher', workers_left=0):
+                     until='launcher', workers_left=0, reported=0):
     """Run `command` under MXNet's stock tools/launch.py (jobs/stock_launch.py) on loopback.
 
     ``until='launcher'`` waits for the launcher to exit; ``until='workers'``
     only until no more than `workers_left` worker processes are alive (after a
     failure the stock launcher keeps MXNet's scheduler and servers, and
-    itself, running for ever; a stalled worker stays too).  The
+    itself, running for ever; a stalled worker stays too), and then until the
+    stock tracker has reported `reported` non-zero exits (its threads print
+    "Get nonzero return code=N" after the process ends).  The
     stock launcher stops none of its children, so it runs in a session of its
     own and the whole session is killed at the end, and if `timeout` passes
     first (the test then fails).  The returned ``returncode`` is the
@@ -96,7 +98,8 @@ def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=N
             while time.monotonic() < deadline and proc.poll() is None:
                 alive = _session_workers(proc.pid)
                 started = started or len(alive) == workers
-                if started and len(alive) <= workers_left:
+                if (started and len(alive) <= workers_left and
+                        err_path.read_text().count('Get nonzero return code=') >= reported):
                     break
                 time.sleep(0.2)     # polling a condition with a deadline, not a synchronization
         finished = proc.poll() is not None or (until == 'workers' and

@@ -318,7 +318,7 @@ def test_dead_worker_survivor_fails_on_its_own_under_stock_launch_py(tmp_path):
     proc = run_stock_launch(tmp_path, [
         sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
         'dist_ssp', '--staleness', '0', '--iters', '50', '--die-rank', '1', '--die-at', '3'],
-        until='workers', timeout=120)
+        until='workers', reported=2, timeout=120)
     elapsed = time.monotonic() - started
     assert 'worker 1 dying on purpose at step 3' in proc.stderr, fail_msg(proc)
     assert ('worker[0]: worker 1 disconnected at clock 2 without leaving (process died?)'
@@ -335,7 +335,7 @@ def test_stalled_worker_survivor_times_out_on_its_own_under_stock_launch_py(tmp_
     proc = run_stock_launch(tmp_path, [
         sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
         'dist_ssp', '--staleness', '0', '--iters', '50', '--stall-rank', '1', '--stall-at', '3'],
-        env=env, until='workers', workers_left=1, timeout=120)
+        env=env, until='workers', workers_left=1, reported=1, timeout=120)
     assert 'worker 1 stalling on purpose at step 3' in proc.stderr, fail_msg(proc)
     line = [x for x in proc.stderr.splitlines() if x.startswith('worker[0]: worker 0 waited')]
     assert line, fail_msg(proc)

@@ -81,7 +81,8 @@ def test_a_worker_whose_script_raises_fails_the_job_under_stock_launch_py(tmp_pa
     cmd = _command(out, 'raw', 'global', 'dist_ssp', phase=False) + [
         '--batches', '400', '--epochs', '1', '--raise-rank', '1', '--raise-at', '5']
     env = job_env(tmp_path, MXNET_SSP_TIMEOUT='60')
-    proc = run_stock_launch(tmp_path, cmd, env=env, timeout=BOUND_S, until='workers')
+    proc = run_stock_launch(tmp_path, cmd, env=env, timeout=BOUND_S, until='workers',
+                            reported=2)
     err = proc.stderr
     assert 'worker 1 fails on purpose at step 5' in err, fail_msg(proc)
     assert 'worker[1]: the training script raised ValueError' in err, fail_msg(proc)
