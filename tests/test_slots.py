@@ -211,10 +211,11 @@ def test_softsync_staleness_distribution_matches_rudra(tmp_path):
     assert means[4] > 2 * means[1], means
 
 
-@pytest.mark.parametrize('case,words', [
+@pytest.mark.parametrize('case,words', [   # one in the default run, all three when slow
     ('native-store', ['StalenessAwareSGD needs a store that reports', 'dist_softsync']),
-    ('main-class', ['ScriptOptimizer', '__main__', 'cannot import']),
-    ('splits', ['splits=5', '1 <= n <= 2']),
+    pytest.param('main-class', ['ScriptOptimizer', '__main__', 'cannot import'],
+                 marks=pytest.mark.slow),
+    pytest.param('splits', ['splits=5', '1 <= n <= 2'], marks=pytest.mark.slow),
 ])
 def test_bad_optimizer_setups_fail_before_training(tmp_path, case, words):
     proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'bad_optimizer_job.py'),
@@ -240,6 +241,7 @@ def _mxnet_parts(size, servers):
     return [slice(edges[i], edges[i + 1]) for i in range(servers)]
 
 
+@pytest.mark.slow
 def test_worker_aware_rule_with_big_arrays_split_over_two_servers(tmp_path):
     """Arrays above MXNET_KVSTORE_BIGARRAY_BOUND are split over every server by ranges: each
     server holds the same slice of every slot of a key, and replays as one model of it."""
@@ -267,7 +269,7 @@ def _events_by_key(server_events):
     return by_key
 
 
-@pytest.mark.parametrize('store', ['dist_async', 'dist_ssp'])
+@pytest.mark.parametrize('store', [pytest.param('dist_async', marks=pytest.mark.slow), 'dist_ssp'])
 def test_module_fit_string_keys_two_servers_train_one_model(tmp_path, store):
     """Module.fit (string keys), a worker-aware rule, 2 workers and 2 servers: every
     parameter has one canonical weight, on one server, updated by both workers'
