@@ -269,7 +269,8 @@ def _events_by_key(server_events):
     return by_key
 
 
-@pytest.mark.parametrize('store', [pytest.param('dist_async', marks=pytest.mark.slow), 'dist_ssp'])
+@pytest.mark.parametrize('store', [pytest.param('dist_async', marks=pytest.mark.slow),
+                                   'dist_ssp'])
 def test_module_fit_string_keys_two_servers_train_one_model(tmp_path, store):
     """Module.fit (string keys), a worker-aware rule, 2 workers and 2 servers: every
     parameter has one canonical weight, on one server, updated by both workers'
