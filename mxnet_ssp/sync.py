@@ -52,7 +52,9 @@ and Release values are exactly those of the straightforward scans (the tests
 keep that version as an oracle).
 """
 import heapq
+from bisect import bisect_left
 from dataclasses import dataclass
+from math import isfinite
 
 __all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER']
 
@@ -111,9 +113,34 @@ def predict_r_star(a_p, a_slow, r_max):
     i_slow = a_slow[0] - a_slow[1]
     sim_slow0 = a_slow[0] + i_slow
     sim_slow = [sim_slow0 + k * i_slow for k in range(r_max + 1)]
+    if i_slow < 0:
+        sim_slow.reverse()
+    if not (isfinite(sim_slow[0]) and isfinite(sim_slow[-1]) and isfinite(i_p)):
+        return _predict_r_star_scan(a_p[0], i_p, sim_slow, r_max)
+    # sim_slow is sorted (rounding is monotone), and so is the rounded gap
+    # s - sim_p on each side of sim_p: the closest point is a neighbour of
+    # sim_p, and its gap is the same float a scan of all points would find.
+    last = len(sim_slow) - 1
     best_r, best_gap = 0, None
     for r in range(r_max + 1):
         sim_p = a_p[0] + r * i_p
+        j = bisect_left(sim_slow, sim_p)
+        if j == 0:
+            gap = abs(sim_slow[0] - sim_p)
+        elif j > last:
+            gap = abs(sim_slow[last] - sim_p)
+        else:
+            gap = min(abs(sim_slow[j - 1] - sim_p), abs(sim_slow[j] - sim_p))
+        if best_gap is None or gap < best_gap:
+            best_r, best_gap = r, gap
+    return best_r
+
+
+def _predict_r_star_scan(a_p0, i_p, sim_slow, r_max):
+    """predict_r_star by scanning every point (for infinite or NaN times)."""
+    best_r, best_gap = 0, None
+    for r in range(r_max + 1):
+        sim_p = a_p0 + r * i_p
         gap = min(abs(s - sim_p) for s in sim_slow)
         if best_gap is None or gap < best_gap:
             best_r, best_gap = r, gap

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oracle_sync
-from mxnet_ssp.sync import BOUNDED, PAPER, SyncPolicy
+from mxnet_ssp.sync import BOUNDED, PAPER, SyncPolicy, predict_r_star
 from test_sync import Driver, _iteration_times, run_random_order, run_timed
 
 
@@ -174,3 +174,35 @@ def test_same_releases_many_equal_slowest(mode):
     twin = Twin(m, 2, 8, mode=mode, stall_factor=2.0)
     drv = run_timed(twin, lambda i, k: 1.0 if i < 4 else 3.0, [40] * 4 + [12] * (m - 4))
     assert any(r.granted for r in drv.releases)
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 2's r*: the neighbour search against the scan over every point
+# ---------------------------------------------------------------------------
+stamp = st.one_of(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12,
+                            max_value=1e12),
+                  st.sampled_from([0.0, 0.5, 1.0, 2.6, 5.2, 7.8, 10.0, 13.0, -1.0]),
+                  st.integers(min_value=-1000, max_value=1000),
+                  st.floats(allow_nan=True, allow_infinity=True))
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(a_p=st.tuples(stamp, stamp), a_slow=st.tuples(stamp, stamp),
+       r_max=st.integers(min_value=-2, max_value=16))
+def test_predict_r_star_same_as_scan(a_p, a_slow, r_max):
+    assert predict_r_star(a_p, a_slow, r_max) == oracle_sync.predict_r_star(a_p, a_slow, r_max)
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_predict_r_star_same_as_scan_near_ties(seed):
+    """Grid-aligned stamps: many exactly equal gaps, where the first r must win."""
+    rng = random.Random(seed)
+    for _ in range(500):
+        step = rng.choice([0.25, 0.5, 1.0, 0.1, 1 / 3])
+        a_p = (rng.randint(0, 40) * step, None)
+        a_p = (a_p[0], a_p[0] - rng.randint(0, 6) * step)
+        a_s = rng.randint(0, 40) * step
+        a_slow = (a_s, a_s - rng.randint(-2, 8) * step)
+        r_max = rng.randint(0, 14)
+        assert (predict_r_star(a_p, a_slow, r_max)
+                == oracle_sync.predict_r_star(a_p, a_slow, r_max)), (a_p, a_slow, r_max)
