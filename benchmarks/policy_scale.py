@@ -4,7 +4,8 @@ One worker is 2.5x slower than the others, compute times have 10% jitter,
 DSSP(sL=3, sU=15) in bounded mode by default.  A timeline of pushes (rank,
 time) is recorded once per worker count by an event-driven run of the
 workers under the policy (no leaves: the run stops at ``--sim-time``
-simulated seconds), then replayed on fresh policies: the straightforward one
+simulated seconds, longer for small jobs so that every timeline has about
+``--min-pushes`` pushes), then replayed on fresh policies: the straightforward one
 kept as the test oracle (``tests/oracle_sync.py``, scans over all clocks) and
 ``mxnet_ssp.sync.SyncPolicy``.  Both take the same decisions, so the replay
 is the same job for both; the final clocks and max lead are checked.  Only
@@ -13,7 +14,8 @@ Prints a markdown table of microseconds per push, min and median over the
 repeats, and optionally writes it to a file.
 
     python benchmarks/policy_scale.py [--workers 16,128,1024,4096] [--repeats 5]
-                                      [--sim-time 12] [--mode bounded] [--out FILE]
+                                      [--sim-time 12] [--min-pushes 20000]
+                                      [--mode bounded] [--out FILE]
 """
 import argparse
 import gc
@@ -73,7 +75,9 @@ def replay(make, pushes):
 
 
 def measure(m, args):
-    pushes = record(m, args.s_lower, args.s_upper, args.mode, args.sim_time, args.seed)
+    # every worker soon runs at the straggler's pace: 1 push per 2.5 s (fast iteration: 1 s)
+    sim_time = max(args.sim_time, STRAGGLER_FACTOR * args.min_pushes / m)
+    pushes = record(m, args.s_lower, args.s_upper, args.mode, sim_time, args.seed)
     cells = {}
     finals = {}
     for name, cls in (('old', OraclePolicy), ('new', SyncPolicy)):
@@ -98,6 +102,9 @@ def main(argv=None):
     parser.add_argument('--sim-time', type=float, default=12.0,
                         help='simulated seconds of the recorded timeline; a fast iteration '
                              'takes 1 s (default: %(default)s)')
+    parser.add_argument('--min-pushes', type=int, default=20000,
+                        help='lengthen the timeline of small jobs to about this many pushes '
+                             '(default: %(default)s)')
     parser.add_argument('--s-lower', type=int, default=3)
     parser.add_argument('--s-upper', type=int, default=15)
     parser.add_argument('--mode', choices=['bounded', 'paper'], default='bounded')
@@ -109,10 +116,10 @@ def main(argv=None):
         parser.error('--repeats and every --workers entry must be >= 1')
     print('options: %s' % ', '.join('%s=%s' % kv for kv in sorted(vars(args).items())),
           file=sys.stderr)
-    lines = ['DSSP(sL=%d, sU=%d, %s), 1 worker %gx slower, jitter %g, %g simulated s, '
-             '%d repeats; microseconds per on_push, min / median'
+    lines = ['DSSP(sL=%d, sU=%d, %s), 1 worker %gx slower, jitter %g, %g simulated s '
+             '(at least %d pushes), %d repeats; microseconds per on_push, min / median'
              % (args.s_lower, args.s_upper, args.mode, STRAGGLER_FACTOR, JITTER,
-                args.sim_time, args.repeats), '',
+                args.sim_time, args.min_pushes, args.repeats), '',
              '| workers | pushes | max lead | old (oracle) min | old median | new min '
              '| new median | old / new (median) |',
              '|---:|---:|---:|---:|---:|---:|---:|---:|']
