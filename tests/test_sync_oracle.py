@@ -47,8 +47,12 @@ class Twin:
         want = getattr(self.old, method)(*args)
         got = getattr(self.new, method)(*args)
         where = 'event %d: %s%r' % (self.events, method, args)
-        assert _values(got) == _values(want), (
-            '%s: releases differ\n new %r\n old %r' % (where, got, want))
+        if _values(got) != _values(want):
+            first = next((k for k, (g, w) in enumerate(zip(got, want)) if _values([g]) != _values([w])),
+                         min(len(got), len(want)))
+            raise AssertionError('%s: releases differ at position %d of %d / %d\n new %r\n old %r'
+                                 % (where, first, len(got), len(want), got[first:first + 3],
+                                    want[first:first + 3]))
         new, old = self.new, self.old
         for name in ('clocks', 'stamps', 'extra', 'active', 'waiting', 'max_lead'):
             assert getattr(new, name) == getattr(old, name), '%s: %s differs' % (where, name)
@@ -206,3 +210,43 @@ def test_predict_r_star_same_as_scan_near_ties(seed):
         r_max = rng.randint(0, 14)
         assert (predict_r_star(a_p, a_slow, r_max)
                 == oracle_sync.predict_r_star(a_p, a_slow, r_max)), (a_p, a_slow, r_max)
+
+
+# ---------------------------------------------------------------------------
+# Targeted: equal predictions among the slowest workers
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+def test_equal_predicted_pushes_take_the_larger_rank(mode):
+    """Workers 1 and 2 share the smallest clock and are both predicted at 6.0.
+
+    Worker 1 pushed at 2.0 and 4.0 (Sim = 6, 8, 10, ...), worker 2 at 4.0 and
+    5.0 (Sim = 6, 7, 8, ...); worker 0 (Sim = 6.5, 6.75, 7.0, ...) gets r* = 0
+    against worker 1 and r* = 2 against worker 2.  The tie in the prediction
+    goes to the larger rank, as in the oracle's ``max(candidates, key=(predicted, i))``.
+    """
+    twin = Twin(3, 2, 6, mode=mode)
+    drv = Driver(twin)
+    for rank, t in [(1, 2.0), (2, 4.0), (1, 4.0), (2, 5.0),
+                    (0, 5.5), (0, 5.75), (0, 6.0), (0, 6.25)]:
+        assert [r.rank for r in drv.push(rank, t)] == [rank]
+    assert predict_r_star((6.5, 6.25), (4.0, 2.0), 4) == 0
+    assert predict_r_star((6.5, 6.25), (5.0, 4.0), 4) == 2
+    (rel,) = drv.push(0, 6.5)
+    assert rel.granted == 2
+
+
+@SETTINGS
+@given(data=st.data())
+def test_same_releases_on_a_coarse_time_grid(data):
+    """Whole-second steps: equal predictions and exact stall limits are the rule."""
+    args, kwargs = _policy_args(data, max_workers=12)
+    drv = Driver(Twin(*args, **kwargs))
+    now = 0.0
+    for _ in range(data.draw(st.integers(min_value=1, max_value=250), label='events')):
+        runnable = drv.runnable()
+        rank = runnable[data.draw(st.integers(0, len(runnable) - 1), label='who')]
+        now += data.draw(st.sampled_from([0.0, 1.0, 1.0, 2.0, 5.0]), label='step')
+        if len(drv.active) > 1 and data.draw(st.integers(0, 40), label='leave?') == 0:
+            drv.leave(rank)
+        else:
+            drv.push(rank, now)
