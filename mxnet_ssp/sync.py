@@ -233,7 +233,7 @@ class SyncPolicy:
                 self._fastest = clock + 1
         else:
             at_next.add(rank)
-        if self._slowest is None or clock == self._slowest and clock not in self._at:
+        if clock == self._slowest and clock not in self._at:
             self._slowest = clock + 1      # it was the last one at the slowest clock
         stamps = self.stamps[rank]
         stamps[1], stamps[0] = stamps[0], now
