@@ -41,8 +41,20 @@ the lead shrinks only once all of them have pushed.  Ties in the argmin pick
 the smallest r (least staleness).  No grant (r* = 0) is given while either
 worker has fewer than two timestamps, or while the slowest worker is stalled:
 its last push is more than ``stall_factor`` of its latest interval old.
+
+Cost: every decision is O(1) amortized in the number of workers, whatever the
+number of workers.  The clocks are kept as a histogram (clock -> workers at
+it) with the smallest and largest clock maintained on push and leave, a held
+worker is filed under the slowest clock that frees it (``t_p - sL``), and the
+workers at the slowest clock are indexed once, when Algorithm 2 first needs
+them, for the latest predicted push and the earliest stall limit.  Decisions
+and Release values are exactly those of the straightforward scans (the tests
+keep that version as an oracle).
 """
+import heapq
+from bisect import bisect_left
 from dataclasses import dataclass
+from math import isfinite
 
 __all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER']
 
@@ -101,9 +113,34 @@ def predict_r_star(a_p, a_slow, r_max):
     i_slow = a_slow[0] - a_slow[1]
     sim_slow0 = a_slow[0] + i_slow
     sim_slow = [sim_slow0 + k * i_slow for k in range(r_max + 1)]
+    if i_slow < 0:
+        sim_slow.reverse()
+    if not (isfinite(sim_slow[0]) and isfinite(sim_slow[-1]) and isfinite(i_p)):
+        return _predict_r_star_scan(a_p[0], i_p, sim_slow, r_max)
+    # sim_slow is sorted (rounding is monotone), and so is the rounded gap
+    # s - sim_p on each side of sim_p: the closest point is a neighbour of
+    # sim_p, and its gap is the same float a scan of all points would find.
+    last = len(sim_slow) - 1
     best_r, best_gap = 0, None
     for r in range(r_max + 1):
         sim_p = a_p[0] + r * i_p
+        j = bisect_left(sim_slow, sim_p)
+        if j == 0:
+            gap = abs(sim_slow[0] - sim_p)
+        elif j > last:
+            gap = abs(sim_slow[last] - sim_p)
+        else:
+            gap = min(abs(sim_slow[j - 1] - sim_p), abs(sim_slow[j] - sim_p))
+        if best_gap is None or gap < best_gap:
+            best_r, best_gap = r, gap
+    return best_r
+
+
+def _predict_r_star_scan(a_p0, i_p, sim_slow, r_max):
+    """predict_r_star by scanning every point (for infinite or NaN times)."""
+    best_r, best_gap = 0, None
+    for r in range(r_max + 1):
+        sim_p = a_p0 + r * i_p
         gap = min(abs(s - sim_p) for s in sim_slow)
         if best_gap is None or gap < best_gap:
             best_r, best_gap = r, gap
@@ -115,6 +152,8 @@ class SyncPolicy:
 
     Not thread-safe: one caller (the controller's event loop) drives it.
     Times are seconds on the caller's clock; clocks are iteration counts.
+    Every event costs O(1) amortized in the number of workers (see the
+    module docstring); the public attributes below are kept current.
 
     Parameters
     ----------
@@ -147,25 +186,29 @@ class SyncPolicy:
         self.active = set(range(num_workers))
         self.waiting = {}                                          # rank -> granted at its push
         self.max_lead = 0
-        self._slowest = 0                  # cached min clock of active workers (None: none left)
+        # Incremental state; None for the clocks once nobody is left.
+        self._at = {0: set(range(num_workers))}   # clock -> active ranks at it (histogram)
+        self._slowest = 0                          # min(self._at)
+        self._fastest = 0                          # max(self._at)
+        self._frees = {}                           # slowest clock -> held ranks it frees
+        self._freed_upto = 0                       # waiters up to this slowest clock are freed
+        self._bottom = None                        # _Bottom of the slowest clock, built lazily
 
     # -- queries -----------------------------------------------------------
     def t_slowest(self):
         """Smallest clock among workers still in the job (None if none is)."""
         return self._slowest
 
-    def _update_slowest(self):
-        self._slowest = min((self.clocks[i] for i in self.active), default=None)
-
     def lead(self, rank):
         """Clock of `rank` minus the slowest clock."""
-        slowest = self.t_slowest()
+        slowest = self._slowest
         return 0 if slowest is None else self.clocks[rank] - slowest
 
     def slowest_ranks(self):
         """Ranks in the job whose clock is the smallest, sorted."""
-        slowest = self.t_slowest()
-        return sorted(i for i in self.active if self.clocks[i] == slowest)
+        if self._slowest is None:
+            return []
+        return sorted(self._at[self._slowest])
 
     # -- events ------------------------------------------------------------
     def on_push(self, rank, now):
@@ -180,26 +223,56 @@ class SyncPolicy:
         self._check_rank(rank)
         if rank in self.waiting:
             raise ValueError('worker %d pushed again before it was released' % rank)
-        was_slowest = self.clocks[rank] == self._slowest
-        self.clocks[rank] += 1
-        if was_slowest:
-            self._update_slowest()
+        clock = self.clocks[rank]
+        self.clocks[rank] = clock + 1
+        self._leave_clock(rank, clock)
+        at_next = self._at.get(clock + 1)
+        if at_next is None:
+            self._at[clock + 1] = {rank}
+            if clock == self._fastest:
+                self._fastest = clock + 1
+        else:
+            at_next.add(rank)
+        if clock == self._slowest and clock not in self._at:
+            self._slowest = clock + 1      # it was the last one at the slowest clock
         stamps = self.stamps[rank]
         stamps[1], stamps[0] = stamps[0], now
         releases = []
         decision = self._decide(rank, now)
         if decision is not None:
             releases.append(decision)
-        releases.extend(self._release_waiters(exclude=rank))
+        releases.extend(self._release_waiters())
         return releases
 
     def on_leave(self, rank):
         """Worker `rank` left the job (finished); it no longer holds others."""
         self._check_rank(rank)
         self.active.discard(rank)
-        self.waiting.pop(rank, None)
-        self._update_slowest()
+        clock = self.clocks[rank]
+        if rank in self.waiting:
+            del self.waiting[rank]
+            frees = self._frees[clock - self.s_lower]
+            frees.discard(rank)
+            if not frees:
+                del self._frees[clock - self.s_lower]
+        self._leave_clock(rank, clock)
+        if not self._at:
+            self._slowest = self._fastest = None
+        elif clock not in self._at:
+            # Scans over empty clocks: the slowest only rises, and the fastest
+            # falls only past clocks the leaving worker pushed through, so both
+            # scans together cost at most one step per push ever made.
+            while self._slowest not in self._at:
+                self._slowest += 1
+            while self._fastest not in self._at:
+                self._fastest -= 1
         return self._release_waiters()
+
+    def _leave_clock(self, rank, clock):
+        at = self._at[clock]
+        at.discard(rank)
+        if not at:
+            del self._at[clock]
 
     # -- Algorithm 1 -------------------------------------------------------
     def _decide(self, p, now):
@@ -210,23 +283,38 @@ class SyncPolicy:
         if lead <= self.s_lower:                                   # lines 8-9
             return self._release(p, granted=0)
         granted = 0
-        if self.clocks[p] == max(self.clocks[i] for i in self.active):  # line 11
+        if self.clocks[p] == self._fastest:                        # line 11
             granted = self._controller(p, lead, now)               # line 12
             if granted > 0:                                        # lines 13-14
                 self.extra[p] = granted if self.mode == PAPER else granted - 1
                 return self._release(p, granted=granted)
         self.waiting[p] = granted                                  # line 17
+        # p waits until its lead is <= sL, i.e. until the slowest clock reaches
+        # clocks[p] - sL, which is beyond the current one (its lead is > sL).
+        self._frees.setdefault(self.clocks[p] - self.s_lower, set()).add(p)
         return None
 
-    def _release_waiters(self, exclude=None):
+    def _release_waiters(self):
+        """Release the held workers the slowest clock has reached, by rank."""
+        slowest = self._slowest
+        if slowest is None or slowest <= self._freed_upto:
+            return []
+        frees = self._frees
+        if slowest - self._freed_upto <= len(frees):
+            reached = range(self._freed_upto + 1, slowest + 1)
+        else:                                  # a jump (a leave): fewer entries than clocks
+            reached = [t for t in frees if t <= slowest]
+        self._freed_upto = slowest
+        freed = []
+        for t in reached:
+            ranks = frees.pop(t, None)
+            if ranks:
+                freed.extend(ranks)
+        freed.sort()
         releases = []
-        for q in sorted(self.waiting):
-            if q == exclude:
-                continue
-            lead = self.lead(q)
-            if lead <= self.s_lower:
-                del self.waiting[q]
-                releases.append(self._release(q, granted=0))
+        for q in freed:
+            del self.waiting[q]
+            releases.append(self._release(q, granted=0))
         return releases
 
     def _release(self, p, granted):
@@ -234,9 +322,9 @@ class SyncPolicy:
         if self.mode == BOUNDED and lead > self.s_upper:
             raise AssertionError('bounded mode released worker %d at lead %d > sU=%d'
                                  % (p, lead, self.s_upper))
-        self.max_lead = max(self.max_lead, lead)
-        return Release(rank=p, clock=self.clocks[p], lead=lead, t_slowest=self.t_slowest(),
-                       granted=granted, extra_left=self.extra[p])
+        if lead > self.max_lead:
+            self.max_lead = lead
+        return Release(p, self.clocks[p], lead, self._slowest, granted, self.extra[p])
 
     # -- Algorithm 2 -------------------------------------------------------
     def _controller(self, p, lead, now):
@@ -249,19 +337,18 @@ class SyncPolicy:
         a_p = self.stamps[p]
         if a_p[1] is None:
             return 0
-        candidates = [i for i in self.slowest_ranks() if i != p]
-        if not candidates:
-            return 0
-        predicted = {}
-        for i in candidates:
-            a_i = self.stamps[i]
-            if a_i[0] is None or a_i[1] is None:
-                return 0                      # no interval known for a slowest worker
-            interval = a_i[0] - a_i[1]
-            if now - a_i[0] > self.stall_factor * max(interval, 0.0):
-                return 0                      # the slowest worker is stalled
-            predicted[i] = a_i[0] + interval
-        slowest = max(candidates, key=lambda i: (predicted[i], i))
+        # The candidates are the workers at the slowest clock; p is not among
+        # them (its lead is > sL >= 0).  Each has pushed `slowest` times, so
+        # all or none of them have two timestamps.
+        if self._slowest < 2:
+            return 0                          # no interval known for a slowest worker
+        bottom = self._bottom
+        if bottom is None or bottom.clock != self._slowest:
+            bottom = self._bottom = _Bottom(self._slowest, self._at[self._slowest],
+                                            self.stamps, self.stall_factor)
+        if bottom.stalled(now):
+            return 0                          # the slowest worker is stalled
+        slowest = bottom.latest_next()
         return predict_r_star(tuple(a_p), tuple(self.stamps[slowest]), r_max)
 
     def _check_rank(self, rank):
@@ -269,3 +356,64 @@ class SyncPolicy:
             raise ValueError('rank %r is outside 0..%d' % (rank, self.num_workers - 1))
         if rank not in self.active:
             raise ValueError('worker %d already left the job' % rank)
+
+
+class _Bottom:
+    """The workers at the slowest clock, indexed for Algorithm 2 (line 6-7).
+
+    Nobody joins the slowest clock, so the entries only go stale (the worker
+    pushed or left; `members` is the live set) and are dropped lazily.  Built
+    once per slowest clock: O(1) amortized per push of its members.
+    """
+
+    __slots__ = ('clock', 'members', 'by_next', 'by_limit', 'scale')
+
+    def __init__(self, clock, members, stamps, stall_factor):
+        self.clock = clock
+        self.members = members
+        self.by_next = []        # (-predicted next push, -rank): the latest first
+        self.by_limit = []       # (~ time it counts as stalled, rank, last push, allowed age)
+        scale = 0.0
+        for i in members:
+            a_0, a_1 = stamps[i]
+            interval = a_0 - a_1
+            allowed = stall_factor * max(interval, 0.0)
+            limit = a_0 + allowed
+            self.by_next.append((-(a_0 + interval), -i))
+            self.by_limit.append((limit, i, a_0, allowed))
+            scale = max(scale, abs(a_0) + abs(limit))
+        heapq.heapify(self.by_next)
+        heapq.heapify(self.by_limit)
+        self.scale = scale
+
+    def latest_next(self):
+        """The rank predicted to push last; on equal predictions the largest."""
+        heap = self.by_next
+        while -heap[0][1] not in self.members:
+            heapq.heappop(heap)
+        return -heap[0][1]
+
+    def stalled(self, now):
+        """Whether ``now - a_0 > stall_factor * max(interval, 0)`` for any member.
+
+        ``limit`` only orders the heap; the test itself is the exact
+        expression.  Rounding moves ``limit`` by less than ``margin``, so a
+        stalled member always has ``limit <= now + margin``.
+        """
+        heap = self.by_limit
+        while heap[0][1] not in self.members:
+            heapq.heappop(heap)
+        margin = 1e-15 * (abs(now) + self.scale) + 1e-300
+        if heap[0][0] > now + margin:
+            return False
+        seen, stalled = [], False
+        while heap and heap[0][0] <= now + margin:
+            entry = heapq.heappop(heap)
+            if entry[1] in self.members:
+                seen.append(entry)
+                if now - entry[2] > entry[3]:
+                    stalled = True
+                    break
+        for entry in seen:
+            heapq.heappush(heap, entry)
+        return stalled
