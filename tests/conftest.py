@@ -48,6 +48,11 @@ def run_job(tmp_path, command, workers=2, servers=1, timeout=180, env=None, laun
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+#: How the stock dmlc tracker reports a process that exited non-zero (the message line; the
+#: traceback above it also quotes the source line that formats it).
+TRACKER_REPORT = 'RuntimeError: Get nonzero return code='
+
+
 def _session_workers(session):
     """Pids of the worker processes (DMLC_ROLE=worker) in process session `session`."""
     pids = []
@@ -99,7 +104,7 @@ def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=N
                 alive = _session_workers(proc.pid)
                 started = started or len(alive) == workers
                 if (started and len(alive) <= workers_left and
-                        err_path.read_text().count('Get nonzero return code=') >= reported):
+                        err_path.read_text().count(TRACKER_REPORT) >= reported):
                     break
                 time.sleep(0.2)     # polling a condition with a deadline, not a synchronization
         finished = proc.poll() is not None or (until == 'workers' and
