@@ -92,23 +92,24 @@ def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=N
         proc = subprocess.Popen(argv, env=env or job_env(tmp_path), cwd=str(tmp_path),
                                 start_new_session=True, stdout=out, stderr=err)
     deadline = time.monotonic() + timeout
+    finished = False
     try:
         if until == 'launcher':
             try:
                 proc.wait(timeout=timeout)
+                finished = True
             except subprocess.TimeoutExpired:
                 pass
         else:
             started = False
-            while time.monotonic() < deadline and proc.poll() is None:
+            while not finished and time.monotonic() < deadline:
                 alive = _session_workers(proc.pid)
                 started = started or len(alive) == workers
-                if (started and len(alive) <= workers_left and
-                        err_path.read_text().count(TRACKER_REPORT) >= reported):
-                    break
-                time.sleep(0.2)     # polling a condition with a deadline, not a synchronization
-        finished = proc.poll() is not None or (until == 'workers' and
-                                               time.monotonic() < deadline)
+                finished = proc.poll() is not None or (
+                    started and len(alive) <= workers_left and
+                    err_path.read_text().count(TRACKER_REPORT) >= reported)
+                if not finished:
+                    time.sleep(0.2)     # polling a condition with a deadline, not a synchronization
     finally:
         try:        # a clean job leaves nothing; a failed one leaves MXNet's processes
             os.killpg(proc.pid, signal.SIGKILL)
