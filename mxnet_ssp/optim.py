@@ -17,12 +17,12 @@ plain ``update`` (no sender information) raises :class:`StalenessRequiredError`.
 The formulas, the order of the operations and the state each rule keeps are in
 ``docs/update_rules.md``; :mod:`mxnet_ssp.reference` is a NumPy reference of the same rules.
 
-Importing this module imports MXNet and registers the names ``'stalenessawaresgd'``,
-``'sasgd'`` and ``'dcasgd_pw'`` with ``mx.optimizer``.
+Importing this module imports MXNet, registers the names ``'stalenessawaresgd'``, ``'sasgd'``
+and ``'dcasgd_pw'`` with ``mx.optimizer`` and makes MXNet's own dist stores refuse these rules
+in ``set_optimizer`` (:func:`_refuse_on_native_dist_stores`).
 """
 import math
 import numbers
-import sys
 import warnings
 
 import mxnet as mx
@@ -64,25 +64,42 @@ def _check_number(name, value, low=None, high=None, low_open=False, high_open=Fa
     return float(value)
 
 
-def _pickled_by_native_store():
-    """True when the caller is MXNet's KVStore.set_optimizer and not mxnet-ssp's store."""
-    frame = sys._getframe(1)
-    native = ours = False
-    while frame is not None:
-        if frame.f_code.co_name == 'set_optimizer':
-            module = frame.f_globals.get('__name__')
-            native = native or module == 'mxnet.kvstore.kvstore'
-            ours = ours or module == 'mxnet_ssp.kvstore'
-        frame = frame.f_back
-    return native and not ours
-
-
 def is_worker_aware(optimizer):
     """Whether `optimizer` needs the sender of each gradient: the interface of
     :class:`WorkerAwareOptimizer` (``prepare_grad`` and ``apply``), also in classes of
     its own.  The store then runs in slot mode and the servers use that interface."""
     return callable(getattr(optimizer, 'prepare_grad', None)) and callable(
         getattr(optimizer, 'apply', None))
+
+
+def _refuse_on_native_dist_stores():
+    """Make MXNet's own dist stores refuse worker-aware rules before they send them.
+
+    ``mxnet.kvstore.KVStore.set_optimizer`` pickles the optimizer for servers that would call
+    its plain ``update`` (no sender, no staleness).  Wrapping that one method is the only
+    change mxnet-ssp makes to MXNet's classes; mxnet-ssp's stores send a
+    :class:`mxnet_ssp.channel.UpdaterSpec` through it, which is not worker-aware.
+    """
+    from mxnet.kvstore.kvstore import KVStore
+    native = KVStore.set_optimizer
+    if getattr(native, 'refuses_worker_aware', False):
+        return
+
+    def set_optimizer(self, optimizer):
+        if is_worker_aware(optimizer) and 'dist' in self.type:
+            raise StalenessRequiredError(
+                '%s needs a store that reports the staleness of each gradient: use one of %s '
+                '(MXNet\'s own %s store cannot)'
+                % (type(optimizer).__name__, STORES_THAT_REPORT, self.type))
+        return native(self, optimizer)
+
+    set_optimizer.__doc__ = native.__doc__
+    set_optimizer.__wrapped__ = native
+    set_optimizer.refuses_worker_aware = True
+    KVStore.set_optimizer = set_optimizer
+
+
+_refuse_on_native_dist_stores()
 
 
 class WorkerAwareOptimizer(mx.optimizer.Optimizer):
@@ -152,17 +169,6 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
 
     def _lr_factor(self, index, state, staleness):  # pylint: disable=unused-argument
         return 1.0
-
-    # -- pickling ------------------------------------------------------------------------------
-    def __getstate__(self):
-        # MXNet's own dist stores pickle the optimizer to send it to their servers, which
-        # would call update() without sender or staleness: refuse before anything is sent.
-        if _pickled_by_native_store():
-            raise StalenessRequiredError(
-                '%s needs a store that reports the staleness of each gradient: use one of %s '
-                '(MXNet\'s own dist_sync/dist_device_sync/dist_async stores cannot)'
-                % (type(self).__name__, STORES_THAT_REPORT))
-        return super().__getstate__()
 
     # -- MXNet's plain path ------------------------------------------------------------------
     def update(self, index, weight, grad, state):

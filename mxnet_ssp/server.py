@@ -100,14 +100,24 @@ _SERVER_RANK = None
 
 
 def server_rank():
-    """This server's ps-lite rank (found on MXNet's KVStoreServer object), or None."""
+    """This server's ps-lite rank, or None outside a server process whose node has started.
+
+    MXNet's server object is a local of ``mxnet.kvstore_server``'s start-up function, so the
+    rank is asked of ps-lite through a second KVStore handle: in a server process creating a
+    ``dist`` handle starts nothing (only worker nodes connect in the constructor) and its
+    rank is ps-lite's ``MyRank()``, the same as the server's own store reports.
+    """
     global _SERVER_RANK
-    if _SERVER_RANK is None:
-        import gc
-        for obj in gc.get_objects():
-            if type(obj).__name__ == 'KVStoreServer' and hasattr(obj, 'kvstore'):
-                _SERVER_RANK = obj.kvstore.rank
-                break
+    if _SERVER_RANK is None and os.environ.get('DMLC_ROLE') == 'server':
+        import ctypes
+        from mxnet.base import KVStoreHandle, _LIB, c_str, check_call
+        handle, rank = KVStoreHandle(), ctypes.c_int()
+        check_call(_LIB.MXKVStoreCreate(c_str('dist'), ctypes.byref(handle)))
+        try:
+            check_call(_LIB.MXKVStoreGetRank(handle, ctypes.byref(rank)))
+        finally:
+            check_call(_LIB.MXKVStoreFree(handle))
+        _SERVER_RANK = rank.value
     return _SERVER_RANK
 
 
@@ -202,6 +212,8 @@ class ServerOptimizer:
     def _init_runtime(self):
         from .optim import is_worker_aware    # lazily: MXNet is still importing in a server
         self._worker_aware = is_worker_aware(self.optimizer)
+        # rules of users' own classes may not say: assume they read the backup
+        self._needs_backup = self._worker_aware and getattr(self.optimizer, 'needs_backup', True)
         self._states = {}                 # plain mode: key -> optimizer state
         self._keys = {}                   # slot mode: k -> _KeyState
         self._discovery_keys = set()
@@ -300,10 +312,11 @@ class ServerOptimizer:
         opt = self.optimizer
         tau, applied = clock.receive(m)
         if self.worker_aware:
+            backup = weight if self._needs_backup else None     # what the sender last pulled
             if getattr(opt, 'uses_grad_staleness', False):   # per-gradient alpha0 / tau
-                g = opt.prepare_grad(k, ks.weight, grad, ks.state, weight, staleness=float(tau))
+                g = opt.prepare_grad(k, ks.weight, grad, ks.state, backup, staleness=float(tau))
             else:
-                g = opt.prepare_grad(k, ks.weight, grad, ks.state, weight)
+                g = opt.prepare_grad(k, ks.weight, grad, ks.state, backup)
         else:
             g = grad
         if self.softsync_c <= 1:
@@ -411,7 +424,10 @@ class ServerOptimizer:
             pickle.dump(blob, f)
 
     def _backups(self):
-        # what each worker last pulled: its slot (MXNet's storage, seen at its pushes)
+        # what each worker last pulled: its slot (MXNet's storage, seen at its pushes);
+        # only a rule that reads it needs it back after a restore
+        if not self._needs_backup:
+            return {}
         return {k: {m: ref.asnumpy() for m, ref in ks.slot_refs.items()}
                 for k, ks in self._keys.items()}
 

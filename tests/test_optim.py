@@ -589,17 +589,28 @@ def test_reference_does_not_import_mxnet():
 
 def test_native_dist_store_refuses_worker_aware_rules_before_sending():
     """MXNet's own dist stores pickle the optimizer for their servers, which cannot report
-    staleness: the pickling refuses, naming the stores that can."""
+    staleness: their set_optimizer refuses, naming the stores that can."""
+    import types
     import mxnet as mx
+    from mxnet.kvstore.kvstore import KVStore
     from mxnet_ssp import optim
 
-    # stands for mxnet.kvstore.kvstore.KVStore.set_optimizer (the real one: test_slots.py)
-    namespace = {'__name__': 'mxnet.kvstore.kvstore', 'pickle': pickle}
-    exec('def set_optimizer(opt):\n    return pickle.dumps(opt, 0)\n', namespace)
+    # MXNet's set_optimizer, unbound, on an object of its type: the refusal comes before
+    # the store is used at all (a real dist_sync job refusing it: test_slots.py)
     for opt in (optim.StalenessAwareSGD(learning_rate=0.1), optim.DCASGD(learning_rate=0.1)):
-        with pytest.raises(optim.StalenessRequiredError) as err:
-            namespace['set_optimizer'](opt)
-        assert 'dist_ssp' in str(err.value) and type(opt).__name__ in str(err.value)
+        for store_type in ('dist_sync', 'dist_async', 'dist_device_sync'):
+            with pytest.raises(optim.StalenessRequiredError) as err:
+                KVStore.set_optimizer(types.SimpleNamespace(type=store_type), opt)
+            assert 'dist_ssp' in str(err.value) and type(opt).__name__ in str(err.value)
+            assert store_type in str(err.value)
         # any other pickling (our stores, Trainer.save_states) still works
         assert pickle.loads(pickle.dumps(opt, 0)).lr == opt.lr
+    # plain rules still reach MXNet's own code; local stores get worker-aware rules too
+    # (their update raises, see test_gluon_trainer_on_a_local_store_raises_clear_error)
+    local = mx.kv.create('local')
+    local.set_optimizer(mx.optimizer.SGD(learning_rate=0.1))
+    local.set_optimizer(optim.StalenessAwareSGD(learning_rate=0.1))
+    # importing the module twice does not wrap twice
+    optim._refuse_on_native_dist_stores()
+    assert KVStore.set_optimizer.__wrapped__.__module__ == 'mxnet.kvstore.kvstore'
     assert isinstance(mx.optimizer.create('sasgd'), optim.StalenessAwareSGD)
