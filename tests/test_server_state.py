@@ -115,3 +115,40 @@ def test_restored_update_counts_survive_mxnets_updater(tmp_path, name):
     step(up2, w2, 4)
     assert resumed.optimizer._index_update_count == {0: 4} == full.optimizer._index_update_count
     np.testing.assert_array_equal(w2.asnumpy(), w.asnumpy())
+
+
+@pytest.mark.parametrize('rule', ['sasgd', 'dcasgd_pw'])
+def test_backup_is_given_and_saved_only_to_rules_that_read_it(tmp_path, rule):
+    """In-process slot mode: a rule with needs_backup=False gets backup=None and its saved
+    state carries no per-worker backups; DC-ASGD gets the sender's slot and saves it."""
+    import pickle
+    from mxnet_ssp.channel import slot_key
+    from mxnet_ssp.server import ServerOptimizer
+
+    opt = mx.optimizer.create(rule, learning_rate=0.1)
+    seen = []
+    prepare = opt.prepare_grad
+
+    def recording(index, weight, grad, state, backup, **kw):
+        seen.append(None if backup is None else backup.asnumpy().copy())
+        return prepare(index, weight, grad, state, backup, **kw)
+
+    opt.prepare_grad = recording
+    server = ServerOptimizer(opt, num_workers=2, slots=True)
+    slots = {m: mx.nd.array([1.0, 2.0]) for m in range(2)}
+    held = []                               # what worker 0's slot holds before each push
+    for m in (0, 1, 0):
+        held.append(slots[0].asnumpy().copy())
+        server.update(slot_key(0, m, 2, 1), slots[m], mx.nd.array([0.5, -0.5]), None)
+    prefix = str(tmp_path / 'state')
+    server.control('save', prefix)
+    with open(server._path(prefix), 'rb') as f:
+        backups = pickle.load(f)['backups']
+    if opt.needs_backup:
+        assert all(b is not None for b in seen) and len(seen) == 3
+        np.testing.assert_array_equal(seen[2], held[2])   # what worker 0 last pulled
+        assert not np.array_equal(held[2], held[0])       # ... the update of its first push
+        assert sorted(backups[0]) == [0, 1]
+    else:
+        assert seen == [None, None, None]
+        assert backups == {}
