@@ -72,6 +72,14 @@ def is_worker_aware(optimizer):
         getattr(optimizer, 'apply', None))
 
 
+def _is_worker_node():
+    import ctypes
+    from mxnet.base import _LIB, check_call
+    is_worker = ctypes.c_int()
+    check_call(_LIB.MXKVStoreIsWorkerNode(ctypes.byref(is_worker)))
+    return bool(is_worker.value)
+
+
 def _refuse_on_native_dist_stores():
     """Make MXNet's own dist stores refuse worker-aware rules before they send them.
 
@@ -86,7 +94,8 @@ def _refuse_on_native_dist_stores():
         return
 
     def set_optimizer(self, optimizer):
-        if is_worker_aware(optimizer) and 'dist' in self.type:
+        # the condition under which MXNet pickles (in a server it installs the updater)
+        if is_worker_aware(optimizer) and 'dist' in self.type and _is_worker_node():
             raise StalenessRequiredError(
                 '%s needs a store that reports the staleness of each gradient: use one of %s '
                 '(MXNet\'s own %s store cannot)'

@@ -3,16 +3,13 @@
 The worker-side store sends a :class:`mxnet_ssp.channel.UpdaterSpec` with
 ``kv.set_optimizer``; every server unpickles it as a :class:`ServerOptimizer`
 (so ``mxnet_ssp`` must be installed on every server host) and MXNet calls it,
-as the updater, for every push.  It applies the user's optimizer (in slot mode
-with the sender's staleness and backup), with one exception: a discovery
-request (see :mod:`mxnet_ssp.channel`) pushed to the reserved key.  That key
-is small, so ps-lite places it on exactly one server; the first push to it
-starts the synchronization controller
-(:class:`mxnet_ssp.controller.ControllerServer`) in that server process, on a
-background thread, and every push to it writes the controller's address and
-the job's secret into the key's value, which the worker then pulls.  That is
-how workers find the controller with nothing but the KVStore, under any
-launcher.
+as the updater, for every push.  It applies the user's optimizer: in slot mode
+with the sender's staleness and backup, kept per parameter by
+:class:`mxnet_ssp.staleness.KeyClock`.  Two things arrive by the same path and
+are handed on: a discovery request pushed to the reserved key
+(:mod:`mxnet_ssp.discovery` starts the controller and answers with its
+address) and :class:`mxnet_ssp.channel.Control` commands (learning rate;
+save and load, :mod:`mxnet_ssp.server_state`).
 
 This module must import in a server process, where ``import mxnet`` has not
 returned (the server loop runs inside it): it only touches MXNet submodules
@@ -21,80 +18,16 @@ that are loaded before the loop starts.  Workers never import it.
 import json
 import logging
 import os
-import pickle
-import secrets
-import socket
-import threading
-
 
 from ._process import end_server
 from .staleness import KeyClock
-from .channel import (DISCOVERY_LEN, decode_blob, encode_blob, is_discovery, is_refresh,
-                      serve_commands, slot_of)
+from .channel import DISCOVERY_LEN, is_discovery, is_refresh, serve_commands, slot_of
+from .discovery import answer_discovery
+from .server_state import SavedState
 
-__all__ = ['ServerOptimizer', 'server_rank', 'advertised_host']
+__all__ = ['ServerOptimizer', 'server_rank']
 
 logger = logging.getLogger(__name__)
-
-_lock = threading.Lock()
-_controller = None
-_controller_answer = None
-
-
-def advertised_host(environ=None):
-    """The address of this host that workers can reach.
-
-    ``DMLC_NODE_HOST`` if the launcher set it; otherwise the local address the
-    kernel would use to reach the scheduler (``DMLC_PS_ROOT_URI``), which is on
-    the network every worker already uses.
-    """
-    env = os.environ if environ is None else environ
-    if env.get('DMLC_NODE_HOST'):
-        return env['DMLC_NODE_HOST']
-    root = env.get('DMLC_PS_ROOT_URI', '127.0.0.1')
-    port = int(env.get('DMLC_PS_ROOT_PORT', '9000') or 9000)
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect((root, port))       # UDP: no packet is sent
-        return probe.getsockname()[0]
-    except OSError:
-        return '127.0.0.1'
-    finally:
-        probe.close()
-
-
-def _start_controller(request):
-    """Start the controller for `request` once per process; return the answer dict."""
-    global _controller, _controller_answer
-    from .controller import ControllerServer      # imported lazily: workers never need it
-    from .sync import SyncPolicy
-    with _lock:
-        if _controller is not None:
-            return _controller_answer
-        num_workers = int(request['num_workers'])
-        policy = SyncPolicy(num_workers, int(request['s_lower']), int(request['s_upper']),
-                            mode=request['mode'])
-        metrics_path = None
-        if request.get('metrics_dir'):
-            os.makedirs(request['metrics_dir'], exist_ok=True)
-            metrics_path = os.path.join(request['metrics_dir'], 'controller.jsonl')
-        secret = secrets.token_bytes(32)
-        host = advertised_host()
-        server = ControllerServer(policy, secret, host=host, port=0,
-                                  timeout=float(request['timeout']),
-                                  metrics_path=metrics_path).start()
-        _controller = server
-        bound_host, bound_port = server.address
-        _controller_answer = {'host': bound_host, 'port': bound_port, 'secret': secret.hex(),
-                              's_lower': policy.s_lower, 's_upper': policy.s_upper,
-                              'mode': policy.mode}
-        logger.info('server: %s controller for %d workers, staleness [%d, %d] mode %s, at %s:%d',
-                    request['store'], num_workers, policy.s_lower, policy.s_upper, policy.mode,
-                    bound_host, bound_port)
-        return _controller_answer
-
-
-# -- worker-aware updates ------------------------------------------------------
 
 _SERVER_RANK = None
 
@@ -121,26 +54,6 @@ def server_rank():
     return _SERVER_RANK
 
 
-def _to_numpy(obj):
-    from mxnet import ndarray as nd
-    if isinstance(obj, nd.NDArray):
-        return ('nd', obj.asnumpy())
-    if isinstance(obj, (list, tuple)):
-        return (type(obj).__name__, [_to_numpy(o) for o in obj])
-    return ('raw', obj)
-
-
-def _from_numpy(obj):
-    from mxnet import ndarray as nd
-    kind, value = obj
-    if kind == 'nd':
-        return nd.array(value, dtype=value.dtype)
-    if kind in ('list', 'tuple'):
-        items = [_from_numpy(o) for o in value]
-        return items if kind == 'list' else tuple(items)
-    return value
-
-
 class _KeyState:
     """Slot mode, per parameter k on this server: the one canonical weight and its book-keeping."""
 
@@ -155,7 +68,7 @@ class _KeyState:
         self.slot_refs = {}               # worker -> its slot (MXNet's storage of its slot key)
 
 
-class ServerOptimizer:
+class ServerOptimizer(SavedState):
     """The updater object mxnet-ssp stores send to the servers.
 
     Parameters
@@ -286,7 +199,7 @@ class ServerOptimizer:
     def _update(self, index, weight, grad):
         if index in self._discovery_keys or (grad.shape == (DISCOVERY_LEN,) and is_discovery(grad)):
             self._discovery_keys.add(index)
-            self._answer_discovery(weight, grad)
+            answer_discovery(weight, grad)
             return
         if not self.slots:
             state = self._states.get(index)
@@ -400,87 +313,3 @@ class ServerOptimizer:
         else:
             raise ValueError('unknown mxnet-ssp server command %r' % (action,))
         logger.info('server: %s %s', action, payload)
-
-    def _path(self, prefix):
-        return '%s.server-%s' % (prefix, self._tag())
-
-    def _save(self, prefix):
-        from mxnet import ndarray as nd
-        nd.waitall()
-        keys = {}
-        for k, ks in self._keys.items():
-            keys[k] = dict(ks.clock.state(), weight=ks.weight.asnumpy(),
-                           state=_to_numpy(ks.state),
-                           acc=None if ks.acc is None else ks.acc.asnumpy())
-        opt = self.optimizer
-        blob = {'format': 1, 'slots': self.slots, 'num_workers': self.num_workers,
-                'num_servers': self.num_servers,
-                'plain': {i: _to_numpy(st) for i, st in self._states.items()},
-                'keys': keys, 'backups': self._backups(),
-                'lr': opt.lr, 'num_update': opt.num_update,
-                'index_update_count': dict(opt._index_update_count),
-                'hist': dict(self._hist)}
-        with open(self._path(prefix), 'wb') as f:
-            pickle.dump(blob, f)
-
-    def _backups(self):
-        # what each worker last pulled: its slot (MXNet's storage, seen at its pushes);
-        # only a rule that reads it needs it back after a restore
-        if not self._needs_backup:
-            return {}
-        return {k: {m: ref.asnumpy() for m, ref in ks.slot_refs.items()}
-                for k, ks in self._keys.items()}
-
-    def _load(self, prefix):
-        with open(self._path(prefix), 'rb') as f:
-            blob = pickle.load(f)
-        # each server saved the keys it holds, and which keys that is depends on the
-        # number of servers (older files do not say it: not checked)
-        servers = blob.get('num_servers', self.num_servers)
-        if (blob.get('format') != 1 or blob['slots'] != self.slots
-                or servers != self.num_servers
-                or self.slots and blob['num_workers'] != self.num_workers):
-            raise ValueError('mxnet-ssp: %s was saved by a job with a different store set-up '
-                             '(slot mode %s, %s workers, %s servers); this job has slot mode %s, '
-                             '%s workers, %s servers'
-                             % (self._path(prefix), blob['slots'], blob['num_workers'],
-                                blob.get('num_servers', '?'), self.slots, self.num_workers,
-                                self.num_servers))
-        opt = self.optimizer
-        opt.lr = blob['lr']
-        opt.num_update = blob['num_update']
-        # MXNet's Updater re-selects the counts of the weight's device before every
-        # update (_set_current_context), so the restored counts must be that entry too
-        counts = dict(blob['index_update_count'])
-        opt._all_index_update_counts = {0: counts}
-        opt._index_update_count = counts
-        self._states = {i: _from_numpy(st) for i, st in blob['plain'].items()}
-        self._hist = dict(blob['hist'])
-        self._pending_load = {k: dict(saved, backups=blob['backups'].get(k, {}))
-                              for k, saved in blob['keys'].items()}
-        for k, ks in list(self._keys.items()):
-            if k in self._pending_load:
-                self._restore_key(k, ks, self._pending_load.pop(k))
-
-    def _restore_key(self, k, ks, saved):
-        from mxnet import ndarray as nd
-        ks.weight[:] = nd.array(saved['weight'])
-        ks.clock.restore(saved)
-        ks.state = _from_numpy(saved['state'])
-        ks.acc = None if saved['acc'] is None else nd.array(saved['acc'])
-        ks.restore = {m: nd.array(b) for m, b in saved.get('backups', {}).items()}
-
-    # -- discovery -----------------------------------------------------------------
-    @staticmethod
-    def _answer_discovery(weight, grad):
-        try:
-            request = decode_blob(grad.asnumpy())
-            if not request or request.get('v') != 1:
-                answer = {'error': 'malformed discovery request'}
-            else:
-                answer = _start_controller(request)
-        except Exception as err:  # reported to the worker, which fails with it
-            logger.exception('server: cannot start the synchronization controller')
-            answer = {'error': '%s: %s' % (type(err).__name__, err)}
-        from mxnet import ndarray as nd
-        weight[:] = nd.array(encode_blob(answer), dtype=weight.dtype, ctx=weight.context)
