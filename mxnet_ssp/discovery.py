@@ -1,18 +1,18 @@
-"""The servers' side of discovery: start the controller, answer with its address.
+"""Discovery: how a worker finds the controller, and how a server answers.
 
 A worker-side store finds the synchronization controller with nothing but the
-KVStore (so under any launcher): it pushes a discovery request (encoded by
-:mod:`mxnet_ssp.channel`) to a reserved key and pulls the answer back.  The key
-is small, so ps-lite places it on exactly one server, whose updater
-(:class:`mxnet_ssp.server.ServerOptimizer`) hands the push to
+KVStore (so under any launcher): :func:`request_controller` pushes a request
+(encoded by :mod:`mxnet_ssp.channel`) to a reserved key and pulls the answer
+back.  The key is small, so ps-lite places it on exactly one server, whose
+updater (:class:`mxnet_ssp.server.ServerOptimizer`) hands the push to
 :func:`answer_discovery`.  The first request starts the controller
 (:class:`mxnet_ssp.controller.ControllerServer`) in that server process, on a
 background thread; every request is answered with the controller's address
-and the job's secret, written into the key's value, which the worker then
-pulls.
+and the job's secret, written into the key's value.
 
-Runs in a server process, where ``import mxnet`` has not returned: MXNet is
-imported lazily, and only submodules loaded before the server loop starts.
+The server side runs where ``import mxnet`` has not returned: MXNet is imported lazily, and
+only submodules loaded before the server loop starts.  Importing this module does not import
+the controller (the server side imports it on the first request).
 """
 import logging
 import os
@@ -20,12 +20,13 @@ import secrets
 import socket
 import threading
 
-from .channel import decode_blob, encode_blob
+from .channel import DISCOVERY_LEN, decode_blob, encode_blob
 
-__all__ = ['answer_discovery', 'advertised_host']
+__all__ = ['request_controller', 'DiscoveryError', 'answer_discovery', 'advertised_host']
 
 logger = logging.getLogger(__name__)
 
+# one controller per server process, started by the first request
 _lock = threading.Lock()
 _controller = None
 _controller_answer = None
@@ -101,3 +102,49 @@ def answer_discovery(weight, grad):
         answer = {'error': '%s: %s' % (type(err).__name__, err)}
     from mxnet import ndarray as nd
     weight[:] = nd.array(encode_blob(answer), dtype=weight.dtype, ctx=weight.context)
+
+
+class DiscoveryError(RuntimeError):
+    """The servers did not give a usable controller address (the message says why)."""
+
+
+def request_controller(native, key, config, num_workers, rank):
+    """Worker side: ask the servers for the controller of this job; return the answer dict.
+
+    Initializes `key` on `native` (MXNet's store; collective), pushes the request, pulls the
+    answer, and checks it: an error the servers reported, no answer at all (mxnet-ssp not
+    installed on the servers), or a controller running other settings than this worker's
+    raise :class:`DiscoveryError`.  The servers answering is bounded by ``config.timeout``.
+    """
+    from mxnet import ndarray as nd
+    import numpy as np
+    from . import _process
+    from . import config as cfg
+    request = {'v': 1, 'store': config.store, 'num_workers': num_workers,
+               's_lower': config.s_lower, 's_upper': config.s_upper,
+               'mode': config.mode, 'timeout': config.timeout,
+               'metrics_dir': config.metrics_dir}
+    native.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
+    native.push(key, nd.array(encode_blob(request), dtype=np.float32))
+    reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
+    native.pull(key, out=reply)
+    with _process.bounded(config.timeout,
+                          'worker[%d]: the servers did not answer the controller discovery '
+                          'within %g s (%s): a server process died or is stopped'
+                          % (rank, config.timeout, cfg.ENV_TIMEOUT)):
+        answer = decode_blob(reply.asnumpy())
+    if not answer or 'port' not in answer and 'error' not in answer:
+        raise DiscoveryError('worker[%d]: no synchronization controller answered on the servers '
+                             '(%r); is mxnet-ssp installed on every server host?'
+                             % (rank, answer))
+    if 'error' in answer:
+        raise DiscoveryError('worker[%d]: the servers refused to start the controller: %s'
+                             % (rank, answer['error']))
+    mine = (request['s_lower'], request['s_upper'], request['mode'])
+    theirs = (answer['s_lower'], answer['s_upper'], answer['mode'])
+    if mine != theirs:
+        raise DiscoveryError('worker[%d]: this worker was configured with staleness [%d, %d] '
+                             'mode %s but the controller runs [%d, %d] mode %s: set %s and %s '
+                             'the same for every worker'
+                             % ((rank,) + mine + theirs + (cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE)))
+    return answer

@@ -60,8 +60,9 @@ from . import config as cfg
 from .client import ControllerClient
 from .optim import is_worker_aware
 from .protocol import ControllerError
-from .channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, DISCOVERY_LEN, MAX_INT_KEY, Control,
-                      UpdaterSpec, decode_blob, encode_blob, refresh_marker, slot_key)
+from . import discovery
+from .channel import DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec, refresh_marker
+from .slots import KeyLayout, SlotKeyError, as_list, as_values
 from .steps import StepTracker
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
@@ -71,15 +72,6 @@ logger = logging.getLogger(__name__)
 
 class SSPError(RuntimeError):
     """The store cannot go on; the message says why and what to do."""
-
-
-def _as_list(key):
-    return list(key) if isinstance(key, (list, tuple)) else [key]
-
-
-def _as_values(key, value):
-    """The value of each key of `key`: `value` itself for one key, its items for a list."""
-    return list(value) if isinstance(key, (list, tuple)) else [value]
 
 
 def _native_dist_async():
@@ -136,8 +128,7 @@ class SSPKVStore(KVStoreBase):
         self._next_guaranteed = self._config.s_lower >= 1   # is step 1 released for sure?
         self._next_visible = 0            # t_slowest the next fast step may rely on
         self._optimizer = None
-        self._slots = None                # M in slot mode
-        self._str_ids = 0                 # string keys MXNet numbered so far (0, 1, ...)
+        self._keys = KeyLayout(self._rank, self._num_servers)   # M workers in slot mode
         self._refresh = {}                # slot mode, SSP slow path: key -> numpy marker
         self._lr_sent = None
         self._client = None
@@ -179,7 +170,7 @@ class SSPKVStore(KVStoreBase):
     @property
     def slot_mode(self):
         """True when every worker pushes and pulls through its own key slots."""
-        return self._slots is not None
+        return self._keys.slot_mode
 
     @property
     def _updater(self):
@@ -195,138 +186,75 @@ class SSPKVStore(KVStoreBase):
         """Whether the store supports `capability`: optimizer, pushpull, broadcast."""
         return capability.lower() in (KVStoreBase.OPTIMIZER, 'pushpull', 'broadcast')
 
-    # -- key slots -------------------------------------------------------------
-    def _slot(self, key, rank=None):
-        """Worker `rank`'s slot of `key`: ``'key@rank'``, or the int of channel.slot_key."""
-        rank = self._rank if rank is None else rank
-        if isinstance(key, str):
-            return '%s@%d' % (key, rank)
-        return slot_key(key, rank, self._slots, self._num_servers)
-
-    def _mine(self, key):
-        """The key this worker uses on the servers for `key` (or a list of keys)."""
-        if self._slots is None:
-            return key
-        if isinstance(key, (list, tuple)):
-            return [self._slot(k) for k in key]
-        return self._slot(key)
-
-    def _slot_block(self, key, value):
-        """Keys and values that initialize every worker's slot of `key`, in MXNet's order.
-
-        Integer keys: the M slot keys of :func:`mxnet_ssp.channel.slot_key`.
-        String keys: MXNet numbers each new string key with the next integer
-        (0, 1, ...) in the order they are initialized, and places that integer
-        as it places integer keys.  Parameter number i (in init order) takes
-        the block of ids ``i * M * S ... (i + 1) * M * S - 1``; worker m's slot
-        ``'key@m'`` gets id ``slot_key(i, m, M, S)`` and the other ids of the
-        block go to 1-element padding keys, never pushed again.  So the servers
-        decode string keys exactly as integer ones (parameter i).
-        """
-        workers, servers = self._slots, self._num_servers
-        if not isinstance(key, str):
-            if key < 0 or (key + 1) * workers * servers > MAX_INT_KEY:
-                raise SSPError('worker[%d]: key %r is too large for slot mode with %d workers and '
-                               '%d servers: integer keys must satisfy (key + 1) * workers * '
-                               'servers <= %d (MXNet places keys on servers with 32-bit '
-                               'arithmetic); use smaller keys or string keys'
-                               % (self._rank, key, workers, servers, MAX_INT_KEY))
-            return [self._slot(key, m) for m in range(workers)], [value] * workers
-        size = workers * servers
-        block = -(-self._str_ids // size)     # the next whole block (an earlier key may pad)
-        if (block + 1) * size > MAX_INT_KEY:
-            raise SSPError('worker[%d]: too many string keys for slot mode with %d workers and '
-                           '%d servers: MXNet numbers string keys from 0 and places them with '
-                           '32-bit arithmetic, and each parameter takes workers * servers '
-                           'numbers, so at most %d parameters fit'
-                           % (self._rank, workers, servers, MAX_INT_KEY // size))
-        pad = nd.zeros(1, dtype=np.float32)
-        keys, values = [], []
-        for i in range(self._str_ids, (block + 1) * size):
-            if i >= block * size and i % servers == block % servers:
-                keys.append(self._slot(key, i // servers % workers))
-                values.append(value)
-            else:
-                keys.append('__mxnet_ssp_pad_%d__' % i)
-                values.append(pad)
-        return keys, values
-
     def _init_slots(self, key, value):
         """Collective init of every worker's slot of `key` (or of each key of a list)."""
-        keys, values = _as_list(key), _as_values(key, value)
-        all_keys, all_values = [], []
-        for k, v in zip(keys, values):
-            v = v[0] if isinstance(v, (list, tuple)) else v
-            block_keys, block_values = self._slot_block(k, v)
-            self._str_ids += sum(isinstance(b, str) for b in block_keys)
-            all_keys.extend(block_keys)
-            all_values.extend(block_values)
-        self._kv.init(all_keys, all_values)
-
-    def _count_string_keys(self, key):
-        self._str_ids += sum(isinstance(k, str) for k in _as_list(key))
+        try:
+            keys, values = self._keys.init_block(key, value, nd.zeros(1, dtype=np.float32))
+        except SlotKeyError as err:
+            raise SSPError(str(err)) from err
+        self._kv.init(keys, values)
 
     # -- data path -------------------------------------------------------------
     def init(self, key, value):
         """Initialize `key` on the servers (collective, like the native store)."""
-        self._tracker.on_init(_as_list(key), _as_values(key, value))
-        if self._slots is None:
+        self._tracker.on_init(as_list(key), as_values(key, value))
+        if not self._keys.slot_mode:
             self._kv.init(key, value)
-            self._count_string_keys(key)
+            self._keys.count_string_keys(key)
         else:
             self._init_slots(key, value)
 
     def broadcast(self, key, value, out, priority=0):
         """Initialize `key` with `value` and pull it into `out` (collective)."""
-        self._tracker.on_init(_as_list(key), _as_values(key, value))
-        if self._slots is None:
+        self._tracker.on_init(as_list(key), as_values(key, value))
+        if not self._keys.slot_mode:
             self._kv.broadcast(key, value, out, priority=priority)
-            self._count_string_keys(key)
+            self._keys.count_string_keys(key)
         else:
             self._init_slots(key, value)
-            self._kv.pull(self._mine(key), out=out, priority=priority)
+            self._kv.pull(self._keys.mine(key), out=out, priority=priority)
 
     def push(self, key, value, priority=0):
         """Push gradients; in SSP/DSSP blocks only when this push completes a step."""
-        keys = _as_list(key)
+        keys = as_list(key)
         step = self._begin(keys)
-        self._kv.push(self._mine(key), value, priority=priority)
+        self._kv.push(self._keys.mine(key), value, priority=priority)
         step.unpulled.update(keys)
         if self._tracker.on_push(keys):
             self._end_step()
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Pull weights; deferred to the release if `key` was pushed in this SSP step."""
-        keys = _as_list(key)
+        keys = as_list(key)
         step = self._step
         in_step = step is not None and any(self._tracker.in_step(k) for k in keys)
         if in_step and not step.fast:
             step.deferred.append((key, out, priority, ignore_sparse))
             return
-        self._kv.pull(self._mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
+        self._kv.pull(self._keys.mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
         if in_step:
             step.pulled(keys, out)
 
     def pushpull(self, key, value, out=None, priority=0):
         """Push `value` and pull the updated weights into `out` (or `value`)."""
-        keys = _as_list(key)
+        keys = as_list(key)
         out = value if out is None else out
         step = self._begin(keys)
         if step.fast:
-            self._kv.pushpull(self._mine(key), value, out=out, priority=priority)
+            self._kv.pushpull(self._keys.mine(key), value, out=out, priority=priority)
             step.pulled(keys, out)
         else:
-            self._kv.push(self._mine(key), value, priority=priority)
+            self._kv.push(self._keys.mine(key), value, priority=priority)
             step.deferred.append((key, out, priority, True))
         if self._tracker.on_push(keys):
             self._end_step()
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
         """Passed to MXNet's store for ``dist_async`` with a plain optimizer; else refused."""
-        if self._config.synchronous or self._slots is not None:
+        if self._config.synchronous or self._keys.slot_mode:
             raise SSPError('%s%s does not support row_sparse_pull; use dense parameters, or '
                            'dist_async with a plain optimizer'
-                           % (self.type, ' in slot mode' if self._slots is not None else ''))
+                           % (self.type, ' in slot mode' if self._keys.slot_mode else ''))
         return self._kv.row_sparse_pull(key, out=out, priority=priority, row_ids=row_ids)
 
     # -- optimizer -------------------------------------------------------------
@@ -344,11 +272,11 @@ class SSPKVStore(KVStoreBase):
                            'unpickle it and cannot import it from there: define it in a module '
                            'that every server host can import' % type(optimizer).__name__)
         slots = is_worker_aware(optimizer) or self._config.store == 'dist_softsync'
-        if slots and self._tracker.expected and self._slots is None:
+        if slots and self._tracker.expected and not self._keys.slot_mode:
             raise SSPError('worker[%d]: %s needs the sender of every gradient, so set the '
                            'optimizer before the first init/broadcast of this store'
                            % (self._rank, type(optimizer).__name__))
-        self._slots = self._num_workers if slots else None
+        self._keys.workers = self._num_workers if slots else None
         softsync_c = 1
         if self._config.store == 'dist_softsync':
             softsync_c = max(1, self._num_workers // self._config.splits)
@@ -431,41 +359,17 @@ class SSPKVStore(KVStoreBase):
         if self._client is not None:
             return
         self._check_ready()
-        request = {'v': 1, 'store': self._config.store, 'num_workers': self._num_workers,
-                   's_lower': self._config.s_lower, 's_upper': self._config.s_upper,
-                   'mode': self._config.mode, 'timeout': self._config.timeout,
-                   'metrics_dir': self._config.metrics_dir}
-        blob = nd.array(encode_blob(request), dtype=np.float32)
-        zeros = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
         # MXNet forbids mixing integer and string keys in one store.  One key, so one
         # server, for every worker (also in slot mode: the servers answer a discovery
         # push before decoding slots, and a later string key skips to a whole block)
         key = DISCOVERY_KEY_STR if self._tracker.string_keys else DISCOVERY_KEY
-        self._kv.init(key, zeros)
-        self._count_string_keys(key)
-        self._kv.push(key, blob)
-        reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
-        self._kv.pull(key, out=reply)
-        with _process.bounded(self._config.timeout,
-                              'worker[%d]: the servers did not answer the controller discovery '
-                              'within %g s (%s): a server process died or is stopped'
-                              % (self._rank, self._config.timeout, cfg.ENV_TIMEOUT)):
-            answer = decode_blob(reply.asnumpy())
-        if not answer or 'port' not in answer and 'error' not in answer:
-            raise SSPError('worker[%d]: no synchronization controller answered on the servers '
-                           '(%r); is mxnet-ssp installed on every server host?'
-                           % (self._rank, answer))
-        if 'error' in answer:
-            raise SSPError('worker[%d]: the servers refused to start the controller: %s'
-                           % (self._rank, answer['error']))
-        mine = (request['s_lower'], request['s_upper'], request['mode'])
-        theirs = (answer['s_lower'], answer['s_upper'], answer['mode'])
-        if mine != theirs:
-            raise SSPError('worker[%d]: this worker was configured with staleness [%d, %d] '
-                           'mode %s but the controller runs [%d, %d] mode %s: set %s and %s '
-                           'the same for every worker'
-                           % ((self._rank,) + mine + theirs
-                              + (cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE)))
+        try:
+            answer = discovery.request_controller(self._kv, key, self._config, self._num_workers,
+                                                  self._rank)
+        except discovery.DiscoveryError as err:
+            raise SSPError(str(err)) from err
+        finally:
+            self._keys.count_string_keys(key)
         client = ControllerClient((answer['host'], answer['port']),
                                   bytes.fromhex(answer['secret']), self._rank,
                                   timeout=self._config.timeout)
@@ -528,9 +432,9 @@ class SSPKVStore(KVStoreBase):
             authorized_at, visible = step.authorized_at, self._next_visible
         else:
             for key, out, priority, ignore_sparse in step.deferred:
-                if self._slots is not None:
+                if self._keys.slot_mode:
                     self._push_refresh(key, priority)
-                self._kv.pull(self._mine(key), out=out, priority=priority,
+                self._kv.pull(self._keys.mine(key), out=out, priority=priority,
                               ignore_sparse=ignore_sparse)
             authorized_at, visible = reported_at + (t2 - t1), release.t_slowest
         self.last_release = release
@@ -562,13 +466,13 @@ class SSPKVStore(KVStoreBase):
 
     def _push_refresh(self, key, priority):
         """Slot mode: make the servers copy their latest weights into this worker's slots."""
-        for k in _as_list(key):
+        for k in as_list(key):
             marker = self._refresh.get(k)
             if marker is None:
                 marker = self._refresh[k] = refresh_marker(self._shape_of(k))
             # a fresh NDArray every time: MXNet's dist store keeps the pushed CPU array as
             # the key's receive buffer, so the pull that follows overwrites it
-            self._kv.push(self._mine(k), nd.array(marker), priority=priority)
+            self._kv.push(self._keys.mine(k), nd.array(marker), priority=priority)
 
     def _shape_of(self, key):
         shapes = self._tracker.shapes

@@ -21,7 +21,7 @@ def test_worker_store_does_not_import_the_server_module():
     assert proc.returncode == 0, proc.stderr[-3000:]
     modules = proc.stdout.strip().splitlines()[-1]
     assert 'mxnet_ssp.kvstore' in modules, modules
-    for server_side in ('mxnet_ssp.server', 'mxnet_ssp.controller'):
+    for server_side in ('mxnet_ssp.server', 'mxnet_ssp.server_state', 'mxnet_ssp.controller'):
         assert server_side not in modules, modules
 
 
@@ -76,12 +76,12 @@ def test_slot_of_refuses_a_key_of_another_layout():
 
 
 def _string_layout_store(workers, servers):
-    """An SSPKVStore with only what its key layout reads (no job)."""
-    pytest.importorskip('mxnet')
-    from mxnet_ssp.kvstore import SSPKVStore
-    kv = SSPKVStore.__new__(SSPKVStore)
-    kv._slots, kv._num_servers, kv._str_ids, kv._rank = workers, servers, 0, 0
-    return kv
+    """The key layout of a store in slot mode (what SSPKVStore uses, no job)."""
+    from mxnet_ssp.slots import KeyLayout
+    return KeyLayout(0, servers, workers)
+
+
+PAD = [0.0]       # stands for the 1-element padding array
 
 
 @pytest.mark.parametrize('servers', [1, 2, 3, 4])
@@ -99,14 +99,14 @@ def test_string_slots_get_ids_of_the_integer_layout(workers, servers):
         for key in keys:
             assert key not in ids, 'duplicate init of key %s' % key
             ids[key] = len(ids)
-        kv._str_ids += len(keys)
+        kv.str_ids += len(keys)
 
     names = ['fc%d_weight' % i for i in range(6)]
     value = object()
     for i, name in enumerate(names):
         if i == 3:
             native_init(['__mxnet_ssp_discovery__'])
-        keys, values = kv._slot_block(name, value)
+        keys, values = kv.block(name, value, PAD)
         assert len(keys) == len(values)
         slots = [k for k, v in zip(keys, values) if v is value]
         padding = [(k, v) for k, v in zip(keys, values) if v is not value]
@@ -116,7 +116,7 @@ def test_string_slots_get_ids_of_the_integer_layout(workers, servers):
         for m in range(workers):
             assert ids['%s@%d' % (name, m)] == slot_key(block, m, workers, servers)
             assert slot_of(ids['%s@%d' % (name, m)], workers, servers) == (block, m)
-        assert all(k.startswith('__mxnet_ssp_pad_') and v.shape == (1,) for k, v in padding)
+        assert all(k.startswith('__mxnet_ssp_pad_') and v is PAD for k, v in padding)
         # the padding of a parameter's block: M * (S - 1) keys (+ M * S - 1 after the discovery)
         assert len(padding) == workers * (servers - 1) + (workers * servers - 1 if i == 3 else 0)
     used = {i: {mxnet_server_of(ids['%s@%d' % (n, m)], servers) for m in range(workers)}
@@ -126,15 +126,16 @@ def test_string_slots_get_ids_of_the_integer_layout(workers, servers):
 
 def test_too_many_slot_keys_are_refused_naming_workers_and_servers():
     from mxnet_ssp.channel import MAX_INT_KEY
-    from mxnet_ssp.kvstore import SSPError
+    from mxnet_ssp.slots import SlotKeyError
     kv = _string_layout_store(4, 3)
-    with pytest.raises(SSPError, match=r'\(key \+ 1\) \* workers \* servers <= %d' % MAX_INT_KEY):
-        kv._slot_block(MAX_INT_KEY // 12, 'v')
-    assert len(kv._slot_block(MAX_INT_KEY // 12 - 1, 'v')[0]) == 4
-    kv._str_ids = MAX_INT_KEY - 5
-    with pytest.raises(SSPError, match='too many string keys for slot mode with 4 workers and '
-                                       '3 servers'):
-        kv._slot_block('w', 'v')
+    with pytest.raises(SlotKeyError,
+                       match=r'\(key \+ 1\) \* workers \* servers <= %d' % MAX_INT_KEY):
+        kv.block(MAX_INT_KEY // 12, 'v', PAD)
+    assert len(kv.block(MAX_INT_KEY // 12 - 1, 'v', PAD)[0]) == 4
+    kv.str_ids = MAX_INT_KEY - 5
+    with pytest.raises(SlotKeyError, match='too many string keys for slot mode with 4 workers '
+                                           'and 3 servers'):
+        kv.block('w', 'v', PAD)
 
 
 def test_saved_server_state_refuses_another_number_of_servers(tmp_path):
