@@ -16,13 +16,15 @@ optimizer the workers sent.  On top of that:
 * With an optimizer that needs the sender of each gradient (the
   :class:`mxnet_ssp.optim.WorkerAwareOptimizer` rules: lr / staleness,
   DC-ASGD) and always under ``dist_softsync``, the store runs in *slot mode*:
-  worker m pushes and pulls parameter k through its own key slot (``(k * M +
-  m) * S + k % S`` with S servers, or ``'k@m'`` for string keys, numbered by
-  MXNet to the same layout), so the servers know who sent each gradient,
-  which version it was computed on (staleness) and what the sender last
-  pulled (DC-ASGD's backup).  All M slots of a parameter live on one server
-  (see :meth:`SSPKVStore._slot_block`).  Cost: M slots per parameter on the
-  servers.  Plain optimizers keep the model once.
+  each worker pushes and pulls a parameter through its own key slot
+  (:mod:`mxnet_ssp.slots`), so the servers know who sent each gradient and
+  its staleness.  Cost: M slots per parameter on the servers.
+
+The modules this store is made of: :mod:`~mxnet_ssp.native` (MXNet's store
+under it), :mod:`~mxnet_ssp.steps` (where a step ends; what it measures),
+:mod:`~mxnet_ssp.discovery` and :mod:`~mxnet_ssp.client` (the controller),
+:mod:`~mxnet_ssp.channel` (what travels to the servers), :mod:`~mxnet_ssp._process`
+(when it shuts down).
 
 Worker-side contract
 --------------------
@@ -41,8 +43,6 @@ Worker-side contract
   sends them, after its earlier pushes are applied).
 * Not thread-safe: call it from one training thread, as MXNet's stores.
 """
-import ctypes
-import json
 import logging
 import os
 import pickle
@@ -51,19 +51,18 @@ import time
 
 import numpy as np
 from mxnet import ndarray as nd
-from mxnet.base import KVStoreHandle, _LIB, c_str, check_call, py_str
+from mxnet.base import py_str
 from mxnet.kvstore.base import KVStoreBase
-from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
-from . import _process
+from . import _process, discovery
 from . import config as cfg
+from .channel import DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec, refresh_marker
 from .client import ControllerClient
+from .native import FreedNative, create_native, free_native
 from .optim import is_worker_aware
 from .protocol import ControllerError
-from . import discovery
-from .channel import DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec, refresh_marker
 from .slots import KeyLayout, SlotKeyError, as_list, as_values
-from .steps import StepTracker
+from .steps import Step, StepLog, StepTracker
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
 
@@ -72,20 +71,6 @@ logger = logging.getLogger(__name__)
 
 class SSPError(RuntimeError):
     """The store cannot go on; the message says why and what to do."""
-
-
-def _native_dist_async():
-    """MXNet's own ``dist_async`` store, bypassing the registry (we may own that name)."""
-    handle = KVStoreHandle()
-    check_call(_LIB.MXKVStoreCreate(c_str('dist_async'), ctypes.byref(handle)))
-    return _NativeKVStore(handle)
-
-
-def _join_message(timeout):
-    return ('worker: could not join the job within %g s (%s): the scheduler at %s:%s did not '
-            'answer (it died, never started, or its port was taken)'
-            % (timeout, cfg.ENV_TIMEOUT, os.environ.get('DMLC_PS_ROOT_URI', '?'),
-               os.environ.get('DMLC_PS_ROOT_PORT', '?')))
 
 
 class _LocalUpdater:
@@ -114,9 +99,7 @@ class SSPKVStore(KVStoreBase):
     def __init__(self, store=None, **settings):
         store = store or self.store_type
         self._config = cfg.from_env(store, **settings)
-        # joining the job waits in ps-lite for the scheduler, for ever if it never came up
-        with _process.bounded(self._config.timeout, _join_message(self._config.timeout)):
-            self._kv = _native_dist_async()
+        self._kv = create_native(self._config.timeout)
         self._rank = self._kv.rank
         self._num_workers = self._kv.num_workers
         self._num_servers = cfg.num_servers()     # ps-lite read the same variable
@@ -134,9 +117,7 @@ class SSPKVStore(KVStoreBase):
         self._client = None
         self._clock = 0
         self._closed = False
-        self._metrics = None
-        self._stats = {'wait_s': 0.0, 'apply_s': 0.0, 'grants': 0, 'max_lead': 0, 'fast': 0,
-                       'start': time.time()}
+        self._log = StepLog(self._rank, self._config.metrics_dir)
         self.last_release = None
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         _process.adopt(self)      # closed and freed at exit in the same phase on every worker
@@ -349,12 +330,6 @@ class SSPKVStore(KVStoreBase):
                 'they update on the kvstore); pushes without an optimizer cannot be applied'
                 % (self._rank, self.type))
 
-    def _open_metrics(self):
-        if self._config.metrics_dir and self._metrics is None:
-            os.makedirs(self._config.metrics_dir, exist_ok=True)
-            path = os.path.join(self._config.metrics_dir, 'worker-%d.jsonl' % self._rank)
-            self._metrics = open(path, 'w', buffering=1)
-
     def _ensure_controller(self):
         if self._client is not None:
             return
@@ -375,7 +350,7 @@ class SSPKVStore(KVStoreBase):
                                   timeout=self._config.timeout)
         client.connect()
         self._client = client
-        self._open_metrics()
+        self._log.open()
         logger.info('worker[%d] connected to the %s controller at %s:%d',
                     self._rank, self.type, answer['host'], answer['port'])
 
@@ -391,7 +366,7 @@ class SSPKVStore(KVStoreBase):
         if self._step is None:
             self._sync_learning_rate()    # a change made since the last step applies to this one
             # asynchronous stores never hold a worker: every step is "released for sure"
-            self._step = _Step(self._next_guaranteed or not self._config.synchronous)
+            self._step = Step(self._next_guaranteed or not self._config.synchronous)
         return self._step
 
     def _end_step(self):
@@ -444,20 +419,8 @@ class SSPKVStore(KVStoreBase):
         self._next_guaranteed = (release.extra_left > 0
                                  or self._clock + 1 - release.t_slowest <= self._config.s_lower)
         self._next_visible = release.t_slowest
-        stats = self._stats
-        stats['apply_s'] += t1 - t0
-        stats['wait_s'] += t2 - t1
-        stats['grants'] += 1 if release.granted else 0
-        stats['max_lead'] = max(stats['max_lead'], release.lead)
-        stats['fast'] += 1 if step.fast else 0
-        if self._metrics is not None:
-            self._metrics.write(json.dumps({
-                'rank': self._rank, 'clock': self._clock, 'reported_at': reported_at,
-                'released_at': authorized_at, 'fast': step.fast,
-                'push_s': round(t1 - step.started, 6), 'apply_wait_s': round(t1 - t0, 6),
-                'wait_s': round(t2 - t1, 6), 'lead': release.lead,
-                't_slowest': release.t_slowest, 'visible_clock': visible,
-                'granted': release.granted, 'extra_left': release.extra_left}) + '\n')
+        self._log.record(self._clock, step, release, (t0, t1, t2), reported_at, authorized_at,
+                         visible)
 
     def _no_apply_message(self):
         return ('worker[%d]: the servers did not apply the pushes of step %d within %g s (%s): '
@@ -498,16 +461,10 @@ class SSPKVStore(KVStoreBase):
         of the store raise :class:`SSPError`.  Idempotent.
         """
         native = self._kv
-        if isinstance(native, _FreedNative):
+        if isinstance(native, FreedNative):
             return
-        self._kv = _FreedNative(self._rank, self.type)
-        handle, native.handle = native.handle, None     # its __del__ then frees nothing
-        message = ('worker[%d]: the job did not shut down within %g s (%s): another worker, a '
-                   'server or the scheduler never reached ps-lite\'s finalize barrier (died, '
-                   'stopped, or still working)' % (self._rank, self._config.timeout,
-                                                   cfg.ENV_TIMEOUT))
-        with _process.bounded(self._config.timeout, message):
-            check_call(_LIB.MXKVStoreFree(handle))
+        self._kv = FreedNative(self._rank, self.type, SSPError)
+        free_native(native, self._config.timeout, self._rank)
 
     def close(self):
         """Leave the job: the controller stops counting this worker.  Idempotent.
@@ -524,51 +481,14 @@ class SSPKVStore(KVStoreBase):
             self._step = None
             self._client.leave()
             self._client.close()
-        if self._metrics is not None:
-            self._metrics.close()
+        self._log.close()
         if not self._config.synchronous:
             return
-        stats = self._stats
-        elapsed = max(time.time() - stats['start'], 1e-9)
-        summary = ('worker[%d] %s summary: %d iterations, waited %.2f s for OK (%.1f%% of %.1f s), '
-                   '%.2f s for pushes to apply, max lead %d, %d grants'
-                   % (self._rank, self.type, self._clock, stats['wait_s'],
-                      100.0 * stats['wait_s'] / elapsed, elapsed, stats['apply_s'],
-                      stats['max_lead'], stats['grants']))
+        summary = self._log.summary(self.type, self._clock)
         if logger.isEnabledFor(logging.INFO) and logging.getLogger().handlers:
             logger.info(summary)
         else:   # the script configured no logging: the summary is still promised
             sys.stderr.write(summary + '\n')
-
-
-class _FreedNative:
-    """Stands in for MXNet's store once :meth:`SSPKVStore.free_native` freed it."""
-
-    def __init__(self, rank, store_type):
-        self._what = 'worker[%d]: the %s store was shut down' % (rank, store_type)
-
-    def __getattr__(self, name):
-        raise SSPError('%s (at interpreter exit); %s is no longer available'
-                       % (self._what, name))
-
-
-class _Step:
-    """Book-keeping of one step in progress (worker side)."""
-
-    __slots__ = ('fast', 'started', 'authorized_at', 'deferred', 'outs', 'unpulled')
-
-    def __init__(self, fast):
-        self.fast = fast                  # released for sure: pull with the pushes
-        self.started = time.perf_counter()
-        self.authorized_at = time.time()
-        self.deferred = []                # slow path: pulls to issue after RELEASE
-        self.outs = []                    # fast path: arrays pulled, to wait for
-        self.unpulled = set()             # keys pushed but not pulled in this step
-
-    def pulled(self, keys, out):
-        """Fast path: `keys` were pulled into `out` (an NDArray or a list of them)."""
-        self.unpulled.difference_update(keys)
-        self.outs.extend(out if isinstance(out, (list, tuple)) else [out])
 
 
 def _store_class(name):

@@ -15,7 +15,11 @@ of its pulls.  :class:`StepTracker` infers the boundary:
   uses it from then on; only that first step is closed late.
 """
 
-__all__ = ['StepTracker']
+import json
+import os
+import time
+
+__all__ = ['StepTracker', 'Step', 'StepLog']
 
 
 class StepTracker:
@@ -70,3 +74,76 @@ class StepTracker:
     def _reset(self):
         self.pushed = []
         self._pushed_set = set()
+
+
+class Step:
+    """Book-keeping of one step in progress on a worker (see :class:`mxnet_ssp.SSPKVStore`)."""
+
+    __slots__ = ('fast', 'started', 'authorized_at', 'deferred', 'outs', 'unpulled')
+
+    def __init__(self, fast):
+        self.fast = fast                  # released for sure: pull with the pushes
+        self.started = time.perf_counter()
+        self.authorized_at = time.time()
+        self.deferred = []                # slow path: pulls to issue after RELEASE
+        self.outs = []                    # fast path: arrays pulled, to wait for
+        self.unpulled = set()             # keys pushed but not pulled in this step
+
+    def pulled(self, keys, out):
+        """Fast path: `keys` were pulled into `out` (an array or a list of them)."""
+        self.unpulled.difference_update(keys)
+        self.outs.extend(out if isinstance(out, (list, tuple)) else [out])
+
+
+class StepLog:
+    """What a worker of an SSP/DSSP store measures about its steps.
+
+    Totals for the summary printed at :meth:`summary`, and, with a metrics directory,
+    one JSON line per step in ``<metrics_dir>/worker-<rank>.jsonl`` (fields in
+    ``docs/metrics.md``).
+    """
+
+    def __init__(self, rank, metrics_dir=None):
+        self.rank = rank
+        self.metrics_dir = metrics_dir
+        self.wait_s = self.apply_s = 0.0
+        self.grants = self.max_lead = self.fast = 0
+        self.start = time.time()
+        self._file = None
+
+    def open(self):
+        """Create the metrics file (at the first step that reports to the controller)."""
+        if self.metrics_dir and self._file is None:
+            os.makedirs(self.metrics_dir, exist_ok=True)
+            path = os.path.join(self.metrics_dir, 'worker-%d.jsonl' % self.rank)
+            self._file = open(path, 'w', buffering=1)
+
+    def record(self, clock, step, release, times, reported_at, authorized_at, visible):
+        """Count step `clock` (released by `release`); `times` = (t0, t1, t2) of perf_counter:
+        waiting for the pushes to apply from t0 to t1, for the release from t1 to t2."""
+        t0, t1, t2 = times
+        self.apply_s += t1 - t0
+        self.wait_s += t2 - t1
+        self.grants += 1 if release.granted else 0
+        self.max_lead = max(self.max_lead, release.lead)
+        self.fast += 1 if step.fast else 0
+        if self._file is not None:
+            self._file.write(json.dumps({
+                'rank': self.rank, 'clock': clock, 'reported_at': reported_at,
+                'released_at': authorized_at, 'fast': step.fast,
+                'push_s': round(t1 - step.started, 6), 'apply_wait_s': round(t1 - t0, 6),
+                'wait_s': round(t2 - t1, 6), 'lead': release.lead,
+                't_slowest': release.t_slowest, 'visible_clock': visible,
+                'granted': release.granted, 'extra_left': release.extra_left}) + '\n')
+
+    def close(self):
+        if self._file is not None:
+            self._file.close()
+
+    def summary(self, store_type, clock):
+        """One line: iterations, time waiting for the release and for pushes, max lead."""
+        elapsed = max(time.time() - self.start, 1e-9)
+        return ('worker[%d] %s summary: %d iterations, waited %.2f s for OK (%.1f%% of %.1f s), '
+                '%.2f s for pushes to apply, max lead %d, %d grants'
+                % (self.rank, store_type, clock, self.wait_s, 100.0 * self.wait_s / elapsed,
+                   elapsed, self.apply_s, self.max_lead, self.grants))

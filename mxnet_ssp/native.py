@@ -1,0 +1,63 @@
+"""MXNet's own ``dist_async`` store under every mxnet-ssp store: creating and freeing it.
+
+The tensors travel through MXNet's native store; the two moments where it waits in ps-lite
+for the rest of the job, with no Python timeout of its own, are here, each bounded by the
+job's timeout (:func:`mxnet_ssp._process.bounded`):
+
+* creating it joins the job (waits for the scheduler);
+* freeing it enters ps-lite's finalize barrier (waits for every node).  That happens once,
+  at interpreter exit, in the same phase on every worker (see :mod:`mxnet_ssp._process`);
+  afterwards a :class:`FreedNative` stands in and names what is no longer available.
+"""
+import ctypes
+import os
+
+from mxnet.base import KVStoreHandle, _LIB, c_str, check_call
+from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
+
+from . import _process
+from . import config as cfg
+
+__all__ = ['create_native', 'free_native', 'FreedNative']
+
+
+def create_native(timeout):
+    """MXNet's own ``dist_async`` store, bypassing the registry (mxnet-ssp may own that name).
+
+    Joining the job waits in ps-lite for the scheduler, for ever if it never came up: the
+    process ends after `timeout` seconds with a message naming the scheduler's address.
+    """
+    message = ('worker: could not join the job within %g s (%s): the scheduler at %s:%s did not '
+               'answer (it died, never started, or its port was taken)'
+               % (timeout, cfg.ENV_TIMEOUT, os.environ.get('DMLC_PS_ROOT_URI', '?'),
+                  os.environ.get('DMLC_PS_ROOT_PORT', '?')))
+    handle = KVStoreHandle()
+    with _process.bounded(timeout, message):
+        check_call(_LIB.MXKVStoreCreate(c_str('dist_async'), ctypes.byref(handle)))
+    return _NativeKVStore(handle)
+
+
+def free_native(native, timeout, rank):
+    """Free `native` (ps-lite's finalize barrier, which waits for every node of the job).
+
+    The process ends after `timeout` seconds if another node never gets there.  The Python
+    object is left without a handle, so its own ``__del__`` frees nothing.
+    """
+    handle, native.handle = native.handle, None
+    message = ('worker[%d]: the job did not shut down within %g s (%s): another worker, a '
+               'server or the scheduler never reached ps-lite\'s finalize barrier (died, '
+               'stopped, or still working)' % (rank, timeout, cfg.ENV_TIMEOUT))
+    with _process.bounded(timeout, message):
+        check_call(_LIB.MXKVStoreFree(handle))
+
+
+class FreedNative:
+    """Stands in for MXNet's store once it was freed: every use raises `error`."""
+
+    def __init__(self, rank, store_type, error):
+        self._what = 'worker[%d]: the %s store was shut down' % (rank, store_type)
+        self._error = error
+
+    def __getattr__(self, name):
+        raise self._error('%s (at interpreter exit); %s is no longer available'
+                          % (self._what, name))
