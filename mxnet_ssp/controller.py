@@ -8,7 +8,8 @@ server sends RELEASE.  The decisions come from a
 :class:`mxnet_ssp.sync.SyncPolicy`; this module only moves its events and
 releases over the network, enforces the protocol
 (:mod:`mxnet_ssp.protocol`) and turns every fault into a job failure whose
-message names the rank responsible.
+message names the rank responsible.  Sockets, framing and the event loop are
+:class:`mxnet_ssp.transport.FrameServer`'s; this class implements its hooks.
 
 Contracts
 ---------
@@ -57,46 +58,18 @@ import hmac
 import json
 import logging
 import secrets
-import selectors
-import socket
-import threading
 import time
 
 from . import protocol as P
 from .protocol import ControllerError
+from .transport import CHALLENGED, LEFT, READY, FrameServer
 
 __all__ = ['ControllerServer', 'ControllerError']
 
 log = logging.getLogger(__name__)
 
-_CHALLENGED, _READY, _LEFT = 'challenged', 'ready', 'left'
-_RECV_BYTES = 65536
 
-
-class _Conn:
-    """One accepted connection (server-thread only)."""
-
-    __slots__ = ('sock', 'peer', 'reader', 'wbuf', 'state', 'nonce', 'rank',
-                 'deadline', 'close_when_flushed', 'closed')
-
-    def __init__(self, sock, peer, nonce, deadline):
-        self.sock = sock
-        self.peer = peer
-        self.reader = P.FrameReader()
-        self.wbuf = b''
-        self.state = _CHALLENGED
-        self.nonce = nonce
-        self.rank = None
-        self.deadline = deadline
-        self.close_when_flushed = False
-        self.closed = False
-
-    def describe(self):
-        host, port = self.peer[:2]
-        return '%s:%s' % (host, port)
-
-
-class ControllerServer:
+class ControllerServer(FrameServer):
     """Serve one job's synchronization decisions over TCP.
 
     Parameters
@@ -128,39 +101,18 @@ class ControllerServer:
             raise ValueError('secret must be non-empty bytes')
         if not timeout > 0:
             raise ValueError('timeout must be > 0 seconds, got %r' % (timeout,))
+        super().__init__(host, port, clock, auth_timeout, max_pending)
         self.policy = policy
         self._secret = bytes(secret)
-        self._host = host
-        self._port = port
         self.timeout = float(timeout)
-        self.auth_timeout = float(auth_timeout)
-        self.max_pending = max_pending
         self._metrics_path = metrics_path
-        self._clock = clock
-        self._address = None
         self._failure = None
-        self._thread = None
-        self._stop_requested = False
-        self._stopped = False
-        self._lock = threading.Lock()
-        # server-thread state
-        self._sel = None
-        self._listener = None
-        self._wake_r = self._wake_w = None
         self._metrics = None
-        self._conns = set()
-        self._pending = set()                  # unauthenticated connections
-        self._by_rank = {}                     # rank -> _Conn while connected
         self._connected_at = {}                # rank -> time of first WELCOME
         self._left = set()
         self._held = {}                        # rank -> time its CLOCK was handled
 
-    # -- public API ----------------------------------------------------------
-    @property
-    def address(self):
-        """``(host, port)`` actually bound; None before :meth:`start`."""
-        return self._address
-
+    # -- public API (and start, stop, address: FrameServer) ---------------------
     @property
     def failure(self):
         """None, or the first job-fatal error message."""
@@ -174,120 +126,44 @@ class ControllerServer:
         ControllerError
             The address cannot be bound or the metrics file not opened.
         """
-        with self._lock:
-            if self._thread is not None or self._stopped:
-                raise RuntimeError('ControllerServer.start() may be called once')
-            try:
-                listener = socket.create_server((self._host, self._port), backlog=128)
-            except OSError as exc:
-                raise ControllerError('controller cannot listen on %s:%s: %s'
-                                      % (self._host, self._port, exc)) from exc
-            try:
-                if self._metrics_path is not None:
-                    try:
-                        self._metrics = open(self._metrics_path, 'a', encoding='utf-8')
-                    except OSError as exc:
-                        raise ControllerError('controller cannot open metrics file %s: %s'
-                                              % (self._metrics_path, exc)) from exc
-                listener.setblocking(False)
-                self._wake_r, self._wake_w = socket.socketpair()
-                self._wake_r.setblocking(False)
-                self._wake_w.setblocking(False)
-                self._sel = selectors.DefaultSelector()
-                self._sel.register(listener, selectors.EVENT_READ, 'listen')
-                self._sel.register(self._wake_r, selectors.EVENT_READ, 'wake')
-            except BaseException:
-                listener.close()
-                self._close_resources()
-                raise
-            self._listener = listener
-            self._address = listener.getsockname()[:2]
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name='mxnet-ssp-controller:%d' % self._address[1])
-            self._thread.start()
+        super().start()
         log.info('synchronization controller listening on %s:%d for %d workers',
                  self._address[0], self._address[1], self.policy.num_workers)
         return self
 
-    def stop(self):
-        """Close all connections and the listener and join the thread.
+    # -- FrameServer hooks -----------------------------------------------------
+    def _on_start(self):
+        if self._metrics_path is not None:
+            try:
+                self._metrics = open(self._metrics_path, 'a', encoding='utf-8')
+            except OSError as exc:
+                raise ControllerError('controller cannot open metrics file %s: %s'
+                                      % (self._metrics_path, exc)) from exc
 
-        Blocking, idempotent, callable from any thread.  Workers still in the
-        job get an ERROR saying the controller stopped.
-        """
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-            self._stop_requested = True
-            thread = self._thread
-        if thread is None:
-            return
-        try:
-            self._wake_w.send(b'x')
-        except OSError:
-            pass
-        if thread is not threading.current_thread():
-            thread.join()
+    def _on_accept(self, conn):
+        conn.nonce = secrets.token_bytes(P.NONCE_BYTES)
+        self._send(conn, P.encode_challenge(conn.nonce))
 
-    def __enter__(self):
-        return self.start() if self._thread is None else self
+    def _on_internal_error(self, conn, exc):
+        if conn.state == READY:
+            who = 'worker %d' % conn.rank
+            self._fail('controller internal error while serving %s at clock %d: %r'
+                       % (who, self.policy.clocks[conn.rank], exc))
 
-    def __exit__(self, *exc):
-        self.stop()
+    def _on_crash(self, exc):
+        self._fail('synchronization controller crashed: %r' % (exc,))
 
-    # -- event loop ----------------------------------------------------------
-    def _run(self):
-        try:
-            while not self._stop_requested:
-                events = self._sel.select(self._select_timeout())
-                for key, mask in events:
-                    what = key.data
-                    if what == 'listen':
-                        self._accept()
-                    elif what == 'wake':
-                        self._drain_wake()
-                    else:
-                        self._on_event(what, mask)
-                if self._pending or self._held:
-                    self._check_deadlines()
-        except Exception as exc:          # never take the hosting process down
-            log.exception('synchronization controller crashed')
-            self._fail('synchronization controller crashed: %r' % (exc,))
-        finally:
-            self._shutdown()
+    def _next_deadline(self):
+        return min(self._held.values()) + self.timeout if self._held else None
 
-    def _on_event(self, conn, mask):
-        try:
-            if mask & selectors.EVENT_READ and not conn.closed:
-                self._on_readable(conn)
-            if mask & selectors.EVENT_WRITE and not conn.closed:
-                self._flush(conn)
-        except Exception as exc:
-            log.exception('controller error while serving %s', conn.describe())
-            who = 'worker %d' % conn.rank if conn.rank is not None else conn.describe()
-            if conn.state == _READY:
-                self._fail('controller internal error while serving %s at clock %d: %r'
-                           % (who, self.policy.clocks[conn.rank], exc))
-            self._close(conn)
+    def _goodbye(self):
+        host, port = self._address
+        return P.encode_error('synchronization controller at %s:%d stopped' % (host, port))
 
-    def _select_timeout(self):
-        deadline = None
-        if self._pending:
-            deadline = min(c.deadline for c in self._pending)
-        if self._held:
-            held = min(self._held.values()) + self.timeout
-            deadline = held if deadline is None else min(deadline, held)
-        if deadline is None:
-            return None
-        return max(0.0, deadline - self._clock())
+    def _on_stopped(self):
+        self._close_metrics()
 
-    def _check_deadlines(self):
-        now = self._clock()
-        for conn in [c for c in self._pending if c.deadline <= now]:
-            log.warning('controller: closing connection from %s: no valid HELLO within %g s',
-                        conn.describe(), self.auth_timeout)
-            self._close(conn)
+    def _check_deadlines(self, now):
         if self._held and self._failure is None:
             rank, since = min(self._held.items(), key=lambda kv: (kv[1], kv[0]))
             if now - since >= self.timeout:
@@ -309,63 +185,10 @@ class ControllerServer:
                 % (rank, now - since, pol.clocks[rank], ', '.join(parts) or 'nobody',
                    self.timeout))
 
-    def _drain_wake(self):
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except (BlockingIOError, InterruptedError):
-            pass
-
-    def _accept(self):
-        while True:
-            try:
-                sock, peer = self._listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                log.warning('controller: accept failed: %s', exc)
-                return
-            if len(self._pending) >= self.max_pending:
-                log.warning('controller: refusing %s: %d connections are already '
-                            'authenticating', peer, len(self._pending))
-                sock.close()
-                continue
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            nonce = secrets.token_bytes(P.NONCE_BYTES)
-            conn = _Conn(sock, peer, nonce, self._clock() + self.auth_timeout)
-            self._conns.add(conn)
-            self._pending.add(conn)
-            self._sel.register(sock, selectors.EVENT_READ, conn)
-            self._send(conn, P.encode_challenge(nonce))
-
-    def _on_readable(self, conn):
-        try:
-            data = conn.sock.recv(_RECV_BYTES)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._on_eof(conn, str(exc))
-            return
-        if not data:
-            self._on_eof(conn, 'end of stream')
-            return
-        if conn.close_when_flushed:       # refused; only waiting to deliver the ERROR
-            return
-        try:
-            payloads = conn.reader.feed(data)
-        except P.ProtocolError as exc:
-            self._malformed(conn, str(exc))
-            return
-        for payload in payloads:
-            if conn.closed:
-                return
-            self._on_message(conn, payload)
-
     def _on_message(self, conn, payload):
         state = conn.state
         kind = payload[0]
-        if state == _READY:
+        if state == READY:
             if kind == P.CLOCK:
                 try:
                     t = P.decode_clock(payload)
@@ -378,9 +201,9 @@ class ControllerServer:
             else:
                 self._malformed(conn, 'unexpected %s message (%d bytes)'
                                 % (P.message_name(kind), len(payload)))
-        elif state == _CHALLENGED:
+        elif state == CHALLENGED:
             self._on_hello(conn, payload)
-        else:   # _LEFT: the worker is out of the job; whatever it sends cannot matter
+        else:   # LEFT: the worker is out of the job; whatever it sends cannot matter
             log.warning('controller: worker %d sent %s after LEAVE; closing its connection',
                         conn.rank, P.message_name(kind))
             self._close(conn)
@@ -418,11 +241,7 @@ class ControllerServer:
             self._refuse(conn, 'the job already failed: ' + self._failure)
             return
         now = self._clock()
-        self._pending.discard(conn)
-        conn.state = _READY
-        conn.rank = rank
-        conn.nonce = None
-        self._by_rank[rank] = conn
+        self._admit(conn, rank)
         self._connected_at.setdefault(rank, now)
         pol = self.policy
         self._send(conn, P.encode_welcome(nw, pol.s_lower, pol.s_upper, pol.mode, self.timeout))
@@ -483,7 +302,7 @@ class ControllerServer:
     def _on_leave(self, conn):
         now = self._clock()
         rank = conn.rank
-        conn.state = _LEFT
+        conn.state = LEFT
         self._left.add(rank)
         self._by_rank.pop(rank, None)
         self._held.pop(rank, None)
@@ -496,7 +315,7 @@ class ControllerServer:
         self._send(conn, P.BYE_FRAME)
 
     def _on_eof(self, conn, why):
-        if conn.state == _READY and not self._stop_requested:
+        if conn.state == READY and not self._stop_requested:
             self._fail('worker %d disconnected at clock %d without leaving (process died?)'
                        % (conn.rank, self.policy.clocks[conn.rank]))
         else:
@@ -504,7 +323,7 @@ class ControllerServer:
         self._close(conn)
 
     def _malformed(self, conn, why):
-        if conn.state == _READY:
+        if conn.state == READY:
             self._fail('worker %d sent a malformed message at clock %d: %s'
                        % (conn.rank, self.policy.clocks[conn.rank], why))
         else:
@@ -522,66 +341,12 @@ class ControllerServer:
         for conn in list(self._by_rank.values()):
             self._send(conn, frame)
 
-    # -- I/O -----------------------------------------------------------------
-    def _send(self, conn, data):
-        if conn.closed:
-            return
-        if conn.wbuf:
-            conn.wbuf += data
-            return
-        try:
-            sent = conn.sock.send(data)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError as exc:
-            self._on_send_error(conn, exc)
-            return
-        if sent < len(data):
-            conn.wbuf = data[sent:]
-            self._sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
-
-    def _flush(self, conn):
-        if conn.wbuf:
-            try:
-                sent = conn.sock.send(conn.wbuf)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                self._on_send_error(conn, exc)
-                return
-            conn.wbuf = conn.wbuf[sent:]
-        if not conn.wbuf:
-            if conn.close_when_flushed:
-                self._close(conn)
-            else:
-                self._sel.modify(conn.sock, selectors.EVENT_READ, conn)
-
+    # -- I/O faults and metrics ----------------------------------------------
     def _on_send_error(self, conn, exc):
-        if conn.state == _READY and self._failure is None and not self._stop_requested:
+        if conn.state == READY and self._failure is None and not self._stop_requested:
             self._fail('worker %d disconnected at clock %d without leaving (process died?): %s'
                        % (conn.rank, self.policy.clocks[conn.rank], exc))
         self._close(conn)
-
-    def _close(self, conn, flush=False):
-        if conn.closed:
-            return
-        if flush and conn.wbuf:
-            # still in _pending, so the auth deadline closes it if the peer never reads
-            conn.close_when_flushed = True
-            return
-        conn.closed = True
-        self._pending.discard(conn)
-        self._conns.discard(conn)
-        if conn.rank is not None and self._by_rank.get(conn.rank) is conn:
-            del self._by_rank[conn.rank]
-        try:
-            self._sel.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
-        try:
-            conn.sock.close()
-        except OSError:
-            pass
 
     def _metric(self, record):
         if self._metrics is None:
@@ -601,29 +366,3 @@ class ControllerServer:
             except OSError:
                 pass
             self._metrics = None
-
-    def _shutdown(self):
-        bye = None
-        for conn in list(self._conns):
-            if conn.state == _READY:
-                if bye is None:
-                    host, port = self._address
-                    bye = P.encode_error('synchronization controller at %s:%d stopped'
-                                         % (host, port))
-                try:
-                    conn.sock.send(bye)
-                except OSError:
-                    pass
-            self._close(conn)
-        self._close_resources()
-
-    def _close_resources(self):
-        for sock in (self._listener, self._wake_r, self._wake_w):
-            if sock is not None:
-                try:
-                    sock.close()
-                except OSError:
-                    pass
-        if self._sel is not None:
-            self._sel.close()
-        self._close_metrics()
