@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from conftest import ROOT
 from mxnet_ssp import config as cfg
 
 
@@ -128,7 +129,7 @@ def test_staleness_log_flag_is_parsed_like_the_others():
 
 
 def test_autoload_hook_reads_the_same_no_values():
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    path = os.path.join(ROOT,
                         'kvstore_patches', 'mxnet_ssp_autoload.py')
     spec = importlib.util.spec_from_file_location('_autoload_under_test', path)
     module = importlib.util.module_from_spec(spec)

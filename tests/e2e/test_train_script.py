@@ -28,7 +28,7 @@ from mxnet_ssp.experiments.training.options import (check_args, learning_rate_at
                                                     parse_decay_epochs)
 from mxnet_ssp.experiments.training.store import make_kvstore, make_optimizer, read_server_weights
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT  # noqa: E402  (the checkout)
 #: how the launcher and reproduce start the training script: by module, not by a file path
 TRAIN = [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
 

@@ -34,7 +34,7 @@ from mxnet_ssp.launch import (Host, LaunchError, Spec, Supervisor, find_kvstore_
                               mpi_argv, mpi_flavor, parse_hostfile, remote_script, role_settings,
                               rsync_argv, ssh_argv, validate_settings)
 
-REPO = str(Path(__file__).resolve().parents[1])
+from conftest import ROOT as REPO  # noqa: E402  (the checkout)
 PY = sys.executable
 
 # ---------------------------------------------------------------------------

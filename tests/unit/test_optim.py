@@ -6,6 +6,7 @@ import pytest
 
 mx = pytest.importorskip('mxnet')
 
+from conftest import ROOT  # noqa: E402
 from mxnet_ssp import optim  # noqa: E402
 from mxnet_ssp.optim import DCASGD, StalenessAwareSGD, StalenessRequiredError  # noqa: E402
 from mxnet_ssp.reference import (DCASGDRule, Received, Reference, SASGDRule,  # noqa: E402
@@ -583,8 +584,7 @@ def test_reference_does_not_import_mxnet():
     import sys
     code = ('import sys, mxnet_ssp.reference; '
             'assert "mxnet" not in sys.modules, sorted(m for m in sys.modules if "mxnet" in m)')
-    subprocess.run([sys.executable, '-c', code], check=True, cwd=str(__import__('pathlib')
-                                                                     .Path(__file__).parents[1]))
+    subprocess.run([sys.executable, '-c', code], check=True, cwd=ROOT)
 
 
 def test_native_dist_store_refuses_worker_aware_rules_before_sending():

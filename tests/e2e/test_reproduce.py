@@ -27,7 +27,7 @@ from mxnet_ssp.experiments.reproduce.runner import check_dataset, prepare_subset
 from mxnet_ssp.experiments.reproduce.stats import (average_curves, lead_from_train_logs, median_trial,
                                                    staleness_from_train_logs, time_to_target)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT  # noqa: E402  (the checkout)
 HAVE_MATPLOTLIB = importlib.util.find_spec('matplotlib') is not None
 PLOT_FLAGS = [] if HAVE_MATPLOTLIB else ['--no-plots']
 

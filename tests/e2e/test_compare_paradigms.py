@@ -13,7 +13,7 @@ import pytest
 from conftest import job_env, read_jsonl
 from mxnet_ssp.experiments import compare_paradigms as cp
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT  # noqa: E402  (the checkout)
 
 
 @pytest.mark.parametrize('argv,words', [

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT  # noqa: E402  (the checkout)
 PACKAGE = os.path.join(ROOT, 'mxnet_ssp')
 BIN = os.path.dirname(sys.executable)
 #: console script -> the module it runs
