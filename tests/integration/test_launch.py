@@ -47,12 +47,23 @@ kv = mx.kv.create('dist_sync'); kv.init(0, mx.nd.zeros(4)); kv.push(0, mx.nd.one
 import sys; sys.stdout.write('%d %s\\n' % (kv.rank, out.asnumpy()))   # one write: workers share stdout
 '''
 
+# Writes DIR/<role>-<pid>.json with its environment.  The scheduler then waits (at most 60 s)
+# until every process of the job has written its own: MXNet's stock launcher exits when its
+# scheduler does, and its other processes are started by daemon threads that die with it.
 DUMP_ENV = '''\
-import json, os, sys
-path = os.path.join(sys.argv[1], '%s-%d.json' % (os.environ.get('DMLC_ROLE'), os.getpid()))
+import json, os, sys, time
+role = os.environ.get('DMLC_ROLE')
+path = os.path.join(sys.argv[1], '%s-%d.json' % (role, os.getpid()))
 with open(path + '.tmp', 'w') as f:
     json.dump(dict(os.environ), f)
 os.rename(path + '.tmp', path)
+if role == 'scheduler':
+    total = 1 + int(os.environ['DMLC_NUM_WORKER']) + int(os.environ['DMLC_NUM_SERVER'])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if sum(n.endswith('.json') for n in os.listdir(sys.argv[1])) >= total:
+            break
+        time.sleep(0.05)
 '''
 
 # Records its pid in DIR/<role>-<launch index>.pid, then blocks until killed.
