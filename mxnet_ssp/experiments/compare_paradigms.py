@@ -1,9 +1,11 @@
 """Compare BSP, ASP, SSP and DSSP on one machine, with one worker made slower.
 
-Runs :mod:`mxnet_ssp.experiments.train_cifar` once per paradigm as a local
-parameter-server job (``python -m mxnet_ssp.launch -n N -s 1 --launcher local
-python -m mxnet_ssp.experiments.train_cifar ...``), each into its own
-subdirectory of ``--out``, then prints a markdown table::
+The demo is one trial of a grid of the reproduction (:mod:`mxnet_ssp.experiments.reproduce`),
+with its own flags and table: each paradigm runs
+:mod:`mxnet_ssp.experiments.train_cifar` once as a local parameter-server job
+(``python -m mxnet_ssp.launch -n N -s 1 --launcher local ...``), started,
+bounded and collected by the reproduction's runner, into
+``<out>/runs/<arm>/trial1``; then it prints a markdown table::
 
     mxnet-ssp-compare       # about 1.5-3 minutes on 2 busy cores
 
@@ -13,7 +15,7 @@ subdirectory of ``--out``, then prints a markdown table::
 Paradigms and the kvstore each one uses:
 
 =========  ==============================================
-bsp        ``dist_sync``
+bsp        ``dist_sync`` (gradients summed, as gluon.Trainer does)
 asp        ``dist_async``
 ssp        ``dist_ssp --staleness 3`` (``--ssp-staleness``)
 dssp       ``dist_dssp --staleness 3,15`` (``--dssp-staleness``)
@@ -25,26 +27,21 @@ long the fast workers wait for it and therefore how soon the model is good:
 the table's "time to target" is the training time until worker 0's test
 accuracy (measured at the end of each of its epochs) first reached
 ``--target-accuracy``.  The table is also written to ``<out>/results.md`` and
-the numbers to ``<out>/results.json``.
+the numbers to ``<out>/results.json``.  Every invocation runs every paradigm
+again (a demo, not a resumable grid: use ``mxnet-ssp-reproduce`` for that).
 """
 import argparse
 import json
 import math
 import os
-import subprocess
+import shutil
 import sys
-import time
 
-#: the training code every run starts, by module (it is installed with the package)
-TRAIN_MODULE = 'mxnet_ssp.experiments.train_cifar'
+from .reproduce import collect, grid as grids, runner
+from .reproduce.presets import parse_arm
 
-#: paradigm -> (label, kvstore)
-PARADIGMS = {
-    'bsp': ('BSP', 'dist_sync'),
-    'asp': ('ASP', 'dist_async'),
-    'ssp': ('SSP', 'dist_ssp'),
-    'dssp': ('DSSP', 'dist_dssp'),
-}
+#: paradigm -> label in the table
+PARADIGMS = {'bsp': 'BSP', 'asp': 'ASP', 'ssp': 'SSP', 'dssp': 'DSSP'}
 
 
 def build_parser():
@@ -103,6 +100,14 @@ def parse_args(argv=None):
             parser.error('--slowdown %r is not valid: expected RANK:FACTOR[,RANK:FACTOR] with '
                          'ranks in 0..%d (--num-workers %d) and factors >= 1'
                          % (args.slowdown, args.num_workers - 1, args.num_workers))
+    try:
+        args.arms = {'bsp': parse_arm('bsp'), 'asp': parse_arm('asp'),
+                     'ssp': parse_arm('ssp%d' % _staleness(args.ssp_staleness, 1)),
+                     'dssp': parse_arm('dssp%d-%d' % _staleness(args.dssp_staleness, 2))}
+    except ValueError:
+        parser.error('--ssp-staleness %r / --dssp-staleness %r are not valid: expected s (an '
+                     'integer >= 0) and sL,sU (integers, 0 <= sL <= sU)'
+                     % (args.ssp_staleness, args.dssp_staleness))
     if not 0 < args.target_accuracy <= 1:
         parser.error('--target-accuracy %r is not valid: expected a number in (0, 1]'
                      % args.target_accuracy)
@@ -111,91 +116,70 @@ def parse_args(argv=None):
     return args
 
 
+def _staleness(text, count):
+    values = tuple(int(x) for x in str(text).split(','))
+    if len(values) != count or min(values) < 0:
+        raise ValueError(text)
+    return values[0] if count == 1 else values
+
+
+def to_grid(args):
+    """The reproduction grid of the demo: one trial of each chosen paradigm."""
+    return grids.Grid(
+        preset='compare', model=args.model, dataset=args.dataset,
+        data_dir=os.path.abspath(os.path.join(args.out, 'data')), data_fraction=1.0,
+        workers=args.num_workers, servers=args.num_servers, batch_size=args.batch_size,
+        lr=args.lr, momentum=args.momentum, wd=1e-4, epochs=args.epochs, lr_decay=None,
+        lr_decay_epochs=(), slowdown=args.slowdown or None, num_iterations=None,
+        seed=args.seed, arms=[args.arms[p] for p in args.paradigm_list], trials=1,
+        targets=(args.target_accuracy,), timeout_s=args.timeout, train_script=None,
+        extra_flags=args.extra.split(), bsp_average=False)
+
+
 def train_command(args, paradigm, save_dir):
-    """The train_cifar.py command line of one run (without the launcher)."""
-    kvstore = PARADIGMS[paradigm][1]
-    cmd = [sys.executable, '-m', TRAIN_MODULE, '--kvstore', kvstore,
-           '--model', args.model, '--dataset', args.dataset,
-           '--batch-size', str(args.batch_size), '--num-epochs', str(args.epochs),
-           '--lr', str(args.lr), '--momentum', str(args.momentum), '--seed', str(args.seed),
-           '--save-dir', save_dir, '--log-interval', '0']
-    if args.slowdown:
-        cmd += ['--slowdown', args.slowdown]
-    if paradigm == 'ssp':
-        cmd += ['--staleness', args.ssp_staleness]
-    elif paradigm == 'dssp':
-        cmd += ['--staleness', args.dssp_staleness]
-    return cmd + args.extra.split()
+    """The launcher command line of one paradigm's run (the grid's, see :func:`to_grid`)."""
+    return grids.run_command(to_grid(args), args.arms[paradigm], 1, save_dir)
 
 
-def job_env():
-    """This environment without DMLC_* and with one OpenMP thread per process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
-    env['OMP_NUM_THREADS'] = '1'
-    return env
+def result_of(grid, arm, paradigm, directory, marker):
+    """One row of the demo: the runner's marker and the reproduction's numbers of the run."""
+    result = {'paradigm': PARADIGMS[paradigm], 'kvstore': arm.kvstore,
+              'exit_code': marker['exit_code'], 'status': marker['status'],
+              'job_time_s': marker['duration_s'], 'dir': directory,
+              'log': os.path.join(directory, 'job.log')}
+    try:
+        numbers = collect.collect_run(directory, arm)
+    except (KeyError, ValueError, TypeError, IndexError, OSError):
+        if marker['status'] == 'ok':
+            raise
+        numbers = {'curve': [], 'iterations': {}, 'it_per_s': {}, 'final_accuracy': None,
+                   'train_time_s': None, 'max_lead': None}   # a failed run wrote too little
+    reached = next(((t, a) for t, a in numbers['curve'] if a >= grid.targets[0]), None)
+    result.update({
+        'iterations_per_worker': numbers['iterations'],
+        'iteration_ms_per_worker': {r: (round(1e3 / v, 2) if v else None)
+                                    for r, v in numbers['it_per_s'].items()},
+        'final_accuracy': numbers['final_accuracy'],
+        'train_time_s': numbers['train_time_s'],
+        'time_to_target_s': reached[0] if reached else None,
+        'max_lead': numbers['max_lead']})
+    return result
 
 
-def read_jsonl(path):
-    if not os.path.isfile(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def collect(save_dir, num_workers, target):
-    """Numbers of one finished run, from the files train_cifar.py wrote."""
-    iterations, iteration_ms = {}, {}
-    for rank in range(num_workers):
-        records = read_jsonl(os.path.join(save_dir, 'train-worker%d.jsonl' % rank))
-        iterations[rank] = max((r['iteration'] for r in records), default=0)
-        if len(records) > 1:   # mean time between the ends of two iterations
-            iteration_ms[rank] = round(
-                1e3 * (records[-1]['time'] - records[0]['time']) / (len(records) - 1), 2)
-    evals = read_jsonl(os.path.join(save_dir, 'eval.jsonl'))
-    summary_path = os.path.join(save_dir, 'summary.json')
-    summary = {}
-    if os.path.isfile(summary_path):
-        with open(summary_path) as f:
-            summary = json.load(f)
-    reached = next((e for e in evals if e['accuracy'] >= target), None)
-    return {
-        'iterations_per_worker': iterations,
-        'iteration_ms_per_worker': iteration_ms,
-        'final_accuracy': summary.get('final_accuracy'),
-        'train_time_s': summary.get('wall_time_s'),
-        'time_to_target_s': reached['elapsed_s'] if reached else None,
-        'iteration_at_target': reached['iteration'] if reached else None,
-        'evaluations': len(evals),
-    }
-
-
-def run_one(args, paradigm):
-    """Run one paradigm's job; return its result dict."""
-    label, kvstore = PARADIGMS[paradigm]
-    save_dir = os.path.abspath(os.path.join(args.out, paradigm))
-    os.makedirs(save_dir, exist_ok=True)
-    for name in os.listdir(save_dir):      # a previous run's metrics must not be mixed in
-        if name.endswith(('.jsonl', '.json', '.params', '.log')):
-            os.unlink(os.path.join(save_dir, name))
-    launcher = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', str(args.num_workers),
-                '-s', str(args.num_servers), '--launcher', 'local',
-                '--timeout', '%g' % args.timeout]
-    command = launcher + train_command(args, paradigm, save_dir)
-    log_path = os.path.join(save_dir, 'job.log')
-    print('[%s] %s ...' % (label, kvstore), end=' ', flush=True)
-    start = time.time()
-    with open(log_path, 'w') as log:
-        log.write('$ %s\n' % ' '.join(command))
-        log.flush()
-        code = subprocess.call(command, env=job_env(), stdout=log, stderr=subprocess.STDOUT)
-    job_time = time.time() - start
-    result = {'paradigm': label, 'kvstore': kvstore, 'exit_code': code,
-              'job_time_s': round(job_time, 2), 'log': log_path}
-    result.update(collect(save_dir, args.num_workers, args.target_accuracy))
-    if code == 0:
-        print('%.0f s, final accuracy %s' % (job_time, _fmt(result['final_accuracy'], '%.3f')))
+def run_one(args, grid, paradigm):
+    """Run one paradigm's job (afresh); return its result dict."""
+    arm = args.arms[paradigm]
+    directory = grids.run_dir(os.path.abspath(args.out), arm, 1)
+    print('[%s] %s ...' % (PARADIGMS[paradigm], arm.kvstore), end=' ', flush=True)
+    marker = runner.execute_run(grid, arm, 1, directory,
+                                grids.run_command(grid, arm, 1, directory))
+    result = result_of(grid, arm, paradigm, directory, marker)
+    if marker['status'] == 'ok':
+        print('%.0f s, final accuracy %s' % (marker['duration_s'],
+                                             _fmt(result['final_accuracy'], '%.3f')))
     else:
-        print('FAILED with exit code %d after %.0f s, see %s' % (code, job_time, log_path))
+        print('FAILED after %.0f s: %s, see %s' % (marker['duration_s'], marker['reason'],
+                                                   result['log']))
     return result
 
 
@@ -211,13 +195,13 @@ def markdown_table(results, args):
              '|---|---|---:|---:|---:|---:|---:|---:|']
     for r in results:
         iters = list(r['iterations_per_worker'].values())
-        status = '' if r['exit_code'] == 0 else ' (failed, exit %d)' % r['exit_code']
+        status = '' if r['status'] == 'ok' else ' (failed, exit %s)' % r['exit_code']
         kv = r['kvstore']
         if r['paradigm'] == 'SSP':
             kv += ' s=%s' % args.ssp_staleness
         elif r['paradigm'] == 'DSSP':
             kv += ' s=%s' % args.dssp_staleness
-        per_iter = list(r['iteration_ms_per_worker'].values())
+        per_iter = [v for v in r['iteration_ms_per_worker'].values() if v is not None]
         lines.append('| %s%s | %s | %s | %.1f | %s | %s | %s | %s |' % (
             r['paradigm'], status, kv, _fmt(r['train_time_s'], '%.1f'), r['job_time_s'],
             '%d/%d' % (min(iters), max(iters)) if iters else '-',
@@ -229,10 +213,12 @@ def markdown_table(results, args):
 def main(argv=None):
     args = parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    grid = to_grid(args)
     print('%d workers, 1 slow (%s), %s on %s, %d epochs, batch %d, lr %g; runs in %s'
           % (args.num_workers, args.slowdown or 'none', args.model, args.dataset, args.epochs,
              args.batch_size, args.lr, os.path.abspath(args.out)), flush=True)
-    results = [run_one(args, p) for p in args.paradigm_list]
+    shutil.rmtree(os.path.join(args.out, 'runs'), ignore_errors=True)   # a demo runs afresh
+    results = [run_one(args, grid, p) for p in args.paradigm_list]
     table = markdown_table(results, args)
     note = ('train time: worker 0 from its first iteration until every worker finished; '
             'job time: the whole launcher run, start-up included; ms/iteration: mean time per '
@@ -246,9 +232,10 @@ def main(argv=None):
     with open(os.path.join(args.out, 'results.md'), 'w') as f:
         f.write(table + '\n\n' + note + '\n')
     with open(os.path.join(args.out, 'results.json'), 'w') as f:
-        json.dump({'settings': {k: v for k, v in vars(args).items() if k != 'paradigm_list'},
-                   'runs': results}, f, indent=2)
-    return 0 if all(r['exit_code'] == 0 for r in results) else 1
+        json.dump({'settings': {k: v for k, v in vars(args).items()
+                                if k not in ('paradigm_list', 'arms')},
+                   'grid': grid.identity(), 'runs': results}, f, indent=2)
+    return 0 if all(r['status'] == 'ok' for r in results) else 1
 
 
 if __name__ == '__main__':

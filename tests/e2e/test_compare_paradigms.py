@@ -15,6 +15,9 @@ from mxnet_ssp.experiments import compare_paradigms as cp
 
 from conftest import ROOT  # noqa: E402  (the checkout)
 
+#: paradigm -> its run directory under <out>/runs (the reproduction's arm names)
+ARMS = {'bsp': 'bsp', 'asp': 'asp', 'ssp': 'ssp3', 'dssp': 'dssp'}
+
 
 @pytest.mark.parametrize('argv,words', [
     (['--paradigms', 'bsp,hogwild'], ['--paradigms', 'hogwild', 'bsp,asp,ssp,dssp']),
@@ -35,45 +38,69 @@ def test_bad_flags_exit_2(capsys, argv, words):
 
 
 def test_commands_per_paradigm(tmp_path):
-    args = cp.parse_args(['--out', str(tmp_path), '--slowdown', '2:3'])
+    args = cp.parse_args(['--out', str(tmp_path), '--slowdown', '2:3', '--extra', '--wd 0'])
     assert args.paradigm_list == ['bsp', 'asp', 'ssp', 'dssp']
     cmds = {p: cp.train_command(args, p, str(tmp_path / p)) for p in args.paradigm_list}
-    assert cmds['bsp'][cmds['bsp'].index('--kvstore') + 1] == 'dist_sync'
-    assert cmds['asp'][cmds['asp'].index('--kvstore') + 1] == 'dist_async'
-    assert cmds['ssp'][-2:] == ['--staleness', '3']
-    assert cmds['dssp'][-2:] == ['--staleness', '3,15']
+
+    def flag(cmd, name):
+        return cmd[cmd.index(name) + 1]
+
+    assert flag(cmds['bsp'], '--kvstore') == 'dist_sync'
+    assert '--sync-average' not in cmds['bsp']        # the demo sums, as gluon.Trainer does
+    assert flag(cmds['asp'], '--kvstore') == 'dist_async'
+    assert flag(cmds['ssp'], '--staleness') == '3'
+    assert flag(cmds['dssp'], '--staleness') == '3,15'
     for p, cmd in cmds.items():
-        assert cmd[:3] == [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
-        assert cmd[cmd.index('--slowdown') + 1] == '2:3'
-        assert cmd[cmd.index('--save-dir') + 1] == str(tmp_path / p)
-        assert '--staleness' not in cmd or p in ('ssp', 'dssp')
+        assert cmd[:3] == [sys.executable, '-m', 'mxnet_ssp.launch']
+        assert flag(cmd, '-n') == '4' and flag(cmd, '--launcher') == 'local'
+        train = cmd.index('mxnet_ssp.experiments.train_cifar')
+        assert cmd[train - 2:train] == [sys.executable, '-m']
+        assert flag(cmd, '--slowdown') == '2:3'
+        assert flag(cmd, '--save-dir') == str(tmp_path / p)
+        last_wd = len(cmd) - 1 - cmd[::-1].index('--wd')    # --extra comes last: it wins
+        assert cmd[last_wd + 1] == '0' and last_wd > cmd.index('--kvstore')
+        assert ('--staleness' in cmd) == (p in ('ssp', 'dssp'))
     no_slow = cp.parse_args(['--slowdown', ''])
     assert '--slowdown' not in cp.train_command(no_slow, 'bsp', 'x')
 
 
+@pytest.mark.parametrize('flag', ['--ssp-staleness', '--dssp-staleness'])
+def test_bad_staleness_exits_2_naming_the_flags(capsys, flag):
+    with pytest.raises(SystemExit) as info:
+        cp.parse_args([flag, 'x'])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and "'x'" in err
+
+
 def test_collect_and_table(tmp_path):
+    """A run's files through the reproduction's collector into the demo's row and table."""
+    args = cp.parse_args(['-n', '2'])
+    grid = cp.to_grid(args)
     run = tmp_path / 'asp'
     run.mkdir()
     for rank, (n, dt) in enumerate(((10, 0.02), (8, 0.05))):
         with open(run / ('train-worker%d.jsonl' % rank), 'w') as f:
             for i in range(1, n + 1):
-                f.write(json.dumps({'rank': rank, 'iteration': i, 'time': 100 + i * dt}) + '\n')
+                f.write(json.dumps({'rank': rank, 'iteration': i, 'time': 100 + i * dt,
+                                    'compute_s': dt / 2, 'step_s': dt / 2,
+                                    'lead': 0}) + '\n')
     with open(run / 'eval.jsonl', 'w') as f:
         for elapsed, acc in ((1.0, 0.5), (2.0, 0.92), (3.0, 0.95)):
             f.write(json.dumps({'elapsed_s': elapsed, 'accuracy': acc, 'iteration': 5}) + '\n')
     with open(run / 'summary.json', 'w') as f:
         json.dump({'final_accuracy': 0.95, 'wall_time_s': 3.5}, f)
-    result = cp.collect(str(run), 2, 0.9)
+    marker = {'exit_code': 0, 'status': 'ok', 'duration_s': 12.3}
+    result = cp.result_of(grid, args.arms['asp'], 'asp', str(run), marker)
     assert result['iterations_per_worker'] == {0: 10, 1: 8}
     assert result['iteration_ms_per_worker'] == {0: 20.0, 1: 50.0}
     assert result['time_to_target_s'] == 2.0 and result['final_accuracy'] == 0.95
-    assert cp.collect(str(run), 2, 0.99)['time_to_target_s'] is None
+    high = cp.to_grid(cp.parse_args(['-n', '2', '--target-accuracy', '0.99']))
+    assert cp.result_of(high, args.arms['asp'], 'asp', str(run), marker)['time_to_target_s'] \
+        is None
 
-    result.update({'paradigm': 'ASP', 'kvstore': 'dist_async', 'exit_code': 0,
-                   'job_time_s': 12.3})
-    failed = dict(result, paradigm='DSSP', kvstore='dist_dssp', exit_code=1,
-                  iterations_per_worker={}, iteration_ms_per_worker={}, final_accuracy=None,
-                  time_to_target_s=None, train_time_s=None)
+    failed = cp.result_of(grid, args.arms['dssp'], 'dssp', str(tmp_path / 'nothing'),
+                          {'exit_code': 1, 'status': 'failed', 'duration_s': 12.3})
     table = cp.markdown_table([result, failed], cp.parse_args([]))
     lines = table.splitlines()
     assert lines[0].startswith('| paradigm |') and 'time to 90% (s)' in lines[0]
@@ -127,11 +154,11 @@ def test_readme_demo_command_one_epoch(tmp_path):
         assert run['exit_code'] == 0, (name, run['log'])
         assert run['iterations_per_worker'] == {str(r): expected_iterations
                                                for r in range(workers)}, name
-        with open(out / name / 'summary.json') as f:
+        with open(out / 'runs' / ARMS[name] / 'trial1' / 'summary.json') as f:
             summary = json.load(f)
         assert summary['kvstore'] == run['kvstore'] and summary['num_workers'] == workers
         assert run['final_accuracy'] == summary['final_accuracy'] > target, name  # chance: 0.1
-        evals = read_jsonl(out / name / 'eval.jsonl')
+        evals = read_jsonl(out / 'runs' / ARMS[name] / 'trial1' / 'eval.jsonl')
         first = next(e for e in evals if e['accuracy'] >= target)
         assert run['time_to_target_s'] == first['elapsed_s'], name
         cells = [c.strip() for c in row]
@@ -139,11 +166,12 @@ def test_readme_demo_command_one_epoch(tmp_path):
         assert cells[4] == '%d/%d' % (expected_iterations, expected_iterations)
         assert cells[6] == '%.3f' % run['final_accuracy']
     # the slow worker (rank 1, x2.5) slept; the SSP/DSSP runs stayed within their bounds
-    slow = read_jsonl(out / 'bsp' / 'train-worker1.jsonl')
+    slow = read_jsonl(out / 'runs' / 'bsp' / 'trial1' / 'train-worker1.jsonl')
     assert all(r['sleep_s'] > 0 for r in slow)
     for name, bound in (('ssp', 3), ('dssp', 15)):
         leads = [r['lead'] for rank in range(workers)
-                 for r in read_jsonl(out / name / ('worker-%d.jsonl' % rank))]
+                 for r in read_jsonl(out / 'runs' / ARMS[name] / 'trial1' /
+                                     ('worker-%d.jsonl' % rank))]
         assert len(leads) == workers * expected_iterations and max(leads) <= bound, name
 
 
@@ -169,5 +197,5 @@ def test_demo_runs_all_four_paradigms(tmp_path):
         assert run['iterations_per_worker'] == {'0': 66, '1': 66}
         assert run['final_accuracy'] > 0.5 and run['time_to_target_s'] is not None
     assert (out / 'results.md').read_text().startswith('| paradigm |')
-    with open(out / 'dssp' / 'summary.json') as f:
+    with open(out / 'runs' / 'dssp' / 'trial1' / 'summary.json') as f:
         assert json.load(f)['staleness'] == '3,15'

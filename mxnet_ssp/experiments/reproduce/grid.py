@@ -52,13 +52,16 @@ class Grid:
     paper_table: tuple = ()
     #: the data directory runs use (a subset under --out when data_fraction < 1)
     run_data_dir: str = None
-    #: flags added to every run that change no result (see check_train_script)
+    #: flags added to every run that change no result (see check_train_script), and
+    #: flags of the user's for the training script (the demo's --extra)
     extra_flags: list = dataclasses.field(default_factory=list)
+    #: BSP applies the mean of the gradients (see :meth:`Arm.train_flags`)
+    bsp_average: bool = True
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
                 'batch_size', 'lr', 'momentum', 'wd', 'epochs', 'lr_decay', 'lr_decay_epochs',
-                'slowdown', 'num_iterations', 'seed')
+                'slowdown', 'num_iterations', 'seed', 'bsp_average')
 
     def train_argv(self, python=None):
         """The command that starts the training script (before its flags)."""
@@ -221,7 +224,7 @@ def run_command(grid, arm, trial, directory):
            '--batch-size', str(grid.batch_size), '--num-epochs', str(grid.epochs),
            '--lr', '%g' % grid.lr, '--momentum', '%g' % grid.momentum, '--wd', '%g' % grid.wd,
            '--seed', str(trial_seed(grid, trial)), '--save-dir', directory,
-           '--log-interval', '0'] + arm.train_flags() + list(grid.extra_flags)
+           '--log-interval', '0'] + arm.train_flags(grid.bsp_average) + list(grid.extra_flags)
     if grid.dataset != 'digits':
         cmd += ['--data-dir', grid.run_data_dir or grid.data_dir]
     if grid.slowdown:

@@ -46,14 +46,15 @@ class Arm:
             return 'DSSP [%d,%d]%s' % (self.staleness + (' paper' if self.mode == 'paper' else '',))
         return self.family.upper()
 
-    def train_flags(self):
+    def train_flags(self, bsp_average=True):
         """train_cifar.py flags that select this arm's store and settings.
 
         BSP applies the mean of the workers' gradients (``--sync-average``),
-        as MXNet's Module did in the paper's runs, not gluon.Trainer's sum.
+        as MXNet's Module did in the paper's runs, unless `bsp_average` is
+        False (gluon.Trainer's sum, as the demo runs it).
         """
         flags = ['--kvstore', self.kvstore]
-        if self.family == 'bsp':
+        if self.family == 'bsp' and bsp_average:
             flags.append('--sync-average')
         elif self.family == 'ssp':
             flags += ['--staleness', str(self.staleness[0])]

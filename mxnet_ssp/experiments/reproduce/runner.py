@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from ... import config as cfg
 from .files import read_json, read_jsonl, write_json
 from .grid import MARKER, plan, run_signature, trial_seed
 from .stats import time_to_target
@@ -42,9 +43,9 @@ def run_env(directory, environ=None):
     """
     env = {k: v for k, v in (os.environ if environ is None else environ).items()
            if not k.startswith('DMLC_') and k not in (
-               'MXNET_SSP_STALENESS', 'MXNET_SSP_DSSP_MODE', 'MXNET_SSP_SOFTSYNC_SPLITS')}
+               cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE, cfg.ENV_SOFTSYNC_SPLITS)}
     env['OMP_NUM_THREADS'] = '1'
-    env['MXNET_SSP_METRICS_DIR'] = directory
+    env[cfg.ENV_METRICS_DIR] = directory
     return env
 
 
