@@ -10,7 +10,7 @@ RELEASE frames), so the difference is the cost of the protocol and policy.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/controller_rtt.py [--clients 1,16] [--n 2000]
+    OMP_NUM_THREADS=1 python -m benchmarks.controller_rtt [--clients 1,16] [--n 2000]
 
 Prints a markdown table; latencies are microseconds over all round trips
 of all clients (after ``--warmup`` untimed ones per client).
@@ -25,11 +25,9 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-
-from mxnet_ssp.client import ControllerClient       # noqa: E402
-from mxnet_ssp.controller import ControllerServer   # noqa: E402
-from mxnet_ssp.sync import SyncPolicy               # noqa: E402
+from mxnet_ssp.client import ControllerClient
+from mxnet_ssp.controller import ControllerServer
+from mxnet_ssp.sync import SyncPolicy
 
 SECRET = b'benchmark-secret'
 REQUEST = b'\x00\x00\x00\x09\x04' + bytes(8)        # the size of a CLOCK frame

@@ -17,8 +17,8 @@ Launchers: ``stock`` (MXNet 1.9.1's tools/launch.py through
 tests/jobs/stock_launch.py, the tracker pinned to 127.0.0.1) and ``ours``
 (mxnet-ssp-launch ``--launcher local --timeout``).
 
-    python benchmarks/faults.py --out docs/faults.md
-    python benchmarks/faults.py --faults worker-kill --stores dist_dssp --launchers stock \\
+    python -m benchmarks.faults --out docs/faults.md
+    python -m benchmarks.faults --faults worker-kill --stores dist_dssp --launchers stock \\
         --json /tmp/r.json
 
 Exit code 0 once every trial ran and was cleaned up (whatever the job did); 1
@@ -39,10 +39,9 @@ import tempfile
 import time
 import uuid
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-JOB = os.path.join(HERE, 'fault_job.py')
-STOCK = os.path.join(ROOT, 'tests', 'jobs', 'stock_launch.py')
+#: the job and the stock launcher's shim, by module: every process starts in the checkout
+JOB = ['-m', 'benchmarks.fault_job']
+STOCK = ['-m', 'tests.jobs.stock_launch']
 TOKEN_VAR = 'MXNET_SSP_FAULTS_TRIAL'
 
 FAULTS = ('worker-kill', 'worker-stop', 'server-kill', 'scheduler-kill')
@@ -158,9 +157,9 @@ def _label(info):
 
 
 def launcher_argv(launcher, store, out, timeout):
-    job = [sys.executable, JOB, '--kvstore', store, '--out', out]
+    job = [sys.executable] + JOB + ['--kvstore', store, '--out', out]
     if launcher == 'stock':
-        return [sys.executable, STOCK, '-n', '2', '-s', '1', '--launcher', 'local'] + job
+        return [sys.executable] + STOCK + ['-n', '2', '-s', '1', '--launcher', 'local'] + job
     return ([sys.executable, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher',
              'local', '--timeout', '%g' % timeout] + job)
 
@@ -203,9 +202,7 @@ def run_trial(fault, store, launcher, args, workdir):
     os.makedirs(out)
     env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
     env.update({TOKEN_VAR: token, 'OMP_NUM_THREADS': '1', 'STOCK_LAUNCH_HOST_IP': '127.0.0.1',
-                'MXNET_SSP_TIMEOUT': '%g' % args.ssp_timeout, 'MXNET_SSP_METRICS_DIR': 'off',
-                'PYTHONPATH': ROOT + (os.pathsep + env['PYTHONPATH']
-                                      if env.get('PYTHONPATH') else '')})
+                'MXNET_SSP_TIMEOUT': '%g' % args.ssp_timeout, 'MXNET_SSP_METRICS_DIR': 'off'})
     argv = launcher_argv(launcher, store, out, args.launcher_timeout)
     lout = open(os.path.join(workdir, 'launcher.out'), 'wb')
     lerr_path = os.path.join(workdir, 'launcher.err')
@@ -213,7 +210,7 @@ def run_trial(fault, store, launcher, args, workdir):
     result = {'fault': fault, 'store': store, 'launcher': launcher, 'bound_s': args.bound,
               'command': ' '.join(shlex.quote(a) for a in argv)}
     t_start = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=lout,
+    proc = subprocess.Popen(argv, env=env, cwd=os.getcwd(), stdin=subprocess.DEVNULL, stdout=lout,
                             stderr=lerr, start_new_session=True)
     try:
         # -- wait until training is under way ------------------------------
@@ -329,9 +326,9 @@ def _rc(rc):
 
 def markdown(results, args, argv):
     lines = []
-    commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT,
+    commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'],
                             stdout=subprocess.PIPE, text=True).stdout.strip()
-    dirty = subprocess.run(['git', 'status', '--porcelain', '--', 'mxnet_ssp'], cwd=ROOT,
+    dirty = subprocess.run(['git', 'status', '--porcelain', '--', 'mxnet_ssp'],
                            stdout=subprocess.PIPE, text=True).stdout.strip()
     lines += ['## Run of %s' % datetime.date.today().isoformat(), '',
               '* command: `%s`' % ' '.join(shlex.quote(a) for a in argv),
@@ -456,7 +453,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=1)
-    report = markdown(results, args, ['python', 'benchmarks/faults.py'] +
+    report = markdown(results, args, ['python', '-m', 'benchmarks.faults'] +
                       list(sys.argv[1:] if argv is None else argv))
     if args.out:
         mode = 'a' if args.append else 'w'

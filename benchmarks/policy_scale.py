@@ -13,25 +13,21 @@ the ``on_push`` calls are timed (garbage collection off, as timeit does).
 Prints a markdown table of microseconds per push, min and median over the
 repeats, and optionally writes it to a file.
 
-    python benchmarks/policy_scale.py [--workers 16,128,1024,4096] [--repeats 5]
+    python -m benchmarks.policy_scale [--workers 16,128,1024,4096] [--repeats 5]
                                       [--sim-time 12] [--min-pushes 20000]
                                       [--mode bounded] [--out FILE]
 """
 import argparse
 import gc
 import heapq
-import os
 import random
 import statistics
 import sys
 import time
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, 'tests'))   # the oracle lives with the tests
 
-from mxnet_ssp.sync import SyncPolicy             # noqa: E402
-from oracle_sync import SyncPolicy as OraclePolicy  # noqa: E402
+from mxnet_ssp.sync import SyncPolicy
+from tests.oracle_sync import SyncPolicy as OraclePolicy  # the tests' oracle (run from the checkout)
 
 STRAGGLER_FACTOR = 2.5
 JITTER = 0.1

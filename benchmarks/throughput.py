@@ -6,7 +6,7 @@ and prints the median steps/s per worker of each and their ratio as a
 markdown table.  ``dist_ssp`` with s = 1000000 never holds a worker, so the
 ratio is the cost of the store's per-step bookkeeping and controller round trip.
 
-    OMP_NUM_THREADS=1 python benchmarks/throughput.py --trials 3
+    OMP_NUM_THREADS=1 python -m benchmarks.throughput --trials 3
 """
 import argparse
 import json
@@ -16,8 +16,6 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 
 def run_once(store, steps, workdir):
@@ -25,12 +23,12 @@ def run_once(store, steps, workdir):
     env = dict(os.environ, OMP_NUM_THREADS='1', MXNET_SSP_STALENESS='1000000',
                MXNET_SSP_METRICS_DIR='off',
                # the baseline is MXNet's own dist_async, not mxnet-ssp's wrapper of it
-               MXNET_SSP_WRAP_ASYNC='0' if store == 'dist_async' else '1',
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get('PYTHONPATH', ''))
+               MXNET_SSP_WRAP_ASYNC='0' if store == 'dist_async' else '1')
     cmd = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'local',
-           sys.executable, os.path.join(HERE, 'throughput_job.py'), '--kvstore', store,
+           sys.executable, '-m', 'benchmarks.throughput_job', '--kvstore', store,
            '--steps', str(steps), '--out', out]
-    subprocess.run(cmd, env=env, check=True, cwd=workdir, stdout=subprocess.DEVNULL,
+    # every process starts in this directory (the checkout), so imports come from it
+    subprocess.run(cmd, env=env, check=True, cwd=os.getcwd(), stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=900)
     rates = []
     for name in sorted(os.listdir(out)):

@@ -8,19 +8,15 @@ no sender); the worker-aware rules run in slot mode (one slot per worker,
 the canonical weight, staleness book-keeping, backups).  Prints a markdown
 table of milliseconds per MB of gradient.
 
-    OMP_NUM_THREADS=1 python benchmarks/update_cost.py [--mb 1,16] [--workers 4] [--n 200]
+    OMP_NUM_THREADS=1 python -m benchmarks.update_cost [--mb 1,16] [--workers 4] [--n 200]
 """
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+import mxnet as mx
 
-import mxnet as mx                                        # noqa: E402
-
-from mxnet_ssp import optim                               # noqa: E402
-from mxnet_ssp.server import ServerOptimizer              # noqa: E402
+from mxnet_ssp import optim
+from mxnet_ssp.server import ServerOptimizer
 
 RULES = {
     'SGD (plain store)': (lambda: mx.optimizer.SGD(learning_rate=0.01, rescale_grad=1.0), False),
