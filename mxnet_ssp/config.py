@@ -43,7 +43,7 @@ OUR_STORE_TYPES = ('dist_async', 'dist_ssp', 'dist_dssp', 'dist_softsync')
 #: MXNet's own store types that a launcher or script may also name.
 NATIVE_DIST_TYPES = ('local', 'device', 'nccl', 'dist_sync', 'dist_device_sync',
                      'dist_async', 'dist_device_async', 'dist', 'horovod')
-DSSP_MODES = ('bounded', 'paper')
+DSSP_MODES = ('bounded', 'paper', 'threshold')
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_METRICS_DIR = 'mxnet_ssp_metrics'
 
@@ -63,8 +63,10 @@ class SyncConfig:
     s_lower, s_upper : int
         Staleness range in iterations; ``s_lower == s_upper`` is plain SSP.
     mode : str
-        ``'bounded'`` (the lead never exceeds ``s_upper``) or ``'paper'``
-        (Algorithm 1 of the DSSP paper read literally).
+        ``'bounded'`` (the lead never exceeds ``s_upper``), ``'paper'``
+        (Algorithm 1 of the DSSP paper read literally) or ``'threshold'``
+        (a grant sets the worker's own threshold ``s_lower + r*``); see
+        docs/dssp_modes.md.
     timeout : float
         Seconds a worker may wait for a release (or the controller for a
         peer) before the job fails naming the rank that holds it up.
@@ -159,7 +161,7 @@ def parse_staleness(value, store='dist_dssp', source=ENV_STALENESS):
 
 
 def parse_mode(value, source=ENV_DSSP_MODE):
-    """Parse the DSSP mode: ``'bounded'`` or ``'paper'`` (case-insensitive)."""
+    """Parse the DSSP mode: one of :data:`DSSP_MODES` (case-insensitive)."""
     mode = str(value).strip().lower()
     if mode not in DSSP_MODES:
         raise ConfigError('%s=%r is not valid: expected one of %s'

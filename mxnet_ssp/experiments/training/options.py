@@ -95,8 +95,8 @@ def build_parser():
                    help="dist_ssp: s (e.g. 3); dist_dssp: 'sL,sU' (e.g. 3,15) "
                         "(default: the store's, or MXNET_SSP_STALENESS)")
     g.add_argument('--dssp-mode', default=None,
-                   help='dist_dssp only: %s (default: bounded, or MXNET_SSP_DSSP_MODE)'
-                        % ', '.join(DSSP_MODES))
+                   help='dist_dssp only: %s (default: bounded, or MXNET_SSP_DSSP_MODE; '
+                        'see docs/dssp_modes.md)' % ', '.join(DSSP_MODES))
     g.add_argument('--splits', default=None,
                    help='dist_softsync only: n of n-softsync, 1 <= n <= workers (default 1, '
                         'or MXNET_SSP_SOFTSYNC_SPLITS)')
