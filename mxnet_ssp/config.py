@@ -14,7 +14,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
-           'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER', 'parse_num_servers', 'num_servers']
+           'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER', 'parse_num_servers', 'num_servers',
+           'ENV_GPUS', 'parse_gpus', 'worker_gpus']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -23,6 +24,9 @@ ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
 ENV_SOFTSYNC_SPLITS = 'MXNET_SSP_SOFTSYNC_SPLITS'
 ENV_STALENESS_LOG = 'MXNET_SSP_STALENESS_LOG'
 ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
+#: The GPUs of one worker process, as its MXNet numbers them (``'0'``, ``'0,1'``): set by
+#: ``mxnet-ssp-launch --gpus-per-worker / --gpu-map``, read by the training loop.
+ENV_GPUS = 'MXNET_SSP_GPUS'
 #: ps-lite's number of servers (set by every launcher); slot mode lays out keys with it.
 ENV_NUM_SERVER = 'DMLC_NUM_SERVER'
 #: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is
@@ -206,6 +210,33 @@ def parse_flag(value, source, default):
                           % (source, value, ', '.join(k for k, v in FLAG_VALUES.items() if v),
                              ', '.join(k for k, v in FLAG_VALUES.items() if not v)))
     return FLAG_VALUES[key]
+
+
+def parse_gpus(value, source=ENV_GPUS):
+    """Parse a list of GPU ids: distinct integers >= 0, comma-separated (``'0'``, ``'0,1'``).
+
+    Returns
+    -------
+    tuple of int
+        In the given order; empty for an empty or blank value.
+    """
+    text = str(value).strip()
+    if not text:
+        return ()
+    try:
+        ids = tuple(int(part) for part in text.split(','))
+    except ValueError:
+        ids = None
+    if ids is None or any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise ConfigError("%s=%r is not valid: expected distinct GPU ids >= 0, comma-separated "
+                          "(e.g. '0' or '0,1')" % (source, value))
+    return ids
+
+
+def worker_gpus(environ=None):
+    """The GPU ids :data:`ENV_GPUS` gives this process (empty tuple if it is not set)."""
+    env = os.environ if environ is None else environ
+    return parse_gpus(env.get(ENV_GPUS, ''))
 
 
 def parse_num_servers(value, source=ENV_NUM_SERVER):
