@@ -102,7 +102,7 @@ def main(argv=None):
                              '(default: %(default)s)')
     parser.add_argument('--s-lower', type=int, default=3)
     parser.add_argument('--s-upper', type=int, default=15)
-    parser.add_argument('--mode', choices=['bounded', 'paper'], default='bounded')
+    parser.add_argument('--mode', choices=['bounded', 'paper', 'threshold'], default='bounded')
     parser.add_argument('--seed', type=int, default=0, help='jitter seed (default: 0)')
     parser.add_argument('--out', help='also write the table to this file')
     args = parser.parse_args(argv)

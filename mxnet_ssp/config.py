@@ -14,7 +14,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
-           'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER', 'parse_num_servers', 'num_servers']
+           'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER', 'parse_num_servers', 'num_servers',
+           'ENV_GPUS', 'parse_gpus', 'worker_gpus']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -23,6 +24,9 @@ ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
 ENV_SOFTSYNC_SPLITS = 'MXNET_SSP_SOFTSYNC_SPLITS'
 ENV_STALENESS_LOG = 'MXNET_SSP_STALENESS_LOG'
 ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
+#: The GPUs of one worker process, as its MXNet numbers them (``'0'``, ``'0,1'``): set by
+#: ``mxnet-ssp-launch --gpus-per-worker / --gpu-map``, read by the training loop.
+ENV_GPUS = 'MXNET_SSP_GPUS'
 #: ps-lite's number of servers (set by every launcher); slot mode lays out keys with it.
 ENV_NUM_SERVER = 'DMLC_NUM_SERVER'
 #: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is
@@ -43,7 +47,7 @@ OUR_STORE_TYPES = ('dist_async', 'dist_ssp', 'dist_dssp', 'dist_softsync')
 #: MXNet's own store types that a launcher or script may also name.
 NATIVE_DIST_TYPES = ('local', 'device', 'nccl', 'dist_sync', 'dist_device_sync',
                      'dist_async', 'dist_device_async', 'dist', 'horovod')
-DSSP_MODES = ('bounded', 'paper')
+DSSP_MODES = ('bounded', 'paper', 'threshold')
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_METRICS_DIR = 'mxnet_ssp_metrics'
 
@@ -63,8 +67,10 @@ class SyncConfig:
     s_lower, s_upper : int
         Staleness range in iterations; ``s_lower == s_upper`` is plain SSP.
     mode : str
-        ``'bounded'`` (the lead never exceeds ``s_upper``) or ``'paper'``
-        (Algorithm 1 of the DSSP paper read literally).
+        ``'bounded'`` (the lead never exceeds ``s_upper``), ``'paper'``
+        (Algorithm 1 of the DSSP paper read literally) or ``'threshold'``
+        (a grant sets the worker's own threshold ``s_lower + r*``); see
+        docs/dssp_modes.md.
     timeout : float
         Seconds a worker may wait for a release (or the controller for a
         peer) before the job fails naming the rank that holds it up.
@@ -159,7 +165,7 @@ def parse_staleness(value, store='dist_dssp', source=ENV_STALENESS):
 
 
 def parse_mode(value, source=ENV_DSSP_MODE):
-    """Parse the DSSP mode: ``'bounded'`` or ``'paper'`` (case-insensitive)."""
+    """Parse the DSSP mode: one of :data:`DSSP_MODES` (case-insensitive)."""
     mode = str(value).strip().lower()
     if mode not in DSSP_MODES:
         raise ConfigError('%s=%r is not valid: expected one of %s'
@@ -204,6 +210,33 @@ def parse_flag(value, source, default):
                           % (source, value, ', '.join(k for k, v in FLAG_VALUES.items() if v),
                              ', '.join(k for k, v in FLAG_VALUES.items() if not v)))
     return FLAG_VALUES[key]
+
+
+def parse_gpus(value, source=ENV_GPUS):
+    """Parse a list of GPU ids: distinct integers >= 0, comma-separated (``'0'``, ``'0,1'``).
+
+    Returns
+    -------
+    tuple of int
+        In the given order; empty for an empty or blank value.
+    """
+    text = str(value).strip()
+    if not text:
+        return ()
+    try:
+        ids = tuple(int(part) for part in text.split(','))
+    except ValueError:
+        ids = None
+    if ids is None or any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise ConfigError("%s=%r is not valid: expected distinct GPU ids >= 0, comma-separated "
+                          "(e.g. '0' or '0,1')" % (source, value))
+    return ids
+
+
+def worker_gpus(environ=None):
+    """The GPU ids :data:`ENV_GPUS` gives this process (empty tuple if it is not set)."""
+    env = os.environ if environ is None else environ
+    return parse_gpus(env.get(ENV_GPUS, ''))
 
 
 def parse_num_servers(value, source=ENV_NUM_SERVER):

@@ -88,7 +88,8 @@ class SSPKVStore(KVStoreBase):
     store : {'dist_ssp', 'dist_dssp', 'dist_async', 'dist_softsync'}
     **settings
         ``staleness`` (``s``, ``'s'``, ``(sL, sU)`` or ``'sL,sU'``), ``mode``
-        (``'bounded'`` or ``'paper'``) and ``timeout`` (seconds) for SSP/DSSP;
+        (``'bounded'``, ``'paper'`` or ``'threshold'``, see :mod:`mxnet_ssp.sync`)
+        and ``timeout`` (seconds) for SSP/DSSP;
         ``splits`` (n) for ``dist_softsync``; ``metrics_dir`` and
         ``staleness_log`` for all.  Anything not given comes from the
         environment (``MXNET_SSP_*``, see :mod:`mxnet_ssp.config`).

@@ -43,7 +43,7 @@ import hashlib
 import hmac
 import struct
 
-from .sync import BOUNDED, PAPER, Release
+from .sync import BOUNDED, PAPER, THRESHOLD, Release
 
 __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BYTES',
            'CHALLENGE', 'HELLO', 'WELCOME', 'CLOCK', 'RELEASE', 'LEAVE', 'BYE', 'ERROR',
@@ -61,8 +61,8 @@ MAC_CONTEXT = b'mxnet-ssp-v1'
 CHALLENGE, HELLO, WELCOME, CLOCK, RELEASE, LEAVE, BYE, ERROR = range(1, 9)
 _NAMES = {CHALLENGE: 'CHALLENGE', HELLO: 'HELLO', WELCOME: 'WELCOME', CLOCK: 'CLOCK',
           RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR'}
-#: Mode names in the order of their wire code.
-MODES = (BOUNDED, PAPER)
+#: Mode names in the order of their wire code (append new modes: the codes are on the wire).
+MODES = (BOUNDED, PAPER, THRESHOLD)
 
 _HEADER = struct.Struct('>I')
 _CHALLENGE = struct.Struct('>BH%ds' % NONCE_BYTES)

@@ -24,7 +24,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .sync import BOUNDED, SyncPolicy
+from .sync import BOUNDED, MODES, SyncPolicy
 
 __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
            'DEFAULT_TIMES', 'DEFAULT_POLICIES']
@@ -32,7 +32,8 @@ __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
 #: Per-iteration compute times (seconds) of the default scenario.
 DEFAULT_TIMES = (1.0, 1.0, 1.0, 2.5)
 #: Policies compared by :func:`main` when none are given.
-DEFAULT_POLICIES = ('asp', 'ssp:3', 'ssp:15', 'dssp:3:15:bounded', 'dssp:3:15:paper')
+DEFAULT_POLICIES = ('asp', 'ssp:3', 'ssp:15', 'dssp:3:15:bounded', 'dssp:3:15:paper',
+                    'dssp:3:15:threshold')
 
 
 @dataclass
@@ -119,7 +120,7 @@ def make_policy(spec, num_workers, stall_factor=2.0):
     ----------
     spec : str
         ``'asp'`` (no policy), ``'ssp:S'``, or ``'dssp:SL:SU'`` optionally
-        followed by ``':bounded'`` (default) or ``':paper'``.
+        followed by ``':bounded'`` (default), ``':paper'`` or ``':threshold'``.
     num_workers : int
     stall_factor : float
         Passed to :class:`~mxnet_ssp.sync.SyncPolicy`.
@@ -147,8 +148,8 @@ def make_policy(spec, num_workers, stall_factor=2.0):
                               stall_factor=stall_factor)
     except ValueError as exc:
         raise ValueError('bad policy %r: %s' % (spec, exc)) from None
-    raise ValueError("bad policy %r: expected 'asp', 'ssp:S' or 'dssp:SL:SU[:bounded|paper]'"
-                     % (spec,))
+    raise ValueError("bad policy %r: expected 'asp', 'ssp:S' or 'dssp:SL:SU[:%s]'"
+                     % (spec, '|'.join(MODES)))
 
 
 def _label(policy):
@@ -353,8 +354,8 @@ def main(argv=None):
     parser.add_argument('--hist', action='store_true',
                         help='also print quantiles of the lead at release')
     parser.add_argument('policies', nargs='*', default=list(DEFAULT_POLICIES),
-                        help="'asp', 'ssp:S', 'dssp:SL:SU[:bounded|paper]' "
-                             '(default: %s)' % ' '.join(DEFAULT_POLICIES))
+                        help="'asp', 'ssp:S', 'dssp:SL:SU[:%s]' "
+                             '(default: %s)' % ('|'.join(MODES), ' '.join(DEFAULT_POLICIES)))
     args = parser.parse_args(argv)
     if args.wall_time is None and args.iterations is None:
         args.wall_time = 300.0

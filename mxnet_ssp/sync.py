@@ -31,6 +31,17 @@ Conventions (the off-by-one, stated once)
   and gets OK (lines 3-5); when the grant runs out and ``p`` is still the
   fastest, it is granted again.  Under persistent heterogeneity the lead then
   grows without bound.
+* ``threshold`` mode: a grant sets worker ``p``'s own staleness threshold
+  ``s_p = sL + r*`` (at most ``sU``, the paper's ``s* = sL + r*``); every
+  worker starts at ``s_p = sL``.  After a push, ``p`` is released when its lead
+  is at most ``s_p``; otherwise, if it is the fastest, Algorithm 2 runs and
+  sets ``s_p`` anew (``r* = 0``, a refused grant included, sets it back to
+  ``sL``), and ``p`` is released if its lead is now at most ``s_p``, else it
+  waits until the lead is back to ``s_p`` -- for a lead one above ``s_p``,
+  until the slowest worker's next push (Figure 2), not until the lead is back
+  to ``sL``.  A worker that is not the fastest keeps its ``s_p``.  The lead at
+  release never exceeds ``sU``.  ``extra`` stays 0 in this mode;
+  ``threshold`` holds each ``s_p`` (``sL`` in the other modes).
 
 Algorithm 2 is applied as written with two clarifications: the table A of the
 two latest push timestamps is updated on *every* push of every worker (the
@@ -45,7 +56,7 @@ its last push is more than ``stall_factor`` of its latest interval old.
 Cost: every decision is O(1) amortized in the number of workers, whatever the
 number of workers.  The clocks are kept as a histogram (clock -> workers at
 it) with the smallest and largest clock maintained on push and leave, a held
-worker is filed under the slowest clock that frees it (``t_p - sL``), and the
+worker is filed under the slowest clock that frees it (``t_p - s_p``), and the
 workers at the slowest clock are indexed once, when Algorithm 2 first needs
 them, for the latest predicted push and the earliest stall limit.  Decisions
 and Release values are exactly those of the straightforward scans (the tests
@@ -56,10 +67,13 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from math import isfinite
 
-__all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER']
+__all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER', 'THRESHOLD', 'MODES']
 
 BOUNDED = 'bounded'
 PAPER = 'paper'
+THRESHOLD = 'threshold'
+#: Every mode, in the order messages (and the wire protocol) list them.
+MODES = (BOUNDED, PAPER, THRESHOLD)
 
 
 @dataclass(frozen=True)
@@ -80,7 +94,9 @@ class Release:
     granted : int
         r* returned by Algorithm 2 at this push (0 if it was not called).
     extra_left : int
-        Extra iterations the worker still holds after this release.
+        Extra iterations the worker still holds after this release (always 0
+        in ``threshold`` mode, where a grant raises the worker's threshold
+        instead: see :attr:`SyncPolicy.threshold`).
     """
     rank: int
     clock: int
@@ -161,10 +177,17 @@ class SyncPolicy:
         Workers in the job (ranks 0..num_workers-1), all at clock 0.
     s_lower, s_upper : int
         Staleness range; equal values give SSP(s).
-    mode : {'bounded', 'paper'}
+    mode : {'bounded', 'paper', 'threshold'}
     stall_factor : float
         The slowest worker counts as stalled (no grant) when its last push is
         older than ``stall_factor`` times its latest iteration interval.
+
+    Attributes
+    ----------
+    threshold : list of int
+        Each worker's staleness threshold ``s_p``: a lead above it holds the
+        worker.  Always ``s_lower`` in ``bounded`` and ``paper`` modes; in
+        ``threshold`` mode ``s_lower + r*`` of the worker's latest grant.
     """
 
     def __init__(self, num_workers, s_lower, s_upper, mode=BOUNDED, stall_factor=2.0):
@@ -172,8 +195,8 @@ class SyncPolicy:
             raise ValueError('num_workers must be >= 1, got %r' % (num_workers,))
         if not 0 <= s_lower <= s_upper:
             raise ValueError('need 0 <= s_lower <= s_upper, got %r, %r' % (s_lower, s_upper))
-        if mode not in (BOUNDED, PAPER):
-            raise ValueError('mode must be %r or %r, got %r' % (BOUNDED, PAPER, mode))
+        if mode not in MODES:
+            raise ValueError('mode must be one of %s, got %r' % (', '.join(MODES), mode))
         self.num_workers = num_workers
         self.s_lower = s_lower
         self.s_upper = s_upper
@@ -183,6 +206,7 @@ class SyncPolicy:
         self.clocks = [0] * num_workers
         self.stamps = [[None, None] for _ in range(num_workers)]  # table A
         self.extra = [0] * num_workers                            # r_p
+        self.threshold = [s_lower] * num_workers                  # s_p
         self.active = set(range(num_workers))
         self.waiting = {}                                          # rank -> granted at its push
         self.max_lead = 0
@@ -251,10 +275,11 @@ class SyncPolicy:
         clock = self.clocks[rank]
         if rank in self.waiting:
             del self.waiting[rank]
-            frees = self._frees[clock - self.s_lower]
+            key = clock - self.threshold[rank]
+            frees = self._frees[key]
             frees.discard(rank)
             if not frees:
-                del self._frees[clock - self.s_lower]
+                del self._frees[key]
         self._leave_clock(rank, clock)
         if not self._at:
             self._slowest = self._fastest = None
@@ -277,6 +302,8 @@ class SyncPolicy:
     # -- Algorithm 1 -------------------------------------------------------
     def _decide(self, p, now):
         lead = self.lead(p)
+        if self.mode == THRESHOLD:
+            return self._decide_threshold(p, lead, now)
         if self.extra[p] > 0 and (self.mode == PAPER or lead <= self.s_upper):
             self.extra[p] -= 1                                     # lines 3-5
             return self._release(p, granted=0)
@@ -288,11 +315,30 @@ class SyncPolicy:
             if granted > 0:                                        # lines 13-14
                 self.extra[p] = granted if self.mode == PAPER else granted - 1
                 return self._release(p, granted=granted)
-        self.waiting[p] = granted                                  # line 17
-        # p waits until its lead is <= sL, i.e. until the slowest clock reaches
-        # clocks[p] - sL, which is beyond the current one (its lead is > sL).
-        self._frees.setdefault(self.clocks[p] - self.s_lower, set()).add(p)
+        self._hold(p, granted)                                     # line 17
         return None
+
+    def _decide_threshold(self, p, lead, now):
+        """Algorithm 1 with r_p read as p's threshold ``s_p = sL + r_p``."""
+        if lead <= self.threshold[p]:                              # lines 3-5, 8-9
+            return self._release(p, granted=0)
+        granted = 0
+        if self.clocks[p] == self._fastest:                        # line 11
+            granted = self._controller(p, lead, now)               # line 12
+            self.threshold[p] = min(self.s_lower + granted, self.s_upper)
+            if lead <= self.threshold[p]:                          # lines 13-14
+                return self._release(p, granted=granted)
+        self._hold(p, granted)                                     # line 17, up to s_p
+        return None
+
+    def _hold(self, p, granted):
+        """p waits until its lead is <= s_p.
+
+        That is until the slowest clock reaches ``clocks[p] - s_p``, which is
+        beyond the current one (the lead is > s_p).
+        """
+        self.waiting[p] = granted
+        self._frees.setdefault(self.clocks[p] - self.threshold[p], set()).add(p)
 
     def _release_waiters(self):
         """Release the held workers the slowest clock has reached, by rank."""
@@ -319,9 +365,9 @@ class SyncPolicy:
 
     def _release(self, p, granted):
         lead = self.lead(p)
-        if self.mode == BOUNDED and lead > self.s_upper:
-            raise AssertionError('bounded mode released worker %d at lead %d > sU=%d'
-                                 % (p, lead, self.s_upper))
+        if self.mode != PAPER and lead > self.s_upper:
+            raise AssertionError('%s mode released worker %d at lead %d > sU=%d'
+                                 % (self.mode, p, lead, self.s_upper))
         if lead > self.max_lead:
             self.max_lead = lead
         return Release(p, self.clocks[p], lead, self._slowest, granted, self.extra[p])

@@ -1,5 +1,9 @@
 """SSP / DSSP synchronization decisions, as plain Python (no MXNet, no I/O).
 
+Test oracle: the straightforward policy as it shipped before the decisions
+became O(1) amortized, with the ``threshold`` mode added the same
+straightforward way (a per-worker threshold, waiters scanned on every event).
+
 This module is the specification of when a worker may go on.  It implements
 Algorithm 1 (the server's OK-or-wait decision after each push) and
 Algorithm 2 (the synchronization controller predicting r*) of Zhao et al.,
@@ -31,6 +35,10 @@ Conventions (the off-by-one, stated once)
   and gets OK (lines 3-5); when the grant runs out and ``p`` is still the
   fastest, it is granted again.  Under persistent heterogeneity the lead then
   grows without bound.
+* ``threshold`` mode: each worker has its own threshold ``s_p``, ``sL`` at
+  first and ``sL + r*`` after each call of the controller; a worker is
+  released when its lead is at most ``s_p``, and a held worker waits until it
+  is again.
 
 Algorithm 2 is applied as written with two clarifications: the table A of the
 two latest push timestamps is updated on *every* push of every worker (the
@@ -44,10 +52,11 @@ its last push is more than ``stall_factor`` of its latest interval old.
 """
 from dataclasses import dataclass
 
-__all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER']
+__all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER', 'THRESHOLD']
 
 BOUNDED = 'bounded'
 PAPER = 'paper'
+THRESHOLD = 'threshold'
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,7 @@ class SyncPolicy:
         Workers in the job (ranks 0..num_workers-1), all at clock 0.
     s_lower, s_upper : int
         Staleness range; equal values give SSP(s).
-    mode : {'bounded', 'paper'}
+    mode : {'bounded', 'paper', 'threshold'}
     stall_factor : float
         The slowest worker counts as stalled (no grant) when its last push is
         older than ``stall_factor`` times its latest iteration interval.
@@ -133,8 +142,9 @@ class SyncPolicy:
             raise ValueError('num_workers must be >= 1, got %r' % (num_workers,))
         if not 0 <= s_lower <= s_upper:
             raise ValueError('need 0 <= s_lower <= s_upper, got %r, %r' % (s_lower, s_upper))
-        if mode not in (BOUNDED, PAPER):
-            raise ValueError('mode must be %r or %r, got %r' % (BOUNDED, PAPER, mode))
+        if mode not in (BOUNDED, PAPER, THRESHOLD):
+            raise ValueError('mode must be %r, %r or %r, got %r'
+                             % (BOUNDED, PAPER, THRESHOLD, mode))
         self.num_workers = num_workers
         self.s_lower = s_lower
         self.s_upper = s_upper
@@ -144,6 +154,7 @@ class SyncPolicy:
         self.clocks = [0] * num_workers
         self.stamps = [[None, None] for _ in range(num_workers)]  # table A
         self.extra = [0] * num_workers                            # r_p
+        self.threshold = [s_lower] * num_workers                  # s_p
         self.active = set(range(num_workers))
         self.waiting = {}                                          # rank -> granted at its push
         self.max_lead = 0
@@ -204,6 +215,17 @@ class SyncPolicy:
     # -- Algorithm 1 -------------------------------------------------------
     def _decide(self, p, now):
         lead = self.lead(p)
+        if self.mode == THRESHOLD:
+            if lead <= self.threshold[p]:
+                return self._release(p, granted=0)
+            granted = 0
+            if self.clocks[p] == max(self.clocks[i] for i in self.active):
+                granted = self._controller(p, lead, now)
+                self.threshold[p] = min(self.s_lower + granted, self.s_upper)
+                if lead <= self.threshold[p]:
+                    return self._release(p, granted=granted)
+            self.waiting[p] = granted
+            return None
         if self.extra[p] > 0 and (self.mode == PAPER or lead <= self.s_upper):
             self.extra[p] -= 1                                     # lines 3-5
             return self._release(p, granted=0)
@@ -224,16 +246,16 @@ class SyncPolicy:
             if q == exclude:
                 continue
             lead = self.lead(q)
-            if lead <= self.s_lower:
+            if lead <= self.threshold[q]:
                 del self.waiting[q]
                 releases.append(self._release(q, granted=0))
         return releases
 
     def _release(self, p, granted):
         lead = self.lead(p)
-        if self.mode == BOUNDED and lead > self.s_upper:
-            raise AssertionError('bounded mode released worker %d at lead %d > sU=%d'
-                                 % (p, lead, self.s_upper))
+        if self.mode != PAPER and lead > self.s_upper:
+            raise AssertionError('%s mode released worker %d at lead %d > sU=%d'
+                                 % (self.mode, p, lead, self.s_upper))
         self.max_lead = max(self.max_lead, lead)
         return Release(rank=p, clock=self.clocks[p], lead=lead, t_slowest=self.t_slowest(),
                        granted=granted, extra_left=self.extra[p])

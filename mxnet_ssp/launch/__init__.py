@@ -14,6 +14,9 @@ The flags are those of MXNet's ``tools/launch.py``; this launcher does not use
   ``MXNET_SSP_DSSP_MODE`` and ``MXNET_SSP_TIMEOUT`` (from this environment and
   ``--env*``) and a ``--kvstore X`` / ``--kv-store X`` found in the command;
   a bad value ends the launcher with exit code 2 and one line naming it;
+* GPUs for local jobs: ``--gpus-per-worker N`` or ``--gpu-map 0:0,1:1`` give each
+  worker its own GPUs (``CUDA_VISIBLE_DEVICES`` and ``MXNET_SSP_GPUS``), checked
+  against ``mx.context.num_gpus()`` (asked in a child process) before anything starts;
 * supervision: when any process fails, or the launcher gets SIGINT / SIGTERM /
   SIGHUP, every process group of the job is sent SIGTERM, then SIGKILL after
   a grace period, and the launcher says which process ended the job.
@@ -49,12 +52,13 @@ shutdown barrier instead of exiting, so the launcher cannot see it fail:
 ``--timeout`` bounds such jobs.
 
 Layout: :mod:`.settings` (constants, checks before anything starts, each
-process's environment), :mod:`.remote` (hosts; ssh, rsync and mpirun command
-lines), :mod:`.supervisor` (running and stopping the processes), :mod:`.cli`
+process's environment), :mod:`.gpus` (the GPU flags), :mod:`.remote` (hosts; ssh,
+rsync and mpirun command lines), :mod:`.supervisor` (running and stopping the processes), :mod:`.cli`
 (flags, the plan per launcher mode, ``main``).  The package stays light: it
 imports :mod:`mxnet_ssp.config` and the standard library only, never mxnet.
 """
 from .cli import _plan, build_parser, main
+from .gpus import count_gpus, parse_gpu_map, plan_gpus, worker_gpu_env
 from .remote import (Host, mpi_argv, mpi_flavor, parse_hostfile, remote_script, rsync_argv,
                      ssh_argv)
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, EXIT_TIMEOUT,
@@ -66,4 +70,5 @@ __all__ = ['main', 'build_parser', 'parse_env_items', 'find_kvstore_names', 'val
            'parse_hostfile', 'remote_script', 'ssh_argv', 'rsync_argv', 'mpi_argv',
            'mpi_flavor', 'Spec', 'Supervisor', 'LaunchError', 'Host', 'role_settings', 'PROG',
            'ENV_LAUNCH_INDEX', 'ENV_MPIRUN', 'ENV_SSH_ARGS', 'EXIT_FAILED', 'EXIT_USAGE',
-           'EXIT_TIMEOUT', 'SSH_BASE', '_plan']
+           'EXIT_TIMEOUT', 'SSH_BASE', '_plan', 'count_gpus', 'parse_gpu_map', 'plan_gpus',
+           'worker_gpu_env']

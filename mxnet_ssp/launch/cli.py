@@ -15,6 +15,7 @@ from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, 
 from .remote import (address_towards, free_port, mpi_argv, mpi_flavor, parse_hostfile, rsync_argv,
                      ssh_argv)
 from .supervisor import (Spec, Supervisor, _plural, describe_exit)
+from .gpus import GPU_ENV, describe as describe_gpus, plan_gpus, worker_gpu_env
 
 
 def build_parser():
@@ -49,6 +50,13 @@ def build_parser():
     p.add_argument('--p3', action='store_true',
                    help='use MXNet\'s P3 van: sets DMLC_PS_VAN_TYPE=p3 DMLC_PS_WATER_MARK=10 '
                         'in every process, as MXNet\'s launcher does')
+    p.add_argument('--gpus-per-worker', type=int, metavar='N',
+                   help='local launcher: worker i gets GPUs i*N .. i*N+N-1 (checked against '
+                        'mx.context.num_gpus() before anything starts; each worker gets '
+                        'CUDA_VISIBLE_DEVICES and MXNET_SSP_GPUS, see docs/launch.md)')
+    p.add_argument('--gpu-map', metavar='MAP',
+                   help="local launcher: each worker's GPUs, WORKER:GPU[+GPU...] comma-separated "
+                        "(e.g. '0:0,1:1'); WORKER is the launch index (MXNET_SSP_LAUNCH_INDEX)")
     p.add_argument('--timeout', type=float, metavar='SECONDS',
                    help='stop the whole job if it runs longer than this (exit code 124)')
     p.add_argument('command', nargs=argparse.REMAINDER,
@@ -65,8 +73,12 @@ def _scheduler_spec(command, environ, settings, uri, port, n, s):
     return Spec('scheduler', 0, command, local_env(environ, settings['scheduler'], dmlc))
 
 
-def _plan(args, environ):
-    """Check everything; return (specs, summary line, rsync jobs); raise LaunchError."""
+def _plan(args, environ, num_gpus=None):
+    """Check everything; return (specs, summary line, rsync jobs); raise LaunchError.
+
+    `num_gpus` (``num_gpus(environ) -> int``) counts the GPUs MXNet sees, for
+    ``--gpus-per-worker`` / ``--gpu-map``; default :func:`.gpus.count_gpus`.
+    """
     if args.launcher in ('sge', 'yarn'):
         raise LaunchError('--launcher %s is not supported by %s; use --launcher ssh (with '
                           '-H HOSTFILE), --launcher mpi, or --launcher local, or start the '
@@ -100,6 +112,17 @@ def _plan(args, environ):
         _say('--p3: DMLC_PS_VAN_TYPE=p3 DMLC_PS_WATER_MARK=10 set in every process, as '
              "MXNet's launcher does (P3 is untested with dist_ssp / dist_dssp)")
     counts = '1 scheduler, %s, %s' % (_plural(s, 'server'), _plural(n, 'worker'))
+    gpu_flags = args.gpus_per_worker is not None or args.gpu_map is not None
+    if gpu_flags and args.launcher != 'local':
+        raise LaunchError('--gpus-per-worker and --gpu-map are for --launcher local: with '
+                          '--launcher %s the GPUs are on other hosts; set CUDA_VISIBLE_DEVICES '
+                          'and MXNET_SSP_GPUS there (see docs/launch.md)' % args.launcher)
+    if gpu_flags:
+        for flag, given in (('--env', common), ('--env-worker', env_worker)):
+            clash = [k for k in GPU_ENV if k in given]
+            if clash:
+                raise LaunchError('%s %s clashes with --gpus-per-worker / --gpu-map, which set '
+                                  '%s for each worker' % (flag, clash[0], ' and '.join(GPU_ENV)))
 
     if args.launcher == 'local':
         for flag, value in (('-H/--hostfile', args.hostfile),
@@ -111,6 +134,7 @@ def _plan(args, environ):
                     "sh -c '...'" if '=' in command[0] else '')
             raise LaunchError('command %r not found or not executable (PATH of this '
                               'environment)%s' % (command[0], hint))
+        gpus = plan_gpus(args.gpus_per_worker, args.gpu_map, n, environ, num_gpus)
         uri, port = '127.0.0.1', free_port('127.0.0.1')
         specs = [_scheduler_spec(command, environ, settings, uri, port, n, s)]
         for role, count in (('server', s), ('worker', n)):
@@ -120,8 +144,12 @@ def _plan(args, environ):
                 if 'DMLC_NODE_HOST' not in environ and 'DMLC_NODE_HOST' not in settings[role]:
                     dmlc['DMLC_NODE_HOST'] = '127.0.0.1'
                 dmlc[ENV_LAUNCH_INDEX] = str(i)
-                specs.append(Spec(role, i, command, local_env(environ, settings[role], dmlc)))
-        return specs, 'local job: %s; scheduler at %s:%d' % (counts, uri, port), []
+                role_env = settings[role]
+                if role == 'worker' and gpus is not None:
+                    role_env = dict(role_env, **worker_gpu_env(gpus[i], environ))
+                specs.append(Spec(role, i, command, local_env(environ, role_env, dmlc)))
+        where = '' if gpus is None else '; %s' % describe_gpus(gpus, environ)
+        return specs, 'local job: %s; scheduler at %s:%d%s' % (counts, uri, port, where), []
 
     if args.launcher == 'ssh':
         if not args.hostfile:
@@ -186,13 +214,16 @@ def _plan(args, environ):
         flavor, counts, where, uri, port), []
 
 
-def main(argv=None):
-    """Entry point of ``mxnet-ssp-launch``; returns the exit code."""
+def main(argv=None, num_gpus=None):
+    """Entry point of ``mxnet-ssp-launch``; returns the exit code.
+
+    `num_gpus` is passed to :func:`_plan` (tests inject a GPU count there).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     environ = dict(os.environ)
     try:
-        specs, summary, syncs = _plan(args, environ)
+        specs, summary, syncs = _plan(args, environ, num_gpus)
         for host, rsync in syncs:
             if shutil.which('rsync', path=environ.get('PATH')) is None:
                 raise LaunchError('--sync-dst-dir needs rsync, which is not installed here')

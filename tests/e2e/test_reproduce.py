@@ -52,6 +52,9 @@ def checkout_first(monkeypatch):
     ('dssp-paper', 'dssp-paper', 'DSSP [3,15] paper',
      ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'paper']),
     ('dssp2-10-paper', 'dssp2-10-paper', 'DSSP [2,10] paper', None),
+    ('dssp-threshold', 'dssp-threshold', 'DSSP [3,15] threshold',
+     ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'threshold']),
+    ('DSSP2-10-Threshold', 'dssp2-10-threshold', 'DSSP [2,10] threshold', None),
 ])
 def test_parse_arm(name, canonical, label, flags):
     arm = parse_arm(name)

@@ -175,17 +175,35 @@ def test_dssp_bounded_grants_and_bound(marker_job, tmp_path):
     assert all(0 < g <= s_upper - s_lower for g in grants), grants
 
 
-def test_dssp_paper_mode_runs_and_grants(marker_job, tmp_path):
-    iters = 20
-    proc, steps = marker_job(workers=2, store='dist_dssp', staleness='1,3', mode='paper',
-                             iters=iters, slow_rank=0, slow_seconds=0.05, base_seconds=0.005)
+@pytest.mark.parametrize('mode,via', [('paper', 'flag'), ('threshold', 'env')])
+def test_dssp_paper_and_threshold_modes_end_to_end(marker_job, tmp_path, mode, via):
+    """The modes that are not the default, one set by the script, one by MXNET_SSP_DSSP_MODE."""
+    iters, s_lower, s_upper = 20, 1, 3
+    if via == 'flag':
+        proc, steps = marker_job(workers=2, store='dist_dssp', staleness='%d,%d' % (s_lower, s_upper),
+                                 mode=mode, iters=iters, slow_rank=0, slow_seconds=0.05,
+                                 base_seconds=0.005)
+    else:
+        env = job_env(tmp_path)
+        env['MXNET_SSP_DSSP_MODE'] = mode
+        proc, steps = marker_job(workers=2, store='dist_dssp', staleness='%d,%d' % (s_lower, s_upper),
+                                 env=env, iters=iters, slow_rank=0, slow_seconds=0.05,
+                                 base_seconds=0.005)
     assert proc.returncode == 0, fail_msg(proc)
+    assert 'controller for 2 workers, staleness [%d, %d] mode %s' % (s_lower, s_upper, mode) \
+        in proc.stderr, fail_msg(proc)
+    # (each worker's store checks that its own mode is the controller's: see
+    # test_worker_with_other_staleness_fails_the_job)
     _check_read_guarantee(steps, iters)
     metrics = _metrics(tmp_path)
-    _check_workers_against_replay(metrics, _replay_controller(tmp_path, 2, 1, 3, mode='paper'))
+    _check_workers_against_replay(metrics, _replay_controller(tmp_path, 2, s_lower, s_upper,
+                                                              mode=mode))
     controller = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
     pushes = [e for e in controller if e['event'] == 'push']
     assert len(pushes) == 2 * iters
+    if mode == 'threshold':
+        _check_bound_from_clocks(metrics, s_upper)
+        assert all(m['extra_left'] == 0 for recs in metrics.values() for m in recs)
 
 
 @pytest.mark.parametrize('servers,devices', [(2, 1), (1, 2)])

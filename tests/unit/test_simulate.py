@@ -56,10 +56,11 @@ def test_ssp_fast_workers_run_s_ahead_of_persistent_straggler(s):
     assert r.max_lead == s
 
 
+@pytest.mark.parametrize('mode', ['bounded', 'threshold'])
 @pytest.mark.parametrize('jitter', [0.0, 0.3])
 @pytest.mark.parametrize('times', [HETERO, [1.0, 1.0, 1.0, 1.0], [0.5, 3.0, 1.0]])
-def test_bounded_dssp_lead_never_exceeds_su(times, jitter):
-    r = simulate(times, 'dssp:3:15:bounded', wall_time=200.0, jitter=jitter, seed=7)
+def test_bounded_dssp_lead_never_exceeds_su(times, jitter, mode):
+    r = simulate(times, 'dssp:3:15:' + mode, wall_time=200.0, jitter=jitter, seed=7)
     assert r.max_lead <= 15
     assert max(r.lead_hist) <= 15
 
@@ -72,6 +73,18 @@ def test_paper_dssp_lead_grows_under_persistent_straggler():
     # paper mode keeps renewing the grant: the fast workers never stop, like ASP
     assert paper.iterations == asp.iterations
     assert paper.iterations_per_second > 2 * bounded.iterations_per_second
+
+
+def test_paper_dssp_with_jitter_is_not_asp():
+    """docs/dssp_modes.md, third table: one r* = 0 makes the fast worker wait for its lead."""
+    times = [1.0, 2.5]
+    asp = simulate(times, 'asp', wall_time=300.0, jitter=0.1, seed=2)
+    paper = simulate(times, 'dssp:3:15:paper', wall_time=300.0, jitter=0.1, seed=2)
+    threshold = simulate(times, 'dssp:3:15:threshold', wall_time=300.0, jitter=0.1, seed=2)
+    # the fast worker ran ahead like ASP (lead far past sU), then stopped for good
+    assert paper.max_lead > 4 * 15 and threshold.max_lead <= 15
+    assert paper.iterations[0] < 0.6 * asp.iterations[0]
+    assert paper.fast_wait_fraction > 0.4 and asp.fast_wait_fraction == 0.0
 
 
 def test_deterministic_with_seed():

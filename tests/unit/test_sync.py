@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mxnet_ssp.sync import BOUNDED, PAPER, Release, SyncPolicy, predict_r_star
+from mxnet_ssp.sync import BOUNDED, MODES, PAPER, THRESHOLD, Release, SyncPolicy, predict_r_star
 
 
 # ---------------------------------------------------------------------------
@@ -34,6 +34,11 @@ class Driver:
       (lines 3-5; in bounded mode only while its lead stays <= sU);
     * after every event, no held worker is within sL of the slowest.
 
+    In ``threshold`` mode ``sL`` above is each worker's own threshold, which
+    the driver follows itself: it changes only when the pusher's lead is above
+    it and the pusher is at the largest clock (the controller runs), to
+    ``sL + granted`` of that push; and there are no extra iterations.
+
     A policy that held workers longer than the rules say (lockstep, an
     off-by-one at sL, a grant not honoured) fails these checks although it
     keeps the bound and stays live.
@@ -46,6 +51,7 @@ class Driver:
         self.active = set(range(self.m))
         self.held = set()
         self.extra = [0] * self.m        # extra iterations each worker holds (its last Release)
+        self.threshold = [policy.s_lower] * self.m    # threshold mode: each worker's s_p
         self.releases = []
 
     def true_min(self):
@@ -57,9 +63,15 @@ class Driver:
     def push(self, rank, now):
         assert rank in self.active and rank not in self.held, 'driver bug'
         self.clocks[rank] += 1
+        fastest = self.clocks[rank] == max(self.clocks[i] for i in self.active)
+        before = self.threshold[rank]
         out = self.policy.on_push(rank, now)
+        if self.policy.mode == THRESHOLD and self.clocks[rank] - self.true_min() > before and fastest:
+            own = next((r for r in out if r.rank == rank), None)
+            granted = own.granted if own is not None else self.policy.waiting[rank]
+            self.threshold[rank] = min(self.policy.s_lower + granted, self.policy.s_upper)
         self.held.add(rank)
-        self._check(out, pusher=rank)
+        self._check(out, pusher=rank, threshold_before=before)
         return out
 
     def leave(self, rank):
@@ -69,7 +81,7 @@ class Driver:
         self._check(out, pusher=None)
         return out
 
-    def _check(self, out, pusher):
+    def _check(self, out, pusher, threshold_before=None):
         seen = {}
         for rel in out:
             assert isinstance(rel, Release)
@@ -85,27 +97,31 @@ class Driver:
             assert rel.lead >= 0
             assert rel.extra_left >= 0
             if rel.rank != pusher:
-                # waiters are freed only by the slowest clock advancing to sL
-                assert rel.lead <= self.policy.s_lower
+                # waiters are freed only by the slowest clock advancing to sL (s_p)
+                assert rel.lead <= self.threshold[rel.rank]
                 assert rel.granted == 0
+            elif self.policy.mode == THRESHOLD:
+                assert rel.lead <= self.threshold[rel.rank] and rel.extra_left == 0
             self.held.discard(rel.rank)
             self.releases.append(rel)
         assert set(self.policy.waiting) == self.held
-        self._check_no_needless_wait(seen, pusher)
+        assert self.policy.threshold == self.threshold
+        self._check_no_needless_wait(seen, pusher, threshold_before)
         for rel in out:
             self.extra[rel.rank] = rel.extra_left
 
-    def _check_no_needless_wait(self, released, pusher):
+    def _check_no_needless_wait(self, released, pusher, threshold_before):
         policy = self.policy
         if not self.active:
             return                       # the last worker left: nobody can wait
         slowest = self.true_min()
         if pusher is not None:
             lead = self.clocks[pusher] - slowest
-            if lead <= policy.s_lower:
+            if lead <= max(threshold_before, self.threshold[pusher]):
                 assert pusher in released, (
-                    'worker %d pushed clock %d at lead %d <= sL=%d but was held'
-                    % (pusher, self.clocks[pusher], lead, policy.s_lower))
+                    'worker %d pushed clock %d at lead %d <= its threshold %d but was held'
+                    % (pusher, self.clocks[pusher], lead, max(threshold_before,
+                                                              self.threshold[pusher])))
             if self.extra[pusher] > 0 and (policy.mode == PAPER or lead <= policy.s_upper):
                 assert pusher in released, (
                     'worker %d held %d granted extra iterations (lead %d) but was held'
@@ -115,7 +131,7 @@ class Driver:
                     'worker %d used one of %d extra iterations: %r'
                     % (pusher, self.extra[pusher], own))
             own = released.get(pusher)
-            if own is not None and own.granted:
+            if own is not None and own.granted and policy.mode != THRESHOLD:
                 # a grant of r* is r* releases without waiting; in bounded mode this
                 # release is the first of them, in paper mode r_p <- r* (line 13)
                 used = 1 if policy.mode == BOUNDED else 0
@@ -123,9 +139,9 @@ class Driver:
                     'worker %d granted %d but holds %d extra iterations (%s mode)'
                     % (pusher, own.granted, own.extra_left, policy.mode))
         for q in self.held:
-            assert self.clocks[q] - slowest > policy.s_lower, (
-                'worker %d is held at clock %d although the slowest clock is %d (sL=%d)'
-                % (q, self.clocks[q], slowest, policy.s_lower))
+            assert self.clocks[q] - slowest > self.threshold[q], (
+                'worker %d is held at clock %d although the slowest clock is %d (s_p=%d)'
+                % (q, self.clocks[q], slowest, self.threshold[q]))
 
 
 def run_timed(policy, compute, n_iters, latency=0.0, leave=True):
@@ -218,7 +234,7 @@ def _own(log, t, rank=0):
     raise AssertionError('no push of %d at %r' % (rank, t))
 
 
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_figure2_no_grant_before_sl_exceeded(mode):
     _, log = _figure2_run(mode)
     for t in FAST_PUSHES[:9]:
@@ -289,12 +305,13 @@ def _iteration_times(seed, m):
 
 
 @pytest.mark.parametrize('seed', range(40))
-def test_bounded_lead_never_exceeds_su_seeded(seed):
+@pytest.mark.parametrize('mode', [BOUNDED, THRESHOLD])
+def test_bounded_lead_never_exceeds_su_seeded(seed, mode):
     rng = random.Random(seed)
     m = rng.randint(2, 6)
     s_lower = rng.randint(0, 4)
     s_upper = s_lower + rng.randint(0, 8)
-    policy = SyncPolicy(m, s_lower, s_upper, mode=BOUNDED,
+    policy = SyncPolicy(m, s_lower, s_upper, mode=mode,
                         stall_factor=rng.choice([0.5, 2.0, 10.0]))
     n_iters = [rng.randint(5, 60) for _ in range(m)]
     drv = run_timed(policy, _iteration_times(seed, m), n_iters,
@@ -306,7 +323,7 @@ def test_bounded_lead_never_exceeds_su_seeded(seed):
 
 
 @pytest.mark.parametrize('seed', range(40))
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_random_interleavings_safe(seed, mode):
     rng = random.Random(1000 + seed)
     m = rng.randint(1, 6)
@@ -314,7 +331,7 @@ def test_random_interleavings_safe(seed, mode):
     s_upper = s_lower + rng.randint(0, 6)
     policy = SyncPolicy(m, s_lower, s_upper, mode=mode, stall_factor=rng.choice([1.0, 2.0, 50.0]))
     drv = run_random_order(policy, rng, steps=300, leave_prob=0.01)
-    if mode == BOUNDED:
+    if mode != PAPER:
         assert policy.max_lead <= s_upper
         assert all(r.lead <= s_upper for r in drv.releases)
 
@@ -329,7 +346,7 @@ iteration_time = st.one_of(st.just(0.0), st.floats(min_value=0.001, max_value=50
     m=st.integers(min_value=1, max_value=5),
     s_lower=st.integers(min_value=0, max_value=4),
     width=st.integers(min_value=0, max_value=6),
-    mode=st.sampled_from([BOUNDED, PAPER]),
+    mode=st.sampled_from(MODES),
     stall_factor=st.sampled_from([0.5, 2.0, 100.0]),
     latency=st.sampled_from([0.0, 0.1]),
     data=st.data(),
@@ -342,7 +359,7 @@ def test_hypothesis_timelines(m, s_lower, width, mode, stall_factor, latency, da
     policy = SyncPolicy(m, s_lower, s_upper, mode=mode, stall_factor=stall_factor)
     drv = run_timed(policy, lambda i, k: cycles[i][k % len(cycles[i])], n_iters, latency=latency)
     assert sum(drv.clocks) == sum(n_iters)
-    if mode == BOUNDED:
+    if mode != PAPER:
         assert policy.max_lead <= s_upper
         assert all(r.lead <= s_upper for r in drv.releases)
         if s_lower == s_upper:
@@ -361,7 +378,7 @@ def test_ssp_lead_never_exceeds_s(s, seed):
     assert policy.max_lead <= s
 
 
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_ssp_equal_bounds_never_call_controller(mode):
     """sL == sU gives r_max = 0 in both modes: plain SSP."""
     policy = SyncPolicy(3, 2, 2, mode=mode)
@@ -430,7 +447,7 @@ def test_predict_r_star_edges():
 
 def test_two_workers_at_min_clock_latest_predicted_is_slowest():
     """Workers 1 and 2 share the smallest clock; worker 2 is predicted to push last."""
-    for mode in (BOUNDED, PAPER):
+    for mode in MODES:
         policy = SyncPolicy(3, 2, 6, mode=mode)
         script = [(0, 0.5), (0, 1.0), (2, 4.25), (1, 6.0), (0, 7.0), (2, 7.75), (1, 8.0),
                   (0, 8.0)]
@@ -491,7 +508,7 @@ def _policy_before_decision(t, mode=BOUNDED, stall_factor=2.5):
     return policy
 
 
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_slowest_not_yet_stalled_gets_grant(mode):
     # stall limit: 2.0 + 2.5 x 2 = 7.0; exactly at the limit it is not stalled (>)
     policy = _policy_before_decision(7.0, mode)
@@ -499,7 +516,7 @@ def test_slowest_not_yet_stalled_gets_grant(mode):
     assert rel.granted == predict_r_star((7.0, 6.75), (2.0, 0.0), 4) == 4
 
 
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_stalled_slowest_gets_no_grant(mode):
     policy = _policy_before_decision(7.5, mode)
     assert predict_r_star((7.5, 7.25), (2.0, 0.0), 4) > 0   # it would grant otherwise
@@ -513,7 +530,7 @@ def test_stall_factor_is_used():
     assert rel.granted > 0
 
 
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_slowest_with_one_timestamp_gets_no_grant(mode):
     policy = SyncPolicy(2, 2, 6, mode=mode)
     policy.on_push(1, 0.0)                           # the slowest has a single timestamp
@@ -523,7 +540,7 @@ def test_slowest_with_one_timestamp_gets_no_grant(mode):
     assert policy.waiting == {0: 0}
 
 
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_no_timestamps_gets_no_grant(mode):
     # worker 0 pushes once (one timestamp of its own) while worker 1 never pushed
     policy = SyncPolicy(2, 0, 4, mode=mode)
@@ -536,7 +553,7 @@ def test_no_timestamps_gets_no_grant(mode):
 # ---------------------------------------------------------------------------
 # Leaving
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_leave_releases_held_workers(mode):
     policy = SyncPolicy(3, 1, 1, mode=mode)
     policy.on_push(0, 1.0)
@@ -575,7 +592,7 @@ def test_leave_of_held_worker_and_of_last_worker():
     assert policy.slowest_ranks() == []
 
 
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_push_or_leave_after_leaving_raises(mode):
     policy = SyncPolicy(2, 1, 3, mode=mode)
     policy.on_leave(1)

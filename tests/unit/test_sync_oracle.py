@@ -2,7 +2,8 @@
 
 ``tests/oracle_sync.py`` is the straightforward policy as it shipped before
 the decisions became O(1) amortized (scans over every clock, a sort of the
-waiters), copied unchanged.  Both are driven through the same timelines and
+waiters), copied unchanged but for the ``threshold`` mode, added to both the
+same straightforward way.  Both are driven through the same timelines and
 must return identical releases (same ranks, same Release values, same order)
 and expose identical public state after every event.  The timelines go
 through the :class:`test_sync.Driver` harness, so every release is also
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oracle_sync
-from mxnet_ssp.sync import BOUNDED, PAPER, SyncPolicy, predict_r_star
+from mxnet_ssp.sync import BOUNDED, MODES, PAPER, THRESHOLD, SyncPolicy, predict_r_star
 from test_sync import Driver, _iteration_times, run_random_order, run_timed
 
 
@@ -54,7 +55,7 @@ class Twin:
                                  % (where, first, len(got), len(want), got[first:first + 3],
                                     want[first:first + 3]))
         new, old = self.new, self.old
-        for name in ('clocks', 'stamps', 'extra', 'active', 'waiting', 'max_lead'):
+        for name in ('clocks', 'stamps', 'extra', 'threshold', 'active', 'waiting', 'max_lead'):
             assert getattr(new, name) == getattr(old, name), '%s: %s differs' % (where, name)
         assert new.t_slowest() == old.t_slowest(), where
         assert new.slowest_ranks() == old.slowest_ranks(), where
@@ -86,7 +87,7 @@ def _policy_args(data, max_workers):
     m = data.draw(st.integers(min_value=1, max_value=max_workers), label='workers')
     s_lower = data.draw(st.integers(min_value=0, max_value=4), label='sL')
     width = data.draw(st.sampled_from([0, 0, 1, 2, 4, 12]), label='sU - sL')   # 0: SSP
-    mode = data.draw(st.sampled_from([BOUNDED, PAPER]), label='mode')
+    mode = data.draw(st.sampled_from(MODES), label='mode')
     stall = data.draw(stall_factors, label='stall_factor')
     return (m, s_lower, s_lower + width), dict(mode=mode, stall_factor=stall)
 
@@ -133,7 +134,7 @@ def test_same_releases_timed_workers(data):
 # Seeded timelines, including many workers
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize('seed', range(30))
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_same_releases_seeded_interleavings(seed, mode):
     rng = random.Random(7000 + seed)
     m = rng.choice([1, 2, 3, 8, 50])
@@ -144,7 +145,7 @@ def test_same_releases_seeded_interleavings(seed, mode):
 
 
 @pytest.mark.parametrize('seed', range(12))
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_same_releases_seeded_timed(seed, mode):
     rng = random.Random(seed)
     m = rng.randint(2, 12)
@@ -155,7 +156,8 @@ def test_same_releases_seeded_timed(seed, mode):
               latency=rng.choice([0.0, 0.05, 1.0]))
 
 
-@pytest.mark.parametrize('spec', [(300, 3, 15, BOUNDED), (300, 3, 15, PAPER), (300, 3, 3, BOUNDED),
+@pytest.mark.parametrize('spec', [(300, 3, 15, BOUNDED), (300, 3, 15, PAPER), (300, 3, 15, THRESHOLD),
+                                  (300, 3, 3, BOUNDED),
                                   (150, 0, 0, BOUNDED), (200, 2, 6, BOUNDED)])
 def test_same_releases_many_workers_one_straggler(spec):
     """The benchmark's shape: one worker 2.5x slower, 10% jitter, leaves at the end."""
@@ -171,7 +173,7 @@ def test_same_releases_many_workers_one_straggler(spec):
     assert any(r.granted for r in drv.releases) == (s_upper > s_lower)
 
 
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_same_releases_many_equal_slowest(mode):
     """Many workers tied at the slowest clock, with equal predicted pushes (rank ties)."""
     m = 60
@@ -215,7 +217,7 @@ def test_predict_r_star_same_as_scan_near_ties(seed):
 # ---------------------------------------------------------------------------
 # Targeted: equal predictions among the slowest workers
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('mode', [BOUNDED, PAPER])
+@pytest.mark.parametrize('mode', MODES)
 def test_equal_predicted_pushes_take_the_larger_rank(mode):
     """Workers 1 and 2 share the smallest clock and are both predicted at 6.0.
 
@@ -250,3 +252,17 @@ def test_same_releases_on_a_coarse_time_grid(data):
             drv.leave(rank)
         else:
             drv.push(rank, now)
+
+
+def test_twin_sees_a_threshold_difference():
+    """The comparison covers the thresholds: the state after a grant differs."""
+    twin = Twin(2, 1, 5, mode=THRESHOLD)
+    twin.new = SyncPolicy(2, 1, 5, mode=THRESHOLD)
+    drv = Driver(twin)
+    for rank, t in [(1, 1.0), (1, 3.0), (0, 3.0), (0, 3.5), (0, 4.0)]:
+        drv.push(rank, t)                   # worker 0 at clock 3, worker 1 at 2: lead 1
+    (rel,) = drv.push(0, 4.5)               # lead 2 > sL: Sim_p 4.5, 5, ... meets 5.0: r* = 1
+    assert (rel.granted, twin.old.threshold, twin.new.threshold) == (1, [2, 1], [2, 1])
+    twin.new.threshold[0] = 1               # as if the grant had not raised s_p
+    with pytest.raises(AssertionError, match='threshold differs'):
+        twin.on_leave(1)

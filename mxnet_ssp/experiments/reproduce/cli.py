@@ -13,7 +13,7 @@ from .grid import UsageError, bad_option, plan, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
 from .presets import ARM_FORMS, PRESETS
 from .report import write_report
-from .runner import (Stop, check_dataset, check_train_script, is_done, prepare_subset, run_grid,
+from .runner import (Stop, check_dataset, check_gpus, check_train_script, is_done, prepare_subset, run_grid,
                      subset_dir)
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,11 @@ def build_parser():
     p.add_argument('--paradigms', help='comma-separated subset: ' + ARM_FORMS)
     p.add_argument('--targets', help='target test accuracies, e.g. 0.67,0.68')
     p.add_argument('--slowdown', help="train_cifar.py's --slowdown RANK:FACTOR ('' for none)")
+    p.add_argument('--gpus-per-worker', metavar='N',
+                   help='mxnet-ssp-launch --gpus-per-worker: worker i trains on GPUs '
+                        'i*N..i*N+N-1 (with --slowdown \'\' for real mixed GPUs)')
+    p.add_argument('--gpu-map', metavar='MAP',
+                   help="mxnet-ssp-launch --gpu-map: each worker's GPUs, e.g. '0:0,1:1'")
     p.add_argument('--model', help="override the preset's model")
     p.add_argument('--data-dir', help='directory of the CIFAR archives '
                                       '(default ~/.mxnet/datasets/cifar)')
@@ -146,8 +151,12 @@ def _raise_stop(signum, frame):
     raise Stop(signum)
 
 
-def main(argv=None):
-    """Entry point; returns the exit code."""
+def main(argv=None, num_gpus=None):
+    """Entry point; returns the exit code.
+
+    `num_gpus` (``num_gpus(environ) -> int``) counts the GPUs MXNet sees for the GPU
+    flags (default: ask MXNet in a child process; tests inject a count).
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_presets:
@@ -168,6 +177,7 @@ def main(argv=None):
             problems.append('the plots need matplotlib, which is not installed: '
                             + MATPLOTLIB_HINT)
         if not args.report_only:
+            problems += check_gpus(grid, num_gpus)
             problems += check_train_script(grid, args.keep_checkpoints)
             problems += check_dataset(grid, download=not args.dry_run)
         if problems and not args.dry_run:

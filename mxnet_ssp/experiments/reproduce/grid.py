@@ -11,6 +11,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+from ...launch.gpus import MAP_FORM, parse_gpu_map
+from ...launch.settings import LaunchError
 from .presets import ARM_FORMS, PRESETS, SSP_RE, parse_arm
 
 
@@ -57,6 +59,8 @@ class Grid:
     extra_flags: list = dataclasses.field(default_factory=list)
     #: BSP applies the mean of the gradients (see :meth:`Arm.train_flags`)
     bsp_average: bool = True
+    #: the launcher's GPU flags (``--gpus-per-worker N`` or ``--gpu-map MAP``), or ()
+    gpus: tuple = ()
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
@@ -159,6 +163,7 @@ def resolve_grid(args):
     if slowdown:
         _check_slowdown(slowdown, workers)
     arms = _select_arms(args.paradigms, preset)
+    gpus = _gpu_flags(args, workers)
     model = args.model or preset.model
     train_script = None
     if args.train_script is not None:
@@ -177,7 +182,30 @@ def resolve_grid(args):
                 lr_decay_epochs=decay_epochs, slowdown=slowdown,
                 num_iterations=preset.num_iterations, seed=args.seed, arms=arms, trials=trials,
                 targets=targets, timeout_s=timeout, train_script=train_script,
-                paper_table=preset.paper_table)
+                paper_table=preset.paper_table, gpus=gpus)
+
+
+def _gpu_flags(args, workers):
+    """The launcher's GPU flags, checked for form (the GPU count is checked by the runner)."""
+    per_worker = getattr(args, 'gpus_per_worker', None)
+    gpu_map = getattr(args, 'gpu_map', None)
+    if per_worker is not None and gpu_map is not None:
+        raise UsageError('--gpus-per-worker and --gpu-map are exclusive: give one of them')
+    if per_worker is not None:
+        try:
+            count = int(per_worker)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise bad_option('--gpus-per-worker', per_worker, 'an integer >= 1')
+        return ('--gpus-per-worker', str(count))
+    if gpu_map is not None:
+        try:
+            parse_gpu_map(gpu_map, workers)
+        except LaunchError as err:
+            raise UsageError('%s (%d workers; expected %s)' % (err, workers, MAP_FORM)) from None
+        return ('--gpu-map', gpu_map)
+    return ()
 
 
 def _select_arms(text, preset):
@@ -217,7 +245,7 @@ def run_command(grid, arm, trial, directory):
     """The launcher command line of one run (a list of arguments)."""
     python = sys.executable
     cmd = [python, '-m', 'mxnet_ssp.launch', '-n', str(grid.workers), '-s', str(grid.servers),
-           '--launcher', 'local', '--timeout', '%.6g' % grid.timeout_s
+           '--launcher', 'local', *grid.gpus, '--timeout', '%.6g' % grid.timeout_s
            if grid.timeout_s < 1e6 else '%.0f' % grid.timeout_s,
            *grid.train_argv(python),
            '--model', grid.model, '--dataset', grid.dataset,
@@ -243,7 +271,10 @@ def run_signature(grid, arm, trial):
     Paths, the Python executable and the time limit are left out, so a moved
     --out directory or a new --timeout does not redo finished runs.
     """
-    return dict(grid.identity(), arm=arm.name, seed=trial_seed(grid, trial))
+    signature = dict(grid.identity(), arm=arm.name, seed=trial_seed(grid, trial))
+    if grid.gpus:                    # runs on GPUs are other runs (absent before the flags)
+        signature['gpus'] = list(grid.gpus)
+    return signature
 
 
 def plan(grid, out):

@@ -38,8 +38,9 @@ def _style(arm, ssp_values):
     if arm.family == 'asp':
         return {'color': 'tab:red'}
     if arm.family == 'dssp':
-        return {'color': 'tab:blue' if arm.mode == 'bounded' else 'tab:purple', 'linewidth': 2.2,
-                'linestyle': '-' if arm.mode == 'bounded' else '--'}
+        color = {'bounded': 'tab:blue', 'paper': 'tab:purple'}.get(arm.mode, 'tab:cyan')
+        return {'color': color, 'linewidth': 2.2,
+                'linestyle': {'bounded': '-', 'paper': '--'}.get(arm.mode, '-.')}
     import matplotlib
     rank = ssp_values.index(arm.staleness[0])
     return {'color': matplotlib.colormaps['viridis'](rank / max(1, len(ssp_values) - 1) * 0.85),

@@ -7,10 +7,11 @@ import re
 from dataclasses import dataclass
 
 
-ARM_FORMS = ('bsp, asp, ssp<S> (e.g. ssp3), dssp[<SL>-<SU>][-paper] (e.g. dssp = [3, 15] '
-             'bounded, dssp-paper, dssp2-10), or ssp for every SSP threshold of the preset')
+ARM_FORMS = ('bsp, asp, ssp<S> (e.g. ssp3), dssp[<SL>-<SU>][-paper|-threshold] (e.g. dssp = '
+             '[3, 15] bounded, dssp-paper, dssp-threshold, dssp2-10), or ssp for every SSP '
+             'threshold of the preset')
 SSP_RE = re.compile(r'^ssp(\d+)$')
-DSSP_RE = re.compile(r'^dssp(?:(\d+)-(\d+))?(?:-(paper|bounded))?$')
+DSSP_RE = re.compile(r'^dssp(?:(\d+)-(\d+))?(?:-(paper|bounded|threshold))?$')
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Arm:
     ----------
     name : str
         Canonical name, also the run directory: ``bsp``, ``asp``, ``ssp3``,
-        ``dssp`` ([3, 15] bounded), ``dssp-paper``, ``dssp2-10``, ...
+        ``dssp`` ([3, 15] bounded), ``dssp-paper``, ``dssp-threshold``, ``dssp2-10``, ...
     family : str
         ``bsp``, ``asp``, ``ssp`` or ``dssp``.
     kvstore : str
@@ -29,7 +30,7 @@ class Arm:
     staleness : tuple of int
         ``(s,)`` for SSP, ``(sL, sU)`` for DSSP, ``()`` otherwise.
     mode : str or None
-        DSSP mode, ``bounded`` or ``paper``.
+        DSSP mode, ``bounded``, ``paper`` or ``threshold``.
     """
     name: str
     family: str
@@ -43,7 +44,8 @@ class Arm:
         if self.family == 'ssp':
             return 'SSP s=%d' % self.staleness[0]
         if self.family == 'dssp':
-            return 'DSSP [%d,%d]%s' % (self.staleness + (' paper' if self.mode == 'paper' else '',))
+            suffix = '' if self.mode == 'bounded' else ' ' + self.mode
+            return 'DSSP [%d,%d]%s' % (self.staleness + (suffix,))
         return self.family.upper()
 
     def train_flags(self, bsp_average=True):
@@ -85,7 +87,7 @@ def parse_arm(name):
             raise ValueError('%r has sL %d > sU %d' % (name, low, high))
         mode = match.group(3) or 'bounded'
         canonical = 'dssp' + ('' if (low, high) == (3, 15) else '%d-%d' % (low, high))
-        canonical += '-paper' if mode == 'paper' else ''
+        canonical += '' if mode == 'bounded' else '-' + mode
         return Arm(canonical, 'dssp', 'dist_dssp', (low, high), mode)
     raise ValueError('%r is not a paradigm' % name)
 
@@ -130,10 +132,10 @@ PRESETS = {p.name: p for p in (
     Preset('paper-alexnet',
            'Figure 3a/3b: downsized AlexNet (3 conv + 2 FC) on CIFAR-10, 4 homogeneous workers',
            model='alexnet-small', dataset='cifar10', workers=4, batch_size=128, lr=0.001,
-           epochs=300, arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'),
+           epochs=300, arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper', 'dssp-threshold'),
            targets=(0.65, 0.70), timeout_s=48 * 3600,
-           cost='51 runs of 29,100 iterations per worker; 0.14-0.24 s per iteration of one '
-                'process here, 4 workers share 2 cores: about 2-4 h per run, 5-8 days for the '
+           cost='54 runs of 29,100 iterations per worker; 0.14-0.24 s per iteration of one '
+                'process here, 4 workers share 2 cores: about 2-4 h per run, 5-9 days for the '
                 'grid (estimated with --epochs-scale 0.1 --data-fraction 0.1, the full test '
                 'set still evaluated every epoch: 2-4 h)'),
     Preset('paper-resnet50',
@@ -141,9 +143,9 @@ PRESETS = {p.name: p for p in (
            '4 homogeneous workers, lr decayed x0.1 at epochs 200 and 250',
            model='cifar_resnet50_v1', dataset='cifar100', workers=4, batch_size=128, lr=0.05,
            epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250),
-           arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'), targets=(0.60, 0.65),
+           arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper', 'dssp-threshold'), targets=(0.60, 0.65),
            timeout_s=14 * 24 * 3600,
-           cost='51 runs of 29,100 iterations per worker; about 3.5 s per iteration of one '
+           cost='54 runs of 29,100 iterations per worker; about 3.5 s per iteration of one '
                 'process here (estimated from ResNet-20\'s 1.4 s), 4 workers on 2 cores: about '
                 '2-3 days per run, months for the grid: a GPU cluster job'),
     Preset('paper-resnet110',
@@ -151,9 +153,9 @@ PRESETS = {p.name: p for p in (
            'epochs 200 and 250',
            model='cifar_resnet110_v1', dataset='cifar100', workers=4, batch_size=128, lr=0.05,
            epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250),
-           arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper'), targets=(0.67, 0.68),
+           arms=('bsp', 'asp') + SSP_RANGE + ('dssp', 'dssp-paper', 'dssp-threshold'), targets=(0.67, 0.68),
            timeout_s=14 * 24 * 3600,
-           cost='51 runs of 29,100 iterations per worker; about 7.7 s per iteration of one '
+           cost='54 runs of 29,100 iterations per worker; about 7.7 s per iteration of one '
                 'process here (estimated from ResNet-20\'s 1.4 s): about 5 days per run, '
                 'about 8 months for the grid: a GPU cluster job'),
     Preset('paper-mixed',
@@ -164,17 +166,17 @@ PRESETS = {p.name: p for p in (
            epochs=300, lr_decay=0.1, lr_decay_epochs=(200, 250), slowdown='1:2.5',
            arms=('bsp', 'asp', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper'),
            targets=(0.67, 0.68), timeout_s=30 * 24 * 3600, paper_table=PAPER_TABLE_I,
-           cost='21 runs of 58,500 iterations per worker; about 7.7 s per iteration here '
-                '(estimated), the slow worker 2.5x that: about 2 weeks per run, 9 months for '
+           cost='24 runs of 58,500 iterations per worker; about 7.7 s per iteration here '
+                '(estimated), the slow worker 2.5x that: about 2 weeks per run, 11 months for '
                 'the grid: a GPU job'),
     Preset('quick',
            'Table I in miniature: downsized AlexNet on the bundled 8x8 digits, 2 workers, '
            'worker 1 2.5x slower',
            model='alexnet-small', dataset='digits', workers=2, batch_size=128, lr=0.01,
            epochs=60, slowdown='1:2.5',
-           arms=('bsp', 'asp', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper'),
+           arms=('bsp', 'asp', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper', 'dssp-threshold'),
            targets=(0.95, 0.97), timeout_s=600, paper_table=PAPER_TABLE_I,
-           cost='21 runs of 11-15 s each (about 5 s of it job start-up): about 4.5 minutes '
+           cost='24 runs of 11-15 s each (about 5 s of it job start-up): about 5 minutes '
                 'here'),
     Preset('tiny',
            'smoke test: downsized AlexNet on the digits, 2 workers, worker 1 2.5x slower, '

@@ -67,6 +67,26 @@ def script_flags(grid):
     return set(re.findall(r'(?<![\w-])--[a-z][a-z0-9-]*', proc.stdout))
 
 
+def check_gpus(grid, num_gpus=None):
+    """Problems with the grid's GPU flags on this machine (empty list if none).
+
+    The launcher's own check (:func:`mxnet_ssp.launch.plan_gpus`), made once before any
+    run instead of failing every run: the GPUs named must be ones MXNet sees here.
+    """
+    if not grid.gpus:
+        return []
+    from ...launch.gpus import plan_gpus
+    from ...launch.settings import LaunchError
+    flag, value = grid.gpus
+    try:
+        plan_gpus(int(value) if flag == '--gpus-per-worker' else None,
+                  value if flag == '--gpu-map' else None, grid.workers, dict(os.environ),
+                  num_gpus)
+    except LaunchError as err:
+        return [str(err)]
+    return []
+
+
 def check_train_script(grid, keep_checkpoints=False):
     """Problems that would make every run fail: missing train_cifar.py flags or packages.
 

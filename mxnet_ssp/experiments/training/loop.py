@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 
+from ... import config
 from .. import data
 from .checkpoint import restore_states, save_checkpoint
 from .logs import JsonLines, count_iterations, make_progress, show_progress
@@ -54,6 +55,45 @@ def evaluate(net, images, labels, batch_size=500, ctx=None):
     return correct / float(len(images))
 
 
+def choose_gpus(num_gpus, environ, visible):
+    """The GPU ids this worker trains on (an empty list: the CPU).
+
+    Parameters
+    ----------
+    num_gpus : int
+        ``--num-gpus`` (0 when not given).
+    environ : mapping
+        The worker's environment: ``MXNET_SSP_GPUS``, set by ``mxnet-ssp-launch
+        --gpus-per-worker / --gpu-map``, names this worker's GPUs.
+    visible : int
+        ``mx.context.num_gpus()`` in this process.
+
+    Raises
+    ------
+    ValueError
+        With the setting, its value and what is accepted.
+    """
+    try:
+        ids = config.worker_gpus(environ)
+    except config.ConfigError as err:
+        raise ValueError(str(err)) from None
+    if not ids:
+        if num_gpus > visible:
+            raise ValueError('--num-gpus %d is not valid: this MXNet build sees %d GPU(s)'
+                             % (num_gpus, visible))
+        return list(range(num_gpus))
+    name = '%s=%r' % (config.ENV_GPUS, environ[config.ENV_GPUS])
+    if num_gpus and num_gpus != len(ids):
+        raise ValueError('--num-gpus %d is not valid with %s (set by the launcher): this worker '
+                         'has %d GPU(s); leave --num-gpus out or give %d'
+                         % (num_gpus, name, len(ids), len(ids)))
+    if max(ids) >= visible:
+        raise ValueError('%s is not valid here: MXNet sees %d GPU(s) in this worker '
+                         '(CUDA_VISIBLE_DEVICES=%r): ids 0..%d'
+                         % (name, visible, environ.get('CUDA_VISIBLE_DEVICES'), visible - 1))
+    return list(ids)
+
+
 class Training:
     """One worker's run of the training script, step by step (:meth:`run`).
 
@@ -86,10 +126,12 @@ class Training:
         """The devices, the batch size over them, and the seeds."""
         import mxnet as mx
         args = self.args
-        if args.num_gpus > mx.context.num_gpus():
-            args.parser.error('--num-gpus %d is not valid: this MXNet build sees %d GPU(s)'
-                              % (args.num_gpus, mx.context.num_gpus()))
-        self.ctx = [mx.gpu(i) for i in range(args.num_gpus)] if args.num_gpus else [mx.cpu()]
+        try:
+            self.gpus = choose_gpus(args.num_gpus, os.environ, mx.context.num_gpus())
+        except ValueError as err:
+            args.parser.error(str(err))
+        args.num_gpus = len(self.gpus)
+        self.ctx = [mx.gpu(i) for i in self.gpus] if self.gpus else [mx.cpu()]
         self.batch_size = args.batch_size * max(1, args.num_gpus)
         mx.random.seed(args.seed)
         np.random.seed(args.seed)
@@ -161,6 +203,10 @@ class Training:
                     ', resuming after epoch %d (iteration %d) from %s'
                     % (self.start_epoch - 1, self.iteration, args.resume_from)
                     if self.resume else '')
+        visible = os.environ.get('CUDA_VISIBLE_DEVICES')
+        logger.info('devices: %s%s', ', '.join(str(c) for c in self.ctx),
+                    '' if not self.gpus or visible is None
+                    else ' (CUDA_VISIBLE_DEVICES=%s)' % visible)
 
     def make_trainer(self):
         """Initialize or load the weights, make the trainer, set the first epoch's learning
@@ -374,6 +420,7 @@ class Training:
             'num_workers': self.num_workers, 'model': args.model,
             'model_description': describe_model(args.model), 'dataset': args.dataset,
             'augment': self.augment, 'batch_size': args.batch_size, 'num_gpus': args.num_gpus,
+            'devices': [str(c) for c in self.ctx],
             'sync_average': args.sync_average,
             'optimizer': args.optimizer, 'lr': args.lr, 'momentum': args.momentum,
             'wd': args.wd, 'lr_decay': args.lr_decay, 'lr_decay_epoch': args.lr_decay_epochs,

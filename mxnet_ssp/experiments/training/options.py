@@ -57,7 +57,9 @@ def build_parser():
     g.add_argument('--batch-size', type=int, default=32,
                    help='batch size per device (per worker with --num-gpus 0)')
     g.add_argument('--num-gpus', type=int, default=0,
-                   help='GPUs per worker (0: CPU); each worker splits its batch over them')
+                   help='GPUs per worker (0: CPU, unless MXNET_SSP_GPUS, set by mxnet-ssp-launch '
+                        '--gpus-per-worker / --gpu-map, names them); each worker splits its '
+                        'batch over them')
     g.add_argument('--num-epochs', type=int, default=10,
                    help="passes over each worker's shard (in all, counting resumed ones)")
     g.add_argument('--num-iterations', type=int, default=None,
@@ -95,8 +97,8 @@ def build_parser():
                    help="dist_ssp: s (e.g. 3); dist_dssp: 'sL,sU' (e.g. 3,15) "
                         "(default: the store's, or MXNET_SSP_STALENESS)")
     g.add_argument('--dssp-mode', default=None,
-                   help='dist_dssp only: %s (default: bounded, or MXNET_SSP_DSSP_MODE)'
-                        % ', '.join(DSSP_MODES))
+                   help='dist_dssp only: %s (default: bounded, or MXNET_SSP_DSSP_MODE; '
+                        'see docs/dssp_modes.md)' % ', '.join(DSSP_MODES))
     g.add_argument('--splits', default=None,
                    help='dist_softsync only: n of n-softsync, 1 <= n <= workers (default 1, '
                         'or MXNET_SSP_SOFTSYNC_SPLITS)')
