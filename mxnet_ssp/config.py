@@ -27,6 +27,14 @@ ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
 #: The GPUs of one worker process, as its MXNet numbers them (``'0'``, ``'0,1'``): set by
 #: ``mxnet-ssp-launch --gpus-per-worker / --gpu-map``, read by the training loop.
 ENV_GPUS = 'MXNET_SSP_GPUS'
+#: Launcher-only setting: extra ssh options, split like a shell would, put
+#: after ``ssh`` (and in rsync's ``-e``), e.g. ``'-F ./ssh_config'`` or ``'-i key -l user'``.
+ENV_SSH_ARGS = 'MXNET_SSP_LAUNCH_SSH_ARGS'
+#: Launcher-only setting: the mpirun program to use (default ``mpirun``).
+ENV_MPIRUN = 'MXNET_SSP_LAUNCH_MPIRUN'
+#: Set by the launcher in every process: its launch index within its role
+#: (``worker #1`` has 1).  Not the ps-lite rank, which ps-lite assigns itself.
+ENV_LAUNCH_INDEX = 'MXNET_SSP_LAUNCH_INDEX'
 #: ps-lite's number of servers (set by every launcher); slot mode lays out keys with it.
 ENV_NUM_SERVER = 'DMLC_NUM_SERVER'
 #: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is

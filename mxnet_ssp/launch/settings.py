@@ -7,27 +7,14 @@ import re
 import shlex
 import sys
 
-from ..config import (ENV_DSSP_MODE, ENV_STALENESS, ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES,
-                      ConfigError, check_kvstore_name, from_env)
+from ..config import (ENV_DSSP_MODE, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
+                      ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, ConfigError,
+                      check_kvstore_name, from_env)
 
 
 PROG = 'mxnet-ssp-launch'
 
-
-#: Launcher-only setting: extra ssh options, split like a shell would, put
-#: after ``ssh`` (and in rsync's ``-e``), e.g. ``'-F ./ssh_config'`` or ``'-i key -l user'``.
-ENV_SSH_ARGS = 'MXNET_SSP_LAUNCH_SSH_ARGS'
-
-
-#: Launcher-only setting: the mpirun program to use (default ``mpirun``).
-ENV_MPIRUN = 'MXNET_SSP_LAUNCH_MPIRUN'
-
-
-#: Set by the launcher in every process: its launch index within its role
-#: (``worker #1`` has 1).  Not the ps-lite rank, which ps-lite assigns itself.
-ENV_LAUNCH_INDEX = 'MXNET_SSP_LAUNCH_INDEX'
-
-
+#: Launcher settings (defined with every other MXNET_SSP_* name in mxnet_ssp.config).
 LAUNCHER_ONLY_ENV = (ENV_SSH_ARGS, ENV_MPIRUN, ENV_LAUNCH_INDEX)
 
 
