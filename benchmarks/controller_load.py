@@ -11,9 +11,11 @@ Latency is measured per CLOCK: from just before it is sent to the moment its REL
 so it includes the time a worker is held by the policy.  ``--staleness`` large (the default)
 makes every release immediate: then the latency is the controller's own.
 
-With ``--update-mb M`` a thread of the controller's process applies SGD-with-momentum updates
-to an M MB model in a loop (MXNet's fused ``sgd_mom_update`` and a wait, as a server applying
-pushes), so the controller shares the process, and its GIL, with a busy server.
+With ``--update-mb M`` a thread of this process applies SGD-with-momentum updates to an M MB
+model in a loop (MXNet's fused ``sgd_mom_update`` and a wait, as a server applying pushes).
+``--placement thread`` runs the controller as a thread of this process too (sharing its GIL
+with the busy server, ``MXNET_SSP_CONTROLLER=thread``); ``process`` starts it the way a server
+does by default, as ``python -m mxnet_ssp.controller_process``.
 
 Usage (from the checkout root)::
 
@@ -33,7 +35,7 @@ import statistics
 import threading
 import time
 
-from mxnet_ssp import protocol as P
+from mxnet_ssp import discovery, protocol as P
 from mxnet_ssp.controller import ControllerServer
 from mxnet_ssp.sync import SyncPolicy
 
@@ -156,11 +158,18 @@ def busy_server(mb, stop, counter):
         counter[0] += 1
 
 
-def measure(ranks, procs, seconds, rate, staleness, update_mb, warmup):
+def measure(ranks, procs, seconds, rate, staleness, update_mb, warmup, placement):
     secret = secrets.token_bytes(32)
-    policy = SyncPolicy(ranks, staleness, staleness)
-    server = ControllerServer(policy, secret, host='127.0.0.1', port=0, timeout=600,
-                              max_pending=ranks + 1).start()
+    if placement == 'thread':
+        policy = SyncPolicy(ranks, staleness, staleness)
+        server = ControllerServer(policy, secret, host='127.0.0.1', port=0, timeout=600,
+                                  max_pending=ranks + 1).start()
+        address = server.address
+    else:       # what a server process does with MXNET_SSP_CONTROLLER=process
+        server, address = discovery._start_process({
+            'num_workers': ranks, 's_lower': staleness, 's_upper': staleness,
+            'mode': 'bounded', 'timeout': 600.0, 'host': '127.0.0.1', 'secret': secret.hex(),
+            'metrics_path': None})
     stop, counter, busy = threading.Event(), [0], None
     if update_mb:
         busy = threading.Thread(target=busy_server, args=(update_mb, stop, counter), daemon=True)
@@ -170,7 +179,7 @@ def measure(ranks, procs, seconds, rate, staleness, update_mb, warmup):
     start_at = time.time() + warmup
     stop_at = start_at + seconds
     chunks = [list(range(ranks))[i::procs] for i in range(procs)]
-    workers = [ctx.Process(target=generator, args=(server.address, secret, chunk, rate,
+    workers = [ctx.Process(target=generator, args=(address, secret, chunk, rate,
                                                    start_at, stop_at, results))
                for chunk in chunks]
     for w in workers:
@@ -186,15 +195,19 @@ def measure(ranks, procs, seconds, rate, staleness, update_mb, warmup):
     stop.set()
     if busy is not None:
         busy.join(timeout=60)
-    failure = server.failure
-    server.stop()
+    if placement == 'thread':
+        failure = server.failure
+        server.stop()
+    else:
+        server.stdin.close()            # the controller process ends at end of file
+        failure = None if server.wait(timeout=60) == 0 else 'exit %s' % server.returncode
     latencies = sorted(x for lat, _, _ in outs for x in lat)
     errors = [e for _, errs, _ in outs for e in errs]
     ready = sum(r for _, _, r in outs)
     if errors or ready != ranks or failure:
         raise SystemExit('load generator: %d/%d ranks connected; errors: %s; controller: %s'
                          % (ready, ranks, errors[:3], failure))
-    return {'ranks': ranks, 'update_mb': update_mb, 'clocks_per_s': len(latencies) / seconds,
+    return {'ranks': ranks, 'update_mb': update_mb, 'placement': placement, 'clocks_per_s': len(latencies) / seconds,
             'median_ms': 1e3 * statistics.median(latencies),
             'p99_ms': 1e3 * percentile(latencies, 99), 'updates_per_s': updates / seconds,
             'n': len(latencies)}
@@ -210,20 +223,26 @@ def main(argv=None):
     p.add_argument('--rate', type=float, default=0.0,
                    help='iterations per second per fake worker (0: as fast as released)')
     p.add_argument('--staleness', type=int, default=HUGE, help='SSP threshold s')
+    p.add_argument('--placement', default='thread,process',
+                   help='comma-separated: the controller as a thread of this process, or in '
+                        'its own process (MXNET_SSP_CONTROLLER)')
     p.add_argument('--update-mb', default='0',
                    help='comma-separated model sizes (MB) a busy thread updates in the '
                         "controller's process (0: none)")
     args = p.parse_args(argv)
-    print('| ranks | model updated in the process (MB) | CLOCKs/s | release median (ms) '
-          '| release p99 (ms) | updates/s of the busy thread | CLOCKs measured |')
-    print('|---:|---:|---:|---:|---:|---:|---:|')
+    print('| ranks | controller | model updated by the server (MB) | CLOCKs/s '
+          '| release median (ms) | release p99 (ms) | updates/s of the busy thread '
+          '| CLOCKs measured |')
+    print('|---:|---|---:|---:|---:|---:|---:|---:|')
     for ranks in (int(x) for x in args.ranks.split(',')):
-        for mb in (float(x) for x in args.update_mb.split(',')):
-            row = measure(ranks, args.procs, args.seconds, args.rate, args.staleness, mb,
-                          args.warmup)
-            print('| %d | %g | %.0f | %.2f | %.2f | %.1f | %d |'
-                  % (row['ranks'], row['update_mb'], row['clocks_per_s'], row['median_ms'],
-                     row['p99_ms'], row['updates_per_s'], row['n']), flush=True)
+        for placement in args.placement.split(','):
+            for mb in (float(x) for x in args.update_mb.split(',')):
+                row = measure(ranks, args.procs, args.seconds, args.rate, args.staleness, mb,
+                              args.warmup, placement)
+                print('| %d | %s | %g | %.0f | %.2f | %.2f | %.1f | %d |'
+                      % (row['ranks'], placement, row['update_mb'], row['clocks_per_s'],
+                         row['median_ms'], row['p99_ms'], row['updates_per_s'], row['n']),
+                      flush=True)
     return 0
 
 

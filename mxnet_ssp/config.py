@@ -10,12 +10,13 @@ import os
 from dataclasses import dataclass, replace
 
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
-           'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC',
-           'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES', 'DSSP_MODES', 'SyncConfig',
+           'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC', 'ENV_CONTROLLER',
+           'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES',
+           'DSSP_MODES', 'CONTROLLER_PLACEMENTS', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
-           'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER', 'parse_num_servers', 'num_servers',
-           'ENV_GPUS', 'parse_gpus', 'worker_gpus']
+           'controller_placement', 'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER',
+           'parse_num_servers', 'num_servers', 'ENV_GPUS', 'parse_gpus', 'worker_gpus']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -27,6 +28,10 @@ ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
 #: The GPUs of one worker process, as its MXNet numbers them (``'0'``, ``'0,1'``): set by
 #: ``mxnet-ssp-launch --gpus-per-worker / --gpu-map``, read by the training loop.
 ENV_GPUS = 'MXNET_SSP_GPUS'
+#: Where the controller runs in its server process's host: ``process`` (its own, default) or
+#: ``thread`` (a thread of the server process, sharing its GIL with the update rules).
+ENV_CONTROLLER = 'MXNET_SSP_CONTROLLER'
+CONTROLLER_PLACEMENTS = ('process', 'thread')
 #: Launcher-only setting: extra ssh options, split like a shell would, put
 #: after ``ssh`` (and in rsync's ``-e``), e.g. ``'-F ./ssh_config'`` or ``'-i key -l user'``.
 ENV_SSH_ARGS = 'MXNET_SSP_LAUNCH_SSH_ARGS'
@@ -84,6 +89,9 @@ class SyncConfig:
         peer) before the job fails naming the rank that holds it up.
     metrics_dir : str or None
         Directory for JSON Lines metrics; None disables them.
+    controller : str
+        Where the controller runs on its server's host: ``'process'`` or ``'thread'``
+        (``MXNET_SSP_CONTROLLER``).
     """
     store: str = 'dist_dssp'
     s_lower: int = 3
@@ -93,6 +101,7 @@ class SyncConfig:
     metrics_dir: str = DEFAULT_METRICS_DIR
     splits: int = None
     staleness_log: bool = False
+    controller: str = 'process'
 
     @property
     def synchronous(self):
@@ -269,6 +278,19 @@ def num_servers(environ=None):
     return parse_num_servers(value)
 
 
+def controller_placement(environ=None):
+    """Where the controller runs (``MXNET_SSP_CONTROLLER``): ``process`` (default) or ``thread``."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_CONTROLLER)
+    if value is None or not value.strip():
+        return CONTROLLER_PLACEMENTS[0]
+    placement = value.strip().lower()
+    if placement not in CONTROLLER_PLACEMENTS:
+        raise ConfigError('%s=%r is not valid: expected one of %s'
+                          % (ENV_CONTROLLER, value, ', '.join(CONTROLLER_PLACEMENTS)))
+    return placement
+
+
 def wrap_async(environ=None):
     """Whether mxnet-ssp registers its own ``dist_async`` (``MXNET_SSP_WRAP_ASYNC``, default on)."""
     env = os.environ if environ is None else environ
@@ -347,7 +369,8 @@ def from_env(store, environ=None, **overrides):
     timeout = (parse_timeout(timeout, source='timeout') if timeout is not None
                else parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT))
     return SyncConfig(store=store, s_lower=s_lower, s_upper=s_upper, mode=mode,
-                      timeout=timeout, metrics_dir=metrics_dir, staleness_log=bool(log))
+                      timeout=timeout, metrics_dir=metrics_dir, staleness_log=bool(log),
+                      controller=controller_placement(env))
 
 
 def with_store(config, store):

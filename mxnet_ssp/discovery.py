@@ -14,6 +14,7 @@ The server side runs where ``import mxnet`` has not returned: MXNet is imported 
 only submodules loaded before the server loop starts.  Importing this module does not import
 the controller (the server side imports it on the first request).
 """
+import json
 import logging
 import os
 import secrets
@@ -55,34 +56,76 @@ def advertised_host(environ=None):
 
 
 def start_controller(request):
-    """Start the controller for `request` once per process; return the answer dict."""
+    """Start the controller for `request` once per process; return the answer dict.
+
+    ``request['controller']`` (the workers' ``MXNET_SSP_CONTROLLER``) says where: a process
+    of its own (:mod:`mxnet_ssp.controller_process`, default) or a thread of this one.
+    """
     global _controller, _controller_answer
-    from .controller import ControllerServer      # imported lazily: workers never need it
-    from .sync import SyncPolicy
     with _lock:
         if _controller is not None:
             return _controller_answer
         num_workers = int(request['num_workers'])
-        policy = SyncPolicy(num_workers, int(request['s_lower']), int(request['s_upper']),
-                            mode=request['mode'])
-        metrics_path = None
+        settings = {'num_workers': num_workers, 's_lower': int(request['s_lower']),
+                    's_upper': int(request['s_upper']), 'mode': request['mode'],
+                    'timeout': float(request['timeout']), 'host': advertised_host(),
+                    'secret': secrets.token_hex(32), 'metrics_path': None}
         if request.get('metrics_dir'):
             os.makedirs(request['metrics_dir'], exist_ok=True)
-            metrics_path = os.path.join(request['metrics_dir'], 'controller.jsonl')
-        secret = secrets.token_bytes(32)
-        host = advertised_host()
-        server = ControllerServer(policy, secret, host=host, port=0,
-                                  timeout=float(request['timeout']),
-                                  metrics_path=metrics_path).start()
-        _controller = server
-        bound_host, bound_port = server.address
-        _controller_answer = {'host': bound_host, 'port': bound_port, 'secret': secret.hex(),
-                              's_lower': policy.s_lower, 's_upper': policy.s_upper,
-                              'mode': policy.mode}
-        logger.info('server: %s controller for %d workers, staleness [%d, %d] mode %s, at %s:%d',
-                    request['store'], num_workers, policy.s_lower, policy.s_upper, policy.mode,
-                    bound_host, bound_port)
+            settings['metrics_path'] = os.path.join(request['metrics_dir'], 'controller.jsonl')
+        placement = request.get('controller', 'thread')
+        if placement == 'process':
+            _controller, (host, port) = _start_process(settings)
+        else:
+            _controller = _start_thread(settings)
+            host, port = _controller.address
+        _controller_answer = {'host': host, 'port': port, 'secret': settings['secret'],
+                              's_lower': settings['s_lower'], 's_upper': settings['s_upper'],
+                              'mode': settings['mode']}
+        logger.info('server: %s controller for %d workers, staleness [%d, %d] mode %s, in a %s, '
+                    'at %s:%d', request['store'], num_workers, settings['s_lower'],
+                    settings['s_upper'], settings['mode'], placement, host, port)
         return _controller_answer
+
+
+def _start_thread(settings):
+    from .controller import ControllerServer      # imported lazily: workers never need it
+    from .sync import SyncPolicy
+    policy = SyncPolicy(settings['num_workers'], settings['s_lower'], settings['s_upper'],
+                        mode=settings['mode'])
+    return ControllerServer(policy, bytes.fromhex(settings['secret']), host=settings['host'],
+                            port=0, timeout=settings['timeout'],
+                            metrics_path=settings['metrics_path'],
+                            max_pending=max(64, settings['num_workers'] + 1)).start()
+
+
+def _start_process(settings):
+    """Start :mod:`mxnet_ssp.controller_process`; return (Popen, (host, port)).
+
+    Its stdin stays open for the life of this process: closing it (this process ending, in
+    any way) stops the controller.  It is not a node of the job: no ``DMLC_*`` variables.
+    """
+    import select
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    proc = subprocess.Popen([sys.executable, '-m', 'mxnet_ssp.controller_process'],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    proc.stdin.write((json.dumps(settings) + '\n').encode())
+    proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], settings['timeout'])
+    line = proc.stdout.readline() if ready else b''
+    try:
+        answer = json.loads(line.decode() or 'null')
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or 'port' not in answer:
+        proc.kill()
+        proc.wait()
+        why = answer.get('error') if isinstance(answer, dict) else (
+            'no answer within %g s (exit status %s)' % (settings['timeout'], proc.returncode))
+        raise RuntimeError('the controller process did not start: %s' % why)
+    return proc, (answer['host'], answer['port'])
 
 
 def answer_discovery(weight, grad):
@@ -123,7 +166,7 @@ def request_controller(native, key, config, num_workers, rank):
     request = {'v': 1, 'store': config.store, 'num_workers': num_workers,
                's_lower': config.s_lower, 's_upper': config.s_upper,
                'mode': config.mode, 'timeout': config.timeout,
-               'metrics_dir': config.metrics_dir}
+               'metrics_dir': config.metrics_dir, 'controller': config.controller}
     native.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
     native.push(key, nd.array(encode_blob(request), dtype=np.float32))
     reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)

@@ -7,7 +7,7 @@ import re
 import shlex
 import sys
 
-from ..config import (ENV_DSSP_MODE, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
+from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
                       ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, ConfigError,
                       check_kvstore_name, from_env)
 
@@ -175,7 +175,7 @@ def validate_settings(command, environ, role_extras=()):
                                   ) from None
             raise LaunchError('%s %s in the command: %s' % (flag, value, err)) from None
     ours = [s for s in dict.fromkeys(stores) if s in STORE_TYPES] or ['dist_dssp']
-    settings = (ENV_STALENESS, ENV_DSSP_MODE, ENV_TIMEOUT)
+    settings = (ENV_STALENESS, ENV_DSSP_MODE, ENV_TIMEOUT, ENV_CONTROLLER)
     for store in ours:
         try:
             from_env(store, environ=environ)

@@ -226,12 +226,16 @@ def test_import_order_and_autoload(marker_job, tmp_path, order):
     _check_read_guarantee(steps, 4)
 
 
-@pytest.mark.parametrize('api,store', [('trainer', 'dist_dssp'), ('module', 'dist_ssp')])
-def test_gluon_trainer_and_module(tmp_path, api, store):
+@pytest.mark.parametrize('api,store,controller', [('trainer', 'dist_dssp', 'process'),
+                                                  ('module', 'dist_ssp', 'thread')])
+def test_gluon_trainer_and_module(tmp_path, api, store, controller):
+    """Both APIs, and both places of the controller (its own process; a server's thread)."""
     steps = 20
     out = tmp_path / 'train'
+    env = job_env(tmp_path, MXNET_SSP_CONTROLLER=controller)
     proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'gluon_job.py'), '--api', api,
-                              '--kvstore', store, '--steps', str(steps), '--out', str(out)])
+                              '--kvstore', store, '--steps', str(steps), '--out', str(out)],
+                   env=env)
     assert proc.returncode == 0, fail_msg(proc)
     metrics = _metrics(tmp_path)
     assert sorted(metrics) == [0, 1]

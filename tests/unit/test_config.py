@@ -150,3 +150,18 @@ def test_num_servers_is_read_from_dmlc_num_server_and_validated():
             cfg.num_servers({'DMLC_NUM_SERVER': bad})
     with pytest.raises(cfg.ConfigError, match='DMLC_NUM_SERVER is not set'):
         cfg.num_servers({})
+
+
+@pytest.mark.parametrize('value,expected', [(None, 'process'), ('', 'process'),
+                                            ('process', 'process'), (' Thread ', 'thread')])
+def test_controller_placement_is_read_from_the_environment(value, expected):
+    env = {} if value is None else {cfg.ENV_CONTROLLER: value}
+    assert cfg.controller_placement(env) == expected
+    assert cfg.from_env('dist_ssp', environ=env).controller == expected
+
+
+def test_bad_controller_placement_names_the_setting_and_the_choices():
+    with pytest.raises(cfg.ConfigError,
+                       match=r"MXNET_SSP_CONTROLLER='fiber' is not valid: expected one of "
+                             r"process, thread"):
+        cfg.from_env('dist_dssp', environ={cfg.ENV_CONTROLLER: 'fiber'})

@@ -1,0 +1,68 @@
+"""The controller in a process of its own (MXNET_SSP_CONTROLLER=process, the default):
+started as ``python -m mxnet_ssp.controller_process`` with its settings on stdin, it serves
+real clients over TCP and ends when its stdin closes (the server process that started it
+ended, in any way)."""
+import json
+import os
+import secrets
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from mxnet_ssp import discovery
+from mxnet_ssp.client import ControllerClient
+
+BOUND_S = 60
+
+
+def settings(**changes):
+    base = {'num_workers': 2, 's_lower': 1, 's_upper': 1, 'mode': 'bounded', 'timeout': 30.0,
+            'host': '127.0.0.1', 'secret': secrets.token_hex(32), 'metrics_path': None}
+    base.update(changes)
+    return base
+
+
+def start(request):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, '-m', 'mxnet_ssp.controller_process'],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    proc.stdin.write((json.dumps(request) + '\n').encode())
+    proc.stdin.flush()
+    return proc, json.loads(proc.stdout.readline())
+
+
+def test_serves_clients_and_ends_when_its_stdin_closes(tmp_path):
+    request = settings(metrics_path=str(tmp_path / 'controller.jsonl'))
+    proc, answer = start(request)
+    try:
+        assert answer['host'] == '127.0.0.1' and answer['port'] > 0
+        secret = bytes.fromhex(request['secret'])
+        clients = [ControllerClient((answer['host'], answer['port']), secret, r).connect()
+                   for r in range(2)]
+        assert clients[0].clock(1).lead == 1              # s = 1: one step ahead is allowed
+        assert clients[1].clock(1).lead == 0
+        for c in clients:
+            c.leave()
+            c.close()
+        assert proc.poll() is None                        # still serving: stdin is open
+        proc.stdin.close()                                # what the server's exit does
+        assert proc.wait(timeout=BOUND_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    events = [json.loads(line)['event'] for line in open(tmp_path / 'controller.jsonl')]
+    assert events.count('connect') == 2 and events.count('leave') == 2
+
+
+def test_bad_settings_are_answered_as_an_error():
+    proc, answer = start(settings(mode='sideways'))
+    assert proc.wait(timeout=BOUND_S) == 1
+    assert 'sideways' in answer['error']
+
+
+def test_a_controller_that_does_not_start_fails_discovery_naming_why():
+    with pytest.raises(RuntimeError, match='the controller process did not start: .*sideways'):
+        discovery._start_process(settings(mode='sideways'))
