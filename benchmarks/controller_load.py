@@ -223,6 +223,7 @@ def main(argv=None):
     p.add_argument('--rate', type=float, default=0.0,
                    help='iterations per second per fake worker (0: as fast as released)')
     p.add_argument('--staleness', type=int, default=HUGE, help='SSP threshold s')
+    p.add_argument('--trials', type=int, default=3, help='measurements per row')
     p.add_argument('--placement', default='thread,process',
                    help='comma-separated: the controller as a thread of this process, or in '
                         'its own process (MXNET_SSP_CONTROLLER)')
@@ -231,18 +232,21 @@ def main(argv=None):
                         "controller's process (0: none)")
     args = p.parse_args(argv)
     print('| ranks | controller | model updated by the server (MB) | CLOCKs/s '
-          '| release median (ms) | release p99 (ms) | updates/s of the busy thread '
-          '| CLOCKs measured |')
-    print('|---:|---|---:|---:|---:|---:|---:|---:|')
+          '| release median (ms) | release p99 (ms), per trial | p99 median (ms) '
+          '| updates/s of the busy thread |')
+    print('|---:|---|---:|---:|---:|---|---:|---:|')
     for ranks in (int(x) for x in args.ranks.split(',')):
         for placement in args.placement.split(','):
             for mb in (float(x) for x in args.update_mb.split(',')):
-                row = measure(ranks, args.procs, args.seconds, args.rate, args.staleness, mb,
-                              args.warmup, placement)
-                print('| %d | %s | %g | %.0f | %.2f | %.2f | %.1f | %d |'
-                      % (row['ranks'], placement, row['update_mb'], row['clocks_per_s'],
-                         row['median_ms'], row['p99_ms'], row['updates_per_s'], row['n']),
-                      flush=True)
+                rows = [measure(ranks, args.procs, args.seconds, args.rate, args.staleness, mb,
+                                args.warmup, placement) for _ in range(args.trials)]
+                print('| %d | %s | %g | %.0f | %.2f | %s | %.2f | %.1f |'
+                      % (ranks, placement, mb,
+                         statistics.median(r['clocks_per_s'] for r in rows),
+                         statistics.median(r['median_ms'] for r in rows),
+                         ', '.join('%.1f' % r['p99_ms'] for r in rows),
+                         statistics.median(r['p99_ms'] for r in rows),
+                         statistics.median(r['updates_per_s'] for r in rows)), flush=True)
     return 0
 
 
