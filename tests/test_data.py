@@ -1,4 +1,5 @@
-"""Tests of mxnet_ssp.experiments.data: digits and the CIFAR readers on generated archives.
+"""Tests of mxnet_ssp.experiments.data and .cifar: digits and the CIFAR readers on generated
+archives.
 
 The CIFAR archives here are written in the official formats (python pickles
 of dicts with byte-string keys, and fixed-size binary records) with a few
@@ -15,7 +16,7 @@ from mxnet import gluon
 from mxnet.gluon.data import vision
 from mxnet.gluon.data.vision import datasets as vision_datasets
 
-from mxnet_ssp.experiments import data
+from mxnet_ssp.experiments import cifar, data
 
 
 # ---------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def no_network(monkeypatch):
         calls.append(('gluon',) + args)
         raise OSError('gluon download (test)')
 
-    monkeypatch.setattr(data, 'download_file', fail)
+    monkeypatch.setattr(cifar, 'download_file', fail)
     monkeypatch.setattr(vision_datasets, 'download', gluon_download)
     return calls
 
@@ -197,7 +198,7 @@ def test_cifar10_python_dir(tmp_path, no_network):
     write_cifar10_python(str(tmp_path))
     ds = data.cifar10(str(tmp_path))
     check_cifar10(ds)
-    assert isinstance(ds.train, data.PickledCIFAR)
+    assert isinstance(ds.train, cifar.PickledCIFAR)
     assert no_network == []
 
 
@@ -312,7 +313,7 @@ def test_download_is_used_when_missing(tmp_path, monkeypatch):
         with open(archive, 'rb') as f_in, open(dest, 'wb') as f_out:
             f_out.write(f_in.read())
 
-    monkeypatch.setattr(data, 'download_file', fake_download)
+    monkeypatch.setattr(cifar, 'download_file', fake_download)
     check_cifar10(data.cifar10(str(tmp_path / 'data')))
     assert (tmp_path / 'data' / 'cifar-10-python.tar.gz').is_file()
 
@@ -328,6 +329,6 @@ def test_download_file_gives_up_after_its_timeout(tmp_path):
         url = 'http://127.0.0.1:%d/cifar-10-python.tar.gz' % server.getsockname()[1]
         start = time.monotonic()
         with pytest.raises(OSError, match='timed out'):
-            data.download_file(url, str(tmp_path / 'x.tar.gz'), timeout=0.5)
+            cifar.download_file(url, str(tmp_path / 'x.tar.gz'), timeout=0.5)
         assert time.monotonic() - start < 10
     assert list(tmp_path.iterdir()) == []              # no partial file left

@@ -523,12 +523,12 @@ def keep_logging():
 
 
 def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, keep_logging):
-    from mxnet_ssp.experiments import data
+    from mxnet_ssp.experiments import cifar
 
     def no_network(url, dest, timeout=None):
         raise OSError('no network (test)')
 
-    monkeypatch.setattr(data, 'download_file', no_network)
+    monkeypatch.setattr(cifar, 'download_file', no_network)
     with pytest.raises(SystemExit) as info:
         main(['--kvstore', 'local', '--dataset', 'cifar10',
               '--data-dir', str(tmp_path / 'none'), '--save-dir', str(tmp_path)])
