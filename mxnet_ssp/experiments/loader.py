@@ -295,9 +295,10 @@ class TrainLoader:
     -----
     The workers are threads (``thread_pool=True``), not processes: a worker of
     a parameter-server job has ps-lite's and MXNet's engine threads running,
-    and a process pool forks it (docs/train_scripts.md says what was seen).
-    Threads share the data with no copy, and the per-batch MXNet calls release
-    the GIL.  Not thread-safe itself: one consumer.
+    and a process pool would fork it; forked workers would also keep the epoch
+    they were forked with (docs/train_scripts.md says what was seen).  Threads
+    share the data with no copy and prepare batches while the engine computes.
+    Not thread-safe itself: one consumer.
     """
 
     def __init__(self, dataset, batch_size, rank, num_workers, seed, augment=False,
@@ -316,8 +317,8 @@ class TrainLoader:
         return len(self._loader)
 
     def epoch(self, epoch):
-        """Yield ``(x, y)`` NDArrays for every batch of `epoch`: x ``(N, C, H, W)`` float32,
-        y int32.  Leaving the loop early is allowed."""
+        """An iterator of ``(x, y)`` NDArrays, every batch of `epoch`: x ``(N, C, H, W)``
+        float32, y int32.  Leaving it early is allowed; the next call starts a new pass."""
         self.sampler.set_epoch(epoch)
         if isinstance(self.dataset, SeededTransform):
             self.dataset.set_epoch(epoch)
