@@ -252,6 +252,22 @@ def test_archive_without_the_expected_directory(tmp_path, no_network):
         data.cifar10(str(tmp_path / 'data'))
 
 
+def test_archive_in_a_read_only_directory(tmp_path, no_network, monkeypatch):
+    import tempfile
+    src = tmp_path / 'src'
+    src.mkdir()
+    (tmp_path / 'ro').mkdir()
+    make_tar(write_cifar10_python(str(src)), str(tmp_path / 'ro' / 'cifar-10-python.tar.gz'))
+
+    def read_only(*args, **kwargs):       # what mkdtemp does there (the tests run as root)
+        raise PermissionError(13, 'Permission denied', kwargs.get('dir'))
+
+    monkeypatch.setattr(tempfile, 'mkdtemp', read_only)
+    with pytest.raises(data.DatasetNotFoundError,
+                       match='(?s)cannot extract.*--data-dir .*Permission denied'):
+        data.cifar10(str(tmp_path / 'ro'))
+
+
 @pytest.mark.parametrize('fmt', ['python', 'binary'])
 @pytest.mark.parametrize('fine', [True, False])
 def test_cifar100_formats(tmp_path, no_network, fmt, fine):

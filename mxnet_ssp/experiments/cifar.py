@@ -153,13 +153,21 @@ def _complete(directory, members):
 def _extract(archive, data_dir, subdir):
     """Extract `subdir` of `archive` into `data_dir` (atomically: concurrent workers agree)."""
     target = os.path.join(data_dir, subdir)
-    tmp = tempfile.mkdtemp(prefix='.extract-', dir=data_dir)
+    try:
+        tmp = tempfile.mkdtemp(prefix='.extract-', dir=data_dir)
+    except OSError as err:
+        raise DatasetNotFoundError(
+            'found %s but cannot extract it into --data-dir %s (%s); extract it (tar xzf) '
+            'into a writable directory and point --data-dir there' % (archive, data_dir, err))
     try:
         with tarfile.open(archive, 'r:gz') as tar:
             names = {os.path.normpath(m.name).split(os.sep)[0] for m in tar.getmembers()}
             if subdir not in names:
                 raise ValueError('%s does not contain %s/' % (archive, subdir))
-            tar.extractall(tmp, filter='data')
+            if hasattr(tarfile, 'data_filter'):   # Python >= 3.8.17 / 3.11.4: no '..' paths
+                tar.extractall(tmp, filter='data')
+            else:
+                tar.extractall(tmp)
         if not os.path.isdir(target):
             os.rename(os.path.join(tmp, subdir), target)
     except OSError:
