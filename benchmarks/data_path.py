@@ -8,15 +8,19 @@ dataset (random 32x32x3 bytes, the CIFAR python layout, ``--images`` images):
   workers, nothing else running.  ``--before-data FILE`` also times the
   numpy data path this package had before ``gluon.data`` (its
   ``mxnet_ssp/experiments/data.py``, e.g. from ``git show 56a6b16:...``)
-  with 0, 1, 2 threads, interleaved with ours.
+  with 0, 1, 2 threads, interleaved with ours.  It also prints what Gluon's
+  ``ToTensor`` + ``Normalize`` cost on one batch of 128 CIFAR images: what
+  normalizing every batch of every epoch would add.
 * **training epoch**: ``train_cifar.py --kvstore local`` for two epochs, the
   time its log gives for epoch 2 (``epoch 2 done: ... in X s``).
   ``--before-checkout DIR`` runs the same command in another checkout too
   (e.g. ``git archive 56a6b16 | tar -x -C DIR``), interleaved.
 
 Every figure is the median of ``--repeats`` runs (min in brackets).  Run from
-the checkout root, one process per core free, e.g.::
+the checkout root (with this checkout installed, or ``PYTHONPATH=.``), e.g.::
 
+    git show 56a6b16:mxnet_ssp/experiments/data.py > /tmp/old_data.py
+    mkdir /tmp/before && git archive 56a6b16 | tar -x -C /tmp/before
     OMP_NUM_THREADS=1 python benchmarks/data_path.py --before-data /tmp/old_data.py \\
         --before-checkout /tmp/before
 """
@@ -105,6 +109,24 @@ def before(module, name, data_dir, batch_size, augment, threads):
     return run
 
 
+def normalize_per_batch(calls=200):
+    """Milliseconds of Gluon's ToTensor + Normalize on one (128, 32, 32, 3) uint8 batch: what
+    normalizing every batch of every epoch would cost (loader.normalized does it once)."""
+    import mxnet as mx
+    from mxnet.gluon.data.vision import transforms
+    batch = mx.nd.array(np.random.RandomState(0).randint(0, 256, (128, 32, 32, 3)),
+                        dtype=np.uint8)
+    transform = transforms.Compose([transforms.ToTensor(),
+                                    transforms.Normalize((0.5,) * 3, (0.25,) * 3)])
+    transform(batch).wait_to_read()
+    start = time.perf_counter()
+    for _ in range(calls):
+        out = transform(batch)
+    out.wait_to_read()
+    mx.nd.waitall()
+    return (time.perf_counter() - start) / calls * 1e3
+
+
 def data_only(args, datasets):
     old = None
     if args.before_data:
@@ -187,6 +209,8 @@ def main():
         print('\ndata path only, one epoch of one worker:')
         for row in data_only(args, datasets):
             print('  %-8s %-34s %s' % row)
+        print('  (ToTensor + Normalize on a batch of 128 CIFAR images: %.2f ms a batch)'
+              % normalize_per_batch())
         if args.train_workers:
             print('\ntraining epoch 2 (train_cifar.py --kvstore local --model %s), median [min] '
                   'of %d:' % (args.model, args.train_repeats))
