@@ -22,9 +22,9 @@ with three differences, each for a reason:
   loader workers, and in a resumed run.
 * ``ToTensor`` and ``Normalize`` do not depend on the epoch, so they run once,
   over the whole set in chunks (:func:`normalized`), not on every image of
-  every epoch: on a CPU MXNet's ``normalize`` costs ~1.3 ms per batch of 128
-  CIFAR images, more than the rest of the data path (docs/benchmarks.md).  So
-  the crop pads with the mean image value (0 after ``Normalize``).
+  every epoch: on a CPU the two cost ~1 ms per batch of 128 CIFAR images,
+  about as much as the rest of the data path (docs/benchmarks.md).  So the
+  crop pads with the mean image value (0 after ``Normalize``).
 
 Loader workers are threads (``thread_pool=True``): see :class:`TrainLoader`.
 """
