@@ -12,7 +12,9 @@ module                                   console script              what
                                                                      with one slow worker
 :mod:`mxnet_ssp.reproduce`               ``mxnet-ssp-reproduce``     the DSSP paper's grid; its
                                                                      code is :mod:`.reproduce`
-:mod:`.data`                             --                          datasets, shards, batches
+:mod:`.data`, :mod:`.cifar`              --                          the datasets (gluon.data)
+:mod:`.loader`                           --                          shards, order, transforms,
+                                                                     DataLoader
 =======================================  ==========================  ==============================
 
 Every one runs as ``python -m <module>`` too.  Importing this package imports

@@ -140,7 +140,7 @@ def test_readme_demo_command_one_epoch(tmp_path):
                           text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    expected_iterations = len(data.load('digits').train_data) // workers // batch
+    expected_iterations = len(data.load('digits').train) // workers // batch
     with open(out / 'results.json') as f:
         runs = json.load(f)['runs']
     assert [r['paradigm'] for r in runs] == ['BSP', 'ASP', 'SSP', 'DSSP']

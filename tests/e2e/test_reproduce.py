@@ -216,12 +216,14 @@ def test_data_fraction_subset(tmp_path, dataset, folder, train, test, key):
     assert target == subset_dir(str(tmp_path / 'out'), grid)
     full = data.load(dataset, str(tmp_path / 'cifar'), download=False)
     subset = data.load(dataset, target, download=False)
-    assert len(subset.train_label) == len(full.train_label) // 4
-    assert np.bincount(subset.train_label).tolist() == [len(full.train_label) // 16] * 4
-    np.testing.assert_array_equal(subset.test_data, full.test_data)      # the whole test set
+    (full_x, full_y), (sub_x, sub_y) = data.arrays(full.train), data.arrays(subset.train)
+    assert len(sub_y) == len(full_y) // 4
+    assert np.bincount(sub_y).tolist() == [len(full_y) // 16] * 4
+    np.testing.assert_array_equal(data.arrays(subset.test)[0],
+                                  data.arrays(full.test)[0])      # the whole test set
     # every kept image is one of the originals, pixel for pixel
-    originals = {row.tobytes() for row in full.train_data}
-    assert all(row.tobytes() in originals for row in subset.train_data)
+    originals = {row.tobytes() for row in full_x}
+    assert all(row.tobytes() in originals for row in sub_x)
     # made once: a second call reuses it
     mtime = os.stat(os.path.join(target, 'SUBSET.json')).st_mtime_ns
     prepare_subset(str(tmp_path / 'out'), grid)

@@ -523,12 +523,12 @@ def keep_logging():
 
 
 def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, keep_logging):
-    from mxnet_ssp.experiments import data
+    from mxnet_ssp.experiments import cifar
 
     def no_network(url, dest, timeout=None):
         raise OSError('no network (test)')
 
-    monkeypatch.setattr(data, 'download_file', no_network)
+    monkeypatch.setattr(cifar, 'download_file', no_network)
     with pytest.raises(SystemExit) as info:
         main(['--kvstore', 'local', '--dataset', 'cifar10',
               '--data-dir', str(tmp_path / 'none'), '--save-dir', str(tmp_path)])
@@ -729,6 +729,37 @@ def test_two_worker_job_under_every_store(tmp_path, store):
     for name in ('model-epoch001', 'model-epoch002', 'model-final'):
         assert (save / (name + '.params')).is_file() and (save / (name + '.json')).is_file()
     assert not (tmp_path / 'env-metrics').exists()      # the stores wrote into --save-dir
+
+
+@pytest.mark.integration
+def test_two_worker_job_on_cifar_with_loader_threads(tmp_path):
+    """CIFAR through gluon.data inside the workers of a job: both extract the same archive,
+    each reads its shard through a DataLoader with 2 worker threads, augmented."""
+    from test_data import make_tar, write_cifar10_python
+    src = tmp_path / 'src'
+    src.mkdir()
+    (tmp_path / 'data').mkdir()
+    make_tar(write_cifar10_python(str(src), per_batch=20),      # 100 training images
+             str(tmp_path / 'data' / 'cifar-10-python.tar.gz'))
+    save = tmp_path / 'run'
+    proc = run_job(tmp_path, ['--kvstore', 'dist_ssp', '--staleness', '2', '--dataset',
+                              'cifar10', '--data-dir', str(tmp_path / 'data'), '--batch-size',
+                              '8', '--num-epochs', '2', '-j', '2', '--save-dir', str(save)])
+    for rank in (0, 1):
+        assert ('worker[%d] INFO ' % rank) in proc.stderr
+        # 50 images per shard: 6 batches of 8 per epoch
+        train = read_jsonl(save / ('train-worker%d.jsonl' % rank))
+        assert [(r['epoch'], r['iteration']) for r in train] == (
+            [(1, i) for i in range(1, 7)] + [(2, i) for i in range(7, 13)]), rank
+    assert 'augmented' in proc.stderr and 'cifar-10-python.tar.gz' in proc.stderr
+    assert (tmp_path / 'data' / 'cifar-10-batches-py' / 'test_batch').is_file()
+    # extracted once, whichever worker came first; no temporary directory left
+    assert sorted(p.name for p in (tmp_path / 'data').iterdir()) == [
+        'cifar-10-batches-py', 'cifar-10-python.tar.gz']
+    with open(save / 'summary.json') as f:
+        summary = json.load(f)
+    assert summary['augment'] is True and summary['iterations_per_worker'] == {'0': 12, '1': 12}
+    assert [e['epoch'] for e in read_jsonl(save / 'eval.jsonl')] == [1, 2, 2]
 
 
 @pytest.fixture(scope='module')

@@ -1,4 +1,5 @@
-"""Tests of mxnet_ssp.experiments.data: digits, CIFAR readers on generated archives, sharding.
+"""Tests of mxnet_ssp.experiments.data and .cifar: digits and the CIFAR readers on generated
+archives.
 
 The CIFAR archives here are written in the official formats (python pickles
 of dicts with byte-string keys, and fixed-size binary records) with a few
@@ -11,8 +12,11 @@ import tarfile
 
 import numpy as np
 import pytest
+from mxnet import gluon
+from mxnet.gluon.data import vision
+from mxnet.gluon.data.vision import datasets as vision_datasets
 
-from mxnet_ssp.experiments import data
+from mxnet_ssp.experiments import cifar, data
 
 
 # ---------------------------------------------------------------------------
@@ -94,44 +98,56 @@ def make_tar(directory, tar_path):
 
 
 def expected_images(first, count):
-    return pattern(first, count).reshape(count, 3, 32, 32).astype(np.float32) / 255.0
+    """The generated images as Gluon's CIFAR gives them: (N, 32, 32, 3) uint8."""
+    return pattern(first, count).reshape(count, 3, 32, 32).transpose(0, 2, 3, 1)
 
 
 def check_cifar10(ds, per_batch=3):
     assert ds.name == 'cifar10' and ds.num_classes == 10
-    assert ds.train_data.shape == (5 * per_batch, 3, 32, 32)
-    assert ds.test_data.shape == (per_batch, 3, 32, 32)
-    assert ds.train_data.dtype == np.float32 and ds.train_label.dtype == np.int32
-    np.testing.assert_array_equal(ds.train_data, expected_images(0, 5 * per_batch))
-    np.testing.assert_array_equal(ds.test_data, expected_images(5 * per_batch, per_batch))
-    assert ds.train_label.tolist() == labels_for(0, 5 * per_batch, 10)
-    assert ds.test_label.tolist() == labels_for(5 * per_batch, per_batch, 10)
-    # layout: channel, then row, then column
-    assert ds.train_data[1, 2, 4, 5] == pytest.approx(((1 * 7 + 2 * 50 + 4 * 3 + 5) % 256) / 255.0)
+    assert isinstance(ds.train, gluon.data.Dataset) and isinstance(ds.test, gluon.data.Dataset)
+    assert len(ds.train) == 5 * per_batch and len(ds.test) == per_batch
+    assert ds.image_shape == (3, 32, 32)
+    x_train, y_train = data.arrays(ds.train)
+    x_test, y_test = data.arrays(ds.test)
+    assert x_train.dtype == np.uint8 and y_train.dtype == np.int32
+    np.testing.assert_array_equal(x_train, expected_images(0, 5 * per_batch))
+    np.testing.assert_array_equal(x_test, expected_images(5 * per_batch, per_batch))
+    assert y_train.tolist() == labels_for(0, 5 * per_batch, 10)
+    assert y_test.tolist() == labels_for(5 * per_batch, per_batch, 10)
+    # layout: row, column, channel; sample access as the DataLoader does it
+    image, label = ds.train[1]
+    assert image[4, 5, 2] == (1 * 7 + 2 * 50 + 4 * 3 + 5) % 256 and label == 1
 
 
 def check_cifar100(ds, fine=True):
     assert ds.name == 'cifar100' and ds.num_classes == (100 if fine else 20)
-    assert ds.train_data.shape == (5, 3, 32, 32) and ds.test_data.shape == (2, 3, 32, 32)
-    np.testing.assert_array_equal(ds.train_data, expected_images(0, 5))
-    np.testing.assert_array_equal(ds.test_data, expected_images(5, 2))
+    (x_train, y_train), (x_test, y_test) = data.arrays(ds.train), data.arrays(ds.test)
+    assert x_train.shape == (5, 32, 32, 3) and x_test.shape == (2, 32, 32, 3)
+    np.testing.assert_array_equal(x_train, expected_images(0, 5))
+    np.testing.assert_array_equal(x_test, expected_images(5, 2))
     if fine:
-        assert ds.train_label.tolist() == labels_for(0, 5, 100)
-        assert ds.test_label.tolist() == labels_for(5, 2, 100)
+        assert y_train.tolist() == labels_for(0, 5, 100)
+        assert y_test.tolist() == labels_for(5, 2, 100)
     else:
-        assert ds.train_label.tolist() == [k % 20 for k in labels_for(3, 5, 100)]
+        assert y_train.tolist() == [k % 20 for k in labels_for(3, 5, 100)]
 
 
 @pytest.fixture
 def no_network(monkeypatch):
-    """Make every download fail as it does on a machine without internet."""
+    """Make every download fail as it does on a machine without internet; Gluon's own
+    download (which must never be called) is recorded as well."""
     calls = []
 
     def fail(url, dest, timeout=None):
         calls.append((url, dest))
         raise OSError('network is unreachable (test)')
 
-    monkeypatch.setattr(data, 'download_file', fail)
+    def gluon_download(*args, **kwargs):
+        calls.append(('gluon',) + args)
+        raise OSError('gluon download (test)')
+
+    monkeypatch.setattr(cifar, 'download_file', fail)
+    monkeypatch.setattr(vision_datasets, 'download', gluon_download)
     return calls
 
 
@@ -141,31 +157,32 @@ def no_network(monkeypatch):
 def test_digits_shapes_labels_and_range():
     ds = data.digits()
     assert ds.name == 'digits' and ds.num_classes == 10
-    assert ds.train_data.shape == (1437, 1, 8, 8) and ds.test_data.shape == (360, 1, 8, 8)
+    (x_train, y_train), (x_test, y_test) = data.arrays(ds.train), data.arrays(ds.test)
+    assert x_train.shape == (1437, 8, 8, 1) and x_test.shape == (360, 8, 8, 1)
     assert ds.image_shape == (1, 8, 8)
-    assert ds.train_data.dtype == np.float32 and ds.test_data.dtype == np.float32
-    assert ds.train_label.dtype == np.int32 and ds.train_label.shape == (1437,)
-    assert 0.0 <= ds.train_data.min() and ds.train_data.max() == 1.0
-    assert set(ds.train_label.tolist()) == set(range(10))
+    assert x_train.dtype == np.float32 and x_test.dtype == np.float32
+    assert y_train.dtype == np.int32 and y_train.shape == (1437,)
+    assert 0.0 <= x_train.min() and x_train.max() == 255.0         # 0..16 scaled to 0..255
+    assert set(y_train.tolist()) == set(range(10))
     # stratified: every class has 35-37 test images (1797 images, 174-183 per class)
-    counts = np.bincount(ds.test_label, minlength=10)
+    counts = np.bincount(y_test, minlength=10)
     assert counts.min() >= 35 and counts.max() <= 37
 
 
 def test_digits_split_is_fixed_and_complete():
     from sklearn.datasets import load_digits
     a, b = data.digits(), data.digits()
-    np.testing.assert_array_equal(a.train_data, b.train_data)
-    np.testing.assert_array_equal(a.test_label, b.test_label)
+    np.testing.assert_array_equal(data.arrays(a.train)[0], data.arrays(b.train)[0])
+    np.testing.assert_array_equal(data.arrays(a.test)[1], data.arrays(b.test)[1])
     # train + test is exactly the bundled dataset (as a multiset of image+label rows)
     bunch = load_digits()
     original = np.hstack([bunch.data / 16.0, bunch.target[:, None]])
-    ours = np.vstack([np.hstack([x.reshape(len(x), -1), y[:, None]])
-                      for x, y in ((a.train_data, a.train_label), (a.test_data, a.test_label))])
+    ours = np.vstack([np.hstack([x.reshape(len(x), -1) / 255.0, y[:, None]])
+                      for x, y in (data.arrays(a.train), data.arrays(a.test))])
     np.testing.assert_allclose(np.array(sorted(map(tuple, ours))),
                                np.array(sorted(map(tuple, original))), rtol=0, atol=1e-6)
     other = data.digits(seed=1)
-    assert not np.array_equal(other.test_label, a.test_label)
+    assert not np.array_equal(data.arrays(other.test)[1], data.arrays(a.test)[1])
 
 
 def test_load_by_name():
@@ -179,13 +196,28 @@ def test_load_by_name():
 # ---------------------------------------------------------------------------
 def test_cifar10_python_dir(tmp_path, no_network):
     write_cifar10_python(str(tmp_path))
-    check_cifar10(data.cifar10(str(tmp_path)))
+    ds = data.cifar10(str(tmp_path))
+    check_cifar10(ds)
+    assert isinstance(ds.train, cifar.PickledCIFAR)
     assert no_network == []
 
 
-def test_cifar10_binary_dir(tmp_path, no_network):
+def test_cifar10_binary_dir_is_read_by_gluons_cifar10(tmp_path, no_network):
     write_cifar10_binary(str(tmp_path))
-    check_cifar10(data.cifar10(str(tmp_path)))
+    ds = data.cifar10(str(tmp_path))
+    check_cifar10(ds)
+    # Gluon's reader; its SHA1 check would download (these are not the official files)
+    assert isinstance(ds.train, vision.CIFAR10) and isinstance(ds.test, vision.CIFAR10)
+    assert no_network == []
+
+
+def test_gluons_own_layout_binary_files_directly_under_data_dir(tmp_path, no_network):
+    d = write_cifar10_binary(str(tmp_path))
+    flat = tmp_path / 'flat'
+    os.rename(d, flat)                                 # data_batch_1.bin ... in --data-dir
+    ds = data.cifar10(str(flat))
+    check_cifar10(ds)
+    assert ds.source == str(flat) and no_network == []
 
 
 def test_cifar10_tar_gz_both_formats(tmp_path, no_network):
@@ -194,12 +226,46 @@ def test_cifar10_tar_gz_both_formats(tmp_path, no_network):
     py_dir = write_cifar10_python(str(src))
     (tmp_path / 'py').mkdir()
     make_tar(py_dir, str(tmp_path / 'py' / 'cifar-10-python.tar.gz'))
-    check_cifar10(data.cifar10(str(tmp_path / 'py')))
+    ds = data.cifar10(str(tmp_path / 'py'))
+    check_cifar10(ds)
+    assert 'cifar-10-python.tar.gz' in ds.source
+    assert (tmp_path / 'py' / 'cifar-10-batches-py' / 'test_batch').is_file()   # extracted
+    assert [p.name for p in (tmp_path / 'py').iterdir() if p.name.startswith('.')] == []
+    check_cifar10(data.cifar10(str(tmp_path / 'py')))  # again, from the extracted directory
     bin_dir = write_cifar10_binary(str(src))
     (tmp_path / 'bin').mkdir()
     make_tar(bin_dir, str(tmp_path / 'bin' / 'cifar-10-binary.tar.gz'))
     check_cifar10(data.cifar10(str(tmp_path / 'bin')))
     assert no_network == []
+
+
+def test_archive_without_the_expected_directory(tmp_path, no_network):
+    src = tmp_path / 'src'
+    src.mkdir()
+    other = src / 'something-else'
+    other.mkdir()
+    (other / 'x').write_text('x')
+    (tmp_path / 'data').mkdir()
+    make_tar(str(other), str(tmp_path / 'data' / 'cifar-10-python.tar.gz'))
+    with pytest.raises(ValueError, match='cifar-10-python.tar.gz does not contain '
+                                         'cifar-10-batches-py'):
+        data.cifar10(str(tmp_path / 'data'))
+
+
+def test_archive_in_a_read_only_directory(tmp_path, no_network, monkeypatch):
+    import tempfile
+    src = tmp_path / 'src'
+    src.mkdir()
+    (tmp_path / 'ro').mkdir()
+    make_tar(write_cifar10_python(str(src)), str(tmp_path / 'ro' / 'cifar-10-python.tar.gz'))
+
+    def read_only(*args, **kwargs):       # what mkdtemp does there (the tests run as root)
+        raise PermissionError(13, 'Permission denied', kwargs.get('dir'))
+
+    monkeypatch.setattr(tempfile, 'mkdtemp', read_only)
+    with pytest.raises(data.DatasetNotFoundError,
+                       match='(?s)cannot extract.*--data-dir .*Permission denied'):
+        data.cifar10(str(tmp_path / 'ro'))
 
 
 @pytest.mark.parametrize('fmt', ['python', 'binary'])
@@ -212,6 +278,7 @@ def test_cifar100_formats(tmp_path, no_network, fmt, fine):
     archive = 'cifar-100-python.tar.gz' if fmt == 'python' else 'cifar-100-binary.tar.gz'
     make_tar(directory, str(tmp_path / 'tar' / archive))
     check_cifar100(data.cifar100(str(tmp_path / 'tar'), fine_labels=fine), fine)
+    assert no_network == []
 
 
 def test_corrupt_binary_batch_is_reported(tmp_path, no_network):
@@ -220,6 +287,7 @@ def test_corrupt_binary_batch_is_reported(tmp_path, no_network):
         f.write(b'\x00' * 10)
     with pytest.raises(ValueError, match='test_batch.bin.*3073-byte record'):
         data.cifar10(str(tmp_path))
+    assert no_network == []
 
 
 def test_missing_cifar_and_failed_download_gives_clear_error(tmp_path, no_network):
@@ -229,7 +297,8 @@ def test_missing_cifar_and_failed_download_gives_clear_error(tmp_path, no_networ
     msg = str(info.value)
     assert '--data-dir' in msg and str(missing) in msg
     for looked_for in ('cifar-10-batches-py', 'data_batch_1', 'test_batch',
-                       'cifar-10-python.tar.gz', 'cifar-10-batches-bin', 'cifar-10-binary.tar.gz'):
+                       'cifar-10-python.tar.gz', 'cifar-10-batches-bin', 'cifar-10-binary.tar.gz',
+                       '%s/{data_batch_1.bin' % missing):
         assert looked_for in msg
     assert 'failed' in msg and 'network is unreachable (test)' in msg
     assert data.CIFAR_URLS['cifar-10-python.tar.gz'] in msg
@@ -256,112 +325,26 @@ def test_download_is_used_when_missing(tmp_path, monkeypatch):
 
     def fake_download(url, dest, timeout=None):
         assert url == data.CIFAR_URLS['cifar-10-python.tar.gz']
+        assert timeout is None or timeout == data.DOWNLOAD_TIMEOUT
         with open(archive, 'rb') as f_in, open(dest, 'wb') as f_out:
             f_out.write(f_in.read())
 
-    monkeypatch.setattr(data, 'download_file', fake_download)
+    monkeypatch.setattr(cifar, 'download_file', fake_download)
     check_cifar10(data.cifar10(str(tmp_path / 'data')))
     assert (tmp_path / 'data' / 'cifar-10-python.tar.gz').is_file()
 
 
-# ---------------------------------------------------------------------------
-# sharding
-# ---------------------------------------------------------------------------
-@pytest.mark.parametrize('n_items,num_workers', [(1437, 4), (10, 3), (5, 5), (3, 4), (0, 2),
-                                                 (1000, 1)])
-@pytest.mark.parametrize('seed', [None, 7])
-def test_shards_are_disjoint_and_cover(n_items, num_workers, seed):
-    shards = [data.shard(n_items, r, num_workers, seed=seed) for r in range(num_workers)]
-    joined = np.concatenate(shards)
-    assert sorted(joined.tolist()) == list(range(n_items))      # cover, no duplicate
-    sizes = [len(s) for s in shards]
-    assert max(sizes) - min(sizes) <= 1
-    again = [data.shard(n_items, r, num_workers, seed=seed) for r in range(num_workers)]
-    assert all(np.array_equal(a, b) for a, b in zip(shards, again))
-
-
-def test_seeded_shards_mix_the_dataset():
-    plain = data.shard(100, 0, 4)
-    mixed = data.shard(100, 0, 4, seed=3)
-    assert plain.tolist() == list(range(25))
-    assert mixed.tolist() != plain.tolist() and len(mixed) == 25
-
-
-@pytest.mark.parametrize('args', [(10, 2, 2), (10, -1, 2), (10, 0, 0), (-1, 0, 1)])
-def test_shard_rejects_bad_arguments(args):
-    with pytest.raises(ValueError):
-        data.shard(*args)
-
-
-# ---------------------------------------------------------------------------
-# minibatches: order, augmentation, threads
-# ---------------------------------------------------------------------------
-def test_epoch_order_is_a_permutation_fixed_by_seed_rank_epoch():
-    a = data.epoch_order(50, 7, 1, 3)
-    assert sorted(a.tolist()) == list(range(50))
-    np.testing.assert_array_equal(a, data.epoch_order(50, 7, 1, 3))
-    for other in ((8, 1, 3), (7, 0, 3), (7, 1, 4)):
-        assert not np.array_equal(a, data.epoch_order(50, *other))
-
-
-@pytest.mark.parametrize('bad', [(-1, 0, 1), (0, 0, 2 ** 32), (1.5, 0, 1)])
-def test_epoch_order_rejects_bad_seed_parts(bad):
-    with pytest.raises(ValueError, match='2\\*\\*32'):
-        data.epoch_order(10, *bad)
-
-
-def test_crop_flip_crops_shift_and_mirror_the_padded_image():
-    images = np.random.RandomState(0).rand(64, 3, 6, 5).astype(np.float32) + 1.0  # all > 0
-    out = data.crop_flip(images, np.random.RandomState(1), pad=2)
-    assert out.shape == images.shape and out.dtype == images.dtype
-    assert not np.shares_memory(out, images)
-    shifted = flipped = 0
-    for src, dst in zip(images, out):
-        padded = np.zeros((3, 10, 9), np.float32)
-        padded[:, 2:8, 2:7] = src
-        windows = [(y, x, m) for y in range(5) for x in range(5) for m in (False, True)
-                   if np.array_equal(dst, (padded[:, y:y + 6, x:x + 5][:, :, ::-1] if m
-                                           else padded[:, y:y + 6, x:x + 5]))]
-        assert windows, 'output is not a (mirrored) window of the padded image'
-        y, x, m = windows[0]
-        shifted += (y, x) != (2, 2)
-        flipped += m
-    assert 40 < shifted < 64 and 16 < flipped < 48       # offsets 0..4 each, flips about 1/2
-
-
-def test_crop_flip_without_padding_or_flip_is_identity():
-    images = np.arange(2 * 1 * 3 * 3, dtype=np.float32).reshape(2, 1, 3, 3)
-    out = data.crop_flip(images, np.random.RandomState(0), pad=0, flip=False)
-    np.testing.assert_array_equal(out, images)
-    with pytest.raises(ValueError, match='NCHW'):
-        data.crop_flip(images[0], np.random.RandomState(0))
-
-
-@pytest.mark.parametrize('threads', [0, 1, 3])
-def test_iterate_batches_same_batches_with_any_number_of_threads(threads):
-    images = np.arange(23 * 1 * 2 * 2, dtype=np.float32).reshape(23, 1, 2, 2)
-    labels = np.arange(23, dtype=np.int32)
-    order = data.epoch_order(23, 1, 0, 1)
-
-    def transform(x, b):
-        return data.crop_flip(x, data.batch_rng(1, 0, 1, b), pad=1)
-
-    got = list(data.iterate_batches(images, labels, 5, order, transform, num_threads=threads))
-    assert len(got) == 4                          # 23 // 5; the partial batch is dropped
-    for b, (x, y) in enumerate(got):
-        np.testing.assert_array_equal(y, labels[order[b * 5:(b + 1) * 5]])
-        np.testing.assert_array_equal(
-            x, data.crop_flip(images[order[b * 5:(b + 1) * 5]], data.batch_rng(1, 0, 1, b),
-                              pad=1))
-
-
-def test_iterate_batches_stops_its_threads_when_closed_early():
-    import threading
-    images, labels = np.zeros((40, 1, 2, 2), np.float32), np.zeros(40, np.int32)
-    before = threading.active_count()
-    gen = data.iterate_batches(images, labels, 2, np.arange(40), num_threads=2)
-    next(gen)
-    gen.close()
-    assert threading.active_count() == before
-    with pytest.raises(ValueError, match='batch_size'):
-        next(data.iterate_batches(images, labels, 0, np.arange(40)))
+def test_download_file_gives_up_after_its_timeout(tmp_path):
+    """A server that accepts the connection and never answers: the download fails after
+    the timeout instead of waiting for ever (Gluon's own download has no timeout)."""
+    import socket
+    import time
+    with socket.socket() as server:
+        server.bind(('127.0.0.1', 0))
+        server.listen(1)
+        url = 'http://127.0.0.1:%d/cifar-10-python.tar.gz' % server.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(OSError, match='timed out'):
+            cifar.download_file(url, str(tmp_path / 'x.tar.gz'), timeout=0.5)
+        assert time.monotonic() - start < 10
+    assert list(tmp_path.iterdir()) == []              # no partial file left

@@ -116,12 +116,13 @@ def check_train_script(grid, keep_checkpoints=False):
     return problems
 
 
-#: where mxnet_ssp.data looks for each CIFAR dataset under --data-dir (any one will do)
+#: where mxnet_ssp.experiments.data looks for each CIFAR dataset under --data-dir (any one
+#: will do; the .bin file stands for Gluon's own layout, the binary files directly there)
 CIFAR_FILES = {
     'cifar10': ('cifar-10-batches-py', 'cifar-10-batches-bin', 'cifar-10-python.tar.gz',
-                'cifar-10-binary.tar.gz'),
+                'cifar-10-binary.tar.gz', 'data_batch_1.bin'),
     'cifar100': ('cifar-100-python', 'cifar-100-binary', 'cifar-100-python.tar.gz',
-                 'cifar-100-binary.tar.gz'),
+                 'cifar-100-binary.tar.gz', 'train.bin'),
 }
 
 
@@ -166,16 +167,18 @@ def prepare_subset(out, grid):
     if os.path.isfile(done):
         return target
     full = datasets.load(grid.dataset, grid.data_dir)
+    train_images, train_labels = datasets.arrays(full.train)
+    test_images, test_labels = datasets.arrays(full.test)
     rng = np.random.RandomState(grid.seed)
     keep = []
-    for label in np.unique(full.train_label):
-        members = np.flatnonzero(full.train_label == label)
+    for label in np.unique(train_labels):
+        members = np.flatnonzero(train_labels == label)
         keep.append(rng.permutation(members)[:max(1, int(round(grid.data_fraction
                                                                * len(members))))])
     keep = np.sort(np.concatenate(keep))
 
-    def rows(images):
-        return np.round(images * 255.0).astype(np.uint8).reshape(len(images), -1)
+    def rows(images):          # (N, H, W, C) uint8 -> CIFAR's rows of R, G, B planes
+        return np.ascontiguousarray(images.transpose(0, 3, 1, 2)).reshape(len(images), -1)
 
     import pickle
     if grid.dataset == 'cifar10':
@@ -189,10 +192,10 @@ def prepare_subset(out, grid):
     os.makedirs(folder, exist_ok=True)
     for name, index in files:
         with open(os.path.join(folder, name), 'wb') as f:
-            pickle.dump({b'data': rows(full.train_data[index]),
-                         label_key: full.train_label[index].tolist()}, f)
+            pickle.dump({b'data': rows(train_images[index]),
+                         label_key: train_labels[index].tolist()}, f)
     with open(os.path.join(folder, test_name), 'wb') as f:
-        pickle.dump({b'data': rows(full.test_data), label_key: full.test_label.tolist()}, f)
+        pickle.dump({b'data': rows(test_images), label_key: test_labels.tolist()}, f)
     write_json(done, {'dataset': grid.dataset, 'fraction': grid.data_fraction,
                        'train_images': int(len(keep)), 'source': full.source,
                        'seed': grid.seed})

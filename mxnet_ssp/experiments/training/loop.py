@@ -10,7 +10,6 @@ import time
 import numpy as np
 
 from ... import config
-from .. import data
 from .checkpoint import restore_states, save_checkpoint
 from .logs import JsonLines, count_iterations, make_progress, show_progress
 from .models import describe_model, get_model
@@ -21,7 +20,9 @@ logger = logging.getLogger(__name__)
 
 
 def load_data(args):
-    """Load ``args.dataset``; a missing CIFAR archive exits with status 2 and the reason."""
+    """Load ``args.dataset`` (an :class:`~mxnet_ssp.experiments.data.ImageData`); a missing
+    CIFAR archive exits with status 2 and the reason."""
+    from .. import data
     try:
         return data.load(args.dataset, os.path.expanduser(args.data_dir))
     except (FileNotFoundError, ImportError) as err:
@@ -29,30 +30,16 @@ def load_data(args):
                           if isinstance(err, ImportError) else str(err))
 
 
-def normalize(dataset):
-    """Standardize every channel with the training set's mean and std (in place).
-
-    The statistics come from the whole training set, so every worker applies
-    the same transform whatever its shard.
-    """
-    axes = (0, 2, 3)
-    mean = dataset.train_data.mean(axis=axes, keepdims=True)
-    std = dataset.train_data.std(axis=axes, keepdims=True) + 1e-6
-    dataset.train_data = ((dataset.train_data - mean) / std).astype(np.float32)
-    dataset.test_data = ((dataset.test_data - mean) / std).astype(np.float32)
-    return dataset
-
-
-def evaluate(net, images, labels, batch_size=500, ctx=None):
-    """Top-1 accuracy of `net` on numpy `images`/`labels`."""
+def evaluate(net, batches, ctx=None):
+    """Top-1 accuracy of `net` on `batches` of ``(x, y)`` NDArrays (a ``DataLoader``)."""
     import mxnet as mx
     ctx = ctx or mx.cpu()
-    correct = 0
-    for start in range(0, len(images), batch_size):
-        out = net(mx.nd.array(images[start:start + batch_size], ctx=ctx))
-        pred = out.argmax(axis=1).asnumpy().astype(np.int64)
-        correct += int((pred == labels[start:start + batch_size]).sum())
-    return correct / float(len(images))
+    correct = total = 0
+    for x, y in batches:
+        pred = net(x.as_in_context(ctx)).argmax(axis=1).asnumpy().astype(np.int64)
+        correct += int((pred == y.asnumpy()).sum())
+        total += len(pred)
+    return correct / float(total)
 
 
 def choose_gpus(num_gpus, environ, visible):
@@ -137,12 +124,16 @@ class Training:
         np.random.seed(args.seed)
 
     def load_dataset(self):
-        """Load and normalize the dataset; a batch larger than a shard exits with status 2."""
+        """Load the dataset and normalize it with the training set's per-channel mean and
+        std (the same on every worker); a batch larger than a shard exits with status 2."""
+        from .. import data, loader
         args, batch_size = self.args, self.batch_size
         self.dataset = dataset = load_data(args)
-        normalize(dataset)
+        mean, std = loader.channel_stats(data.arrays(dataset.train)[0])
+        self.train_set = loader.normalized(dataset.train, mean, std)
+        self.test_set = loader.normalized(dataset.test, mean, std)
         num_workers = expected_num_workers(args.kvstore)
-        shard_size = len(dataset.train_data) // num_workers
+        shard_size = len(self.train_set) // num_workers
         if shard_size // batch_size < 1:
             args.parser.error('--batch-size %d is larger than a worker\'s shard (%d images of %s '
                               'over %d workers): expected at most %d'
@@ -161,17 +152,20 @@ class Training:
                                  err))
 
     def connect(self):
-        """Create the store; this worker's rank picks its shard and its slowdown."""
-        args, dataset = self.args, self.dataset
+        """Create the store; this worker's rank picks its shard (the loaders) and its slowdown."""
+        from .. import loader
+        args = self.args
         self.kv = make_kvstore(args)
         self.rank, self.num_workers = self.kv.rank, self.kv.num_workers
         self.rank_filter.rank = self.rank
-        self.iters_per_epoch = (len(dataset.train_data) // self.num_workers) // self.batch_size
-        shard_index = data.shard(len(dataset.train_data), self.rank, self.num_workers,
-                                 seed=args.seed)
-        self.train_x = dataset.train_data[shard_index]
-        self.train_y = dataset.train_label[shard_index]
+        self.iters_per_epoch = (len(self.train_set) // self.num_workers) // self.batch_size
         self.augment = args.dataset.startswith('cifar') and not args.no_augment
+        self.loader = loader.TrainLoader(self.train_set, self.batch_size, self.rank,
+                                         self.num_workers, args.seed, augment=self.augment,
+                                         loader_workers=args.num_data_workers)
+        self.shard_size = len(self.loader.sampler)
+        self.eval_loader = (loader.eval_loader(self.test_set, loader_workers=args.num_data_workers)
+                            if self.rank == 0 else None)
         self.slowdown = args.slowdown_factors.get(self.rank, 1.0)
 
     def plan(self):
@@ -196,7 +190,7 @@ class Training:
                     'images, %d iterations of %d per epoch, %d epoch(s)%s%s%s',
                     args.model if about == args.model else '%s [%s]' % (args.model, about),
                     args.dataset, self.dataset.source, self.kv.type, self.num_workers,
-                    args.optimizer, len(self.train_x), self.iters_per_epoch, self.batch_size,
+                    args.optimizer, self.shard_size, self.iters_per_epoch, self.batch_size,
                     self.num_epochs,
                     ', augmented' if self.augment else '',
                     ', slowdown x%g' % self.slowdown if self.slowdown != 1.0 else '',
@@ -263,8 +257,7 @@ class Training:
 
     def record_eval(self, epoch, final=False):
         """Worker 0: the test accuracy now, also written to ``eval.jsonl``."""
-        accuracy = evaluate(self.net, self.dataset.test_data, self.dataset.test_label,
-                            ctx=self.ctx[0])
+        accuracy = evaluate(self.net, self.eval_loader, ctx=self.ctx[0])
         now = time.time()
         self.eval_log.write(time=now, elapsed_s=round(now - self.start, 4), epoch=epoch,
                             iteration=self.iteration, accuracy=accuracy, lr=self.lr,
@@ -320,15 +313,7 @@ class Training:
 
         Returns (iterations, sum of the batch losses, correct predictions, start time).
         """
-        args, rank = self.args, self.rank
-        order = data.epoch_order(len(self.train_x), args.seed, rank, epoch)
-
-        def transform(x, b, epoch=epoch):
-            return data.crop_flip(x, data.batch_rng(args.seed, rank, epoch, b))
-
-        batches = data.iterate_batches(self.train_x, self.train_y, self.batch_size, order,
-                                       transform if self.augment else None,
-                                       args.num_data_workers)
+        batches = self.loader.epoch(epoch)
         epoch_loss, epoch_correct, epoch_start, epoch_iters = 0.0, 0, time.time(), 0
         for xb, yb in batches:
             if self.iteration >= self.total_iters:
@@ -341,14 +326,15 @@ class Training:
         return epoch_iters, epoch_loss, epoch_correct, epoch_start
 
     def train_batch(self, epoch, xb, yb):
-        """One iteration: forward/backward, the emulated slowdown, the store's step, and its
-        line in ``train-worker<rank>.jsonl``.  Returns (mean loss, correct predictions)."""
+        """One iteration on the NDArrays `xb`, `yb`: forward/backward, the emulated slowdown,
+        the store's step, and its line in ``train-worker<rank>.jsonl``.  Returns (mean loss,
+        correct predictions)."""
         import mxnet as mx
         from mxnet import autograd, gluon
         args, ctx, net = self.args, self.ctx, self.net
         t0 = time.perf_counter()
-        xs = gluon.utils.split_and_load(mx.nd.array(xb), ctx, even_split=False)
-        ys = gluon.utils.split_and_load(mx.nd.array(yb), ctx, even_split=False)
+        xs = gluon.utils.split_and_load(xb, ctx, even_split=False)
+        ys = gluon.utils.split_and_load(yb, ctx, even_split=False)
         with autograd.record():
             outs = [net(x) for x in xs]
             losses = [self.loss_fn(out, y) for out, y in zip(outs, ys)]

@@ -47,8 +47,8 @@ def build_parser():
                    help='train CIFAR without the random crop (pad 4) and horizontal flip '
                         '(digits is never augmented)')
     g.add_argument('-j', '--num-data-workers', dest='num_data_workers', type=int, default=0,
-                   help='threads preparing batches ahead of training (0: in the training '
-                        'loop)')
+                   help='gluon.data.DataLoader worker threads preparing batches ahead of '
+                        'training (0: in the training loop); the batches do not depend on it')
     g.add_argument('--drop-rate', type=float, default=0.0,
                    help='dropout rate of the GluonCV wide ResNets (cifar_wideresnet*)')
     g.add_argument('--mode', default='hybrid',

@@ -1,0 +1,331 @@
+"""Batches for training and evaluation: ``gluon.data.DataLoader``, Gluon's transforms, and
+the few pieces our experiments need that Gluon does not give by itself.
+
+A worker's training batches are what GluonCV's ``train_cifar10.py`` makes::
+
+    normalize = transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean, std)])
+    augment = transforms.Compose([RandomCrop(32, pad=4), RandomFlipLeftRight()])
+    loader = gluon.data.DataLoader(train.transform_first(augment), batch_size, shuffle=True,
+                                   last_batch='discard', num_workers=j)
+
+with three differences, each for a reason:
+
+* :class:`ShardSampler` instead of ``shuffle=True``: each worker reads its own
+  part of the training set (:func:`shard`), in an order that is a function of
+  (seed, rank, epoch) only (:func:`epoch_order`), so a resumed run sees the
+  batches an uninterrupted one would.
+* :class:`RandomCrop` / :class:`RandomFlipLeftRight` instead of GluonCV's and
+  Gluon's: those draw from the process-wide generators, so with loader workers
+  the draws would depend on which thread gets which sample first.  Ours draw
+  from the sample's own numbers, which :class:`SeededTransform` fixes by
+  (seed, rank, epoch, index): the batches are the same for any number of
+  loader workers, and in a resumed run.
+* ``ToTensor`` and ``Normalize`` do not depend on the epoch, so they run once,
+  over the whole set in chunks (:func:`normalized`), not on every image of
+  every epoch: on a CPU the two cost ~1 ms per batch of 128 CIFAR images,
+  about as much as the rest of the data path (docs/benchmarks.md).  So the
+  crop pads with the mean image value (0 after ``Normalize``).
+
+Loader workers are threads (``thread_pool=True``): see :class:`TrainLoader`.
+"""
+import threading
+
+import mxnet as mx
+import numpy as np
+from mxnet import gluon
+from mxnet.gluon.data.vision import transforms
+
+__all__ = ['shard', 'epoch_order', 'ShardSampler', 'SeededTransform', 'sample_random',
+           'RandomCrop', 'RandomFlipLeftRight', 'channel_stats', 'normalized', 'batchify',
+           'TrainLoader', 'eval_loader']
+
+#: Uniform numbers each sample gets per epoch for its random transforms.
+DRAWS_PER_SAMPLE = 4
+
+
+# ---------------------------------------------------------------------------
+# which images, in which order: a function of (seed, rank, epoch)
+# ---------------------------------------------------------------------------
+def shard(n_items, rank, num_workers, seed=None):
+    """Indices of the items worker `rank` of `num_workers` trains on.
+
+    The shards of ranks ``0..num_workers-1`` are disjoint and together cover
+    ``range(n_items)``; their sizes differ by at most one.  With `seed`, items
+    are first permuted with it (the same on every worker, so the shards stay
+    disjoint); otherwise shards are contiguous.  Returns sorted int64 indices.
+    """
+    n_items, rank, num_workers = int(n_items), int(rank), int(num_workers)
+    if num_workers < 1:
+        raise ValueError('num_workers must be >= 1, got %d' % num_workers)
+    if not 0 <= rank < num_workers:
+        raise ValueError('rank must be in 0..%d, got %d' % (num_workers - 1, rank))
+    if n_items < 0:
+        raise ValueError('n_items must be >= 0, got %d' % n_items)
+    start = rank * n_items // num_workers
+    stop = (rank + 1) * n_items // num_workers
+    if seed is None:
+        return np.arange(start, stop, dtype=np.int64)
+    order = np.random.RandomState(seed).permutation(n_items)
+    return np.sort(order[start:stop]).astype(np.int64)
+
+
+def _seed_parts(parts):
+    for part in parts:
+        if isinstance(part, bool) or int(part) != part or not 0 <= int(part) < 2 ** 32:
+            raise ValueError('seed, rank and epoch must be integers in [0, 2**32), got %r'
+                             % (parts[:3],))
+    return [int(p) for p in parts]
+
+
+def epoch_order(n_items, seed, rank, epoch):
+    """The order in which worker `rank` visits its `n_items` images in `epoch`: a
+    permutation of ``range(n_items)`` that depends only on the arguments."""
+    rng = np.random.RandomState(_seed_parts((seed, rank, epoch, 0, 0)))
+    return rng.permutation(int(n_items))
+
+
+class ShardSampler(gluon.data.Sampler):
+    """Worker `rank`'s shard of a dataset of `n_items`, in the order of the epoch set last.
+
+    Yields indices into the whole dataset.  :meth:`set_epoch` must be called
+    before each pass (not during one).
+    """
+
+    def __init__(self, n_items, rank, num_workers, seed):
+        self._index = shard(n_items, rank, num_workers, seed=seed)
+        self._seed, self._rank = seed, rank
+        self._epoch = None
+
+    def set_epoch(self, epoch):
+        """The epoch whose order the next pass follows."""
+        _seed_parts((self._seed, self._rank, epoch))
+        self._epoch = int(epoch)
+
+    def __iter__(self):
+        if self._epoch is None:
+            raise RuntimeError('ShardSampler: call set_epoch(epoch) before iterating')
+        order = epoch_order(len(self._index), self._seed, self._rank, self._epoch)
+        return iter(self._index[order].tolist())
+
+    def __len__(self):
+        return len(self._index)
+
+
+# ---------------------------------------------------------------------------
+# random transforms whose draws do not depend on the loader's threads
+# ---------------------------------------------------------------------------
+_current = threading.local()
+
+
+class _SampleDraws:
+    """A sample's uniform numbers in [0, 1), handed out in turn."""
+    __slots__ = ('_values', '_next')
+
+    def __init__(self, values):
+        self._values, self._next = values, 0
+
+    def random(self):
+        if self._next >= len(self._values):
+            raise RuntimeError('the random transforms of one sample need more than %d numbers '
+                               '(DRAWS_PER_SAMPLE)' % len(self._values))
+        value = self._values[self._next]
+        self._next += 1
+        return value
+
+
+def sample_random():
+    """A uniform number in [0, 1) for the sample being transformed.
+
+    Inside :class:`SeededTransform` it is the sample's next own number;
+    elsewhere it comes from numpy's global generator (as GluonCV's transforms
+    draw theirs).  Thread-safe: each loader thread has its own current sample.
+    """
+    draws = getattr(_current, 'draws', None)
+    return draws.random() if draws is not None else np.random.random_sample()
+
+
+class RandomCrop(gluon.Block):
+    """Pad a ``(C, H, W)`` numpy image with `pad` zeros on each side and cut a `size` window at
+    a random offset (GluonCV's ``RandomCrop(32, pad=4)``, drawing from :func:`sample_random`)."""
+
+    def __init__(self, size, pad=0):
+        super().__init__()
+        self._size = (size, size) if np.isscalar(size) else tuple(size)
+        self._pad = int(pad)
+        if self._pad < 0:
+            raise ValueError('RandomCrop: pad must be >= 0, got %d' % self._pad)
+
+    def forward(self, x):
+        if x.ndim != 3:
+            raise ValueError('RandomCrop expects a (C, H, W) image, got shape %s' % (x.shape,))
+        h, w = x.shape[1:]
+        th, tw = self._size
+        p = self._pad
+        if th > h + 2 * p or tw > w + 2 * p:
+            raise ValueError('RandomCrop: a %dx%d window does not fit a %dx%d image padded by %d'
+                             % (th, tw, h, w, p))
+        top = int(sample_random() * (h + 2 * p - th + 1))
+        left = int(sample_random() * (w + 2 * p - tw + 1))
+        out = np.zeros((x.shape[0], th, tw), dtype=x.dtype)
+        # the window is [top, top + th) x [left, left + tw) of the padded image,
+        # whose pixels [p, p + h) x [p, p + w) are the image
+        y0, y1 = max(top, p), min(top + th, p + h)
+        x0, x1 = max(left, p), min(left + tw, p + w)
+        if y0 < y1 and x0 < x1:
+            out[:, y0 - top:y1 - top, x0 - left:x1 - left] = x[:, y0 - p:y1 - p, x0 - p:x1 - p]
+        return out
+
+    def __repr__(self):
+        return 'RandomCrop(size=%s, pad=%d)' % (self._size, self._pad)
+
+
+class RandomFlipLeftRight(gluon.Block):
+    """Mirror a ``(C, H, W)`` numpy image left-right with probability 1/2 (Gluon's
+    ``RandomFlipLeftRight``, drawing from :func:`sample_random`)."""
+
+    def forward(self, x):
+        return x[:, :, ::-1] if sample_random() < 0.5 else x
+
+
+class SeededTransform(gluon.data.Dataset):
+    """``dataset.transform_first(transform)`` whose random transforms draw numbers fixed by
+    (seed, rank, epoch, index): the same sample of the same epoch gets the same
+    crop and flip whichever thread transforms it, and in a resumed run.
+
+    :meth:`set_epoch` must be called before each pass (not during one).
+    """
+
+    def __init__(self, dataset, transform, seed, rank):
+        self._dataset, self._transform = dataset, transform
+        self._seed, self._rank = seed, rank
+        self._draws = None
+
+    def set_epoch(self, epoch):
+        """Draw every sample's numbers of `epoch` (one vectorized call)."""
+        rng = np.random.RandomState(_seed_parts((self._seed, self._rank, epoch, 0, 1)))
+        self._draws = rng.random_sample((len(self._dataset), DRAWS_PER_SAMPLE)).tolist()
+
+    def __getitem__(self, idx):
+        if self._draws is None:
+            raise RuntimeError('SeededTransform: call set_epoch(epoch) before reading samples')
+        image, label = self._dataset[idx]
+        _current.draws = _SampleDraws(self._draws[idx])
+        try:
+            return self._transform(image), label
+        finally:
+            _current.draws = None
+
+    def __len__(self):
+        return len(self._dataset)
+
+
+# ---------------------------------------------------------------------------
+# per-batch transforms and the loaders
+# ---------------------------------------------------------------------------
+def channel_stats(images, chunk=4096):
+    """Per-channel mean and std of ``(N, H, W, C)`` images in 0..255, scaled to [0, 1] (what
+    ``Normalize`` gets after ``ToTensor``); a chunk at a time, no float copy of the set."""
+    images = np.asarray(images)
+    total = np.zeros(images.shape[-1])
+    squares = np.zeros(images.shape[-1])
+    for start in range(0, len(images), chunk):
+        part = images[start:start + chunk].reshape(-1, images.shape[-1]).astype(np.float64)
+        total += part.sum(axis=0)
+        squares += np.square(part).sum(axis=0)
+    count = images.size // images.shape[-1]
+    mean = total / count
+    std = np.sqrt(np.maximum(squares / count - mean ** 2, 0.0))
+    return tuple(float(m) for m in mean / 255.0), tuple(float(s) + 1e-6 for s in std / 255.0)
+
+
+def normalized(dataset, mean, std, chunk=1000):
+    """`dataset` through Gluon's ``ToTensor`` and ``Normalize(mean, std)``, once.
+
+    Returns a ``gluon.data.ArrayDataset`` of ``(C, H, W)`` float32 numpy
+    images, standardized per channel, and the labels.  The transforms run on
+    chunks of `chunk` images (both take batches): one MXNet call per chunk.
+    """
+    images, labels = dataset[:]
+    transform = transforms.Compose([transforms.ToTensor(), transforms.Normalize(mean, std)])
+    out = np.empty((len(images), images.shape[3]) + images.shape[1:3], dtype=np.float32)
+    for start in range(0, len(images), chunk):
+        part = mx.nd.array(images[start:start + chunk], dtype=images.dtype)
+        out[start:start + chunk] = transform(part).asnumpy()
+    return gluon.data.ArrayDataset(out, np.asarray(labels))
+
+
+def batchify(samples):
+    """``(image, label)`` numpy samples -> ``(x, y)`` NDArrays, x stacked and y int32.
+
+    Gluon's ``default_batchify_fn`` with one copy less: the stacked arrays are
+    handed to MXNet as they are (``nd.from_numpy(zero_copy=True)``, which keeps
+    them alive and read-only); ~40 us a batch instead of ~100-550 us.
+    """
+    images, labels = zip(*samples)
+    return (mx.nd.from_numpy(np.stack(images), zero_copy=True),
+            mx.nd.from_numpy(np.array(labels, dtype=np.int32), zero_copy=True))
+
+
+def _loader(dataset, num_workers, **kwargs):
+    # thread_pool: see TrainLoader
+    return gluon.data.DataLoader(dataset, num_workers=num_workers, thread_pool=True,
+                                 batchify_fn=batchify, **kwargs)
+
+
+class TrainLoader:
+    """One worker's training batches, epoch by epoch.
+
+    Parameters
+    ----------
+    dataset : mxnet.gluon.data.Dataset
+        The whole training set from :func:`normalized` (every worker passes
+        the same): ``(C, H, W)`` float32 numpy images and int32 labels.
+    batch_size : int
+        A last partial batch is dropped (``last_batch='discard'``).
+    rank, num_workers : int
+        This worker and the job's workers: which shard is read.
+    seed : int
+        With `rank` and the epoch, fixes the order and the augmentation.
+    augment : bool
+        Random crop (pad 4) and horizontal flip of every image.
+    loader_workers : int
+        ``DataLoader`` worker threads (0: batches made when asked for).
+
+    Notes
+    -----
+    The workers are threads (``thread_pool=True``), not processes: a worker of
+    a parameter-server job has ps-lite's and MXNet's engine threads running,
+    and a process pool would fork it; forked workers would also keep the epoch
+    they were forked with (docs/train_scripts.md says what was seen).  Threads
+    share the data with no copy and prepare batches while the engine computes.
+    Not thread-safe itself: one consumer.
+    """
+
+    def __init__(self, dataset, batch_size, rank, num_workers, seed, augment=False,
+                 loader_workers=0):
+        self.sampler = ShardSampler(len(dataset), rank, num_workers, seed)
+        if augment:
+            h, w = dataset[0][0].shape[1:]
+            dataset = SeededTransform(dataset, transforms.Compose(
+                [RandomCrop((h, w), pad=4), RandomFlipLeftRight()]), seed, rank)
+        self.dataset = dataset
+        self._loader = _loader(dataset, loader_workers, batch_sampler=gluon.data.BatchSampler(
+            self.sampler, batch_size, 'discard'))
+
+    def __len__(self):
+        """Batches per epoch."""
+        return len(self._loader)
+
+    def epoch(self, epoch):
+        """An iterator of ``(x, y)`` NDArrays, every batch of `epoch`: x ``(N, C, H, W)``
+        float32, y int32.  Leaving it early is allowed; the next call starts a new pass."""
+        self.sampler.set_epoch(epoch)
+        if isinstance(self.dataset, SeededTransform):
+            self.dataset.set_epoch(epoch)
+        return iter(self._loader)
+
+
+def eval_loader(dataset, batch_size=500, loader_workers=0):
+    """A ``DataLoader`` of all of `dataset` (from :func:`normalized`) in order, the last
+    batch possibly smaller: ``(x, y)`` NDArrays."""
+    return _loader(dataset, loader_workers, batch_size=batch_size, last_batch='keep')
