@@ -13,7 +13,8 @@ Why each piece is here rather than only Gluon's ``vision.CIFAR10`` / ``CIFAR100`
   ``mxnet-ssp-reproduce`` writes for its subsets) -- Gluon has no reader for
   it; :class:`PickledCIFAR` is that reader.
 * **archives** (``*.tar.gz`` from the CIFAR page) are extracted next to
-  themselves first, as Gluon does with what it downloads.
+  themselves first, as Gluon does with what it downloads; in a read-only
+  directory, into a cache directory instead (:func:`cache_dir`).
 * **download** -- when nothing is found, the python archive is downloaded with
   a timeout (:data:`DOWNLOAD_TIMEOUT`); when that fails,
   :class:`DatasetNotFoundError` names the data directory, every path looked
@@ -23,6 +24,7 @@ Images stay numpy arrays (Gluon's CIFAR keeps one ``NDArray``): a numpy
 sample is a view, well under a microsecond, while an ``NDArray`` sample is an
 MXNet call.
 """
+import hashlib
 import os
 import pickle
 import shutil
@@ -150,15 +152,35 @@ def _complete(directory, members):
     return all(os.path.isfile(os.path.join(directory, m)) for m in members)
 
 
+def cache_dir(archive, environ=None):
+    """Where an archive in a read-only directory is extracted: a directory of its own under
+    ``$XDG_CACHE_HOME`` (default ``~/.cache``)/mxnet-ssp, named by the archive's path."""
+    env = os.environ if environ is None else environ
+    base = env.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+    tag = hashlib.sha1(os.path.abspath(archive).encode()).hexdigest()[:16]
+    return os.path.join(base, 'mxnet-ssp', 'cifar-%s' % tag)
+
+
 def _extract(archive, data_dir, subdir):
-    """Extract `subdir` of `archive` into `data_dir` (atomically: concurrent workers agree)."""
-    target = os.path.join(data_dir, subdir)
-    try:
-        tmp = tempfile.mkdtemp(prefix='.extract-', dir=data_dir)
-    except OSError as err:
+    """Extract `subdir` of `archive` into `data_dir` (atomically: concurrent workers agree);
+    into :func:`cache_dir` when `data_dir` is read-only."""
+    tmp = None
+    errors = []
+    for where in (data_dir, cache_dir(archive)):
+        target = os.path.join(where, subdir)
+        if where != data_dir and os.path.isdir(target):
+            return target                  # extracted there by an earlier run
+        try:
+            os.makedirs(where, exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix='.extract-', dir=where)
+            break
+        except OSError as err:
+            errors.append('%s: %s' % (where, err))
+    if tmp is None:
         raise DatasetNotFoundError(
-            'found %s but cannot extract it into --data-dir %s (%s); extract it (tar xzf) '
-            'into a writable directory and point --data-dir there' % (archive, data_dir, err))
+            'found %s but cannot extract it into --data-dir %s nor into the cache (%s); extract '
+            'it (tar xzf) into a writable directory and point --data-dir there'
+            % (archive, data_dir, '; '.join(errors)))
     try:
         with tarfile.open(archive, 'r:gz') as tar:
             names = {os.path.normpath(m.name).split(os.sep)[0] for m in tar.getmembers()}

@@ -253,19 +253,39 @@ def test_archive_without_the_expected_directory(tmp_path, no_network):
 
 
 def test_archive_in_a_read_only_directory(tmp_path, no_network, monkeypatch):
+    """A read-only --data-dir: the archive is extracted into the cache; with the cache
+    read-only too, the error names both places."""
     import tempfile
+    from mxnet_ssp.experiments import cifar
     src = tmp_path / 'src'
     src.mkdir()
     (tmp_path / 'ro').mkdir()
-    make_tar(write_cifar10_python(str(src)), str(tmp_path / 'ro' / 'cifar-10-python.tar.gz'))
+    archive = str(tmp_path / 'ro' / 'cifar-10-python.tar.gz')
+    batches = write_cifar10_python(str(src))
+    make_tar(batches, archive)
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
+    mkdtemp = tempfile.mkdtemp
+    denied = [str(tmp_path / 'ro')]
 
     def read_only(*args, **kwargs):       # what mkdtemp does there (the tests run as root)
-        raise PermissionError(13, 'Permission denied', kwargs.get('dir'))
+        if kwargs.get('dir') in denied:
+            raise PermissionError(13, 'Permission denied', kwargs.get('dir'))
+        return mkdtemp(*args, **kwargs)
 
     monkeypatch.setattr(tempfile, 'mkdtemp', read_only)
+    loaded = data.cifar10(str(tmp_path / 'ro'))
+    assert len(loaded.train) == len(data.cifar10(str(src)).train)
+    assert os.listdir(str(tmp_path / 'ro')) == ['cifar-10-python.tar.gz']
+    assert os.path.isdir(os.path.join(cifar.cache_dir(archive), 'cifar-10-batches-py'))
+
+    os.makedirs(str(tmp_path / 'ro2'))
+    other = str(tmp_path / 'ro2' / 'cifar-10-python.tar.gz')
+    make_tar(batches, other)
+    denied[:] = [str(tmp_path / 'ro2'), cifar.cache_dir(other)]
     with pytest.raises(data.DatasetNotFoundError,
-                       match='(?s)cannot extract.*--data-dir .*Permission denied'):
-        data.cifar10(str(tmp_path / 'ro'))
+                       match='(?s)cannot extract.*--data-dir .*ro2.*nor into the cache.*'
+                             'Permission denied'):
+        data.cifar10(str(tmp_path / 'ro2'))
 
 
 @pytest.mark.parametrize('fmt', ['python', 'binary'])
