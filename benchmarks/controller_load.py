@@ -12,7 +12,8 @@ so it includes the time a worker is held by the policy.  ``--staleness`` large (
 makes every release immediate: then the latency is the controller's own.
 
 With ``--update-mb M`` a thread of this process applies SGD-with-momentum updates to an M MB
-model in a loop (MXNet's fused ``sgd_mom_update`` and a wait, as a server applying pushes).
+model of ``--keys`` parameters in a loop, one parameter at a time as MXNet's server calls its
+updater (MXNet's fused ``sgd_mom_update`` and a wait per parameter).
 ``--placement thread`` runs the controller as a thread of this process too (sharing its GIL
 with the busy server, ``MXNET_SSP_CONTROLLER=thread``); ``process`` starts it the way a server
 does by default, as ``python -m mxnet_ssp.controller_process``.
@@ -64,17 +65,35 @@ class _Fake:
         self.out = b''
 
 
+def _handshake(fake, secret):
+    """CHALLENGE, HELLO, WELCOME on the blocking socket of `fake`."""
+    payloads = []
+    while not payloads:
+        payloads = fake.reader.feed(fake.sock.recv(4096))
+    _, nonce = P.decode_challenge(payloads[0])
+    fake.sock.sendall(P.encode_hello(fake.rank, P.hello_mac(secret, nonce, fake.rank)))
+    payloads = []
+    while not payloads:
+        payloads = fake.reader.feed(fake.sock.recv(4096))
+    if payloads[0][0] != P.WELCOME:
+        raise SystemExit('rank %d: no WELCOME: %r' % (fake.rank, payloads[0][:80]))
+    fake.state = 'ready'
+    fake.due = None
+
+
 def generator(address, secret, ranks, rate, start_at, stop_at, results):
     """Drive the fake workers `ranks` until `stop_at` (time.time()); put latencies in `results`."""
     sel = selectors.DefaultSelector()
     fakes = []
-    for rank in ranks:
+    for rank in ranks:            # connect and authenticate one by one, as workers start
         sock = socket.create_connection(address)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setblocking(False)
         fake = _Fake(rank, sock)
+        _handshake(fake, secret)
+        sock.setblocking(False)
         fakes.append(fake)
         sel.register(sock, selectors.EVENT_READ, fake)
+    ready = len(fakes)
     period = 1.0 / rate if rate > 0 else 0.0
     latencies = []
     errors = []
@@ -93,7 +112,6 @@ def generator(address, secret, ranks, rate, start_at, stop_at, results):
         fake.due = None
         send(fake, P.encode_clock(fake.clock))
 
-    ready = 0
     while True:
         now = time.time()
         if now >= stop_at:
@@ -115,14 +133,7 @@ def generator(address, secret, ranks, rate, start_at, stop_at, results):
                 continue
             for payload in fake.reader.feed(data):
                 kind = payload[0]
-                if kind == P.CHALLENGE:
-                    _, nonce = P.decode_challenge(payload)
-                    send(fake, P.encode_hello(fake.rank, P.hello_mac(secret, nonce, fake.rank)))
-                elif kind == P.WELCOME:
-                    fake.state = 'ready'
-                    ready += 1
-                    fake.due = start_at        # everyone starts together
-                elif kind == P.RELEASE:
+                if kind == P.RELEASE:
                     t = time.perf_counter()
                     if time.time() >= start_at:
                         latencies.append(t - fake.sent_at)
@@ -134,6 +145,8 @@ def generator(address, secret, ranks, rate, start_at, stop_at, results):
         now = time.time()
         if now >= start_at:
             for fake in fakes:
+                if fake.clock == 0 and fake.due is None:
+                    fake.due = start_at        # everyone starts together
                 if fake.state == 'ready' and fake.due is not None and fake.due <= now:
                     send_clock(fake, now)
     for fake in fakes:
@@ -147,18 +160,20 @@ def generator(address, secret, ranks, rate, start_at, stop_at, results):
     results.put((latencies, errors, ready))
 
 
-def busy_server(mb, stop, counter):
-    """Apply SGD-momentum updates to an `mb` MB model until `stop` is set (a server's work)."""
+def busy_server(mb, keys, stop, counter):
+    """Apply SGD-momentum updates to an `mb` MB model of `keys` parameters, one key at a time
+    as MXNet's server calls its updater, until `stop` is set; count the whole-model steps."""
     from mxnet import ndarray as nd
-    n = int(mb * 2 ** 20 // 4)
-    weight, grad, mom = nd.ones(n), nd.ones(n) * 1e-6, nd.zeros(n)
+    n = max(1, int(mb * 2 ** 20 // 4 // keys))
+    params = [(nd.ones(n), nd.ones(n) * 1e-6, nd.zeros(n)) for _ in range(keys)]
     while not stop.is_set():
-        nd.sgd_mom_update(weight, grad, mom, lr=0.01, momentum=0.9, out=weight)
-        weight.wait_to_read()
+        for weight, grad, mom in params:
+            nd.sgd_mom_update(weight, grad, mom, lr=0.01, momentum=0.9, out=weight)
+            weight.wait_to_read()
         counter[0] += 1
 
 
-def measure(ranks, procs, seconds, rate, staleness, update_mb, warmup, placement):
+def measure(ranks, procs, seconds, rate, staleness, update_mb, warmup, placement, keys):
     secret = secrets.token_bytes(32)
     if placement == 'thread':
         policy = SyncPolicy(ranks, staleness, staleness)
@@ -172,7 +187,8 @@ def measure(ranks, procs, seconds, rate, staleness, update_mb, warmup, placement
             'metrics_path': None})
     stop, counter, busy = threading.Event(), [0], None
     if update_mb:
-        busy = threading.Thread(target=busy_server, args=(update_mb, stop, counter), daemon=True)
+        busy = threading.Thread(target=busy_server, args=(update_mb, keys, stop, counter),
+                                daemon=True)
         busy.start()
     ctx = mp.get_context('spawn')
     results = ctx.Queue()
@@ -218,12 +234,14 @@ def main(argv=None):
     p.add_argument('--ranks', default='256,1024', help='comma-separated numbers of fake workers')
     p.add_argument('--procs', type=int, default=4, help='generator processes')
     p.add_argument('--seconds', type=float, default=10.0, help='measured seconds per row')
-    p.add_argument('--warmup', type=float, default=5.0,
+    p.add_argument('--warmup', type=float, default=8.0,
                    help='seconds to connect and settle before measuring')
     p.add_argument('--rate', type=float, default=0.0,
                    help='iterations per second per fake worker (0: as fast as released)')
     p.add_argument('--staleness', type=int, default=HUGE, help='SSP threshold s')
     p.add_argument('--trials', type=int, default=3, help='measurements per row')
+    p.add_argument('--keys', type=int, default=160,
+                   help='parameters (keys) the busy model is split into')
     p.add_argument('--placement', default='thread,process',
                    help='comma-separated: the controller as a thread of this process, or in '
                         'its own process (MXNET_SSP_CONTROLLER)')
@@ -239,7 +257,8 @@ def main(argv=None):
         for placement in args.placement.split(','):
             for mb in (float(x) for x in args.update_mb.split(',')):
                 rows = [measure(ranks, args.procs, args.seconds, args.rate, args.staleness, mb,
-                                args.warmup, placement) for _ in range(args.trials)]
+                                args.warmup, placement, args.keys)
+                        for _ in range(args.trials)]
                 print('| %d | %s | %g | %.0f | %.2f | %s | %.2f | %.1f |'
                       % (ranks, placement, mb,
                          statistics.median(r['clocks_per_s'] for r in rows),
