@@ -640,7 +640,7 @@ def test_local_resume_continues_exactly(tmp_path):
 
 def test_local_run_on_cifar10_archive(tmp_path):
     """The CIFAR path end to end: a generated binary archive, 32x32 alexnet-small, augmented."""
-    from test_data import make_tar, write_cifar10_binary
+    from cifar_files import make_tar, write_cifar10_binary
     src = tmp_path / 'src'
     src.mkdir()
     (tmp_path / 'data').mkdir()
@@ -735,7 +735,7 @@ def test_two_worker_job_under_every_store(tmp_path, store):
 def test_two_worker_job_on_cifar_with_loader_threads(tmp_path):
     """CIFAR through gluon.data inside the workers of a job: both extract the same archive,
     each reads its shard through a DataLoader with 2 worker threads, augmented."""
-    from test_data import make_tar, write_cifar10_python
+    from cifar_files import make_tar, write_cifar10_python
     src = tmp_path / 'src'
     src.mkdir()
     (tmp_path / 'data').mkdir()
