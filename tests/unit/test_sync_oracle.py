@@ -92,13 +92,18 @@ def _policy_args(data, max_workers):
     return (m, s_lower, s_lower + width), dict(mode=mode, stall_factor=stall)
 
 
-SETTINGS = settings(max_examples=150, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+#: examples per property: a few in the default run, many more with -m slow
+EXAMPLES = [pytest.param(50, id='50'), pytest.param(600, id='600', marks=pytest.mark.slow)]
 
 
-@SETTINGS
-@given(data=st.data())
-def test_same_releases_any_interleaving(data):
+def check(prop, examples):
+    """Run the property `prop(data)` on `examples` hypothesis examples."""
+    settings(max_examples=examples, deadline=None, database=None,
+             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])(
+        given(data=st.data())(prop))()
+
+
+def _same_releases_any_interleaving(data):
     """Any order of pushes and leaves, any times (ties, stalls, jumps)."""
     args, kwargs = _policy_args(data, max_workers=24)
     drv = Driver(Twin(*args, **kwargs))
@@ -115,9 +120,13 @@ def test_same_releases_any_interleaving(data):
             drv.push(rank, now)
 
 
-@SETTINGS
-@given(data=st.data())
-def test_same_releases_timed_workers(data):
+@pytest.mark.parametrize('examples', EXAMPLES)
+def test_same_releases_any_interleaving(examples):
+    """Any order of pushes and leaves, any times (ties, stalls, jumps)."""
+    check(_same_releases_any_interleaving, examples)
+
+
+def _same_releases_timed_workers(data):
     """Workers with their own cyclic iteration times, each leaving when done."""
     args, kwargs = _policy_args(data, max_workers=40)
     m = args[0]
@@ -128,6 +137,12 @@ def test_same_releases_timed_workers(data):
     twin = Twin(*args, **kwargs)
     drv = run_timed(twin, lambda i, k: cycles[i][k % len(cycles[i])], n_iters, latency=latency)
     assert sum(drv.clocks) == sum(n_iters)
+
+
+@pytest.mark.parametrize('examples', EXAMPLES)
+def test_same_releases_timed_workers(examples):
+    """Workers with their own cyclic iteration times, each leaving when done."""
+    check(_same_releases_timed_workers, examples)
 
 
 # ---------------------------------------------------------------------------
@@ -192,7 +207,7 @@ stamp = st.one_of(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e
                   st.floats(allow_nan=True, allow_infinity=True))
 
 
-@settings(max_examples=3000, deadline=None, database=None)
+@settings(max_examples=1000, deadline=None, database=None)
 @given(a_p=st.tuples(stamp, stamp), a_slow=st.tuples(stamp, stamp),
        r_max=st.integers(min_value=-2, max_value=16))
 def test_predict_r_star_same_as_scan(a_p, a_slow, r_max):
@@ -237,9 +252,7 @@ def test_equal_predicted_pushes_take_the_larger_rank(mode):
     assert rel.granted == 2
 
 
-@SETTINGS
-@given(data=st.data())
-def test_same_releases_on_a_coarse_time_grid(data):
+def _same_releases_on_a_coarse_time_grid(data):
     """Whole-second steps: equal predictions and exact stall limits are the rule."""
     args, kwargs = _policy_args(data, max_workers=12)
     drv = Driver(Twin(*args, **kwargs))
@@ -252,6 +265,12 @@ def test_same_releases_on_a_coarse_time_grid(data):
             drv.leave(rank)
         else:
             drv.push(rank, now)
+
+
+@pytest.mark.parametrize('examples', EXAMPLES)
+def test_same_releases_on_a_coarse_time_grid(examples):
+    """Whole-second steps: equal predictions and exact stall limits are the rule."""
+    check(_same_releases_on_a_coarse_time_grid, examples)
 
 
 def test_twin_sees_a_threshold_difference():
