@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import (JOBS, TRACKER_REPORT, fail_msg, job_env, read_jsonl, run_job,
+from conftest import (JOBS, fail_msg, job_env, read_jsonl, run_job, tracker_reports,
                       run_stock_launch)
 
 pytestmark = pytest.mark.integration
@@ -93,7 +93,7 @@ def test_a_worker_whose_script_raises_fails_the_job_under_stock_launch_py(tmp_pa
     assert any('worker 1' in line or 'rank 1' in line for line in lines), fail_msg(proc)
     assert not (out / 'done-0.json').exists()
     # the stock tracker reports each worker's exit status
-    assert err.count(TRACKER_REPORT + '1 on') == 2, fail_msg(proc)
+    assert tracker_reports(err, 1) == 2, fail_msg(proc)
 
 
 SHAPES = [('module', 'local'), ('module', 'global'), ('module', 'string'), ('module', 'closed'),
