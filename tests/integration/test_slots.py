@@ -179,6 +179,7 @@ def _round_robin_taus(workers, iters, c):
     return taus
 
 
+@pytest.mark.slow    # ~13 s; the default run keeps test_softsync_plain_sgd_staleness
 def test_softsync_staleness_distribution_matches_rudra(tmp_path):
     """Rudra: under n-softsync the average staleness is about n and rarely above 2n, for
     homogeneous learners.  The workers take turns (a barrier between turns), the
