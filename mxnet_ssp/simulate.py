@@ -228,6 +228,11 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     end = float('inf') if wall_time is None else float(wall_time)
     clocks = [0] * m
     active = set(range(m))
+    # ASP's lead needs the slowest active clock at every push: kept incrementally (active
+    # workers per clock, and the smallest clock with any, which never decreases), O(1)
+    # amortized instead of a scan of every worker per push
+    at_clock = Counter({0: m})
+    slowest = 0
     wait = [0.0] * m
     idle_since = [None] * m      # push time of a worker that is not computing
     lead_hist = Counter()
@@ -259,11 +264,19 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         idle_since[i] = now
         finished = iterations is not None and clocks[i] >= iterations
         if policy is None:
-            lead = clocks[i] - min(clocks[j] for j in active)
+            c = clocks[i]
+            at_clock[c - 1] -= 1
+            at_clock[c] += 1
+            while at_clock[slowest] == 0:     # stops at c at the latest: i is active
+                slowest += 1
+            lead = c - slowest
             lead_hist[lead] += 1
             max_lead = max(max_lead, lead)
             if finished:
                 active.discard(i)
+                at_clock[c] -= 1
+                while active and at_clock[slowest] == 0:
+                    slowest += 1
             else:
                 start(i, now)
             continue

@@ -193,3 +193,26 @@ def test_main_rejects_bad_policy(capsys):
     with pytest.raises(SystemExit):
         main(['--wall-time', '5', 'bsp'])
     assert 'bad policy' in capsys.readouterr().err
+
+
+SCENARIOS = [  # (times, limit, jitter, latency, seed)
+    ((1.0, 1.0, 1.0, 2.5), {'wall_time': 300}, 0.0, 0.0, 0),           # the default table
+    ((1.0, 1.0, 1.0, 2.5), {'wall_time': 120}, 0.1, 0.05, 3),
+    ((1.0, 2.5), {'iterations': 200}, 0.1, 0.0, 2),                     # dssp_modes.md
+    ((1.0,) * 15 + (2.5,), {'iterations': 60}, 0.1, 0.0, 7),
+    ((0.5, 1.0, 1.5, 2.0, 3.0), {'iterations': 40}, 0.3, 0.01, 11),   # every worker leaves
+    ((1.0,) * 6, {'wall_time': 50}, 0.0, 0.0, 0),                     # ties everywhere
+]
+
+
+@pytest.mark.parametrize('scenario', range(len(SCENARIOS)))
+@pytest.mark.parametrize('spec', ['asp', 'ssp:0', 'ssp:3', 'dssp:3:15:bounded',
+                                  'dssp:3:15:paper', 'dssp:3:15:threshold', 'dssp:1:4'])
+def test_same_results_as_the_straightforward_loop(scenario, spec):
+    """The simulator keeps ASP's slowest clock incrementally; the oracle scans every worker
+    at each push (tests/oracle_simulate.py): every field of the result is identical."""
+    from oracle_simulate import simulate as oracle
+    times, limit, jitter, latency, seed = SCENARIOS[scenario]
+    fast = simulate(times, spec, jitter=jitter, latency=latency, seed=seed, **limit)
+    slow = oracle(times, spec, jitter=jitter, latency=latency, seed=seed, **limit)
+    assert fast == slow
