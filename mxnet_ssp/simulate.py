@@ -19,6 +19,7 @@ markdown table for 4 workers, one 2.5x slower, over 300 simulated seconds.
 """
 import argparse
 import heapq
+import itertools
 import random
 import sys
 from collections import Counter
@@ -239,23 +240,19 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     max_lead = 0
     last_push = 0.0
     heap = []
-    seq = 0
-
-    def schedule(when, kind, rank):
-        nonlocal seq
-        heapq.heappush(heap, (when, seq, kind, rank))
-        seq += 1
+    seq = itertools.count()          # ties at one time go in scheduling order
+    push, pop = heapq.heappush, heapq.heappop
 
     def start(i, now):
         if idle_since[i] is not None:
             wait[i] += now - idle_since[i]
             idle_since[i] = None
-        schedule(now + compute_time(i), 'push', i)
+        push(heap, (now + compute_time(i), next(seq), 'push', i))
 
     for i in range(m):
         start(i, 0.0)
     while heap and heap[0][0] <= end:
-        now, _, kind, i = heapq.heappop(heap)
+        now, _, kind, i = pop(heap)
         if kind == 'resume':
             start(i, now)
             continue
@@ -287,7 +284,7 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         for rel in releases:
             lead_hist[rel.lead] += 1
             if rel.rank in active:
-                schedule(now + latency, 'resume', rel.rank)
+                push(heap, (now + latency, next(seq), 'resume', rel.rank))
         max_lead = policy.max_lead
     if wall_time is None:
         wall = last_push
