@@ -13,42 +13,7 @@ from mxnet_ssp.simulate import SimResult, _label, make_policy
 
 def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
              seed=0, stall_factor=2.0):
-    """Run workers under a synchronization policy until a time or iteration limit.
-
-    Parameters
-    ----------
-    times : sequence of float
-        Base compute time (seconds, > 0) of one iteration for each worker.
-    policy : SyncPolicy, str or None
-        A fresh policy for ``len(times)`` workers, a spec for
-        :func:`make_policy`, or None / ``'asp'`` for no synchronization.
-    wall_time : float, optional
-        Stop at this simulated time; pushes completed at or before it count.
-    iterations : int, optional
-        Instead of `wall_time`: every worker runs this many iterations and then
-        leaves the job (``SyncPolicy.on_leave``).  Exactly one of the two
-        limits must be given.
-    latency : float
-        Seconds from the event that releases a worker to the start of its next
-        iteration (the OK message).  Not applied under ASP.
-    jitter : float
-        Relative standard deviation of compute times: iteration ``k`` of
-        worker ``i`` takes ``times[i] * max(0.05, 1 + jitter * N(0, 1))``.
-    seed : int
-        Seed of the jitter; each worker has its own stream, so every policy
-        sees the same sequence of compute times for the same seed.
-    stall_factor : float
-        Used when `policy` is a spec string.
-
-    Returns
-    -------
-    SimResult
-
-    Raises
-    ------
-    ValueError
-        On invalid arguments.
-    """
+    """:func:`mxnet_ssp.simulate.simulate` as it was, with the ASP scan (same arguments)."""
     times = [float(t) for t in times]
     m = len(times)
     if m < 1 or any(not t > 0 for t in times):
