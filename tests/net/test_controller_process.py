@@ -66,3 +66,43 @@ def test_bad_settings_are_answered_as_an_error():
 def test_a_controller_that_does_not_start_fails_discovery_naming_why():
     with pytest.raises(RuntimeError, match='the controller process did not start: .*sideways'):
         discovery._start_process(settings(mode='sideways'))
+
+
+def test_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """SIGKILL of the server process that started it: its end of the pipe closes, and the
+    controller process exits by itself (nobody else would stop it)."""
+    import signal
+    import time
+    parent_code = (
+        'import json, sys, time\n'
+        'from mxnet_ssp import discovery\n'
+        'proc, address = discovery._start_process(json.loads(sys.argv[1]))\n'
+        'print(proc.pid, flush=True)\n'
+        'time.sleep(600)\n')
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    parent = subprocess.Popen([sys.executable, '-c', parent_code, json.dumps(settings())],
+                              stdout=subprocess.PIPE, env=env)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        os.kill(child, 0)                               # the controller process is running
+        parent.kill()
+        parent.wait(timeout=BOUND_S)
+        deadline = time.monotonic() + BOUND_S
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)                            # polling with a deadline
+        assert not _alive(child), 'controller process %d outlived its server' % child
+    finally:
+        parent.kill()
+        parent.wait()
+        if child is not None and _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _alive(pid):
+    """Whether `pid` runs (a zombie, exited but not reaped by its dead parent, does not)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except OSError:
+        return False
