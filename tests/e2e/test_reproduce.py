@@ -523,10 +523,12 @@ def test_quick_preset_one_trial(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:]
     rows = _table((out / 'report.md').read_text(), 'Time to reach')
     assert [r[0] for r in rows] == ['BSP', 'ASP', 'SSP s=3', 'SSP s=6', 'SSP s=15',
-                                    'DSSP [3,15]', 'DSSP [3,15] paper', 'SSP average (s=3,6,15)']
+                                    'DSSP [3,15]', 'DSSP [3,15] paper', 'DSSP [3,15] threshold',
+                                    'SSP average (s=3,6,15)']
     results = json.loads((out / 'results.json').read_text())
     trials = {a['arm']: a['trials'][0] for a in results['arms']}
-    for name, bound in (('ssp3', 3), ('ssp6', 6), ('ssp15', 15), ('dssp', 15)):
+    for name, bound in (('ssp3', 3), ('ssp6', 6), ('ssp15', 15), ('dssp', 15),
+                        ('dssp-threshold', 15)):
         assert trials[name]['release_lead_max'] <= bound, name
     for trial in trials.values():
         assert trial['final_accuracy'] > 0.8
