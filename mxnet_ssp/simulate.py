@@ -161,6 +161,37 @@ def _label(policy):
     return 'dssp:%d:%d:%s' % (policy.s_lower, policy.s_upper, policy.mode)
 
 
+def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_factor):
+    """Check :func:`simulate`'s arguments; return (times, policy, compute_time(i))."""
+    times = [float(t) for t in times]
+    m = len(times)
+    if m < 1 or any(not t > 0 for t in times):
+        raise ValueError('times must be a non-empty list of positive numbers, got %r' % (times,))
+    if (wall_time is None) == (iterations is None):
+        raise ValueError('give exactly one of wall_time and iterations')
+    if wall_time is not None and not wall_time > 0:
+        raise ValueError('wall_time must be > 0, got %r' % (wall_time,))
+    if iterations is not None and (int(iterations) != iterations or iterations < 1):
+        raise ValueError('iterations must be a positive integer, got %r' % (iterations,))
+    if latency < 0 or jitter < 0:
+        raise ValueError('latency and jitter must be >= 0')
+    if isinstance(policy, str):
+        policy = make_policy(policy, m, stall_factor=stall_factor)
+    if policy is not None:
+        if policy.num_workers != m:
+            raise ValueError('policy is for %d workers, times has %d' % (policy.num_workers, m))
+        if any(policy.clocks) or policy.waiting or len(policy.active) != m:
+            raise ValueError('policy must be fresh (no push or leave yet)')
+    rngs = [random.Random('%s:%d' % (seed, i)) for i in range(m)]
+
+    def compute_time(i):
+        if not jitter:
+            return times[i]
+        return times[i] * max(0.05, 1.0 + jitter * rngs[i].gauss(0.0, 1.0))
+
+    return times, policy, compute_time
+
+
 def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
              seed=0, stall_factor=2.0):
     """Run workers under a synchronization policy until a time or iteration limit.
@@ -199,33 +230,10 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     ValueError
         On invalid arguments.
     """
-    times = [float(t) for t in times]
+    times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
+                                         jitter, seed, stall_factor)
     m = len(times)
-    if m < 1 or any(not t > 0 for t in times):
-        raise ValueError('times must be a non-empty list of positive numbers, got %r' % (times,))
-    if (wall_time is None) == (iterations is None):
-        raise ValueError('give exactly one of wall_time and iterations')
-    if wall_time is not None and not wall_time > 0:
-        raise ValueError('wall_time must be > 0, got %r' % (wall_time,))
-    if iterations is not None and (int(iterations) != iterations or iterations < 1):
-        raise ValueError('iterations must be a positive integer, got %r' % (iterations,))
-    if latency < 0 or jitter < 0:
-        raise ValueError('latency and jitter must be >= 0')
-    if isinstance(policy, str):
-        policy = make_policy(policy, m, stall_factor=stall_factor)
-    if policy is not None:
-        if policy.num_workers != m:
-            raise ValueError('policy is for %d workers, times has %d' % (policy.num_workers, m))
-        if any(policy.clocks) or policy.waiting or len(policy.active) != m:
-            raise ValueError('policy must be fresh (no push or leave yet)')
     label = _label(policy)
-    rngs = [random.Random('%s:%d' % (seed, i)) for i in range(m)]
-
-    def compute_time(i):
-        if not jitter:
-            return times[i]
-        return times[i] * max(0.05, 1.0 + jitter * rngs[i].gauss(0.0, 1.0))
-
     end = float('inf') if wall_time is None else float(wall_time)
     clocks = [0] * m
     active = set(range(m))
@@ -269,11 +277,9 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
             lead = c - slowest
             lead_hist[lead] += 1
             max_lead = max(max_lead, lead)
-            if finished:
+            if finished:                      # the next push moves `slowest` on
                 active.discard(i)
                 at_clock[c] -= 1
-                while active and at_clock[slowest] == 0:
-                    slowest += 1
             else:
                 start(i, now)
             continue
@@ -286,11 +292,18 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
             if rel.rank in active:
                 push(heap, (now + latency, next(seq), 'resume', rel.rank))
         max_lead = policy.max_lead
+    return _result(label, times, clocks, wait, idle_since, active, wall_time, last_push,
+                   max_lead, lead_hist)
+
+
+def _result(label, times, clocks, wait, idle_since, active, wall_time, last_push, max_lead,
+            lead_hist):
+    """The :class:`SimResult` of a finished event loop (the waits still open end at the limit)."""
     if wall_time is None:
         wall = last_push
     else:
         wall = float(wall_time)
-        for i in range(m):               # still held (or the OK in flight) at the end
+        for i in range(len(times)):      # still held (or the OK in flight) at the end
             if idle_since[i] is not None and i in active:
                 wait[i] += wall - idle_since[i]
     return SimResult(label=label, times=times, iterations=clocks, wait=wait, wall_time=wall,

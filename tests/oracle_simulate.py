@@ -2,45 +2,22 @@
 
 It recomputes the slowest active clock by a scan of every worker at each ASP push (O(workers)),
 as the simulator did before it kept that clock incrementally; tests/unit/test_simulate.py
-requires both to give identical results.  Same event order, same random streams.
+requires both to give identical results.  Only the loop is its own: the arguments, the random
+streams and the result come from the simulator's helpers.
 """
 import heapq
-import random
 from collections import Counter
 
-from mxnet_ssp.simulate import SimResult, _label, make_policy
+from mxnet_ssp.simulate import _label, _result, _setup
 
 
 def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
              seed=0, stall_factor=2.0):
     """:func:`mxnet_ssp.simulate.simulate` as it was, with the ASP scan (same arguments)."""
-    times = [float(t) for t in times]
+    times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
+                                         jitter, seed, stall_factor)
     m = len(times)
-    if m < 1 or any(not t > 0 for t in times):
-        raise ValueError('times must be a non-empty list of positive numbers, got %r' % (times,))
-    if (wall_time is None) == (iterations is None):
-        raise ValueError('give exactly one of wall_time and iterations')
-    if wall_time is not None and not wall_time > 0:
-        raise ValueError('wall_time must be > 0, got %r' % (wall_time,))
-    if iterations is not None and (int(iterations) != iterations or iterations < 1):
-        raise ValueError('iterations must be a positive integer, got %r' % (iterations,))
-    if latency < 0 or jitter < 0:
-        raise ValueError('latency and jitter must be >= 0')
-    if isinstance(policy, str):
-        policy = make_policy(policy, m, stall_factor=stall_factor)
-    if policy is not None:
-        if policy.num_workers != m:
-            raise ValueError('policy is for %d workers, times has %d' % (policy.num_workers, m))
-        if any(policy.clocks) or policy.waiting or len(policy.active) != m:
-            raise ValueError('policy must be fresh (no push or leave yet)')
     label = _label(policy)
-    rngs = [random.Random('%s:%d' % (seed, i)) for i in range(m)]
-
-    def compute_time(i):
-        if not jitter:
-            return times[i]
-        return times[i] * max(0.05, 1.0 + jitter * rngs[i].gauss(0.0, 1.0))
-
     end = float('inf') if wall_time is None else float(wall_time)
     clocks = [0] * m
     active = set(range(m))
@@ -92,12 +69,5 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
             if rel.rank in active:
                 schedule(now + latency, 'resume', rel.rank)
         max_lead = policy.max_lead
-    if wall_time is None:
-        wall = last_push
-    else:
-        wall = float(wall_time)
-        for i in range(m):               # still held (or the OK in flight) at the end
-            if idle_since[i] is not None and i in active:
-                wait[i] += wall - idle_since[i]
-    return SimResult(label=label, times=times, iterations=clocks, wait=wait, wall_time=wall,
-                     max_lead=max_lead, lead_hist=lead_hist)
+    return _result(label, times, clocks, wait, idle_since, active, wall_time, last_push,
+                   max_lead, lead_hist)
