@@ -36,9 +36,7 @@ import statistics
 import threading
 import time
 
-from mxnet_ssp import discovery, protocol as P
-from mxnet_ssp.controller import ControllerServer
-from mxnet_ssp.sync import SyncPolicy
+from mxnet_ssp import controller_process, discovery, protocol as P
 
 HUGE = 10 ** 9
 
@@ -175,16 +173,14 @@ def busy_server(mb, keys, stop, counter):
 
 def measure(ranks, procs, seconds, rate, staleness, update_mb, warmup, placement, keys):
     secret = secrets.token_bytes(32)
-    if placement == 'thread':
-        policy = SyncPolicy(ranks, staleness, staleness)
-        server = ControllerServer(policy, secret, host='127.0.0.1', port=0, timeout=600,
-                                  max_pending=ranks + 1).start()
+    settings = {'num_workers': ranks, 's_lower': staleness, 's_upper': staleness,
+                'mode': 'bounded', 'timeout': 600.0, 'host': '127.0.0.1', 'secret': secret.hex(),
+                'metrics_path': None}
+    if placement == 'thread':         # what a server does with MXNET_SSP_CONTROLLER=thread
+        server = controller_process.start(settings)
         address = server.address
-    else:       # what a server process does with MXNET_SSP_CONTROLLER=process
-        server, address = discovery._start_process({
-            'num_workers': ranks, 's_lower': staleness, 's_upper': staleness,
-            'mode': 'bounded', 'timeout': 600.0, 'host': '127.0.0.1', 'secret': secret.hex(),
-            'metrics_path': None})
+    else:                             # ... and by default
+        server, address = discovery._start_process(settings)
     stop, counter, busy = threading.Event(), [0], None
     if update_mb:
         busy = threading.Thread(target=busy_server, args=(update_mb, keys, stop, counter),

@@ -22,18 +22,23 @@ from .controller import ControllerServer
 from .sync import SyncPolicy
 
 
+def start(settings):
+    """Start a :class:`ControllerServer` for `settings` (the dict described above) and return
+    it; also how a server starts the controller on a thread of its own process."""
+    workers = int(settings['num_workers'])
+    policy = SyncPolicy(workers, int(settings['s_lower']), int(settings['s_upper']),
+                        mode=settings['mode'])
+    return ControllerServer(policy, bytes.fromhex(settings['secret']), host=settings['host'],
+                            port=0, timeout=float(settings['timeout']),
+                            metrics_path=settings.get('metrics_path'),
+                            max_pending=max(64, workers + 1)).start()
+
+
 def serve(stdin, stdout):
     """Read the settings from `stdin`, answer on `stdout`, serve until `stdin` closes."""
     line = stdin.readline()
     try:
-        request = json.loads(line)
-        policy = SyncPolicy(int(request['num_workers']), int(request['s_lower']),
-                            int(request['s_upper']), mode=request['mode'])
-        server = ControllerServer(policy, bytes.fromhex(request['secret']),
-                                  host=request['host'], port=0,
-                                  timeout=float(request['timeout']),
-                                  metrics_path=request.get('metrics_path'),
-                                  max_pending=max(64, int(request['num_workers']) + 1)).start()
+        server = start(json.loads(line))
     except Exception as err:   # reported to the workers through the discovery answer
         stdout.write(json.dumps({'error': '%s: %s' % (type(err).__name__, err)}) + '\n')
         stdout.flush()

@@ -76,8 +76,9 @@ def start_controller(request):
         placement = request.get('controller', 'thread')
         if placement == 'process':
             _controller, (host, port) = _start_process(settings)
-        else:
-            _controller = _start_thread(settings)
+        else:   # imported lazily: workers never need the controller
+            from .controller_process import start
+            _controller = start(settings)
             host, port = _controller.address
         _controller_answer = {'host': host, 'port': port, 'secret': settings['secret'],
                               's_lower': settings['s_lower'], 's_upper': settings['s_upper'],
@@ -86,17 +87,6 @@ def start_controller(request):
                     'at %s:%d', request['store'], num_workers, settings['s_lower'],
                     settings['s_upper'], settings['mode'], placement, host, port)
         return _controller_answer
-
-
-def _start_thread(settings):
-    from .controller import ControllerServer      # imported lazily: workers never need it
-    from .sync import SyncPolicy
-    policy = SyncPolicy(settings['num_workers'], settings['s_lower'], settings['s_upper'],
-                        mode=settings['mode'])
-    return ControllerServer(policy, bytes.fromhex(settings['secret']), host=settings['host'],
-                            port=0, timeout=settings['timeout'],
-                            metrics_path=settings['metrics_path'],
-                            max_pending=max(64, settings['num_workers'] + 1)).start()
 
 
 def _start_process(settings):
