@@ -56,7 +56,7 @@ setup(
     ],
     extras_require={
         # plots of mxnet_ssp.reproduce; numpy<1.24 above keeps pip from taking numpy 2
-        'demo': ['scikit-learn>=1.0', 'matplotlib<3.9'],
+        'demo': ['scikit-learn>=1.0', 'matplotlib<3.9', 'mlxtend>=0.22,<0.24', 'pandas<2.2'],
         # GluonCV's model zoo (CIFAR ResNets) for mxnet-ssp-train. gluoncv
         # 0.10.5.post0 requires opencv-python, pandas and matplotlib unpinned; these caps keep
         # releases built for numpy 2 away from mxnet 1.9.1's numpy < 1.24.
@@ -64,7 +64,7 @@ setup(
                     'matplotlib<3.9'],
         # everything tests/ imports: pytest, hypothesis (tests/test_sync.py), scikit-learn's
         # digits, matplotlib (reproduce's plots) and the gluoncv set above
-        'test': ['pytest>=7', 'hypothesis>=6', 'scikit-learn>=1.0', 'gluoncv==0.10.5.post0',
+        'test': ['pytest>=7', 'hypothesis>=6', 'scikit-learn>=1.0', 'mlxtend>=0.22,<0.24', 'gluoncv==0.10.5.post0',
                  'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
     },
     entry_points={'console_scripts': [

@@ -25,6 +25,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .profiles import SCENARIOS, get_scenario
 from .sync import BOUNDED, MODES, SyncPolicy
 
 __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
@@ -161,8 +162,19 @@ def _label(policy):
     return 'dssp:%d:%d:%s' % (policy.s_lower, policy.s_upper, policy.mode)
 
 
-def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_factor):
+def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_factor,
+           scenario=None):
     """Check :func:`simulate`'s arguments; return (times, policy, compute_time(i))."""
+    if scenario is not None:
+        if isinstance(scenario, str):
+            scenario = get_scenario(scenario)
+        if times is not None and [float(t) for t in times] != scenario.times():
+            raise ValueError('give times or a scenario, not both (scenario %s has times %r)'
+                             % (scenario.name, scenario.times()))
+        if jitter:
+            raise ValueError('scenario %s has its own jitter (%g); jitter must be 0'
+                             % (scenario.name, scenario.jitter))
+        times = scenario.times()
     times = [float(t) for t in times]
     m = len(times)
     if m < 1 or any(not t > 0 for t in times):
@@ -182,6 +194,9 @@ def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_fa
             raise ValueError('policy is for %d workers, times has %d' % (policy.num_workers, m))
         if any(policy.clocks) or policy.waiting or len(policy.active) != m:
             raise ValueError('policy must be fresh (no push or leave yet)')
+    if scenario is not None:
+        streams = [scenario.stream(i, seed) for i in range(m)]
+        return times, policy, lambda i: streams[i].next()
     rngs = [random.Random('%s:%d' % (seed, i)) for i in range(m)]
 
     def compute_time(i):
@@ -193,7 +208,7 @@ def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_fa
 
 
 def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
-             seed=0, stall_factor=2.0):
+             seed=0, stall_factor=2.0, scenario=None):
     """Run workers under a synchronization policy until a time or iteration limit.
 
     Parameters
@@ -220,6 +235,11 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         sees the same sequence of compute times for the same seed.
     stall_factor : float
         Used when `policy` is a spec string.
+    scenario : mxnet_ssp.profiles.Scenario or str, optional
+        Draw the compute times from this emulated cluster instead (`times`
+        None or the scenario's base times, `jitter` 0): worker ``i`` gets the
+        sequence of ``scenario.stream(i, seed)``, the one the training
+        script's ``--emulate`` sleeps to with ``--seed seed``.
 
     Returns
     -------
@@ -231,7 +251,7 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         On invalid arguments.
     """
     times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
-                                         jitter, seed, stall_factor)
+                                         jitter, seed, stall_factor, scenario)
     m = len(times)
     label = _label(policy)
     end = float('inf') if wall_time is None else float(wall_time)
@@ -359,9 +379,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog='python -m mxnet_ssp.simulate',
         description='Discrete-event simulation of ASP / SSP / DSSP workers (no MXNet).')
-    parser.add_argument('--times', type=_parse_times, default=list(DEFAULT_TIMES),
+    parser.add_argument('--times', type=_parse_times, default=None,
                         help='per-iteration compute time of each worker, comma-separated '
-                             '(default: %(default)s)')
+                             '(default: %s)' % ','.join('%g' % t for t in DEFAULT_TIMES))
+    parser.add_argument('--scenario', choices=sorted(SCENARIOS), default=None,
+                        help="an emulated cluster of mxnet_ssp.profiles instead of --times "
+                             "(the compute times train_cifar.py's --emulate sleeps to)")
     limit = parser.add_mutually_exclusive_group()
     limit.add_argument('--wall-time', type=float, default=None,
                        help='simulated seconds (default: 300 unless --iterations)')
@@ -382,20 +405,28 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.wall_time is None and args.iterations is None:
         args.wall_time = 300.0
+    if args.scenario and args.times is not None:
+        parser.error('--times and --scenario are exclusive: give one of them')
+    times = list(DEFAULT_TIMES) if args.times is None and not args.scenario else args.times
     results = []
     try:
         for spec in args.policies:
-            results.append(simulate(args.times, spec, wall_time=args.wall_time,
+            results.append(simulate(times, spec, wall_time=args.wall_time,
                                     iterations=args.iterations, latency=args.latency,
                                     jitter=args.jitter, seed=args.seed,
-                                    stall_factor=args.stall_factor))
+                                    stall_factor=args.stall_factor, scenario=args.scenario))
     except ValueError as exc:
         parser.error(str(exc))
     limit_text = ('%g s' % args.wall_time if args.wall_time is not None
                   else '%d iterations per worker' % args.iterations)
-    print('%d workers, compute times %s s, jitter %g, latency %g s, %s, seed %d\n' % (
-        len(args.times), ', '.join('%g' % t for t in args.times), args.jitter, args.latency,
-        limit_text, args.seed))
+    if args.scenario:
+        print('scenario %s: %s; latency %g s, %s, seed %d\n' % (
+            args.scenario, SCENARIOS[args.scenario].summary(), args.latency, limit_text,
+            args.seed))
+    else:
+        print('%d workers, compute times %s s, jitter %g, latency %g s, %s, seed %d\n' % (
+            len(times), ', '.join('%g' % t for t in times), args.jitter, args.latency,
+            limit_text, args.seed))
     print(format_table(results))
     if args.hist:
         print()

@@ -61,11 +61,13 @@ class Grid:
     bsp_average: bool = True
     #: the launcher's GPU flags (``--gpus-per-worker N`` or ``--gpu-map MAP``), or ()
     gpus: tuple = ()
+    #: the emulated cluster (train_cifar.py's --emulate), or None
+    emulate: str = None
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
                 'batch_size', 'lr', 'momentum', 'wd', 'epochs', 'lr_decay', 'lr_decay_epochs',
-                'slowdown', 'num_iterations', 'seed', 'bsp_average')
+                'slowdown', 'num_iterations', 'seed', 'bsp_average', 'emulate')
 
     def train_argv(self, python=None):
         """The command that starts the training script (before its flags)."""
@@ -127,10 +129,10 @@ def resolve_grid(args):
                                    'a number in (0, 1] (the share of the training set)')
         if fraction > 1:
             raise bad_option('--data-fraction', args.data_fraction, 'a number in (0, 1]')
-        if fraction < 1 and preset.dataset == 'digits':
+        if fraction < 1 and not preset.dataset.startswith('cifar'):
             raise bad_option('--data-fraction', args.data_fraction,
-                       '1 with preset %s: the digits are already tiny; a fraction applies to '
-                       'the CIFAR presets' % preset.name)
+                       '1 with preset %s: %s is already small; a fraction applies to '
+                       'the CIFAR presets' % (preset.name, preset.dataset))
     workers = preset.workers
     if args.workers is not None:
         try:
@@ -161,7 +163,14 @@ def resolve_grid(args):
         '--timeout', args.timeout, 'a number of seconds > 0')
     slowdown = preset.slowdown if args.slowdown is None else (args.slowdown.strip() or None)
     if slowdown:
+        if preset.emulate:
+            raise bad_option('--slowdown', args.slowdown, "nothing with preset %s: its emulated "
+                             "cluster (%s) sets every worker's compute time"
+                             % (preset.name, preset.emulate))
         _check_slowdown(slowdown, workers)
+    if preset.emulate and workers != preset.workers:
+        raise bad_option('--workers', args.workers, '%d with preset %s (its emulated cluster '
+                         'has %d workers)' % (preset.workers, preset.name, preset.workers))
     arms = _select_arms(args.paradigms, preset)
     gpus = _gpu_flags(args, workers)
     model = args.model or preset.model
@@ -182,7 +191,7 @@ def resolve_grid(args):
                 lr_decay_epochs=decay_epochs, slowdown=slowdown,
                 num_iterations=preset.num_iterations, seed=args.seed, arms=arms, trials=trials,
                 targets=targets, timeout_s=timeout, train_script=train_script,
-                paper_table=preset.paper_table, gpus=gpus)
+                paper_table=preset.paper_table, gpus=gpus, emulate=preset.emulate)
 
 
 def _gpu_flags(args, workers):
@@ -253,8 +262,10 @@ def run_command(grid, arm, trial, directory):
            '--lr', '%g' % grid.lr, '--momentum', '%g' % grid.momentum, '--wd', '%g' % grid.wd,
            '--seed', str(trial_seed(grid, trial)), '--save-dir', directory,
            '--log-interval', '0'] + arm.train_flags(grid.bsp_average) + list(grid.extra_flags)
-    if grid.dataset != 'digits':
+    if grid.dataset.startswith('cifar'):
         cmd += ['--data-dir', grid.run_data_dir or grid.data_dir]
+    if grid.emulate:
+        cmd += ['--emulate', grid.emulate]
     if grid.slowdown:
         cmd += ['--slowdown', grid.slowdown]
     if grid.num_iterations:

