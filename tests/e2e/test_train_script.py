@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import signal
+import statistics
 import subprocess
 import sys
 
@@ -820,3 +821,40 @@ def test_resume_a_job_from_a_checkpoint_with_the_servers_state(frozen_job):
         n > pushed for n in saved_state['index_update_count'].values())
     assert resumed_state['index_update_count'] == {
         k: n + pushed for k, n in saved_state['index_update_count'].items()}
+
+
+# ---------------------------------------------------------------------------
+# emulated compute (--emulate): the lab's worker iteration
+# ---------------------------------------------------------------------------
+def test_bad_emulate(capsys):
+    err = bad_flag(capsys, ['--kvstore', 'dist_async', '--emulate', 'mixed-3'], WORKER_ENV)
+    assert '--emulate' in err and 'mixed-3' in err and 'straggler-8' in err
+    err = bad_flag(capsys, ['--kvstore', 'dist_async', '--emulate', 'mixed-2'], WORKER_ENV)
+    assert '--emulate mixed-2 is for 2 workers but the job has 4' in err and '-n 2' in err
+    err = bad_flag(capsys, ['--kvstore', 'dist_async', '--emulate', 'straggler-8',
+                            '--slowdown', '1:2'], WORKER_ENV)
+    assert '--emulate and --slowdown are exclusive' in err
+
+
+@pytest.mark.integration
+def test_emulated_job_pads_every_pass_to_the_profile(tmp_path):
+    """Each worker's compute (real pass + sleep) is the profile's draw for its rank, seed and
+    iteration, and the draws are logged as emulated_s (2 workers, mixed-2, dist_dssp)."""
+    from mxnet_ssp.profiles import SCENARIOS
+    save = tmp_path / 'run'
+    run_job(tmp_path, ['--dataset', 'mnist5k', '--kvstore', 'dist_dssp', '--staleness', '1,4',
+                       '--emulate', 'mixed-2', '--seed', '5', '--num-iterations', '25',
+                       '--batch-size', '16', '--save-dir', str(save), '--save-period', '0'])
+    summary = json.loads((save / 'summary.json').read_text())
+    assert summary['emulate'] == 'mixed-2'
+    for rank in (0, 1):
+        records = read_jsonl(save / ('train-worker%d.jsonl' % rank))
+        stream = SCENARIOS['mixed-2'].stream(rank, 5)
+        expected = [round(stream.next(), 6) for _ in records]
+        assert [r['emulated_s'] for r in records] == expected
+        for r in records:       # padded to the draw, or the real pass was longer
+            assert r['compute_s'] + r['sleep_s'] == pytest.approx(
+                max(r['emulated_s'], r['compute_s']), abs=2e-6)
+    slow = read_jsonl(save / 'train-worker1.jsonl')
+    assert statistics.median(r['emulated_s'] for r in slow) == pytest.approx(
+        2.5 * SCENARIOS['mixed-2'].base_s, rel=0.05)

@@ -11,8 +11,9 @@ import tempfile
 from .files import read_json, write_json
 from .grid import UsageError, bad_option, plan, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
-from .presets import ARM_FORMS, PRESETS
-from .report import write_report
+from ...profiles import SCENARIOS
+from .presets import ARM_FORMS, LAB_PREFIX, PRESETS, SUITE
+from .report import write_report, write_suite_report
 from .runner import (Stop, check_dataset, check_gpus, check_train_script, is_done, prepare_subset, run_grid,
                      subset_dir)
 
@@ -32,7 +33,10 @@ def build_parser():
         epilog='Presets: %s. Exit codes: 0 every run finished; 1 a run failed (see report.md); '
                '2 bad input (nothing started); 130/143 interrupted (run the same command '
                'again to continue).' % ', '.join(PRESETS))
-    p.add_argument('--preset', help='the grid: %s' % ', '.join(PRESETS))
+    p.add_argument('--preset', help='the grid: %s, or %s for every emulated scenario '
+                                    '(docs/lab.md)' % (', '.join(PRESETS), SUITE))
+    p.add_argument('--scenario', help='with --preset %s: run only this scenario (%s)'
+                                      % (SUITE, ', '.join(SCENARIOS)))
     p.add_argument('--out', help='output directory (created; a grid there is continued)')
     p.add_argument('--trials', help='trials per paradigm (default: the preset\'s)')
     p.add_argument('--epochs-scale', help='multiply the epochs (and lr decay epochs) by this')
@@ -162,6 +166,46 @@ def main(argv=None, num_gpus=None):
     if args.list_presets:
         list_presets()
         return EXIT_OK
+    command_line = 'python -m mxnet_ssp.reproduce ' + shlex.join(
+        sys.argv[1:] if argv is None else list(argv))
+    if args.preset == SUITE or args.scenario is not None:
+        return run_suite(parser, args, num_gpus, command_line)
+    return run_preset(parser, args, num_gpus, command_line)
+
+
+def run_suite(parser, args, num_gpus, command_line):
+    """``--preset emulated``: the grid of every scenario (or ``--scenario``'s) into
+    ``<out>/<scenario>/``, then ``<out>/report.md`` with every scenario's verdicts."""
+    try:
+        if args.preset != SUITE:
+            raise bad_option('--scenario', args.scenario, 'nothing without --preset %s (the '
+                             'preset emulated-<scenario> runs one scenario)' % SUITE)
+        if args.scenario is not None and args.scenario not in SCENARIOS:
+            raise bad_option('--scenario', args.scenario, 'one of %s' % ', '.join(SCENARIOS))
+        if not args.out:
+            raise UsageError('--out is required: the directory for the runs, plots and report')
+        out = check_out(args.out, create=not args.dry_run)
+    except UsageError as err:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write('%s: error: %s\n' % (parser.prog, err))
+        return EXIT_USAGE
+    codes = []
+    names = [args.scenario] if args.scenario else list(SCENARIOS)
+    for name in names:
+        one = argparse.Namespace(**vars(args))
+        one.preset, one.scenario = LAB_PREFIX + name, None
+        one.out = os.path.join(out, name)
+        codes.append(run_preset(parser, one, num_gpus, command_line))
+        if codes[-1] not in (EXIT_OK, EXIT_FAILED):      # bad input or interrupted
+            return codes[-1]
+    if not args.dry_run:
+        path = write_suite_report(out, names, command_line)
+        sys.stdout.write('reproduce: verdicts of every scenario in %s\n' % path)
+    return max(codes)
+
+
+def run_preset(parser, args, num_gpus, command_line):
+    """One preset's grid: check, run what is not finished, report; returns the exit code."""
     try:
         if not args.preset:
             raise UsageError('--preset is required: one of %s' % ', '.join(PRESETS))
@@ -195,8 +239,6 @@ def main(argv=None, num_gpus=None):
         return EXIT_OK
 
     _setup_logging(out)
-    command_line = 'python -m mxnet_ssp.reproduce ' + shlex.join(
-        sys.argv[1:] if argv is None else list(argv))
     write_json(grid_path, identity)
     failed = 0
     aborted = None

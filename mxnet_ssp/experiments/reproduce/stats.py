@@ -127,3 +127,24 @@ def staleness_from_train_logs(logs):
             values.append(sum(bisect.bisect_right(t, pushed) - bisect.bisect_right(t, pulled)
                               for t in others))
     return values
+
+
+def curve_band(curves):
+    """Median, minimum and maximum of accuracy-vs-time curves on a common time grid.
+
+    As in :func:`average_curves`, each curve is linear between its points and holds its
+    last accuracy after its end; the grid runs from the latest first point to the latest
+    last point.
+
+    Returns
+    -------
+    (times, median, low, high) : four lists of float, empty if no curve has a point
+    """
+    curves = [sorted(c) for c in curves if c]
+    if not curves:
+        return [], [], [], []
+    start = max(c[0][0] for c in curves)
+    grid = np.asarray(sorted({t for c in curves for t, _ in c if t >= start}), dtype=float)
+    values = np.asarray([np.interp(grid, [t for t, _ in c], [a for _, a in c]) for c in curves])
+    return (grid.tolist(), np.median(values, axis=0).tolist(), values.min(axis=0).tolist(),
+            values.max(axis=0).tolist())

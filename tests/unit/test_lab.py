@@ -1,0 +1,204 @@
+"""The emulated-cluster lab without processes: the compute profiles (mxnet_ssp.profiles),
+the simulator on the same draws, the lab presets, and the verdicts on synthetic trials."""
+import math
+import statistics
+
+import pytest
+
+from mxnet_ssp.experiments.reproduce import verdicts as V
+from mxnet_ssp.experiments.reproduce.grid import run_command, resolve_grid
+from mxnet_ssp.experiments.reproduce.presets import LAB_ARMS, PRESETS, parse_arm
+from mxnet_ssp.profiles import SCENARIOS, Scenario, get_scenario
+from mxnet_ssp.simulate import simulate
+
+
+def draws(scenario, rank, seed, n):
+    stream = scenario.stream(rank, seed)
+    return [stream.next() for _ in range(n)]
+
+
+# --- profiles ---------------------------------------------------------------------------
+
+def test_the_four_scenarios_of_the_issue():
+    assert set(SCENARIOS) == {'mixed-2', 'straggler-8', 'transient-8', 'jitter-8'}
+    mixed = SCENARIOS['mixed-2']
+    assert mixed.workers == 2 and mixed.times()[1] == pytest.approx(2.5 * mixed.times()[0])
+    assert SCENARIOS['straggler-8'].times().count(max(SCENARIOS['straggler-8'].times())) == 1
+    assert len(set(SCENARIOS['jitter-8'].times())) == 1
+
+
+def test_a_stream_depends_only_on_scenario_seed_and_rank():
+    sc = SCENARIOS['jitter-8']
+    assert draws(sc, 3, 42, 50) == draws(sc, 3, 42, 50)
+    assert draws(sc, 3, 42, 50) != draws(sc, 3, 43, 50)
+    assert draws(sc, 3, 42, 50) != draws(sc, 4, 42, 50)
+
+
+def test_jitter_has_the_stated_spread():
+    sc = SCENARIOS['jitter-8']
+    values = draws(sc, 0, 1, 4000)
+    assert statistics.mean(values) == pytest.approx(sc.base_s, rel=0.03)
+    assert statistics.pstdev(values) / sc.base_s == pytest.approx(0.30, rel=0.1)
+    assert min(values) >= 0.05 * sc.base_s
+
+
+def test_transient_episodes_are_4x_and_last_20_to_60_iterations():
+    sc = SCENARIOS['transient-8']
+    stream = sc.stream(5, 7)
+    values, lengths, left = [], [], 0
+    for _ in range(20000):
+        values.append(stream.next())
+        if stream.episode_left > left or (left == 0 and values[-1] > 2.5 * sc.base_s):
+            lengths.append(stream.episode_left + 1)      # an episode started here
+        left = stream.episode_left
+    assert lengths, 'no episode in 20,000 iterations'
+    assert all(20 <= n <= 60 for n in lengths)
+    slow = [v for v in values if v > 2.5 * sc.base_s]   # 4x with 5% jitter vs 1x
+    assert statistics.mean(slow) == pytest.approx(4 * sc.base_s, rel=0.05)
+    assert len(slow) == sum(lengths) - stream.episode_left
+    # P(start) 0.003 per iteration, 40 iterations on average: about 11% of the time slow
+    assert 0.05 < len(slow) / len(values) < 0.2
+
+
+def test_scale_multiplies_and_bad_input_is_named():
+    sc = SCENARIOS['mixed-2']
+    a, b = sc.stream(1, 0), sc.stream(1, 0)
+    assert b.next(0.5) == pytest.approx(0.5 * a.next())
+    with pytest.raises(ValueError, match=r"ranks 0\.\.1, not 2"):
+        sc.stream(2, 0)
+    with pytest.raises(ValueError, match='mixed-2, straggler-8'):
+        get_scenario('mixed-4')
+
+
+# --- the simulator on the same draws ------------------------------------------------------
+
+def test_asp_in_the_simulator_finishes_each_worker_at_the_sum_of_its_draws():
+    sc = SCENARIOS['transient-8']
+    r = simulate(None, 'asp', iterations=200, scenario=sc, seed=9)
+    finish = max(sum(draws(sc, rank, 9, 200)) for rank in range(sc.workers))
+    assert r.iterations == [200] * 8
+    assert r.wall_time == pytest.approx(finish)
+    with_overhead = simulate(None, 'asp', iterations=200, scenario=sc, seed=9, overhead=0.01)
+    assert with_overhead.wall_time == pytest.approx(
+        max(sum(draws(sc, rank, 9, 200)) + 2.0 for rank in range(sc.workers)))
+
+
+@pytest.mark.parametrize('policy', ['asp', 'ssp:0', 'ssp:3', 'dssp:3:15:bounded',
+                                    'dssp:3:15:paper', 'dssp:3:15:threshold'])
+def test_a_scenario_without_jitter_is_the_plain_times(policy):
+    sc = Scenario('flat', 'test', workers=3, base_s=1.0, slow=((2, 2.5),))
+    assert (simulate(None, policy, wall_time=200.0, scenario=sc)
+            == simulate([1.0, 1.0, 2.5], policy, wall_time=200.0))
+
+
+def test_scenario_and_times_or_jitter_are_exclusive():
+    sc = SCENARIOS['mixed-2']
+    with pytest.raises(ValueError, match='not both'):
+        simulate([1.0, 1.0], 'asp', wall_time=1.0, scenario=sc)
+    with pytest.raises(ValueError, match='own jitter'):
+        simulate(None, 'asp', wall_time=1.0, scenario=sc, jitter=0.1)
+    with pytest.raises(ValueError, match='overhead'):
+        simulate(None, 'asp', wall_time=1.0, scenario=sc, overhead=-1)
+
+
+# --- presets ------------------------------------------------------------------------------
+
+class Args:
+    """resolve_grid's arguments, all defaults."""
+    epochs_scale = data_fraction = workers = trials = targets = timeout = slowdown = None
+    paradigms = model = train_script = data_dir = gpus_per_worker = gpu_map = None
+    seed = 42
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+@pytest.mark.parametrize('name', sorted(SCENARIOS))
+def test_every_scenario_has_a_preset_with_every_paradigm_and_5_trials(name):
+    preset = PRESETS['emulated-' + name]
+    assert preset.trials >= 5 and preset.emulate == name
+    assert preset.workers == SCENARIOS[name].workers
+    assert {'bsp', 'asp', 'asp-lrtau', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper',
+            'dssp-threshold'} == set(LAB_ARMS) == set(preset.arms)
+    grid = resolve_grid(Args(preset='emulated-' + name))
+    cmd = run_command(grid, parse_arm('asp-lrtau'), 1, '/tmp/x')
+    assert cmd[cmd.index('--emulate') + 1] == name
+    assert cmd[cmd.index('--optimizer') + 1] == 'sasgd'
+    assert '--data-dir' not in cmd and '--slowdown' not in cmd
+
+
+def test_a_lab_preset_refuses_a_slowdown_or_other_worker_counts():
+    from mxnet_ssp.experiments.reproduce.grid import UsageError
+    with pytest.raises(UsageError, match='--slowdown.*emulated cluster'):
+        resolve_grid(Args(preset='emulated-mixed-2', slowdown='1:2'))
+    with pytest.raises(UsageError, match='--workers.*2 with preset emulated-mixed-2'):
+        resolve_grid(Args(preset='emulated-mixed-2', workers='4'))
+
+
+# --- statistics and verdicts --------------------------------------------------------------
+
+def test_median_interval_keeps_infinite_times():
+    assert V.median_interval([]) is None
+    point, low, high = V.median_interval([3.0, 1.0, 2.0, 5.0, 4.0])
+    assert point == 3.0 and 1.0 <= low <= 3.0 <= high <= 5.0
+    point, low, high = V.median_interval([1.0, math.inf, math.inf, math.inf, 2.0])
+    assert math.isinf(point) and math.isinf(high)
+
+
+def trial(seed, reach_at, final=0.94):
+    """A finished trial whose accuracy jumps from 0.5 to `final` at `reach_at` seconds."""
+    curve = [(1.0, 0.5)] + ([(reach_at, final)] if reach_at is not None else [(500.0, 0.6)])
+    return {'status': 'ok', 'trial': seed, 'seed': seed, 'curve': curve,
+            'final_accuracy': final if reach_at is not None else 0.6}
+
+
+def rows_for(times, finals=None):
+    finals = finals or {}
+    return [{'arm': parse_arm(name), 'trials': [trial(i, t, finals.get(name, 0.94))
+                                                 for i, t in enumerate(ts)]}
+            for name, ts in times.items()]
+
+
+def by_claim(result):
+    return {claim.split(' (')[0]: verdict for claim, verdict, _ in result}
+
+
+def test_verdicts_support_the_paper_when_the_data_do():
+    times = {'bsp': [100, 104, 98, 101, 99], 'asp': [50, 51, 49, 52, 50],
+             'ssp3': [80, 82, 79, 81, 80], 'ssp6': [75, 76, 74, 77, 75],
+             'dssp': [51, 50, 52, 49, 50]}
+    got = by_claim(V.verdicts(rows_for(times), 0.93))
+    assert got == {'BSP slower than every SSP': 'supported',
+                   'every SSP slower than DSSP': 'supported',
+                   'DSSP as fast as ASP': 'supported',
+                   "DSSP's final accuracy >= ASP's": 'supported',
+                   'untuned DSSP within 10% of the best hand-tuned SSP': 'supported',
+                   'DSSP at least 1.3x faster than BSP': 'supported'}
+
+
+def test_verdicts_refute_the_paper_when_the_data_do():
+    # DSSP as slow as BSP, ASP never reaches the target, SSP faster than BSP
+    times = {'bsp': [100, 101, 99, 100, 102], 'asp': [None] * 5,
+             'ssp3': [60, 61, 59, 60, 62], 'ssp6': [120, 121, 119, 122, 120],
+             'dssp': [100, 99, 101, 100, 98]}
+    got = by_claim(V.verdicts(rows_for(times, {'dssp': 0.94}), 0.93))
+    assert got['BSP slower than every SSP'] == 'refuted'        # ssp6 is slower than BSP
+    assert got['every SSP slower than DSSP'] == 'refuted'       # ssp3 beats DSSP
+    assert got['DSSP as fast as ASP'] == 'refuted'              # ASP never gets there
+    assert got['untuned DSSP within 10% of the best hand-tuned SSP'] == 'refuted'
+    assert got['DSSP at least 1.3x faster than BSP'] == 'refuted'
+    assert got["DSSP's final accuracy >= ASP's"] == 'supported'  # 0.94 vs 0.6
+
+
+def test_overlapping_trials_are_inconclusive():
+    times = {'bsp': [60, 140, 90, 110, 100], 'asp': [40, 120, 70, 100, 60],
+             'ssp3': [50, 130, 80, 105, 90], 'dssp': [45, 125, 75, 100, 85]}
+    got = by_claim(V.verdicts(rows_for(times), 0.93))
+    assert got['BSP slower than every SSP'] == 'inconclusive'
+    assert got['DSSP at least 1.3x faster than BSP'] == 'inconclusive'
+
+
+def test_sim_policy_of_every_lab_arm():
+    assert [V.sim_policy(parse_arm(a)) for a in LAB_ARMS] == [
+        'ssp:0', 'asp', 'asp', 'ssp:3', 'ssp:6', 'ssp:15', 'dssp:3:15:bounded',
+        'dssp:3:15:paper', 'dssp:3:15:threshold']
