@@ -231,18 +231,24 @@ def measured_rates(trial, scenario):
 
 
 def simulated_rates(arm, scenario, seed, iterations, overhead=0.0):
-    """(total iterations/s, fast workers' waiting share) the simulator predicts for one trial.
+    """(total iterations/s, fast workers' non-compute share) the simulator predicts for one
+    trial, measured like the lab's: each worker's iterations over its own span (start to
+    its last push), summed; the share of that span not computing (waiting and `overhead`).
 
-    `overhead` (seconds) is added to every iteration of every worker: the
-    push/pull time the simulator's model leaves out.  Its waiting share counts
-    the overhead as not computing, like the lab's.
+    `overhead` (seconds) is added to every iteration of every worker: the push/pull time
+    the simulator's model leaves out.
     """
     res = simulate(None, sim_policy(arm), iterations=iterations, scenario=scenario, seed=seed,
                    overhead=overhead)
+    spans = []
+    for rank in range(scenario.workers):
+        stream = scenario.stream(rank, seed)     # the draws the simulator used
+        computed = sum(stream.next() for _ in range(res.iterations[rank]))
+        spans.append((computed, computed + overhead * res.iterations[rank] + res.wait[rank]))
+    total = sum(n / span for n, (_, span) in zip(res.iterations, spans) if span > 0)
     fast = _fast_ranks(scenario)
-    wall = res.wall_time
-    share = float(np.mean([(res.wait[r] + overhead * res.iterations[r]) / wall for r in fast]))
-    return res.iterations_per_second, share
+    share = float(np.mean([1.0 - spans[r][0] / spans[r][1] for r in fast]))
+    return total, share
 
 
 def asp_overhead(rows):
