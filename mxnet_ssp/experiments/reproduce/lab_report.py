@@ -6,8 +6,8 @@ import math
 import numpy as np
 
 from ...profiles import get_scenario
-from .verdicts import (SIM_TOLERANCE, _fmt_interval, median_interval, sim_vs_lab, trial_accuracies,
-                       trial_times, verdicts)
+from .verdicts import (SIM_TOLERANCE, _fmt_interval, measured_rates, median_interval, sim_vs_lab,
+                       trial_accuracies, trial_times, verdicts)
 
 #: the DSSP arms whose verdicts get a column, in this order
 DSSP_MODES = (('dssp', 'bounded'), ('dssp-paper', 'paper'), ('dssp-threshold', 'threshold'))
@@ -18,7 +18,7 @@ def lab_sections(grid, rows):
     if not grid.emulate:
         return []
     scenario = get_scenario(grid.emulate)
-    return (_scenario(grid, scenario, rows) + _medians(grid, rows)
+    return (_scenario(grid, scenario, rows) + _medians(grid, scenario, rows)
             + verdict_table(rows, grid.targets[-1]) + _simulator(grid, scenario, rows))
 
 
@@ -45,15 +45,14 @@ def _cell(interval, fmt='%.1f', reached=None):
     return text + ('' if reached is None else ' (%d/%d)' % reached)
 
 
-def _median_of(trials, key, scale=1.0):
-    values = [v for t in trials if t['status'] == 'ok'
-              for v in ([t.get(key)] if not isinstance(t.get(key), dict)
-                        else [np.mean([x for x in t[key].values() if x is not None])])
-              if v is not None]
-    return '%.2f' % (scale * float(np.median(values))) if values else '-'
+def _median_held(trials):
+    """Median over the trials of the mean over workers of the SSP stores' held share."""
+    values = [float(np.mean([v for v in t['wait_share'].values() if v is not None]))
+              for t in trials if t.get('wait_share')]
+    return '%.2f' % float(np.median(values)) if values else '-'
 
 
-def _medians(grid, rows):
+def _medians(grid, scenario, rows):
     head = (['paradigm'] + ['time to %g (s)' % t for t in grid.targets]
             + ['final accuracy', 'non-compute share (fast workers)', 'held (share)',
                'grants / holds', 'staleness mean'])
@@ -72,9 +71,10 @@ def _medians(grid, rows):
             cells.append(_cell(median_interval(times, seed=i), '%.1f',
                                (sum(1 for x in times if not math.isinf(x)), len(times))))
         cells.append(_cell(median_interval(trial_accuracies(trials), seed=i), '%.3f'))
-        fast = _fast_idle(trials)
-        cells.append('%.2f' % fast if fast is not None else '-')
-        cells.append(_median_of(trials, 'wait_share'))
+        fast = [share for _, share in (measured_rates(t, scenario) for t in trials)
+                if share is not None]
+        cells.append('%.2f' % float(np.median(fast)) if fast else '-')
+        cells.append(_median_held(trials))
         grants = [t.get('grants') for t in trials if t.get('grants') is not None]
         holds = [t.get('holds') for t in trials if t.get('holds') is not None]
         cells.append('%s / %s' % ('%d' % np.median(grants) if grants else '-',
@@ -82,26 +82,15 @@ def _medians(grid, rows):
         stale = [t['staleness']['mean'] for t in trials if t['staleness']['mean'] is not None]
         cells.append('%.2f' % np.median(stale) if stale else '-')
         lines.append('| ' + ' | '.join(cells) + ' |')
-    lines += ['', '- **non-compute share**: the fast workers\' share of the wall time not '
-              'spent computing (push, pull, waiting); **held**: the SSP stores\' time held '
+    lines += ['', '- **non-compute share**: the fast workers\' (the ranks with the '
+              'smallest base compute time) share of their wall time not spent computing '
+              '(push, pull, waiting); **held**: the SSP stores\' time held '
               'by the controller over the iteration time (mean over workers); **grants / '
               'holds**: Algorithm 2\'s grants r* > 0 and the pushes answered "wait"; '
               '**staleness**: updates by others between a pull and the gradient\'s '
               'application (estimated from the train logs where the servers do not record '
               'it). Medians over the trials.', '']
     return lines
-
-
-def _fast_idle(trials):
-    values = []
-    for t in trials:
-        shares = t.get('idle_share') or {}
-        rates = t.get('it_per_s') or {}
-        if shares and rates:
-            fastest = max(rates.values())
-            fast = [shares[r] for r in shares if rates.get(r) and rates[r] >= 0.9 * fastest]
-            values.append(float(np.mean(fast)))
-    return float(np.median(values)) if values else None
 
 
 def verdict_table(rows, target):
