@@ -15,6 +15,8 @@ import os
 import time
 
 N_FEATURES, N_CLASSES = 10, 4
+OPTIMIZER = {'learning_rate': 0.1, 'momentum': 0.9}
+SEED = 7
 
 
 def parse_args():
@@ -52,6 +54,32 @@ def weights(params):
     return {name: p.data().asnumpy() for name, p in zip('abcdefgh', params)}
 
 
+def reference(out, total, steps, workers):
+    """The weights of one process, no store, on the job's global batches from its init.npz:
+    ``trainer.step(total / workers)``, as every worker of the job passes ``step_batch``."""
+    import mxnet as mx
+    import numpy as np
+    from mxnet import autograd, gluon
+    from mxnet_ssp.experiments.loader import global_order
+    data = dataset(total, steps)
+    net = network()
+    net.initialize()
+    params = list(net.collect_params().values())
+    init = np.load(os.path.join(out, 'init.npz'))
+    for name, p in zip('abcdefgh', params):
+        p.set_data(mx.nd.array(init[name]))
+    trainer = gluon.Trainer(params, 'sgd', OPTIMIZER, kvstore=None)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    order = global_order(len(data), SEED, 1)
+    for j in range(steps):
+        x, y = data[order[j * total:(j + 1) * total]]
+        with autograd.record():
+            loss = loss_fn(net(mx.nd.array(x)), mx.nd.array(y))
+        loss.backward()
+        trainer.step(total / float(workers))
+    return weights(params)
+
+
 def main():
     args = parse_args()
     import mxnet as mx
@@ -59,7 +87,7 @@ def main():
     import mxnet_ssp  # noqa: F401
     from mxnet import autograd, gluon
     from mxnet_ssp.balance import BatchBalancer
-    from mxnet_ssp.experiments.loader import BalancedLoader, global_order
+    from mxnet_ssp.experiments.loader import BalancedLoader
 
     os.makedirs(args.out, exist_ok=True)
     data = dataset(args.total, args.steps)
@@ -68,25 +96,14 @@ def main():
     net.initialize(mx.init.Xavier())
     params = list(net.collect_params().values())
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    opt = {'learning_rate': 0.1, 'momentum': 0.9}
 
     if args.reference:
-        init = np.load(os.path.join(args.out, 'init.npz'))
-        for name, p in zip('abcdefgh', params):
-            p.set_data(mx.nd.array(init[name]))
-        trainer = gluon.Trainer(params, 'sgd', opt, kvstore=None)
-        order = global_order(len(data), 7, 1)
-        for j in range(args.steps):
-            x, y = data[order[j * args.total:(j + 1) * args.total]]
-            with autograd.record():
-                loss = loss_fn(net(mx.nd.array(x)), mx.nd.array(y))
-            loss.backward()
-            trainer.step(args.total / float(args.reference))
-        np.savez(os.path.join(args.out, 'reference.npz'), **weights(params))
+        np.savez(os.path.join(args.out, 'reference.npz'),
+                 **reference(args.out, args.total, args.steps, args.reference))
         return
 
     kv = mx.kv.create(args.kvstore)
-    trainer = gluon.Trainer(params, 'sgd', opt, kvstore=kv)
+    trainer = gluon.Trainer(params, 'sgd', OPTIMIZER, kvstore=kv)
     bal = BatchBalancer(kv, args.total, period=args.period, threshold=args.threshold,
                         initial=[int(b) for b in args.initial.split(',')] if args.initial
                         else None, log_path=os.path.join(args.out, 'decisions.jsonl'))
@@ -94,7 +111,7 @@ def main():
                                           if item)}
     if kv.rank == 0:
         np.savez(os.path.join(args.out, 'init.npz'), **weights(params))
-    loader = BalancedLoader(data, bal, seed=7)
+    loader = BalancedLoader(data, bal, seed=SEED)
     log = []
     for x, y in loader.epoch(1):
         t0 = time.perf_counter()
