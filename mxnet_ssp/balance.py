@@ -42,7 +42,7 @@ import numpy as np
 from . import config as cfg
 
 __all__ = ['BalanceError', 'solve_split', 'predicted_time', 'equal_split', 'BalancePolicy',
-           'BalanceService', 'BatchBalancer', 'BALANCE_KEY', 'BALANCE_KEY_STR',
+           'BalanceService', 'BatchBalancer', 'fit_cost', 'BALANCE_KEY', 'BALANCE_KEY_STR',
            'LOCKSTEP_TYPES']
 
 logger = logging.getLogger(__name__)
@@ -71,25 +71,28 @@ def equal_split(total, num_workers):
     return [base + (1 if m < extra else 0) for m in range(num_workers)]
 
 
-def predicted_time(rates, sizes):
-    """The iteration time the rates predict for `sizes`: ``max(rate_m * b_m)``."""
-    return max(r * b for r, b in zip(rates, sizes))
+def predicted_time(rates, sizes, overheads=None):
+    """The iteration time the models predict for `sizes`: ``max(a_m + rate_m * b_m)``."""
+    overheads = overheads or [0.0] * len(rates)
+    return max(a + r * b for a, r, b in zip(overheads, rates, sizes))
 
 
-def solve_split(rates, total, lo, hi):
-    """Integer batches minimizing ``max(rate_m * b_m)`` with ``lo <= b_m <= hi``, sum `total`.
+def solve_split(rates, total, lo, hi, overheads=None):
+    """Integer batches minimizing ``max(a_m + rate_m * b_m)`` with ``lo <= b_m <= hi``, sum `total`.
 
     Parameters
     ----------
     rates : sequence of float > 0
-        Seconds of compute per sample of each worker.
+        Seconds of compute per sample of each worker (c_m).
     total, lo, hi : int
         Requires ``len(rates) * lo <= total <= len(rates) * hi``.
+    overheads : sequence of float >= 0, optional
+        Seconds per iteration whatever the batch (a_m); default 0.
 
-    The continuous optimum gives every worker ``clip(T / rate_m, lo, hi)`` for the T
-    that makes them sum to `total` (bisection on T); the integer split takes the floor
-    of that and hands the missing samples one by one to the worker whose time would
-    grow least (ties: the lower rank).  Deterministic.
+    The continuous optimum gives every worker ``clip((T - a_m) / rate_m, lo, hi)`` for
+    the T that makes them sum to `total` (bisection on T); the integer split takes the
+    floor of that and hands the missing samples one by one to the worker whose time
+    would grow least (ties: the lower rank).  Deterministic.
     """
     m = len(rates)
     if not m * lo <= total <= m * hi:
@@ -97,32 +100,58 @@ def solve_split(rates, total, lo, hi):
                          % (total, m, lo, hi))
     if any(not (r > 0 and math.isfinite(r)) for r in rates):
         raise ValueError('rates must be finite and > 0, got %r' % (list(rates),))
+    overheads = list(overheads) if overheads is not None else [0.0] * m
 
     def filled(t):
-        return sum(min(hi, max(lo, t / r)) for r in rates)
+        return sum(min(hi, max(lo, (t - a) / r)) for a, r in zip(overheads, rates))
 
-    low, high = 0.0, max(rates) * hi
+    low, high = 0.0, max(a + r * hi for a, r in zip(overheads, rates))
     for _ in range(100):
         mid = 0.5 * (low + high)
         if filled(mid) < total:
             low = mid
         else:
             high = mid
-    sizes = [min(hi, max(lo, int(math.floor(low / r)))) for r in rates]
+    sizes = [min(hi, max(lo, int(math.floor((low - a) / r)))) for a, r in zip(overheads, rates)]
     missing = total - sum(sizes)
-    heap = [((b + 1) * r, q) for q, (r, b) in enumerate(zip(rates, sizes)) if b < hi]
+    heap = [(a + (b + 1) * r, q) for q, (a, r, b) in enumerate(zip(overheads, rates, sizes))
+            if b < hi]
     heapq.heapify(heap)
     while missing > 0:
         _, q = heapq.heappop(heap)
         sizes[q] += 1
         missing -= 1
         if sizes[q] < hi:
-            heapq.heappush(heap, ((sizes[q] + 1) * rates[q], q))
+            heapq.heappush(heap, (overheads[q] + (sizes[q] + 1) * rates[q], q))
     while missing < 0:          # only if rounding ever overshoots: take from the slowest
-        q = max((q for q in range(m) if sizes[q] > lo), key=lambda q: (sizes[q] * rates[q], -q))
+        q = max((q for q in range(m) if sizes[q] > lo),
+                key=lambda q: (overheads[q] + sizes[q] * rates[q], -q))
         sizes[q] -= 1
         missing += 1
     return sizes
+
+
+def fit_cost(points):
+    """``(a, c)`` of ``t = a + c * b`` from ``{batch: seconds per iteration}``.
+
+    One batch size: ``a = 0`` (all of the time is taken as per-sample).  Several: least
+    squares, with ``a >= 0`` and ``c`` at least 1% of the mean seconds per sample
+    (measurement noise must not make a worker look free).
+    """
+    bs = list(points)
+    ts = [points[b] for b in bs]
+    per_sample = sum(ts) / float(sum(bs))
+    if len(bs) < 2:
+        return 0.0, per_sample
+    n = float(len(bs))
+    mb, mt = sum(bs) / n, sum(ts) / n
+    var = sum((b - mb) ** 2 for b in bs)
+    c = sum((b - mb) * (t - mt) for b, t in zip(bs, ts)) / var
+    c = max(c, 0.01 * per_sample)
+    a = mt - c * mb
+    if a < 0:                   # through the origin
+        a, c = 0.0, sum(b * t for b, t in zip(bs, ts)) / float(sum(b * b for b in bs))
+    return a, c
 
 
 class BalancePolicy:
@@ -145,14 +174,21 @@ class BalancePolicy:
         self.sizes = sizes
         self.version = 0        # decisions that changed the split
 
-    def decide(self, rates):
-        """Return a record of the decision; ``self.sizes`` is the split from now on."""
-        record = {'rates': list(rates), 'sizes': list(self.sizes), 'switched': False}
-        if any(r is None or not r > 0 for r in rates):
+    def decide(self, models):
+        """Decide on the workers' ``(a, c)`` cost models (None: not measured yet).
+
+        Returns a record of the decision; ``self.sizes`` is the split from now on.
+        """
+        record = {'models': [list(m) if m else None for m in models],
+                  'sizes': list(self.sizes), 'switched': False}
+        if any(m is None for m in models):
             record['why'] = 'a worker has no measurement yet'
             return record
-        best = solve_split(rates, self.total, self.lo, self.hi)
-        now, new = predicted_time(rates, self.sizes), predicted_time(rates, best)
+        overheads = [m[0] for m in models]
+        rates = [m[1] for m in models]
+        best = solve_split(rates, self.total, self.lo, self.hi, overheads)
+        now = predicted_time(rates, self.sizes, overheads)
+        new = predicted_time(rates, best, overheads)
         gain = (now - new) / now if now > 0 else 0.0
         record.update(predicted_s=now, best_s=new, gain=gain)
         if best != self.sizes and gain > self.threshold:
@@ -189,7 +225,7 @@ class BalanceService:
         self._cond = threading.Condition()
         self._active = set(range(policy.num_workers))
         self._reported = set()
-        self._rates = [None] * policy.num_workers
+        self._models = [None] * policy.num_workers
         self.rounds = 0
         self._log = open(log_path, 'a', encoding='utf-8') if log_path else None
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -241,7 +277,7 @@ class BalanceService:
                 msg = json.loads(line)
                 if msg.get('op') == 'leave':
                     break
-                _send(conn, self._report(rank, msg.get('rate')))
+                _send(conn, self._report(rank, msg.get('model')))
         except (OSError, ValueError) as exc:
             logger.debug('balance service: connection of worker %s ended: %r', rank, exc)
         finally:
@@ -251,11 +287,12 @@ class BalanceService:
                     self._maybe_decide()
             conn.close()
 
-    def _report(self, rank, rate):
+    def _report(self, rank, model):
         with self._cond:
-            if rate is not None:
-                rate = float(rate)
-                self._rates[rank] = rate if rate > 0 and math.isfinite(rate) else None
+            if model is not None:
+                a, c = float(model[0]), float(model[1])
+                ok = math.isfinite(a) and math.isfinite(c) and a >= 0 and c > 0
+                self._models[rank] = (a, c) if ok else None
             round_seen = self.rounds
             self._reported.add(rank)
             self._maybe_decide()
@@ -269,7 +306,7 @@ class BalanceService:
         """With the lock held: decide once everybody still in has reported (O(1) check)."""
         if not self._reported or not self._active <= self._reported:
             return
-        record = self.policy.decide(self._rates)
+        record = self.policy.decide(self._models)
         self.rounds += 1
         self._reported.clear()
         record.update(round=self.rounds, time=time.time())
@@ -354,8 +391,9 @@ class BatchBalancer:
         self.split = list(self._policy.sizes)
         self.version = 0
         self.iteration = 0                # batch_size() calls so far
-        self.rate = None                  # this worker's smoothed seconds per sample
-        self._measured, self._round_seconds, self._round_samples = 0, 0.0, 0
+        self.model = None                 # this worker's (a, c): seconds = a + c * batch
+        self._points = {}                 # batch -> smoothed seconds per iteration (4 newest)
+        self._measured, self._round = 0, {}
         self.switches = []                # (iteration, split) whenever the split changed
         store = getattr(kv, 'type', 'local')
         settings = getattr(kv, 'config', None)
@@ -406,27 +444,39 @@ class BatchBalancer:
             self._exchange()
         return self.split[self.rank]
 
+    @property
+    def rate(self):
+        """This worker's compute seconds per sample (c of its model), None before a report."""
+        return None if self.model is None else self.model[1]
+
     def record(self, seconds, samples):
         """This iteration's compute time (not time spent waiting for the store).
 
-        The first iteration of the run is not counted (it pays MXNet's one-time setup);
-        a round's rate is its seconds over its samples, and the rate reported is an
-        exponential average of the rounds' rates (``smoothing``: the newest round's weight).
+        The first iteration of the run is not counted (it pays MXNet's one-time setup).
+        At each report, the round's mean time per iteration for each batch size goes
+        into an exponential average per batch size (``smoothing``: the newest round's
+        weight; the 4 sizes used last are kept), and :func:`fit_cost` fits
+        ``seconds = a + c * batch`` to them.
         """
         if samples <= 0 or not seconds >= 0:
             return
         self._measured += 1
         if self._measured == 1:
             return
-        self._round_seconds += float(seconds)
-        self._round_samples += int(samples)
+        total, count = self._round.get(int(samples), (0.0, 0))
+        self._round[int(samples)] = (total + float(seconds), count + 1)
 
     def _close_round(self):
-        if self._round_samples:
-            rate = self._round_seconds / self._round_samples
-            alpha = self.config.smoothing
-            self.rate = rate if self.rate is None else alpha * rate + (1 - alpha) * self.rate
-        self._round_seconds, self._round_samples = 0.0, 0
+        alpha = self.config.smoothing
+        for b, (total, count) in self._round.items():
+            mean = total / count
+            old = self._points.pop(b, None)
+            self._points[b] = mean if old is None else alpha * mean + (1 - alpha) * old
+        while len(self._points) > 4:
+            self._points.pop(next(iter(self._points)))
+        self._round = {}
+        if self._points:
+            self.model = fit_cost(self._points)
 
     def timed(self, samples=None):
         """Context manager: time the block (after ``nd.waitall()``) and :meth:`record` it."""
@@ -452,7 +502,7 @@ class BatchBalancer:
             self._connect()
         self._close_round()
         try:
-            _send(self._sock, {'op': 'report', 'rate': self.rate})
+            _send(self._sock, {'op': 'report', 'model': self.model})
             line = self._reader.readline()
         except socket.timeout:
             raise BalanceError(
