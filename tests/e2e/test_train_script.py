@@ -820,3 +820,25 @@ def test_resume_a_job_from_a_checkpoint_with_the_servers_state(frozen_job):
         n > pushed for n in saved_state['index_update_count'].values())
     assert resumed_state['index_update_count'] == {
         k: n + pushed for k, n in saved_state['index_update_count'].items()}
+
+
+def test_balance_bounds_that_admit_no_split_exit_2(capsys):
+    err = bad_flag(capsys, ['--kvstore', 'dist_sync', '--balance', '--batch-size', '8'],
+                   dict(WORKER_ENV, MXNET_SSP_BALANCE_MIN='9'))
+    assert '--balance' in err and 'MXNET_SSP_BALANCE_MIN' in err and 'admit no split' in err
+
+
+@pytest.mark.integration
+def test_two_worker_dist_sync_job_with_balance(tmp_path):
+    save = tmp_path / 'run'
+    argv = ['--kvstore', 'dist_sync', '--balance', '--slowdown', '1:3', '--num-epochs', '1',
+            '--save-dir', str(save)]
+    proc = run_job(tmp_path, argv)
+    assert 'balance: from iteration' in proc.stderr
+    logs = [read_jsonl(save / ('train-worker%d.jsonl' % r)) for r in (0, 1)]
+    assert len(logs[0]) == len(logs[1]) == 1437 // 64           # one pass of the job over the set
+    assert all(a['batch'] + b['batch'] == 64 for a, b in zip(*logs))
+    assert logs[1][-1]['batch'] < 32 < logs[0][-1]['batch']      # the slow worker got less
+    with open(save / 'summary.json') as f:
+        balance = json.load(f)['balance']
+    assert balance['total'] == 64 and balance['switches']
