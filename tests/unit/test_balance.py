@@ -124,3 +124,11 @@ def test_balanced_loader_slices_partition_each_global_batch():
     for j, split in enumerate(splits):
         assert [len(seen[0][j]), len(seen[1][j])] == split
         assert seen[0][j] + seen[1][j] == order[8 * j:8 * (j + 1)].tolist()
+
+
+def test_the_launcher_checks_balancing_settings_before_starting_anything():
+    from mxnet_ssp.launch.settings import LaunchError, validate_settings
+    with pytest.raises(LaunchError, match=r"MXNET_SSP_BALANCE_PERIOD='0' is not valid"):
+        validate_settings(['t', '--kvstore', 'dist_sync'], {cfg.ENV_BALANCE_PERIOD: '0'})
+    with pytest.raises(LaunchError, match=r"MXNET_SSP_BALANCE_SMOOTHING='x' is not valid"):
+        validate_settings(['t'], {}, [('--env-worker', {cfg.ENV_BALANCE_SMOOTHING: 'x'})])
