@@ -16,7 +16,9 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
            'controller_placement', 'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER',
-           'parse_num_servers', 'num_servers', 'ENV_GPUS', 'parse_gpus', 'worker_gpus']
+           'parse_num_servers', 'num_servers', 'ENV_GPUS', 'parse_gpus', 'worker_gpus',
+           'ENV_BALANCE_MIN', 'ENV_BALANCE_MAX', 'ENV_BALANCE_PERIOD', 'ENV_BALANCE_THRESHOLD',
+           'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -28,6 +30,16 @@ ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
 #: The GPUs of one worker process, as its MXNet numbers them (``'0'``, ``'0,1'``): set by
 #: ``mxnet-ssp-launch --gpus-per-worker / --gpu-map``, read by the training loop.
 ENV_GPUS = 'MXNET_SSP_GPUS'
+#: Batch balancing (:mod:`mxnet_ssp.balance`, docs/balance.md): the smallest and largest batch
+#: of one worker, iterations between two decisions, the predicted gain below which the split
+#: stays (hysteresis) and the weight of the newest measurement in the rate average (EMA).
+ENV_BALANCE_MIN = 'MXNET_SSP_BALANCE_MIN'
+ENV_BALANCE_MAX = 'MXNET_SSP_BALANCE_MAX'
+ENV_BALANCE_PERIOD = 'MXNET_SSP_BALANCE_PERIOD'
+ENV_BALANCE_THRESHOLD = 'MXNET_SSP_BALANCE_THRESHOLD'
+ENV_BALANCE_SMOOTHING = 'MXNET_SSP_BALANCE_SMOOTHING'
+BALANCE_ENV = (ENV_BALANCE_MIN, ENV_BALANCE_MAX, ENV_BALANCE_PERIOD, ENV_BALANCE_THRESHOLD,
+               ENV_BALANCE_SMOOTHING)
 #: Where the controller runs in its server process's host: ``process`` (its own, default) or
 #: ``thread`` (a thread of the server process, sharing its GIL with the update rules).
 ENV_CONTROLLER = 'MXNET_SSP_CONTROLLER'
@@ -376,3 +388,133 @@ def from_env(store, environ=None, **overrides):
 def with_store(config, store):
     """Return `config` for another store type (used by tests)."""
     return replace(config, store=check_kvstore_name(store, ours_only=True))
+
+
+# ---------------------------------------------------------------------------
+# batch balancing
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BalanceConfig:
+    """Settings of batch balancing (docs/balance.md).
+
+    Attributes
+    ----------
+    total : int or None
+        Samples per iteration over all workers (fixed; None until the caller gives it).
+    min_batch, max_batch : int or None
+        Bounds of one worker's batch (None: 1, and the total).
+    period : int
+        Iterations between two decisions (K).
+    threshold : float
+        The split changes only when the predicted iteration time drops by more than this
+        fraction (hysteresis).
+    smoothing : float
+        Weight of the newest round's compute time per sample in each worker's average (EMA).
+    """
+    total: int = None
+    min_batch: int = None
+    max_batch: int = None
+    period: int = 10
+    threshold: float = 0.05
+    smoothing: float = 0.5
+
+    def bounds(self):
+        """``(lo, hi)`` of one worker's batch with the defaults filled in."""
+        lo = 1 if self.min_batch is None else self.min_batch
+        hi = self.total if self.max_batch is None else self.max_batch
+        return lo, hi
+
+
+def _int_setting(value, source, least, accepted):
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = None
+    if number is None or isinstance(value, bool) or isinstance(value, float) or number < least:
+        raise ConfigError('%s=%r is not valid: expected %s' % (source, value, accepted))
+    return number
+
+
+def _float_setting(value, source, ok, accepted):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float('nan')
+    if isinstance(value, bool) or not (math.isfinite(number) and ok(number)):
+        raise ConfigError('%s=%r is not valid: expected %s' % (source, value, accepted))
+    return number
+
+
+def balance_from_env(environ=None, num_workers=None, **overrides):
+    """Build the :class:`BalanceConfig` from the environment and overrides (Python wins).
+
+    Parameters
+    ----------
+    environ : mapping, optional
+        Defaults to ``os.environ``.
+    num_workers : int, optional
+        With ``total``, checks that the bounds admit a split:
+        ``num_workers * min <= total <= num_workers * max``.
+    **overrides
+        ``total``, ``min_batch``, ``max_batch``, ``period``, ``threshold``, ``smoothing``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the setting, its value and what is accepted.
+    """
+    env = os.environ if environ is None else environ
+    known = {'total', 'min_batch', 'max_batch', 'period', 'threshold', 'smoothing'}
+    unknown = set(overrides) - known
+    if unknown:
+        raise TypeError('unknown balancing settings %s: expected %s'
+                        % (', '.join(sorted(unknown)), ', '.join(sorted(known))))
+
+    def pick(name, variable):
+        if overrides.get(name) is not None:
+            return overrides[name], name
+        value = env.get(variable)
+        if value is None or not str(value).strip():
+            return None, variable
+        return value, variable
+
+    values = {}
+    if overrides.get('total') is not None:
+        values['total'] = _int_setting(overrides['total'], 'total', 1, 'an integer >= 1 (samples per '
+                                       'iteration over all workers)')
+    for name, variable in (('min_batch', ENV_BALANCE_MIN), ('max_batch', ENV_BALANCE_MAX)):
+        value, source = pick(name, variable)
+        if value is not None:
+            values[name] = _int_setting(value, source, 1, "an integer >= 1 (one worker's "
+                                        "batch, in samples)")
+    value, source = pick('period', ENV_BALANCE_PERIOD)
+    if value is not None:
+        values['period'] = _int_setting(value, source, 1, 'an integer >= 1 (iterations '
+                                        'between two decisions)')
+    value, source = pick('threshold', ENV_BALANCE_THRESHOLD)
+    if value is not None:
+        values['threshold'] = _float_setting(
+            value, source, lambda x: 0 <= x < 1,
+            'a fraction in [0, 1): the predicted gain below which the split stays (e.g. 0.05)')
+    value, source = pick('smoothing', ENV_BALANCE_SMOOTHING)
+    if value is not None:
+        values['smoothing'] = _float_setting(
+            value, source, lambda x: 0 < x <= 1,
+            'a weight in (0, 1]: how much the newest measurement counts (1: no averaging)')
+    conf = BalanceConfig(**values)
+    if conf.min_batch is not None and conf.max_batch is not None \
+            and conf.min_batch > conf.max_batch:
+        raise ConfigError('%s=%d is greater than %s=%d: expected min <= max'
+                          % (ENV_BALANCE_MIN if overrides.get('min_batch') is None
+                             else 'min_batch', conf.min_batch,
+                             ENV_BALANCE_MAX if overrides.get('max_batch') is None
+                             else 'max_batch', conf.max_batch))
+    if conf.total is not None and num_workers is not None:
+        lo, hi = conf.bounds()
+        if not num_workers * lo <= conf.total <= num_workers * hi:
+            raise ConfigError(
+                'batch bounds [%d, %d] per worker (%s, %s) admit no split of %d samples over '
+                '%d workers: expected %d * min <= %d <= %d * max'
+                % (lo, hi, ENV_BALANCE_MIN, ENV_BALANCE_MAX, conf.total, num_workers,
+                   num_workers, conf.total, num_workers))
+    return conf

@@ -37,7 +37,7 @@ from mxnet.gluon.data.vision import transforms
 
 __all__ = ['shard', 'epoch_order', 'ShardSampler', 'SeededTransform', 'sample_random',
            'RandomCrop', 'RandomFlipLeftRight', 'channel_stats', 'normalized', 'batchify',
-           'TrainLoader', 'eval_loader']
+           'TrainLoader', 'eval_loader', 'global_order', 'BalancedLoader']
 
 #: Uniform numbers each sample gets per epoch for its random transforms.
 DRAWS_PER_SAMPLE = 4
@@ -323,6 +323,66 @@ class TrainLoader:
         if isinstance(self.dataset, SeededTransform):
             self.dataset.set_epoch(epoch)
         return iter(self._loader)
+
+
+def global_order(n_items, seed, epoch):
+    """The order of the whole training set in `epoch` under balancing: a permutation of
+    ``range(n_items)`` that depends on (seed, epoch) only, the same on every worker."""
+    rng = np.random.RandomState(_seed_parts((seed, 0, epoch, 1, 0)))
+    return rng.permutation(int(n_items))
+
+
+class BalancedLoader:
+    """One worker's batches when a :class:`mxnet_ssp.balance.BatchBalancer` sizes them.
+
+    Iteration j of an epoch trains on the global batch ``order[j*B:(j+1)*B]`` of
+    :func:`global_order` (B: the balancer's total); worker m takes the slice of
+    ``balancer.batch_size()`` samples at ``balancer.offset``.  The workers' slices
+    of an iteration are disjoint and together are the global batch, whatever the
+    split, so a balanced ``dist_sync`` step is the step of one process on all B
+    samples.  An epoch is ``len(dataset) // B`` iterations (the rest is dropped),
+    one pass of the job over the whole set; augmentation draws are fixed by
+    (seed, epoch, sample), not by the worker that happens to read the sample.
+
+    ``batch_size()`` is called when the next batch is asked for, so it must be asked
+    for only when the previous iteration is done (no read-ahead; `loader_workers`
+    threads read the samples of one batch in parallel).
+    """
+
+    def __init__(self, dataset, balancer, seed, augment=False, loader_workers=0):
+        self.balancer = balancer
+        self.total = balancer.total
+        self._seed = seed
+        self._n = len(dataset)
+        if self._n < self.total:
+            raise ValueError('a balanced iteration takes %d samples but the training set has '
+                             'only %d' % (self.total, self._n))
+        if augment:
+            h, w = dataset[0][0].shape[1:]
+            dataset = SeededTransform(dataset, transforms.Compose(
+                [RandomCrop((h, w), pad=4), RandomFlipLeftRight()]), seed, 0)
+        self.dataset = dataset
+        self._pool = None
+        if loader_workers:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(loader_workers, thread_name_prefix='balanced-loader')
+
+    def __len__(self):
+        """Iterations per epoch."""
+        return self._n // self.total
+
+    def epoch(self, epoch):
+        """A generator of ``(x, y)`` NDArrays, one per iteration of `epoch`."""
+        order = global_order(self._n, self._seed, epoch)
+        if isinstance(self.dataset, SeededTransform):
+            self.dataset.set_epoch(epoch)
+        read = self.dataset.__getitem__
+        for j in range(len(self)):
+            size = self.balancer.batch_size()
+            start = j * self.total + self.balancer.offset
+            index = order[start:start + size].tolist()
+            samples = list(self._pool.map(read, index)) if self._pool else [read(i) for i in index]
+            yield batchify(samples)
 
 
 def eval_loader(dataset, batch_size=500, loader_workers=0):

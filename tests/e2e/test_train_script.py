@@ -858,3 +858,25 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path):
     slow = read_jsonl(save / 'train-worker1.jsonl')
     assert statistics.median(r['emulated_s'] for r in slow) == pytest.approx(
         2.5 * SCENARIOS['mixed-2'].base_s, rel=0.05)
+
+
+def test_balance_bounds_that_admit_no_split_exit_2(capsys):
+    err = bad_flag(capsys, ['--kvstore', 'dist_sync', '--balance', '--batch-size', '8'],
+                   dict(WORKER_ENV, MXNET_SSP_BALANCE_MIN='9'))
+    assert '--balance' in err and 'MXNET_SSP_BALANCE_MIN' in err and 'admit no split' in err
+
+
+@pytest.mark.integration
+def test_two_worker_dist_sync_job_with_balance(tmp_path):
+    save = tmp_path / 'run'
+    argv = ['--kvstore', 'dist_sync', '--balance', '--slowdown', '1:3', '--num-epochs', '1',
+            '--save-dir', str(save)]
+    proc = run_job(tmp_path, argv)
+    assert 'balance: from iteration' in proc.stderr
+    logs = [read_jsonl(save / ('train-worker%d.jsonl' % r)) for r in (0, 1)]
+    assert len(logs[0]) == len(logs[1]) == 1437 // 64           # one pass of the job over the set
+    assert all(a['batch'] + b['batch'] == 64 for a, b in zip(*logs))
+    assert logs[1][-1]['batch'] < 32 < logs[0][-1]['batch']      # the slow worker got less
+    with open(save / 'summary.json') as f:
+        balance = json.load(f)['balance']
+    assert balance['total'] == 64 and balance['switches']

@@ -168,6 +168,31 @@ class Training:
                             if self.rank == 0 else None)
         self.slowdown = args.slowdown_factors.get(self.rank, 1.0)
         self.compute = args.scenario.stream(self.rank, args.seed) if args.scenario else None
+        self.balancer = None
+        if args.balance:
+            self.make_balanced_loader()
+
+    def make_balanced_loader(self):
+        """--balance: batches sized by a BatchBalancer (total: workers x batch size); an epoch
+        is one pass of the job over the whole set.  rescale_grad stays 1 / --batch-size, which
+        is M / total, what :attr:`BatchBalancer.step_batch` asks for."""
+        from ... import balance
+        from .. import loader
+        args = self.args
+        total = self.num_workers * self.batch_size
+        self.balancer = balance.BatchBalancer(
+            self.kv, total, log_path=os.path.join(self.save_dir, 'balance.jsonl')
+            if self.rank == 0 else None)
+        self.loader = loader.BalancedLoader(self.train_set, self.balancer, args.seed,
+                                            augment=self.augment,
+                                            loader_workers=args.num_data_workers)
+        self.iters_per_epoch = len(self.loader)
+        self.shard_size = len(self.train_set)
+
+    def record_balance(self, compute_s, samples):
+        """--balance: this iteration's compute time (with the emulated slowdown), not waiting."""
+        if self.balancer is not None:
+            self.balancer.record(compute_s, samples)
 
     def plan(self):
         """Iterations and epochs in all, and where to start (after a resumed checkpoint)."""
@@ -300,7 +325,7 @@ class Training:
                 self.completed = epoch
             msg = ('epoch %d done: %d iterations in %.2f s, mean loss %.4f, train accuracy %.4f'
                    % (epoch, epoch_iters, time.time() - epoch_start, epoch_loss / epoch_iters,
-                      epoch_correct / float(epoch_iters * self.batch_size)))
+                      epoch_correct / float(max(1, self.epoch_samples))))
             if rank == 0:
                 self.accuracy = self.record_eval(epoch)
                 msg += ', test accuracy %.4f' % self.accuracy
@@ -312,6 +337,8 @@ class Training:
             self.progress.close()
             show_progress(None)
         self.train_log.close()
+        if self.balancer is not None:
+            self.balancer.close()
 
     def train_epoch(self, epoch):
         """One pass over the shard (or what is left of the iterations).
@@ -320,10 +347,12 @@ class Training:
         """
         batches = self.loader.epoch(epoch)
         epoch_loss, epoch_correct, epoch_start, epoch_iters = 0.0, 0, time.time(), 0
+        self.epoch_samples = 0
         for xb, yb in batches:
             if self.iteration >= self.total_iters:
                 break
             loss_value, correct = self.train_batch(epoch, xb, yb)
+            self.epoch_samples += len(yb)
             epoch_iters += 1
             epoch_loss += loss_value
             epoch_correct += correct
@@ -359,6 +388,7 @@ class Training:
         if sleep_s > 0:
             time.sleep(sleep_s)
         t1 = time.perf_counter()
+        self.record_balance(t1 - t0, len(yb))
         self.trainer.step(1)                 # rescale_grad = 1 / batch_size already
         mx.nd.waitall()                      # the new weights are here
         step_s = time.perf_counter() - t1
@@ -366,6 +396,7 @@ class Training:
         iteration = self.iteration
         self.train_log.write(rank=self.rank, iteration=iteration, epoch=epoch, time=time.time(),
                              compute_s=round(compute_s, 6), step_s=round(step_s, 6),
+                             batch=len(yb),
                              loss=round(loss_value, 6), sleep_s=round(sleep_s, 6),
                              lr=self.lr, train_accuracy=round(correct / float(len(yb)), 6),
                              **({} if emulated_s is None else
@@ -403,6 +434,14 @@ class Training:
         logger.info('done: final test accuracy %.4f, %d iterations, %.1f s; metrics in %s',
                     self.accuracy, self.iteration, wall, self.save_dir)
 
+    def balance_summary(self):
+        """--balance: the total batch, the last split and when it changed (None without)."""
+        bal = self.balancer
+        if bal is None:
+            return None
+        return {'total': bal.total, 'split': bal.split, 'switches': bal.switches,
+                'period': bal.config.period, 'threshold': bal.config.threshold}
+
     def summary(self, wall):
         """What ``summary.json`` holds: the settings in effect and the results."""
         args, kv = self.args, self.kv
@@ -424,7 +463,8 @@ class Training:
             'wd': args.wd, 'lr_decay': args.lr_decay, 'lr_decay_epoch': args.lr_decay_epochs,
             'lr_decay_period': args.lr_decay_period, 'final_lr': self.lr,
             'num_parameters': int(sum(p.data(self.ctx[0]).size for p in self.params)),
-            'slowdown': args.slowdown, 'emulate': args.emulate, 'seed': args.seed, 'resumed_from': args.resume_from,
+            'slowdown': args.slowdown, 'emulate': args.emulate, 'seed': args.seed,
+            'balance': self.balance_summary(), 'resumed_from': args.resume_from,
             'iterations_per_worker': {str(r): n for r, n in
                                       count_iterations(self.save_dir).items()},
             'final_accuracy': self.accuracy, 'wall_time_s': round(wall, 3),

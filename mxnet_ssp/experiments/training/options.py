@@ -108,6 +108,10 @@ def build_parser():
                    help="dist_sync only: apply the mean of the workers' gradients (MXNet "
                         "Module's convention, as in the DSSP paper's MXNet runs) instead of "
                         "their sum (gluon.Trainer's)")
+    g.add_argument('--balance', action='store_true',
+                   help='size each worker\'s batch to its measured speed every iteration '
+                        'round, the total (workers x --batch-size) fixed; bounds, period, '
+                        'hysteresis: MXNET_SSP_BALANCE_* (docs/balance.md)')
     g.add_argument('--slowdown', default=None, metavar='RANK:FACTOR[,RANK:FACTOR]',
                    help='make worker RANK sleep (FACTOR-1) x its compute time every '
                         'iteration, to emulate a slower device (FACTOR >= 1)')
@@ -328,6 +332,13 @@ def validate_args(args, parser, environ=None):
     if args.sync_average and args.kvstore != 'dist_sync':
         parser.error('--sync-average is only accepted with --kvstore dist_sync, not with '
                      '--kvstore %s' % args.kvstore)
+
+    if args.balance:
+        try:
+            config.balance_from_env(env, num_workers=num_workers,
+                                    total=num_workers * args.batch_size * max(1, args.num_gpus))
+        except ValueError as err:
+            parser.error('--balance: %s' % err)
 
     # the update rule
     ours = [s for s in STALENESS_KVSTORES if s != 'dist_async' or wraps_async(env)]

@@ -1,0 +1,607 @@
+"""Heterogeneity-aware batch balancing (LB-BSP's idea, Chen et al., SoCC 2020).
+
+Each worker measures its compute time per sample; every ``period`` iterations the
+workers' rates give a new split of the fixed total batch ``B`` into per-worker
+batches ``b_m`` (``min <= b_m <= max``, ``sum b_m = B``) such that all workers
+finish an iteration together.  docs/balance.md has the API, the settings, the
+hysteresis and what uneven batches do to BatchNorm and the learning rate.
+
+Layers (top to bottom):
+
+* :class:`BatchBalancer`: the worker-side API (``batch_size()``, ``record()``,
+  ``split``, ``offset``, ``step_batch``), usable with any distributed store,
+  MXNet's own ``dist_sync`` included.
+* :class:`BalanceService`: a small TCP service on a thread of worker 0.  Each
+  worker reports its rate once per round; when every worker has reported, the
+  service runs the policy (O(M log M) once per round, so O(log M) amortized per
+  report, nothing per push).  Lockstep stores (``dist_sync``, ``dist_ssp`` with
+  s = 0) wait at each round for the decision, so every worker switches at the
+  same iteration; the others take the newest decision and never wait.
+* :class:`BalancePolicy` and :func:`solve_split`: pure decision logic.
+
+Why worker 0 hosts the service: ``dist_sync`` has no controller and its servers
+run MXNet's own updater, so nothing of ours runs on them.  Workers find the
+service through the store itself: worker 0 initializes a reserved key with its
+address and a fresh secret (MXNet's ``init`` stores worker 0's value and ends in
+a barrier), and every worker pulls it.
+"""
+import hashlib
+import heapq
+import hmac
+import json
+import logging
+import math
+import os
+import secrets
+import socket
+import threading
+import time
+
+import numpy as np
+
+from . import config as cfg
+
+__all__ = ['BalanceError', 'solve_split', 'predicted_time', 'equal_split', 'BalancePolicy',
+           'BalanceService', 'BatchBalancer', 'fit_cost', 'BALANCE_KEY', 'BALANCE_KEY_STR',
+           'LOCKSTEP_TYPES']
+
+logger = logging.getLogger(__name__)
+
+#: The reserved key worker 0 publishes the service's address in (integer-keyed stores).
+BALANCE_KEY = 199998
+#: The same for stores whose keys are strings (MXNet forbids mixing the two).
+BALANCE_KEY_STR = '__mxnet_ssp_balance__'
+#: Elements of the address vector: a length, then one byte of JSON per element.
+ADDRESS_ELEMENTS = 512
+#: Store types whose workers step in lockstep: every worker waits at a round for the decision.
+LOCKSTEP_TYPES = ('dist_sync', 'dist_device_sync')
+_MAC_CONTEXT = b'mxnet-ssp-balance-v1'
+
+
+class BalanceError(RuntimeError):
+    """Balancing cannot go on; the message says why."""
+
+
+# ---------------------------------------------------------------------------
+# pure logic
+# ---------------------------------------------------------------------------
+def equal_split(total, num_workers):
+    """``total`` samples over `num_workers`: equal, the remainder to the lowest ranks."""
+    base, extra = divmod(int(total), int(num_workers))
+    return [base + (1 if m < extra else 0) for m in range(num_workers)]
+
+
+def predicted_time(rates, sizes, overheads=None):
+    """The iteration time the models predict for `sizes`: ``max(a_m + rate_m * b_m)``."""
+    overheads = overheads or [0.0] * len(rates)
+    return max(a + r * b for a, r, b in zip(overheads, rates, sizes))
+
+
+def solve_split(rates, total, lo, hi, overheads=None):
+    """Integer batches minimizing ``max(a_m + rate_m * b_m)`` with ``lo <= b_m <= hi``, sum `total`.
+
+    Parameters
+    ----------
+    rates : sequence of float > 0
+        Seconds of compute per sample of each worker (c_m).
+    total, lo, hi : int
+        Requires ``len(rates) * lo <= total <= len(rates) * hi``.
+    overheads : sequence of float >= 0, optional
+        Seconds per iteration whatever the batch (a_m); default 0.
+
+    The continuous optimum gives every worker ``clip((T - a_m) / rate_m, lo, hi)`` for
+    the T that makes them sum to `total` (bisection on T); the integer split takes the
+    floor of that and hands the missing samples one by one to the worker whose time
+    would grow least (ties: the lower rank).  Deterministic.
+    """
+    m = len(rates)
+    if not m * lo <= total <= m * hi:
+        raise ValueError('no split of %d samples over %d workers within [%d, %d]'
+                         % (total, m, lo, hi))
+    if any(not (r > 0 and math.isfinite(r)) for r in rates):
+        raise ValueError('rates must be finite and > 0, got %r' % (list(rates),))
+    overheads = list(overheads) if overheads is not None else [0.0] * m
+
+    def filled(t):
+        return sum(min(hi, max(lo, (t - a) / r)) for a, r in zip(overheads, rates))
+
+    low, high = 0.0, max(a + r * hi for a, r in zip(overheads, rates))
+    for _ in range(100):
+        mid = 0.5 * (low + high)
+        if filled(mid) < total:
+            low = mid
+        else:
+            high = mid
+    sizes = [min(hi, max(lo, int(math.floor((low - a) / r)))) for a, r in zip(overheads, rates)]
+    missing = total - sum(sizes)
+    heap = [(a + (b + 1) * r, q) for q, (a, r, b) in enumerate(zip(overheads, rates, sizes))
+            if b < hi]
+    heapq.heapify(heap)
+    while missing > 0:
+        _, q = heapq.heappop(heap)
+        sizes[q] += 1
+        missing -= 1
+        if sizes[q] < hi:
+            heapq.heappush(heap, (overheads[q] + (sizes[q] + 1) * rates[q], q))
+    while missing < 0:          # only if rounding ever overshoots: take from the slowest
+        q = max((q for q in range(m) if sizes[q] > lo),
+                key=lambda q: (overheads[q] + sizes[q] * rates[q], -q))
+        sizes[q] -= 1
+        missing += 1
+    return sizes
+
+
+def fit_cost(points):
+    """``(a, c)`` of ``t = a + c * b`` from ``{batch: seconds per iteration}``.
+
+    One batch size: ``a = 0`` (all of the time is taken as per-sample).  Several: least
+    squares, with ``a >= 0`` and ``c`` at least 1% of the mean seconds per sample
+    (measurement noise must not make a worker look free).
+    """
+    bs = list(points)
+    ts = [points[b] for b in bs]
+    per_sample = sum(ts) / float(sum(bs))
+    if len(bs) < 2:
+        return 0.0, per_sample
+    n = float(len(bs))
+    mb, mt = sum(bs) / n, sum(ts) / n
+    var = sum((b - mb) ** 2 for b in bs)
+    c = sum((b - mb) * (t - mt) for b, t in zip(bs, ts)) / var
+    c = max(c, 0.01 * per_sample)
+    a = mt - c * mb
+    if a < 0:                   # through the origin
+        a, c = 0.0, sum(b * t for b, t in zip(bs, ts)) / float(sum(b * b for b in bs))
+    return a, c
+
+
+class BalancePolicy:
+    """The current split and when to change it.
+
+    :meth:`decide` is called once per round with every worker's smoothed rate.
+    It changes the split only when the best split is predicted to shorten the
+    iteration by more than ``threshold`` of the current one (hysteresis), so rates
+    that jitter by less than that never move the split back and forth.
+    """
+
+    def __init__(self, num_workers, total, lo, hi, threshold, initial=None):
+        self.num_workers, self.total, self.lo, self.hi = num_workers, total, lo, hi
+        self.threshold = threshold
+        sizes = list(initial) if initial is not None else None
+        if sizes is None:
+            sizes = [min(hi, max(lo, b)) for b in equal_split(total, num_workers)]
+            if sum(sizes) != total:
+                sizes = solve_split([1.0] * num_workers, total, lo, hi)
+        self.sizes = sizes
+        self.version = 0        # decisions that changed the split
+
+    def decide(self, models):
+        """Decide on the workers' ``(a, c)`` cost models (None: not measured yet).
+
+        Returns a record of the decision; ``self.sizes`` is the split from now on.
+        """
+        record = {'models': [list(m) if m else None for m in models],
+                  'sizes': list(self.sizes), 'switched': False}
+        if any(m is None for m in models):
+            record['why'] = 'a worker has no measurement yet'
+            return record
+        overheads = [m[0] for m in models]
+        rates = [m[1] for m in models]
+        best = solve_split(rates, self.total, self.lo, self.hi, overheads)
+        now = predicted_time(rates, self.sizes, overheads)
+        new = predicted_time(rates, best, overheads)
+        gain = (now - new) / now if now > 0 else 0.0
+        record.update(predicted_s=now, best_s=new, gain=gain)
+        if best != self.sizes and gain > self.threshold:
+            self.sizes = best
+            self.version += 1
+            record.update(sizes=list(best), switched=True)
+        return record
+
+
+# ---------------------------------------------------------------------------
+# the service (a thread of worker 0)
+# ---------------------------------------------------------------------------
+def _mac(secret, nonce, rank):
+    return hmac.new(secret, _MAC_CONTEXT + nonce + int(rank).to_bytes(4, 'big'),
+                    hashlib.sha256).hexdigest()
+
+
+def _send(sock, obj):
+    sock.sendall((json.dumps(obj, separators=(',', ':')) + '\n').encode('utf-8'))
+
+
+class BalanceService:
+    """Collect the workers' rates and hand out splits (see the module docstring).
+
+    One thread accepts, one thread per worker connection serves it; all state is
+    under one condition variable.  A round is complete when every worker still in
+    the job has reported since the last decision.
+    """
+
+    def __init__(self, policy, secret, host='127.0.0.1', lockstep=True, log_path=None):
+        self.policy = policy
+        self.lockstep = lockstep
+        self._secret = secret
+        self._cond = threading.Condition()
+        self._active = set(range(policy.num_workers))
+        self._reported = set()
+        self._models = [None] * policy.num_workers
+        self.rounds = 0
+        self._log = open(log_path, 'a', encoding='utf-8') if log_path else None
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self._sock.listen(max(16, policy.num_workers))
+        self.address = (host, self._sock.getsockname()[1])
+        self._stopped = False
+
+    def start(self):
+        threading.Thread(target=self._accept, name='mxnet-ssp-balance', daemon=True).start()
+        return self
+
+    def stop(self):
+        self._stopped = True
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def _accept(self):
+        while not self._stopped:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True,
+                             name='mxnet-ssp-balance-conn').start()
+
+    def _serve(self, conn):
+        rank = None
+        try:
+            conn.settimeout(30.0)
+            nonce = secrets.token_bytes(32)
+            _send(conn, {'nonce': nonce.hex()})
+            reader = conn.makefile('rb')
+            hello = json.loads(reader.readline() or b'null')
+            rank = hello.get('rank') if isinstance(hello, dict) else None
+            if (not isinstance(rank, int) or not 0 <= rank < self.policy.num_workers
+                    or not hmac.compare_digest(str(hello.get('mac')), _mac(self._secret, nonce,
+                                                                           rank))):
+                _send(conn, {'error': 'authentication failed'})
+                rank = None
+                return
+            conn.settimeout(None)
+            with self._cond:
+                _send(conn, {'sizes': self.policy.sizes, 'version': self.policy.version})
+            for line in reader:
+                msg = json.loads(line)
+                if msg.get('op') == 'leave':
+                    break
+                _send(conn, self._report(rank, msg.get('model')))
+        except (OSError, ValueError) as exc:
+            logger.debug('balance service: connection of worker %s ended: %r', rank, exc)
+        finally:
+            if rank is not None:
+                with self._cond:
+                    self._active.discard(rank)
+                    self._maybe_decide()
+            conn.close()
+
+    def _report(self, rank, model):
+        with self._cond:
+            if model is not None:
+                a, c = float(model[0]), float(model[1])
+                ok = math.isfinite(a) and math.isfinite(c) and a >= 0 and c > 0
+                self._models[rank] = (a, c) if ok else None
+            round_seen = self.rounds
+            self._reported.add(rank)
+            self._maybe_decide()
+            if self.lockstep:
+                while self.rounds == round_seen and not self._stopped:
+                    self._cond.wait()
+            return {'sizes': self.policy.sizes, 'version': self.policy.version,
+                    'round': self.rounds}
+
+    def _maybe_decide(self):
+        """With the lock held: decide once everybody still in has reported (O(1) check)."""
+        if not self._reported or not self._active <= self._reported:
+            return
+        record = self.policy.decide(self._models)
+        self.rounds += 1
+        self._reported.clear()
+        record.update(round=self.rounds, time=time.time())
+        if record['switched']:
+            logger.info('balance: round %d: split %s (predicted %.1f%% faster)',
+                        self.rounds, record['sizes'], 100 * record['gain'])
+        if self._log is not None:
+            self._log.write(json.dumps(record) + '\n')
+            self._log.flush()
+        self._cond.notify_all()
+
+
+# ---------------------------------------------------------------------------
+# the worker-side API
+# ---------------------------------------------------------------------------
+def _encode_address(payload):
+    data = json.dumps(payload).encode('utf-8')
+    if len(data) >= ADDRESS_ELEMENTS:
+        raise BalanceError('balance service address too long (%d bytes)' % len(data))
+    vec = np.zeros(ADDRESS_ELEMENTS, dtype=np.float32)
+    vec[0] = len(data)
+    vec[1:1 + len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return vec
+
+
+def _decode_address(vec):
+    n = int(vec[0])
+    if not 0 < n < ADDRESS_ELEMENTS:
+        raise BalanceError('the balance key holds no address (length %d): did worker 0 start '
+                           'balancing at the same iteration?' % n)
+    return json.loads(bytes(vec[1:1 + n].astype(np.uint8)).decode('utf-8'))
+
+
+class BatchBalancer:
+    """Per-worker batch sizes that make every worker finish an iteration together.
+
+    Parameters
+    ----------
+    kv : KVStore
+        The job's distributed store (any type: MXNet's ``dist_sync`` or one of
+        mxnet-ssp's), or a local one (one worker: the whole batch, nothing to balance).
+    total : int
+        Samples per iteration over all workers, fixed for the whole run.
+    min_batch, max_batch, period, threshold, smoothing
+        Override ``MXNET_SSP_BALANCE_MIN`` / ``_MAX`` / ``_PERIOD`` / ``_THRESHOLD`` /
+        ``_SMOOTHING`` (:func:`mxnet_ssp.config.balance_from_env`).
+    initial : sequence of int, optional
+        The split of the first rounds (default: equal).
+    log_path : str, optional
+        Worker 0 appends one JSON line per decision there.
+    timeout : float, optional
+        Seconds to wait for the service (default ``MXNET_SSP_TIMEOUT``, 300).
+
+    Use, once per iteration::
+
+        b = bal.batch_size()            # collective at round boundaries
+        x, y = next_batch(b)            # or: BalancedLoader does both
+        with bal.timed():               # or bal.record(seconds, b)
+            forward / backward (summed loss)
+        trainer.step(bal.step_batch)    # gradient = sum / (B / M)
+    """
+
+    def __init__(self, kv, total, min_batch=None, max_batch=None, period=None, threshold=None,
+                 smoothing=None, initial=None, log_path=None, timeout=None, environ=None):
+        self.kv = kv
+        self.rank = int(getattr(kv, 'rank', 0))
+        self.num_workers = int(getattr(kv, 'num_workers', 1))
+        self.config = conf = cfg.balance_from_env(
+            environ, num_workers=self.num_workers, total=total, min_batch=min_batch,
+            max_batch=max_batch, period=period, threshold=threshold, smoothing=smoothing)
+        self.total = conf.total
+        lo, hi = conf.bounds()
+        if initial is not None:
+            initial = [int(b) for b in initial]
+            if (len(initial) != self.num_workers or sum(initial) != self.total
+                    or any(not lo <= b <= hi for b in initial)):
+                raise cfg.ConfigError(
+                    'initial split %r is not valid: expected %d integers in [%d, %d] summing '
+                    'to %d' % (initial, self.num_workers, lo, hi, self.total))
+        self._policy = BalancePolicy(self.num_workers, self.total, lo, hi, conf.threshold,
+                                     initial)
+        self.split = list(self._policy.sizes)
+        self.version = 0
+        self.iteration = 0                # batch_size() calls so far
+        self.model = None                 # this worker's (a, c): seconds = a + c * batch
+        self._points = {}                 # batch -> smoothed seconds per iteration (4 newest)
+        self._measured, self._round = 0, {}
+        self.switches = []                # (iteration, split) whenever the split changed
+        store = getattr(kv, 'type', 'local')
+        settings = getattr(kv, 'config', None)
+        self.lockstep = store in LOCKSTEP_TYPES or bool(
+            getattr(settings, 'synchronous', False) and settings.s_upper == 0)
+        if timeout is None:
+            timeout = getattr(settings, 'timeout', None) or cfg.parse_timeout(
+                (os.environ if environ is None else environ).get(cfg.ENV_TIMEOUT)
+                or cfg.DEFAULT_TIMEOUT)
+        self.timeout = float(timeout)
+        self._log_path = log_path
+        self._sock = self._reader = self._service = None
+        self._closed = False
+
+    # -- what the training loop reads ----------------------------------------
+    @property
+    def offset(self):
+        """Where this worker's batch starts in the iteration's global batch."""
+        return sum(self.split[:self.rank])
+
+    @property
+    def step_batch(self):
+        """``B / M``: pass to ``trainer.step`` (or use ``rescale_grad = 1 / step_batch``).
+
+        Each worker's gradient is then the sum of its per-sample gradients over
+        ``B / M``: the sum over the workers (``dist_sync``) is exactly the sum a single
+        process computes on all B samples with ``step(B / M)``; ``--sync-average``
+        (dividing by M) gives the mean over B.  Asynchronous stores apply each push
+        alone; each push then counts in proportion to its samples (docs/balance.md).
+        """
+        return self.total / float(self.num_workers)
+
+    # -- once per iteration ---------------------------------------------------
+    def batch_size(self):
+        """This worker's batch for the iteration about to start.
+
+        Every ``period`` iterations this reports the worker's rate; in lockstep
+        stores it waits for the decision of the round (every worker switches at the
+        same iteration), in the others it takes the newest decision at once.  The
+        first report also connects (collective: every worker calls it at the same
+        iteration, as it calls every other store operation).
+        """
+        if self._closed:
+            raise BalanceError('worker[%d]: the batch balancer is closed' % self.rank)
+        it = self.iteration
+        self.iteration += 1
+        if self.num_workers > 1 and it > 0 and it % self.config.period == 0:
+            self._exchange()
+        return self.split[self.rank]
+
+    @property
+    def rate(self):
+        """This worker's compute seconds per sample (c of its model), None before a report."""
+        return None if self.model is None else self.model[1]
+
+    def record(self, seconds, samples):
+        """This iteration's compute time (not time spent waiting for the store).
+
+        The first iteration of the run is not counted (it pays MXNet's one-time setup).
+        At each report, the round's mean time per iteration for each batch size goes
+        into an exponential average per batch size (``smoothing``: the newest round's
+        weight; the 4 sizes used last are kept), and :func:`fit_cost` fits
+        ``seconds = a + c * batch`` to them.
+        """
+        if samples <= 0 or not seconds >= 0:
+            return
+        self._measured += 1
+        if self._measured == 1:
+            return
+        total, count = self._round.get(int(samples), (0.0, 0))
+        self._round[int(samples)] = (total + float(seconds), count + 1)
+
+    def _close_round(self):
+        alpha = self.config.smoothing
+        for b, (total, count) in self._round.items():
+            mean = total / count
+            old = self._points.pop(b, None)
+            self._points[b] = mean if old is None else alpha * mean + (1 - alpha) * old
+        while len(self._points) > 4:
+            self._points.pop(next(iter(self._points)))
+        self._round = {}
+        if self._points:
+            self.model = fit_cost(self._points)
+
+    def timed(self, samples=None):
+        """Context manager: time the block (after ``nd.waitall()``) and :meth:`record` it."""
+        balancer = self
+
+        class _Timer:
+            def __enter__(self):
+                self.start = time.perf_counter()
+                return self
+
+            def __exit__(self, *exc):
+                if exc[0] is None:
+                    from mxnet import nd
+                    nd.waitall()
+                    balancer.record(time.perf_counter() - self.start,
+                                    samples or balancer.split[balancer.rank])
+                return False
+        return _Timer()
+
+    # -- the exchange ----------------------------------------------------------
+    def _exchange(self):
+        if self._sock is None:
+            self._connect()
+        self._close_round()
+        try:
+            _send(self._sock, {'op': 'report', 'model': self.model})
+            line = self._reader.readline()
+        except socket.timeout:
+            raise BalanceError(
+                'worker[%d]: the balance service at %s:%d did not answer at iteration %d within '
+                '%g s (%s): a worker may be stalled or dead'
+                % (self.rank, self._address[0], self._address[1], self.iteration - 1,
+                   self.timeout, cfg.ENV_TIMEOUT)) from None
+        except OSError as exc:
+            line, why = b'', exc
+        else:
+            why = 'connection closed'
+        if not line:
+            if self.lockstep:
+                raise BalanceError('worker[%d]: lost the balance service at %s:%d (%s)'
+                                   % (self.rank, self._address[0], self._address[1], why))
+            logger.warning('worker[%d]: balance service gone (%s): keeping the split %s',
+                           self.rank, why, self.split)
+            self._closed_service()
+            return
+        self._adopt(json.loads(line))
+
+    def _closed_service(self):
+        # keep the split for the rest of the run: no more exchanges
+        self.config = cfg.BalanceConfig(**dict(self.config.__dict__, period=1 << 62))
+
+    def _adopt(self, answer):
+        if 'error' in answer:
+            raise BalanceError('worker[%d]: balance service refused: %s'
+                               % (self.rank, answer['error']))
+        if answer['version'] != self.version:
+            self.version = answer['version']
+            if answer['sizes'] != self.split:
+                self.split = list(answer['sizes'])
+                self.switches.append((self.iteration - 1, list(self.split)))
+                logger.info('worker[%d] balance: from iteration %d the split is %s (this '
+                            'worker: %d)', self.rank, self.iteration, self.split,
+                            self.split[self.rank])
+
+    def _connect(self):
+        """Collective: worker 0 starts the service and publishes it in a reserved key."""
+        from mxnet import nd
+        native = getattr(self.kv, '_kv', self.kv)       # mxnet-ssp stores: MXNet's below
+        if self.rank == 0:
+            secret = secrets.token_bytes(32)
+            from .discovery import advertised_host
+            self._service = BalanceService(self._policy, secret, host=advertised_host(),
+                                           lockstep=self.lockstep,
+                                           log_path=self._log_path).start()
+            payload = {'host': self._service.address[0], 'port': self._service.address[1],
+                       'secret': secret.hex()}
+            vec = nd.array(_encode_address(payload))
+        else:
+            vec = nd.zeros(ADDRESS_ELEMENTS)
+        key = self._init_key(native, vec)
+        out = nd.zeros(ADDRESS_ELEMENTS)
+        native.pull(key, out=out)
+        answer = _decode_address(out.asnumpy())
+        self._address = (answer['host'], int(answer['port']))
+        sock = socket.create_connection(self._address, timeout=self.timeout)
+        sock.settimeout(self.timeout)
+        self._sock, self._reader = sock, sock.makefile('rb')
+        challenge = json.loads(self._reader.readline() or b'null')
+        _send(sock, {'rank': self.rank, 'mac': _mac(bytes.fromhex(answer['secret']),
+                                                     bytes.fromhex(challenge['nonce']),
+                                                     self.rank)})
+        welcome = json.loads(self._reader.readline() or b'{"error": "connection closed"}')
+        if 'error' in welcome:
+            raise BalanceError('worker[%d]: balance service at %s:%d refused: %s'
+                               % (self.rank, self._address[0], self._address[1],
+                                  welcome['error']))
+
+    def _init_key(self, native, vec):
+        """Init the reserved key with the store's key type (MXNet forbids mixing them)."""
+        from mxnet.base import MXNetError
+        string_keys = getattr(getattr(self.kv, '_tracker', None), 'string_keys', None)
+        order = ([BALANCE_KEY_STR] if string_keys else [BALANCE_KEY]) if string_keys is not None \
+            else [BALANCE_KEY, BALANCE_KEY_STR]
+        for key in order:
+            try:
+                native.init(key, vec)
+            except MXNetError as err:
+                if 'Mixed key types' not in str(err) or key == order[-1]:
+                    raise
+                continue
+            layout = getattr(self.kv, '_keys', None)
+            if layout is not None:
+                layout.count_string_keys(key)
+            return key
+        raise AssertionError('unreachable')
+
+    def close(self):
+        """Leave: the others stop counting this worker.  Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sock is not None:
+            try:
+                _send(self._sock, {'op': 'leave'})
+            except OSError:
+                pass
+            self._sock.close()
+            self._sock = None
