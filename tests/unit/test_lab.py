@@ -249,3 +249,17 @@ def test_the_suite_report_collects_each_scenario_s_verdicts(tmp_path):
     assert 'skip me' not in text and 'no\n' not in text
     assert '[full report](mixed-2/report.md)' in text
     assert '# Scenario `jitter-8`\n\nNo report yet' in text
+
+
+def test_balance_arms_and_their_verdict():
+    arm = parse_arm('ssp3-balance')
+    assert (arm.name, arm.label, arm.family, arm.balance) == (
+        'ssp3-balance', 'SSP s=3 + balance', 'ssp', True)
+    assert arm.train_flags()[-1] == '--balance'
+    with pytest.raises(ValueError, match='twice'):
+        parse_arm('bsp-balance-balance')
+    times = {'asp': [50, 51, 49, 52, 50], 'bsp': [100, 101, 99, 100, 102],
+             'bsp-balance': [40, 41, 39, 42, 40], 'ssp3-balance': [70, 71, 69, 72, 70]}
+    got = {a.name: (verdict, base) for a, verdict, _, base, _ in
+           V.balance_verdicts(rows_for(times), 0.93)}
+    assert got == {'bsp-balance': ('supported', 'bsp'), 'ssp3-balance': ('refuted', 'ssp3')}

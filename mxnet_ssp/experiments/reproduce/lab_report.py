@@ -6,8 +6,8 @@ import math
 import numpy as np
 
 from ...profiles import get_scenario
-from .verdicts import (SIM_TOLERANCE, _fmt_interval, measured_rates, median_interval, sim_vs_lab,
-                       trial_accuracies, trial_times, verdicts)
+from .verdicts import (SIM_TOLERANCE, _fmt_interval, balance_verdicts, measured_rates,
+                       median_interval, sim_vs_lab, trial_accuracies, trial_times, verdicts)
 
 #: the DSSP arms whose verdicts get a column, in this order
 DSSP_MODES = (('dssp', 'bounded'), ('dssp-paper', 'paper'), ('dssp-threshold', 'threshold'))
@@ -19,7 +19,8 @@ def lab_sections(grid, rows):
         return []
     scenario = get_scenario(grid.emulate)
     return (_scenario(grid, scenario, rows) + _medians(grid, scenario, rows)
-            + verdict_table(rows, grid.targets[-1]) + _simulator(grid, scenario, rows))
+            + verdict_table(rows, grid.targets[-1]) + _balance(rows, grid.targets[-1])
+            + _simulator(grid, scenario, rows))
 
 
 def _scenario(grid, scenario, rows):
@@ -114,6 +115,22 @@ def verdict_table(rows, target):
         cells = [claim] + ['**%s**' % results[m][i][1] for _, m in modes]
         evidence = '<br>'.join('%s: %s' % (m, results[m][i][2]) for _, m in modes)
         lines.append('| ' + ' | '.join(cells) + ' | ' + evidence + ' |')
+    lines.append('')
+    return lines
+
+
+def _balance(rows, target):
+    results = balance_verdicts(rows, target)
+    if not results:
+        return []
+    lines = ['## Batch balancing', '',
+             'Goal (docs/balance.md): with balanced batches, reach %g test accuracy no later '
+             'than ASP, without staleness under BSP. **supported**: the 95%% interval of '
+             't_balanced / t_ASP lies at or below 1; **refuted**: above 1.' % target, '',
+             '| paradigm | t / t_ASP | verdict | t / t_unbalanced |', '|---|---:|---|---:|']
+    for arm, verdict, vs_asp, base, vs_base in results:
+        lines.append('| %s | %s | **%s** | %s: %s |' % (
+            arm.label, _fmt_interval(vs_asp), verdict, base, _fmt_interval(vs_base)))
     lines.append('')
     return lines
 

@@ -2,6 +2,7 @@
 
 matplotlib is imported only when a plot is drawn.
 """
+import dataclasses
 import math
 import os
 import sys
@@ -34,10 +35,13 @@ def _pyplot():
 
 
 def _style(arm, ssp_values):
+    if arm.balance:
+        return dict(_style(dataclasses.replace(arm, balance=False), ssp_values),
+                    linestyle=':', linewidth=2.0)
     if arm.family == 'bsp':
         return {'color': 'black'}
     if arm.family == 'asp':
-        return {'color': 'tab:red'}
+        return {'color': 'tab:orange' if arm.rule else 'tab:red'}
     if arm.family == 'dssp':
         color = {'bounded': 'tab:blue', 'paper': 'tab:purple'}.get(arm.mode, 'tab:cyan')
         return {'color': color, 'linewidth': 2.2,

@@ -3,15 +3,17 @@
 
 Plain data: nothing here reads a file or starts a process.
 """
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from ...profiles import SCENARIOS
 
 
-ARM_FORMS = ('bsp, asp, asp-lrtau (ASP with lr / staleness), ssp<S> (e.g. ssp3), dssp[<SL>-<SU>][-paper|-threshold] (e.g. dssp = '
-             '[3, 15] bounded, dssp-paper, dssp-threshold, dssp2-10), or ssp for every SSP '
-             'threshold of the preset')
+ARM_FORMS = ('bsp, asp, asp-lrtau (ASP with lr / staleness), ssp<S> (e.g. ssp3), '
+             'dssp[<SL>-<SU>][-paper|-threshold] (e.g. dssp = [3, 15] bounded, dssp-paper, '
+             'dssp-threshold, dssp2-10), any of them + -balance (batch balancing, e.g. '
+             'bsp-balance), or ssp for every SSP threshold of the preset')
 SSP_RE = re.compile(r'^ssp(\d+)$')
 DSSP_RE = re.compile(r'^dssp(?:(\d+)-(\d+))?(?:-(paper|bounded|threshold))?$')
 
@@ -36,6 +38,8 @@ class Arm:
     rule : str or None
         ``lrtau``: the servers divide the learning rate by each gradient's
         staleness (``--optimizer sasgd``); None: plain SGD.
+    balance : bool
+        Batch balancing (``--balance``, docs/balance.md): names end in ``-balance``.
     """
     name: str
     family: str
@@ -43,10 +47,13 @@ class Arm:
     staleness: tuple = ()
     mode: str = None
     rule: str = None
+    balance: bool = False
 
     @property
     def label(self):
         """The name in tables and legends: ``SSP s=3``, ``DSSP [3,15] paper``, ..."""
+        if self.balance:
+            return dataclasses.replace(self, balance=False).label + ' + balance'
         if self.family == 'ssp':
             return 'SSP s=%d' % self.staleness[0]
         if self.family == 'dssp':
@@ -70,6 +77,8 @@ class Arm:
             flags += ['--staleness', '%d,%d' % self.staleness, '--dssp-mode', self.mode]
         if self.rule == 'lrtau':
             flags += ['--optimizer', 'sasgd', '--staleness-lr', 'inverse']
+        if self.balance:
+            flags.append('--balance')
         return flags
 
 
@@ -82,6 +91,11 @@ def parse_arm(name):
         `name` is not one of the accepted forms, or its thresholds are inconsistent.
     """
     text = name.strip().lower()
+    if text.endswith('-balance'):
+        arm = parse_arm(text[:-len('-balance')])
+        if arm.balance:
+            raise ValueError('%r names -balance twice' % name)
+        return dataclasses.replace(arm, name=arm.name + '-balance', balance=True)
     if text in ('bsp', 'asp'):
         return Arm(text, text, 'dist_sync' if text == 'bsp' else 'dist_async')
     if text == 'asp-lrtau':

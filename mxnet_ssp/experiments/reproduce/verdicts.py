@@ -269,7 +269,7 @@ def sim_vs_lab(rows, scenario, iterations):
     out = []
     for row in rows:
         ok = [t for t in row['trials'] if t['status'] == 'ok']
-        if not ok:
+        if not ok or row['arm'].balance:       # the simulator does not balance batches
             continue
         measured = [measured_rates(t, scenario) for t in ok]
         model = [simulated_rates(row['arm'], scenario, t['seed'], iterations) for t in ok]
@@ -286,4 +286,21 @@ def sim_vs_lab(rows, scenario, iterations):
         entry['model_diff'] = entry['model'][0] / entry['measured'][0] - 1
         entry['fixed_diff'] = entry['fixed'][0] / entry['measured'][0] - 1
         out.append(entry)
+    return out
+
+
+def balance_verdicts(rows, target):
+    """Batch balancing's goal: time to `target` no later than ASP's (issue 11), and against
+    the same store unbalanced; one (arm, verdict vs ASP, interval vs ASP, interval vs its
+    store) per ``-balance`` arm."""
+    times = {r['arm'].name: trial_times(r['trials'], target) for r in rows}
+    out = []
+    for row in rows:
+        arm = row['arm']
+        if not arm.balance or not times[arm.name]:
+            continue
+        vs_asp = ratio_interval(times[arm.name], times.get('asp') or [])
+        base = arm.name[:-len('-balance')]
+        vs_base = ratio_interval(times[arm.name], times.get(base) or [])
+        out.append((arm, _at_most(vs_asp, 1.0), vs_asp, base, vs_base))
     return out
