@@ -208,7 +208,7 @@ def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_fa
 
 
 def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
-             seed=0, stall_factor=2.0, scenario=None, overhead=0.0):
+             seed=0, stall_factor=2.0, scenario=None):
     """Run workers under a synchronization policy until a time or iteration limit.
 
     Parameters
@@ -240,9 +240,6 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         None or the scenario's base times, `jitter` 0): worker ``i`` gets the
         sequence of ``scenario.stream(i, seed)``, the one the training
         script's ``--emulate`` sleeps to with ``--seed seed``.
-    overhead : float
-        Seconds added to every iteration of every worker (e.g. a measured
-        push/pull time, which the model otherwise leaves out).
 
     Returns
     -------
@@ -255,13 +252,6 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     """
     times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
                                          jitter, seed, stall_factor, scenario)
-    if overhead < 0:
-        raise ValueError('overhead must be >= 0, got %r' % (overhead,))
-    if overhead:
-        drawn = compute_time
-
-        def compute_time(i):
-            return drawn(i) + overhead
     m = len(times)
     label = _label(policy)
     end = float('inf') if wall_time is None else float(wall_time)

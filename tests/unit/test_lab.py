@@ -78,9 +78,19 @@ def test_asp_in_the_simulator_finishes_each_worker_at_the_sum_of_its_draws():
     finish = max(sum(draws(sc, rank, 9, 200)) for rank in range(sc.workers))
     assert r.iterations == [200] * 8
     assert r.wall_time == pytest.approx(finish)
-    with_overhead = simulate(None, 'asp', iterations=200, scenario=sc, seed=9, overhead=0.01)
-    assert with_overhead.wall_time == pytest.approx(
-        max(sum(draws(sc, rank, 9, 200)) + 2.0 for rank in range(sc.workers)))
+
+
+def test_the_lab_check_predicts_asp_rates_from_the_draws_and_the_step_times():
+    sc = SCENARIOS['mixed-2']
+    spans = [sum(draws(sc, rank, 3, 100)) for rank in (0, 1)]
+    total, share = V.simulated_rates(parse_arm('asp'), sc, 3, 100)
+    assert total == pytest.approx(100 / spans[0] + 100 / spans[1]) and share == 0.0
+    total, share = V.simulated_rates(parse_arm('asp'), sc, 3, 100, step_samples=[0.01])
+    assert total == pytest.approx(100 / (spans[0] + 1.0) + 100 / (spans[1] + 1.0))
+    assert share == pytest.approx(1.0 / (spans[0] + 1.0))        # rank 0 is the fast one
+    total, share = V.simulated_rates(parse_arm('bsp'), sc, 3, 100, step_samples=[0.01])
+    assert total == pytest.approx(200 / (spans[1] + 1.0), rel=0.02)   # paced by rank 1
+    assert share > 0.5
 
 
 @pytest.mark.parametrize('policy', ['asp', 'ssp:0', 'ssp:3', 'dssp:3:15:bounded',
@@ -97,8 +107,6 @@ def test_scenario_and_times_or_jitter_are_exclusive():
         simulate([1.0, 1.0], 'asp', wall_time=1.0, scenario=sc)
     with pytest.raises(ValueError, match='own jitter'):
         simulate(None, 'asp', wall_time=1.0, scenario=sc, jitter=0.1)
-    with pytest.raises(ValueError, match='overhead'):
-        simulate(None, 'asp', wall_time=1.0, scenario=sc, overhead=-1)
 
 
 # --- presets ------------------------------------------------------------------------------

@@ -57,6 +57,10 @@ def collect_run(directory, arm):
         if 'emulated_s' in recs[0]:       # passes longer than the profile (not padded)
             result.setdefault('overruns', {})[r] = sum(
                 1 for x in recs if x['compute_s'] > x['emulated_s'])
+    steps = [x['step_s'] for r in ranks for x in logs[r]]
+    if steps:        # the step-time distribution (the lab's simulator check draws from it)
+        result['step_quantiles_ms'] = [round(1e3 * v, 4) for v in
+                                       np.percentile(steps, np.arange(101))]
     result['max_lead'], result['mean_lead'] = lead_from_train_logs(logs)
 
     # the SSP stores' own metrics: lead at release, grants, waiting for OK

@@ -142,18 +142,19 @@ def _simulator(grid, scenario, rows):
     table = sim_vs_lab(rows, scenario, iterations)
     if not table:
         return []
-    overhead = table[0]['overhead']
+    step_mean = table[0]['step_mean']
     lines = ['## Simulator vs lab', '',
              '`mxnet_ssp.simulate` run on the same compute-time draws as each trial '
              '(`--scenario %s`, the trial\'s seed, %d iterations per worker). **model**: the '
              'simulator as it is (compute only, instant push/pull, no control latency); '
-             '**+ push/pull**: every iteration also takes the median step time measured '
-             'under ASP here (%.1f ms). Total iterations per second of all workers, and the '
-             'fast workers\' share of wall time not computing; medians over the trials. '
-             'A difference above %d%% is marked and explained below.'
-             % (scenario.name, iterations, 1e3 * overhead, 100 * SIM_TOLERANCE), '',
-             '| paradigm | lab it/s | model it/s (diff) | + push/pull it/s (diff) | lab '
-             'non-compute | model | + push/pull |', '|---|---:|---:|---:|---:|---:|---:|']
+             '**+ steps**: every iteration also takes a push/pull time drawn from the step '
+             'times measured under ASP here, where nobody waits (mean %.1f ms; their '
+             'percentiles, pooled over the trials). Total iterations per second of all '
+             'workers (each over its own span), and the fast workers\' share of wall time '
+             'not computing; medians over the trials. A difference above %d%% is marked.'
+             % (scenario.name, iterations, 1e3 * step_mean, 100 * SIM_TOLERANCE), '',
+             '| paradigm | lab it/s | model it/s (diff) | + steps it/s (diff) | lab '
+             'non-compute | model | + steps |', '|---|---:|---:|---:|---:|---:|---:|']
 
     def pct(x):
         mark = ' **!**' if abs(x) > SIM_TOLERANCE else ''
@@ -168,12 +169,11 @@ def _simulator(grid, scenario, rows):
             share(e['model'][1]), share(e['fixed'][1])))
     worst = max(abs(e['fixed_diff']) for e in table)
     lines += ['', '- The model alone leaves out the push/pull time of every iteration, so it '
-              'predicts more iterations per second than the lab measures wherever that time '
-              'is a sizeable share of an iteration. With the measured ASP step time added, '
-              'the largest difference is %.0f%%%s.' % (
-                  100 * worst, '' if worst <= SIM_TOLERANCE else
-                  ': the rest comes from what the fixed overhead does not capture: under BSP '
-                  'and the SSP stores a step also waits for the servers to apply every '
-                  'push and for the controller\'s answer (control latency), and those '
-                  'times grow with contention for the 2 cores'), '']
+              'predicts more iterations per second than the lab wherever that time is a '
+              'sizeable share of an iteration. With the measured ASP step times drawn into '
+              'every iteration, the largest difference is %.0f%%. What the drawn step times '
+              'still leave out: under BSP and the SSP stores a step also waits for the '
+              'servers to apply every push and for the controller\'s answer (control '
+              'latency), and all of it grows with contention for the 2 cores.'
+              % (100 * worst), '']
     return lines

@@ -12,6 +12,8 @@ reproducible), taken at order statistics (no interpolation, so infinite times
 stay infinite).
 """
 import math
+import random
+import types
 
 import numpy as np
 
@@ -230,32 +232,54 @@ def measured_rates(trial, scenario):
     return total, (float(np.mean(shares)) if shares else None)
 
 
-def simulated_rates(arm, scenario, seed, iterations, overhead=0.0):
+class _Replayed:
+    """A scenario whose streams replay given iteration times (what the simulator draws)."""
+
+    jitter = 0.0
+
+    def __init__(self, scenario, per_rank):
+        self.name, self._scenario, self._per_rank = scenario.name, scenario, per_rank
+
+    def times(self):
+        return self._scenario.times()
+
+    def stream(self, rank, seed):      # pylint: disable=unused-argument
+        values = iter(self._per_rank[rank])
+        return types.SimpleNamespace(next=lambda: next(values))
+
+
+def simulated_rates(arm, scenario, seed, iterations, step_samples=()):
     """(total iterations/s, fast workers' non-compute share) the simulator predicts for one
     trial, measured like the lab's: each worker's iterations over its own span (start to
-    its last push), summed; the share of that span not computing (waiting and `overhead`).
+    its last push), summed; the share of that span not computing.
 
-    `overhead` (seconds) is added to every iteration of every worker: the push/pull time
-    the simulator's model leaves out.
+    The compute times are the trial's draws (``scenario.stream(rank, seed)``).  With
+    `step_samples` (seconds), every iteration also takes a push/pull time drawn from them
+    (seeded by the trial): the step time the simulator's model otherwise leaves out.
     """
-    res = simulate(None, sim_policy(arm), iterations=iterations, scenario=scenario, seed=seed,
-                   overhead=overhead)
-    spans = []
+    rng = random.Random('steps:%d' % seed)
+    computed, per_rank = [], []
     for rank in range(scenario.workers):
-        stream = scenario.stream(rank, seed)     # the draws the simulator used
-        computed = sum(stream.next() for _ in range(res.iterations[rank]))
-        spans.append((computed, computed + overhead * res.iterations[rank] + res.wait[rank]))
+        stream = scenario.stream(rank, seed)
+        draws = [stream.next() for _ in range(iterations)]
+        computed.append(draws)
+        per_rank.append([t + rng.choice(step_samples) for t in draws] if len(step_samples)
+                        else draws)
+    res = simulate(None, sim_policy(arm), iterations=iterations, seed=seed,
+                   scenario=_Replayed(scenario, per_rank))
+    spans = [(sum(computed[r][:n]), sum(per_rank[r][:n]) + res.wait[r])
+             for r, n in enumerate(res.iterations)]
     total = sum(n / span for n, (_, span) in zip(res.iterations, spans) if span > 0)
     fast = _fast_ranks(scenario)
     share = float(np.mean([1.0 - spans[r][0] / spans[r][1] for r in fast]))
     return total, share
 
 
-def asp_overhead(rows):
-    """Median push/pull seconds per iteration measured under ASP (nobody waits there)."""
-    steps = [ms for r in rows if r['arm'].name == 'asp' for t in r['trials']
-             if t['status'] == 'ok' for ms in t['step_ms'].values()]
-    return float(np.median(steps)) / 1e3 if steps else 0.0
+def asp_step_samples(rows):
+    """The step times (seconds) measured under ASP, where nobody waits: each trial's
+    percentiles 0..100 over all its iterations (``step_quantiles_ms``), pooled."""
+    return [q / 1e3 for r in rows if r['arm'].name == 'asp' for t in r['trials']
+            if t['status'] == 'ok' for q in t.get('step_quantiles_ms', ())]
 
 
 def sim_vs_lab(rows, scenario, iterations):
@@ -263,9 +287,10 @@ def sim_vs_lab(rows, scenario, iterations):
 
     Returns a list of dicts with ``arm``, ``measured`` / ``model`` / ``fixed`` =
     (median total it/s, median fast-worker non-compute share) over the trials,
-    ``overhead`` and the relative differences of the it/s.
+    ``step_mean`` (the mean of the ASP step times the fixed model draws from) and the
+    relative differences of the it/s.
     """
-    overhead = asp_overhead(rows)
+    samples = asp_step_samples(rows)
     out = []
     for row in rows:
         ok = [t for t in row['trials'] if t['status'] == 'ok']
@@ -273,13 +298,13 @@ def sim_vs_lab(rows, scenario, iterations):
             continue
         measured = [measured_rates(t, scenario) for t in ok]
         model = [simulated_rates(row['arm'], scenario, t['seed'], iterations) for t in ok]
-        fixed = [simulated_rates(row['arm'], scenario, t['seed'], iterations, overhead)
+        fixed = [simulated_rates(row['arm'], scenario, t['seed'], iterations, samples)
                  for t in ok]
 
         def med(pairs, i):
             values = [p[i] for p in pairs if p[i] is not None]
             return float(np.median(values)) if values else None
-        entry = {'arm': row['arm'], 'overhead': overhead,
+        entry = {'arm': row['arm'], 'step_mean': float(np.mean(samples)) if samples else 0.0,
                  'measured': (med(measured, 0), med(measured, 1)),
                  'model': (med(model, 0), med(model, 1)),
                  'fixed': (med(fixed, 0), med(fixed, 1))}
