@@ -31,7 +31,7 @@ import mxnet as mx
 from mxnet import ndarray as nd
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
-           'STALENESS_POLICIES', 'ADAPTIVE_READINGS', 'is_worker_aware']
+           'STALENESS_POLICIES', 'ADAPTIVE_READINGS', 'is_worker_aware', 'one_call_update']
 
 STALENESS_POLICIES = ('inverse', 'average', 'none')
 ADAPTIVE_READINGS = ('paper', 'multiverso')
@@ -71,6 +71,34 @@ def is_worker_aware(optimizer):
     its own.  The store then runs in slot mode and the servers use that interface."""
     return callable(getattr(optimizer, 'prepare_grad', None)) and callable(
         getattr(optimizer, 'apply', None))
+
+
+def one_call_update(optimizer):
+    """``optimizer.apply_one`` when it stands for ``prepare_grad`` then ``apply`` of this very
+    object, else None (the servers then call the two).
+
+    :class:`WorkerAwareOptimizer`'s own ``apply_one`` calls the two, so it always does.  A
+    rule's own ``apply_one`` (a fused path) does not see a ``prepare_grad`` or ``apply``
+    replaced on the instance (a wrapper, say) or overridden by a subclass below the class
+    that defines it: then None.
+    """
+    fused = getattr(optimizer, 'apply_one', None)
+    if not callable(fused):
+        return None
+    cls = type(optimizer)
+    instance = vars(optimizer) if hasattr(optimizer, '__dict__') else {}
+    if 'apply_one' in instance or getattr(cls, 'apply_one', None) is WorkerAwareOptimizer.apply_one:
+        return fused
+
+    def owner(name):
+        return next((k for k in cls.__mro__ if name in vars(k)), None)
+
+    fused_owner = owner('apply_one')
+    for name in ('prepare_grad', 'apply'):
+        defined = owner(name)
+        if name in instance or defined is None or not issubclass(fused_owner, defined):
+            return None
+    return fused
 
 
 def _is_worker_node():

@@ -123,13 +123,13 @@ class ServerOptimizer(SavedState):
         self._init_runtime()
 
     def _init_runtime(self):
-        from .optim import is_worker_aware    # lazily: MXNet is still importing in a server
+        # lazily: MXNet is still importing in a server
+        from .optim import is_worker_aware, one_call_update
         self._worker_aware = is_worker_aware(self.optimizer)
         # rules of users' own classes may not say: assume they read the backup
         self._needs_backup = self._worker_aware and getattr(self.optimizer, 'needs_backup', True)
-        # prepare_grad + apply in one call for ASP, when the rule offers it
-        self._apply_one = getattr(self.optimizer, 'apply_one', None) if self._worker_aware \
-            else None
+        # ASP: prepare_grad + apply in one call, when the rule has one
+        self._apply_one = one_call_update(self.optimizer) if self._worker_aware else None
         self._states = {}                 # plain mode: key -> optimizer state
         self._keys = {}                   # slot mode: k -> _KeyState
         self._discovery_keys = set()
