@@ -87,7 +87,8 @@ def one_call_update(optimizer):
         return None
     cls = type(optimizer)
     instance = vars(optimizer) if hasattr(optimizer, '__dict__') else {}
-    if 'apply_one' in instance or getattr(cls, 'apply_one', None) is WorkerAwareOptimizer.apply_one:
+    generic = getattr(cls, 'apply_one', None) is WorkerAwareOptimizer.apply_one
+    if generic or 'apply_one' in instance:
         return fused
 
     def owner(name):

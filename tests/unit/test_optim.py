@@ -626,7 +626,7 @@ def test_one_call_update_respects_wrappers_and_overrides():
     assert one_call_update(dc) is None
 
     class MyDCASGD(DCASGD):
-        def prepare_grad(self, *args, **kwargs):                # pylint: disable=useless-parent-delegation
+        def prepare_grad(self, *args, **kwargs):  # pylint: disable=useless-parent-delegation
             return super().prepare_grad(*args, **kwargs)
 
     assert one_call_update(MyDCASGD(0.1)) is None               # DCASGD's apply_one would skip it
