@@ -31,9 +31,10 @@ import mxnet as mx
 from mxnet import ndarray as nd
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
-           'STALENESS_POLICIES', 'is_worker_aware']
+           'STALENESS_POLICIES', 'ADAPTIVE_READINGS', 'is_worker_aware', 'one_call_update']
 
 STALENESS_POLICIES = ('inverse', 'average', 'none')
+ADAPTIVE_READINGS = ('paper', 'multiverso')
 
 STORES_THAT_REPORT = ('dist_async with mxnet_ssp imported, dist_ssp, dist_dssp, '
                       'dist_softsync')
@@ -70,6 +71,35 @@ def is_worker_aware(optimizer):
     its own.  The store then runs in slot mode and the servers use that interface."""
     return callable(getattr(optimizer, 'prepare_grad', None)) and callable(
         getattr(optimizer, 'apply', None))
+
+
+def one_call_update(optimizer):
+    """``optimizer.apply_one`` when it stands for ``prepare_grad`` then ``apply`` of this very
+    object, else None (the servers then call the two).
+
+    :class:`WorkerAwareOptimizer`'s own ``apply_one`` calls the two, so it always does.  A
+    rule's own ``apply_one`` (a fused path) does not see a ``prepare_grad`` or ``apply``
+    replaced on the instance (a wrapper, say) or overridden by a subclass below the class
+    that defines it: then None.
+    """
+    fused = getattr(optimizer, 'apply_one', None)
+    if not callable(fused):
+        return None
+    cls = type(optimizer)
+    instance = vars(optimizer) if hasattr(optimizer, '__dict__') else {}
+    generic = getattr(cls, 'apply_one', None) is WorkerAwareOptimizer.apply_one
+    if generic or 'apply_one' in instance:
+        return fused
+
+    def owner(name):
+        return next((k for k in cls.__mro__ if name in vars(k)), None)
+
+    fused_owner = owner('apply_one')
+    for name in ('prepare_grad', 'apply'):
+        defined = owner(name)
+        if name in instance or defined is None or not issubclass(fused_owner, defined):
+            return None
+    return fused
 
 
 def _is_worker_node():
@@ -111,6 +141,47 @@ def _refuse_on_native_dist_stores():
 _refuse_on_native_dist_stores()
 
 
+class _WorkBuffers:
+    """Work arrays of an update rule, allocated once and shared by all keys.
+
+    A server updates one key at a time, so a rule needs its intermediate arrays for one key
+    at a time: each named buffer is one flat array as large as the largest key seen so far,
+    and a key gets a view of its first elements in the key's shape (cached per shape).  MXNet
+    orders the operations on views of one buffer as on the buffer itself, so reusing a
+    buffer for the next key waits for the operations of the previous one.  Not pickled: a
+    copy starts empty and allocates on first use.
+    """
+
+    def __init__(self):
+        self._flat = {}           # (name, context, dtype) -> flat NDArray
+        self._views = {}          # (name, context, dtype, shape) -> view of the flat array
+
+    def get(self, name, like):
+        """Buffer `name` with the shape, context and dtype of `like` (contents undefined,
+        except ``'zeros'``, which is all zeros and must never be written)."""
+        flat_key = (name, like.context, like.dtype)
+        key = flat_key + (like.shape,)
+        view = self._views.get(key)
+        if view is None:
+            size = like.size
+            flat = self._flat.get(flat_key)
+            if flat is None or flat.size < size:
+                flat = nd.zeros((size,), like.context, dtype=like.dtype)
+                self._flat[flat_key] = flat
+                # views of the smaller array would keep it alive
+                for old in [k for k in self._views if k[:3] == flat_key]:
+                    del self._views[old]
+            view = flat[:size].reshape(like.shape)
+            self._views[key] = view
+        return view
+
+    def __getstate__(self):
+        return {}
+
+    def __setstate__(self, state):
+        self.__init__()
+
+
 class WorkerAwareOptimizer(mx.optimizer.Optimizer):
     """Base of update rules that need the sender and staleness of each gradient.
 
@@ -136,10 +207,14 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
     uses_grad_staleness : bool
         True when :meth:`prepare_grad` uses its optional ``staleness`` argument (the
         staleness of that one gradient); see :class:`StalenessAwareSGD`.
+    uses_sender : bool
+        True when :meth:`prepare_grad` needs its optional ``sender`` argument (the index of
+        the worker that sent the gradient); see ``DCASGD(adaptive_reading='multiverso')``.
     """
 
     needs_backup = False
     uses_grad_staleness = False
+    uses_sender = False
 
     def __init__(self, momentum=0.0, **kwargs):
         super().__init__(**kwargs)
@@ -155,11 +230,13 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
         return nd.zeros(weight.shape, weight.context, dtype=weight.dtype)
 
     # -- the two steps -----------------------------------------------------------------------
-    def prepare_grad(self, index, weight, grad, state, backup=None, staleness=None):
+    def prepare_grad(self, index, weight, grad, state, backup=None, staleness=None, sender=None):
         """One received gradient -> the gradient to accumulate (a new NDArray).
 
         ``rescale_grad``, then ``clip_gradient``, then ``+ wd * weight`` (MXNet's SGD
         order).  Subclasses add their own terms.  `grad` is neither modified nor kept.
+        `staleness` and `sender` are passed only to rules that say they use them
+        (``uses_grad_staleness``, ``uses_sender``).
         """
         g = self._loss_grad(grad)
         self._add_wd(index, weight, g)
@@ -175,6 +252,20 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
         self._update_count(index)
         lr = self._get_lr(index) * self._lr_factor(index, state, staleness)
         self._step(weight, grad, state[0], lr)
+
+    def apply_one(self, index, weight, grad, state, backup=None, staleness=None, sender=None):
+        """A gradient that is an update on its own (ASP): :meth:`prepare_grad` then
+        :meth:`apply`, which is what this default does.  Rules may override it to update
+        `weight` without the intermediate array (:class:`DCASGD` does); the result must be
+        the same.  `staleness` is the gradient's tau.
+        """
+        kwargs = {}
+        if self.uses_grad_staleness:
+            kwargs['staleness'] = staleness
+        if self.uses_sender:
+            kwargs['sender'] = sender
+        g = self.prepare_grad(index, weight, grad, state, backup, **kwargs)
+        self.apply(index, weight, g, state, staleness)
 
     def _lr_factor(self, index, state, staleness):  # pylint: disable=unused-argument
         return 1.0
@@ -215,6 +306,13 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
         else:
             nd.sgd_update(weight, grad, lr=lr, wd=0.0, rescale_grad=1.0,
                              clip_gradient=-1.0, out=weight)
+
+    def _work(self, name, like):
+        """Work buffer `name` shaped like `like`, shared by all keys (:class:`_WorkBuffers`)."""
+        work = self.__dict__.get('_work_buffers')
+        if work is None:
+            work = self._work_buffers = _WorkBuffers()
+        return work.get(name, like)
 
     @staticmethod
     def _check_staleness(staleness):
@@ -286,7 +384,7 @@ class StalenessAwareSGD(WorkerAwareOptimizer):
         pending = [0, 0] if self.staleness_lr == 'inverse' else None
         return (mom, recent, pending)
 
-    def prepare_grad(self, index, weight, grad, state, backup=None, staleness=None):
+    def prepare_grad(self, index, weight, grad, state, backup=None, staleness=None, sender=None):
         """``clip(rescale * grad) + wd * weight``; for ``'inverse'`` with `staleness` given,
         also times ``1 / max(tau, 1)`` (Eq. 2 of Zhang et al.: each gradient its own rate)."""
         g = super().prepare_grad(index, weight, grad, state, backup)
@@ -337,9 +435,12 @@ class DCASGD(WorkerAwareOptimizer):
         w  <- w - lr * (g_c + wd * w)                          (or with momentum on it)
 
     where ``g = clip(rescale_grad * grad)``.  DC-ASGD-c: ``lambda_t = lamda``.  DC-ASGD-a
-    (Section 6): ``MeanSquare <- m * MeanSquare + (1 - m) * g * g`` (elementwise, per key,
-    updated with every received gradient before it is compensated) and
-    ``lambda_t = lamda / (sqrt(MeanSquare) + epsilon)``.
+    (Section 6): ``MeanSquare <- m * MeanSquare + (1 - m) * g * g`` (elementwise, updated
+    with every received gradient before it is compensated) and, in the paper's reading
+    (``adaptive_reading='paper'``, the default), ``lambda_t = lamda / (sqrt(MeanSquare) +
+    epsilon)`` with one MeanSquare per key; in the reading of Microsoft's Multiverso
+    ``DCASGDUpdater`` (``'multiverso'``), ``lambda_t = lamda / sqrt(MeanSquare + epsilon)``
+    with one MeanSquare per key *and worker*, updated with that worker's gradients only.
 
     Parameters
     ----------
@@ -352,19 +453,26 @@ class DCASGD(WorkerAwareOptimizer):
     mean_square_decay : float, in [0, 1)
         m of MeanSquare (DC-ASGD-a only).
     epsilon : float, > 0
-        Added to ``sqrt(MeanSquare)`` (DC-ASGD-a only); the paper uses 1e-7.
+        DC-ASGD-a only: added to ``sqrt(MeanSquare)`` (``'paper'``; the paper uses 1e-7) or to
+        MeanSquare under the root (``'multiverso'``; Multiverso hard-codes 1e-10).
+    adaptive_reading : {'paper', 'multiverso'}
+        DC-ASGD-a only: which reading of lambda_t and MeanSquare (above).  ``'multiverso'``
+        needs the sender of each gradient, which the mxnet-ssp servers pass
+        (``uses_sender``).
     momentum : float, in [0, 1)
         Momentum on the compensated gradient.
 
-    State per key: ``(momentum buffer or None, MeanSquare or None)``.  The per-worker
-    backups are not state of this object: the servers keep them and pass the sender's as
-    ``backup``.
+    State per key: ``(momentum buffer or None, MeanSquare)``: MeanSquare is None for
+    DC-ASGD-c, an NDArray for ``'paper'`` and a dict ``{sender: NDArray}`` for
+    ``'multiverso'`` (created at the sender's first gradient).  The per-worker backups are not
+    state of this object: the servers keep them and pass the sender's as ``backup``.  The
+    intermediate arrays are work buffers shared by all keys (allocated once, not pickled).
     """
 
     needs_backup = True
 
     def __init__(self, learning_rate=None, lamda=2.0, adaptive=False, mean_square_decay=0.95,
-                 epsilon=1e-7, momentum=0.0, **kwargs):
+                 epsilon=1e-7, momentum=0.0, adaptive_reading='paper', **kwargs):
         super().__init__(momentum=momentum, learning_rate=learning_rate, **kwargs)
         self.lamda = _check_number('lamda', lamda, 0.0)
         if adaptive not in (True, False):
@@ -374,36 +482,135 @@ class DCASGD(WorkerAwareOptimizer):
         self.mean_square_decay = _check_number('mean_square_decay', mean_square_decay,
                                                0.0, 1.0, high_open=True)
         self.epsilon = _check_number('epsilon', epsilon, 0.0, low_open=True)
+        if not isinstance(adaptive_reading, str) or adaptive_reading not in ADAPTIVE_READINGS:
+            raise ValueError(
+                "adaptive_reading=%r is not accepted: it must be 'paper' (lamda / "
+                "(sqrt(MeanSquare) + epsilon), one MeanSquare per key) or 'multiverso' (lamda / "
+                "sqrt(MeanSquare + epsilon), one MeanSquare per key and worker)"
+                % (adaptive_reading,))
+        self.adaptive_reading = adaptive_reading
+        self.uses_sender = self.adaptive and adaptive_reading == 'multiverso'
 
     def create_state(self, index, weight):
         mom = self._zeros_like(weight) if self.momentum > 0 else None
-        mean_square = self._zeros_like(weight) if self.adaptive else None
+        if not self.adaptive:
+            mean_square = None
+        elif self.uses_sender:
+            mean_square = {}
+        else:
+            mean_square = self._zeros_like(weight)
         return (mom, mean_square)
 
-    def prepare_grad(self, index, weight, grad, state, backup=None, staleness=None):
+    def prepare_grad(self, index, weight, grad, state, backup=None, staleness=None, sender=None):
         """The delay-compensated gradient ``g + lambda_t*g*g*(weight - backup) + wd*weight``
-        (updates MeanSquare for DC-ASGD-a).  `staleness` is not used."""
+        as a new array (updates MeanSquare for DC-ASGD-a).  `staleness` is not used; `sender`
+        is needed by ``adaptive_reading='multiverso'``."""
+        self._check_backup(weight, backup)
+        out = nd.empty(weight.shape, weight.context, dtype=weight.dtype)
+        prepared = self._prepare_into(index, weight, grad, state, backup, sender, out)
+        if prepared is not out:                 # `grad` or a work buffer: not ours to return
+            prepared.copyto(out)
+        return out
+
+    def apply_one(self, index, weight, grad, state, backup=None, staleness=None, sender=None):
+        """:meth:`prepare_grad` then :meth:`apply` for one gradient (ASP), with the same
+        kernels and the same result, but the prepared gradient goes to a work buffer instead
+        of a new array."""
+        self._check_backup(weight, backup)
+        prepared = self._prepare_into(index, weight, grad, state, backup, sender,
+                                      self._work('prepared', weight))
+        self.apply(index, weight, prepared, state, staleness)
+
+    def _prepare_into(self, index, weight, grad, state, backup, sender, out):
+        """The prepared gradient, written to `out` -- or, when there is nothing to add to the
+        loss gradient, that gradient itself (`grad` or a work buffer: read it only)."""
+        g_c = self._compensate(weight, grad, state, backup, sender, out)
+        wd = self._get_wd(index)
+        if wd != 0.0:                           # out = g_c + wd * weight (sgd_update as an axpy)
+            nd.sgd_update(g_c, weight, lr=-wd, wd=0.0, rescale_grad=1.0, clip_gradient=-1.0,
+                          out=out)
+            return out
+        return g_c
+
+    @staticmethod
+    def _check_backup(weight, backup):
         if backup is None:
             raise ValueError('DCASGD.prepare_grad needs backup: the weights the sender last '
                              'pulled (the server keeps one copy per worker)')
         if backup.shape != weight.shape:
             raise ValueError('backup has shape %s but weight has shape %s'
                              % (backup.shape, weight.shape))
-        g = self._loss_grad(grad)
-        if self.adaptive or self.lamda != 0.0:
-            gg = g * g
-            if self.adaptive:
-                mean_square = state[1]
-                m = self.mean_square_decay
-                mean_square *= m
-                mean_square += (1.0 - m) * gg
-                gg *= self.lamda / (nd.sqrt(mean_square) + self.epsilon)
+
+    def _mean_square(self, state, weight, sender):
+        mean_square = state[1]
+        if mean_square is None:
+            raise ValueError('adaptive=True but the state of this key has no MeanSquare '
+                             '(was it created by another optimizer?)')
+        if not self.uses_sender:
+            return mean_square
+        if sender is None:
+            raise ValueError("DCASGD(adaptive_reading='multiverso') keeps MeanSquare per "
+                             'worker and needs the sender of each gradient: '
+                             'prepare_grad(..., sender=m) (the mxnet-ssp servers pass it)')
+        ms = mean_square.get(sender)
+        if ms is None:
+            ms = mean_square[sender] = self._zeros_like(weight)
+        return ms
+
+    def _compensate(self, weight, grad, state, backup, sender, out):
+        """The compensated gradient ``g_c`` (no weight decay yet), written to `out`.
+
+        Without compensation (DC-ASGD-c with ``lamda=0``) returns the loss gradient itself
+        instead: `grad` when there is no rescaling or clipping (read it, never write it), else
+        a work buffer.  Everything runs as in-place MXNet kernels on `out`, MeanSquare and
+        work buffers; the float32 operations are those of :mod:`mxnet_ssp.reference`, in the
+        same order.  Passes over the key's elements, after ``g = clip(rescale_grad * grad)``
+        (0, 1 or 2 passes):
+
+        * ``'paper'``: ``p = g*g``, ``out = w - b``, ``p *= out``, then one ``adam_update``
+          with ``beta1 = 1`` (its mean, p, stays as it is), ``beta2 = m`` (its variance is
+          MeanSquare), ``lr = -lamda`` and ``g`` as its weight:
+          ``out = g + lamda * p / (sqrt(MeanSquare) + epsilon)``.
+        * ``'multiverso'``: ``p = w - b``, ``p *= g``, one ``rmsprop_update`` (``gamma1 = m``,
+          ``lr = -lamda``) on the all-zero work buffer as its weight:
+          ``out = lamda * (g / sqrt(MeanSquare + epsilon))``; ``out *= p``; ``out += g``.
+        * DC-ASGD-c: ``p = g*g``, ``out = w - b``, ``p *= out``, ``out = g + lamda * p``
+          (``sgd_update`` as an axpy).
+        """
+        g = grad
+        clip = self.clip_gradient is not None and self.clip_gradient > 0
+        if self.rescale_grad != 1.0 or clip:
+            g = self._work('loss_grad', weight)
+            if self.rescale_grad != 1.0:
+                nd._internal._mul_scalar(grad, scalar=self.rescale_grad, out=g)
+                if clip:
+                    nd.clip(g, -self.clip_gradient, self.clip_gradient, out=g)
             else:
-                gg *= self.lamda
-            gg *= weight - backup
-            g += gg
-        self._add_wd(index, weight, g)
-        return g
+                nd.clip(grad, -self.clip_gradient, self.clip_gradient, out=g)
+        if not self.adaptive and self.lamda == 0.0:
+            return g
+        p = self._work('p', weight)
+        if self.adaptive and self.uses_sender:
+            mean_square = self._mean_square(state, weight, sender)
+            nd.elemwise_sub(weight, backup, out=p)
+            nd.elemwise_mul(p, g, out=p)
+            nd.rmsprop_update(self._work('zeros', weight), g, mean_square, lr=-self.lamda,
+                              gamma1=self.mean_square_decay, epsilon=self.epsilon, wd=0.0,
+                              rescale_grad=1.0, clip_gradient=-1.0, out=out)
+            nd.elemwise_mul(out, p, out=out)
+            nd.elemwise_add(out, g, out=out)
+            return out
+        nd.square(g, out=p)
+        nd.elemwise_sub(weight, backup, out=out)
+        nd.elemwise_mul(p, out, out=p)
+        if self.adaptive:
+            nd.adam_update(g, g, p, self._mean_square(state, weight, sender), lr=-self.lamda,
+                           beta1=1.0, beta2=self.mean_square_decay, epsilon=self.epsilon,
+                           wd=0.0, rescale_grad=1.0, clip_gradient=-1.0, out=out)
+        else:
+            nd.sgd_update(g, p, lr=-self.lamda, wd=0.0, rescale_grad=1.0, clip_gradient=-1.0,
+                          out=out)
+        return out
 
 
 def _register(name, klass):

@@ -102,8 +102,9 @@ class _Rule:
             return weight + state['mom']
         return weight - delta
 
-    # The simulator calls: prepare(key, weight, grad, state, backup, tau) once per gradient,
-    # then update(key, weight, state, prepared, taus) once per update; it returns the new weight.
+    # The simulator calls prepare(key, weight, grad, state, backup, tau, sender=m) once per
+    # gradient, then update(key, weight, state, prepared, taus) once per update; it returns the
+    # new weight.
 
 
 class SASGDRule(_Rule):
@@ -131,7 +132,7 @@ class SASGDRule(_Rule):
         state['recent'] = []
         return state
 
-    def prepare(self, key, weight, grad, state, backup, tau):
+    def prepare(self, key, weight, grad, state, backup, tau, sender=None):
         return self.add_wd(key, weight, self.loss_grad(grad))
 
     def update(self, key, weight, state, prepared, taus):
@@ -161,38 +162,63 @@ class DCASGDRule(_Rule):
 
     Per gradient g (after rescale/clip) from worker m with backup ``b``, at weight ``w``:
     ``lambda_t = lamda`` (-c) or, after ``MS = m*MS + (1-m)*g*g``,
-    ``lambda_t = lamda / (sqrt(MS) + epsilon)`` (-a); prepared gradient
+    ``lambda_t = lamda / (sqrt(MS) + epsilon)`` with one MS per key
+    (-a, ``adaptive_reading='paper'``) or ``lambda_t = lamda / sqrt(MS + epsilon)`` with one
+    MS per key and worker (-a, ``'multiverso'``); prepared gradient
     ``g + lambda_t*g*g*(w - b) + wd*w``.  Update: ``w -= lr * mean(prepared)`` (or momentum).
+
+    The float32 operations are grouped as the MXNet kernels of :class:`mxnet_ssp.optim.DCASGD`
+    group them (``1 - m`` is computed in the rule's dtype, the compensation is
+    ``g + (lamda * (g*g*(w - b))) / (sqrt(MS) + epsilon)``), so that the two agree to the
+    last bit in float32; in float64 this is the same formula.
     """
 
     needs_backup = True
 
     def __init__(self, learning_rate, lamda=2.0, adaptive=False, mean_square_decay=0.95,
-                 epsilon=1e-7, momentum=0.0, **kwargs):
+                 epsilon=1e-7, momentum=0.0, adaptive_reading='paper', **kwargs):
         super().__init__(learning_rate, momentum=momentum, **kwargs)
+        if adaptive_reading not in ('paper', 'multiverso'):
+            raise ValueError('adaptive_reading=%r is not accepted' % (adaptive_reading,))
         self.lamda = float(lamda)
         self.adaptive = bool(adaptive)
         self.mean_square_decay = float(mean_square_decay)
         self.epsilon = float(epsilon)
+        self.adaptive_reading = adaptive_reading
 
     def create_state(self, key, weight):
         state = super().create_state(key, weight)
-        state['mean_square'] = np.zeros_like(weight) if self.adaptive else None
+        if not self.adaptive:
+            state['mean_square'] = None
+        elif self.adaptive_reading == 'multiverso':
+            state['mean_square'] = {}           # sender -> MS, zeros at its first gradient
+        else:
+            state['mean_square'] = np.zeros_like(weight)
         return state
 
-    def prepare(self, key, weight, grad, state, backup, tau):
+    def prepare(self, key, weight, grad, state, backup, tau, sender=None):
         g = self.loss_grad(grad)
-        if self.adaptive or self.lamda != 0.0:
-            gg = g * g
-            if self.adaptive:
-                m = self.mean_square_decay
-                state['mean_square'] = (state['mean_square'] * self._f(m)
-                                        + self._f(1.0 - m) * gg)
-                lam = self._f(self.lamda) / (np.sqrt(state['mean_square'])
-                                             + self._f(self.epsilon))
+        f = self._f
+        if self.adaptive:
+            m = f(self.mean_square_decay)
+            per_worker = self.adaptive_reading == 'multiverso'
+            if per_worker:
+                if sender is None:
+                    raise ValueError("adaptive_reading='multiverso' needs the sender")
+                ms = state['mean_square'].get(sender)
+                if ms is None:
+                    ms = np.zeros_like(weight)
             else:
-                lam = self._f(self.lamda)
-            g = g + gg * lam * (weight - backup)
+                ms = state['mean_square']
+            lam, eps, one_m, diff = f(self.lamda), f(self.epsilon), f(1.0) - m, weight - backup
+            if per_worker:      # as MXNet's rmsprop_update groups it
+                ms = state['mean_square'][sender] = one_m * (g * g) + m * ms
+                g = g + (lam * (g / np.sqrt(ms + eps))) * (diff * g)
+            else:               # as MXNet's adam_update groups it
+                ms = state['mean_square'] = m * ms + (one_m * g) * g
+                g = g + (lam * ((g * g) * diff)) / (np.sqrt(ms) + eps)
+        elif self.lamda != 0.0:
+            g = g + f(self.lamda) * ((g * g) * (weight - backup))
         return self.add_wd(key, weight, g)
 
     def update(self, key, weight, state, prepared, taus):
@@ -219,7 +245,7 @@ def rule_from_optimizer(opt, dtype=np.float32, per_gradient_staleness=True):
     if kind == 'DCASGD' and hasattr(opt, 'adaptive'):
         return DCASGDRule(opt.lr, lamda=opt.lamda, adaptive=opt.adaptive,
                           mean_square_decay=opt.mean_square_decay, epsilon=opt.epsilon,
-                          **common)
+                          adaptive_reading=getattr(opt, 'adaptive_reading', 'paper'), **common)
     raise TypeError('no reference rule for %s.%s' % (type(opt).__module__, kind))
 
 
@@ -297,7 +323,8 @@ class Reference:
                              % (grad.shape, key, k.weight.shape))
         tau, complete = k.clock.receive(m)
         self.log.append(Received(key, m, tau))
-        k.pending.append(self.rule.prepare(key, k.weight, grad, k.state, k.backup[m], tau))
+        k.pending.append(self.rule.prepare(key, k.weight, grad, k.state, k.backup[m], tau,
+                                           sender=m))
         if complete:
             grads, k.pending = k.pending, []
             senders, taus = k.clock.advance()

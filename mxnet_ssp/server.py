@@ -123,10 +123,13 @@ class ServerOptimizer(SavedState):
         self._init_runtime()
 
     def _init_runtime(self):
-        from .optim import is_worker_aware    # lazily: MXNet is still importing in a server
+        # lazily: MXNet is still importing in a server
+        from .optim import is_worker_aware, one_call_update
         self._worker_aware = is_worker_aware(self.optimizer)
         # rules of users' own classes may not say: assume they read the backup
         self._needs_backup = self._worker_aware and getattr(self.optimizer, 'needs_backup', True)
+        # ASP: prepare_grad + apply in one call, when the rule has one
+        self._apply_one = one_call_update(self.optimizer) if self._worker_aware else None
         self._states = {}                 # plain mode: key -> optimizer state
         self._keys = {}                   # slot mode: k -> _KeyState
         self._discovery_keys = set()
@@ -224,21 +227,31 @@ class ServerOptimizer(SavedState):
             return
         opt = self.optimizer
         tau, applied = clock.receive(m)
-        if self.worker_aware:
-            backup = weight if self._needs_backup else None     # what the sender last pulled
-            if getattr(opt, 'uses_grad_staleness', False):   # per-gradient alpha0 / tau
-                g = opt.prepare_grad(k, ks.weight, grad, ks.state, backup, staleness=float(tau))
+        backup = weight if self._needs_backup else None     # what the sender last pulled
+        if self.softsync_c <= 1 and self._apply_one is not None:
+            # one gradient, one update: the rule's own path, without an intermediate array
+            self._apply_one(k, ks.weight, grad, ks.state, backup, float(tau), m)
+        else:
+            if self.worker_aware:
+                kwargs = {}
+                if getattr(opt, 'uses_grad_staleness', False):   # per-gradient alpha0 / tau
+                    kwargs['staleness'] = float(tau)
+                if getattr(opt, 'uses_sender', False):           # e.g. MeanSquare per worker
+                    kwargs['sender'] = m
+                g = opt.prepare_grad(k, ks.weight, grad, ks.state, backup, **kwargs)
             else:
-                g = opt.prepare_grad(k, ks.weight, grad, ks.state, backup)
-        else:
-            g = grad
-        if self.softsync_c <= 1:
-            self._apply(k, ks, g, float(tau))
-        else:
-            ks.acc = g.copy() if ks.acc is None else ks.acc + g
-            if applied:
-                self._apply(k, ks, ks.acc / clock.waiting, KeyClock.mean(clock.taus))
-                ks.acc = None
+                g = grad
+            if self.softsync_c <= 1:
+                self._apply(k, ks, g, float(tau))
+            else:
+                if ks.acc is None:
+                    ks.acc = g.copy()
+                else:
+                    ks.acc += g
+                if applied:
+                    ks.acc /= clock.waiting
+                    self._apply(k, ks, ks.acc, KeyClock.mean(clock.taus))
+                    ks.acc = None
         if applied:
             clock.advance()
         weight[:] = ks.weight             # the sender's slot: what it pulls next

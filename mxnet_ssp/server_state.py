@@ -23,6 +23,8 @@ def _to_numpy(obj):
         return ('nd', obj.asnumpy())
     if isinstance(obj, (list, tuple)):
         return (type(obj).__name__, [_to_numpy(o) for o in obj])
+    if isinstance(obj, dict):           # e.g. DC-ASGD's MeanSquare per worker
+        return ('dict', {k: _to_numpy(v) for k, v in obj.items()})
     return ('raw', obj)
 
 
@@ -34,6 +36,8 @@ def _from_numpy(obj):
     if kind in ('list', 'tuple'):
         items = [_from_numpy(o) for o in value]
         return items if kind == 'list' else tuple(items)
+    if kind == 'dict':
+        return {k: _from_numpy(v) for k, v in value.items()}
     return value
 
 

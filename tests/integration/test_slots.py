@@ -167,6 +167,24 @@ def test_worker_aware_rules_report_staleness_under_every_store(tmp_path, store, 
         assert any(e['event'] == 'refresh' for log in events for e in log)
 
 
+@pytest.mark.parametrize('store,extra', [
+    ('dist_async', {'slow_rank': 2, 'slow_seconds': 0.03}),          # ASP: apply_one
+    pytest.param('dist_softsync', {'splits': 1}, marks=pytest.mark.slow),   # prepare_grad
+])
+def test_dcasgd_multiverso_reading_reaches_the_servers(tmp_path, store, extra):
+    """DCASGD(adaptive_reading='multiverso') goes to the servers through set_optimizer like
+    its other arguments: the servers keep MeanSquare per sender (the paper's reading would
+    not replay)."""
+    steps, events, _ = run_slot_job(tmp_path, workers=3, iters=8, store=store,
+                                    rule='dcasgd-a-multiverso', **extra)
+    assert all(rec['slot_mode'] for recs in steps.values() for rec in recs)
+    replay_through_reference(steps, events, 'dcasgd-a-multiverso', extra.get('splits'),
+                             iters=8)
+    with pytest.raises(AssertionError):
+        replay_through_reference(steps, events, 'dcasgd-a-momentum', extra.get('splits'),
+                                 iters=8)
+
+
 def _round_robin_taus(workers, iters, c):
     """Staleness of every gradient when the workers push in turns 0, 1, ..., M-1 and each
     pulls right after its push, with one update per c gradients: gradient number

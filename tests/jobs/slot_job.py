@@ -21,7 +21,7 @@ def parse_args():
     p.add_argument('--store', default='dist_async')
     p.add_argument('--rule', default='sgd',
                    choices=['sgd', 'sgd-momentum', 'sasgd', 'sasgd-average', 'dcasgd',
-                            'dcasgd-a-momentum'])
+                            'dcasgd-a-momentum', 'dcasgd-a-multiverso'])
     p.add_argument('--iters', type=int, default=8)
     p.add_argument('--splits', type=int, default=None)
     p.add_argument('--staleness', default=None)
@@ -48,6 +48,9 @@ def make_optimizer(rule):
         return optim.StalenessAwareSGD(momentum=0.9, staleness_lr='average', **common)
     if rule == 'dcasgd':
         return optim.DCASGD(lamda=0.5, **common)
+    if rule == 'dcasgd-a-multiverso':
+        return optim.DCASGD(lamda=0.5, adaptive=True, momentum=0.5,
+                            adaptive_reading='multiverso', **common)
     return optim.DCASGD(lamda=0.5, adaptive=True, momentum=0.5, **common)
 
 

@@ -1,5 +1,6 @@
 """Update rules of mxnet_ssp.optim against the NumPy reference (single process, fast)."""
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -23,9 +24,10 @@ class MXServer:
     `grad_staleness`: pass each gradient's tau to prepare_grad (see StalenessAwareSGD).
     """
 
-    def __init__(self, opt, num_workers, c=1, grad_staleness=True):
+    def __init__(self, opt, num_workers, c=1, grad_staleness=True, one_call=False):
         self.opt, self.num_workers, self.c = opt, num_workers, c
         self.grad_staleness = grad_staleness
+        self.one_call = one_call          # ASP through opt.apply_one, as the servers do
         self.w, self.state, self.version, self.pulled, self.backup = {}, {}, {}, {}, {}
         self.acc = {}
         self.taus = []
@@ -49,7 +51,14 @@ class MXServer:
         self.taus.append(Received(key, m, tau))
         g = mx.nd.array(grad, dtype='float32')
         kwargs = {'staleness': tau} if self.grad_staleness else {}
+        if getattr(self.opt, 'uses_sender', False):
+            kwargs['sender'] = m
         backup = self.backup[key][m] if self.opt.needs_backup else None
+        if self.one_call and self.c == 1:
+            self.opt.apply_one(key, self.w[key], g, self.state[key], backup, float(tau), m)
+            g[:] = 1e6
+            self.version[key] += 1
+            return tau
         prepared = self.opt.prepare_grad(key, self.w[key], g, self.state[key], backup, **kwargs)
         g[:] = 1e6                    # MXNet reuses its receive buffer: nothing may refer to it
         self.acc[key].append((prepared, tau))
@@ -105,11 +114,12 @@ def initial(shapes=SHAPES, seed=100):
     return {k: rng.randn(*s).astype(np.float32) for k, s in shapes.items()}
 
 
-def compare(opt, rule, script, num_workers=3, c=1, grad_staleness=True, shapes=SHAPES):
+def compare(opt, rule, script, num_workers=3, c=1, grad_staleness=True, shapes=SHAPES,
+            one_call=False):
     """Drive the optimizer and the reference with `script`; weights must agree after every event."""
     init = initial(shapes)
     ref = Reference(rule, num_workers, softsync_c=c)
-    srv = MXServer(opt, num_workers, c=c, grad_staleness=grad_staleness)
+    srv = MXServer(opt, num_workers, c=c, grad_staleness=grad_staleness, one_call=one_call)
     for key in sorted(init):
         ref.init(key, init[key])
         srv.init(key, init[key])
@@ -423,6 +433,204 @@ def test_mxnet_dcasgd_with_momentum_fails_ours_works():
         ours = DCASGD(0.1, momentum=0.9, adaptive=adaptive)
         compare(ours, DCASGDRule(0.1, momentum=0.9, adaptive=adaptive), random_script(11),
                 c=1)
+
+
+# -- DC-ASGD: the servers' one-call path, and the two readings of DC-ASGD-a -----------------
+
+READINGS = ('paper', 'multiverso')
+DCASGD_ONE_CALL_CASES = [dict(case, adaptive_reading=r) for case in DCASGD_CASES
+                         for r in (READINGS if case['adaptive'] else ('paper',))] + [
+    dict(adaptive=False, lamda=0.0, momentum=0.9),                    # nothing to compensate
+    dict(adaptive=True, lamda=1.5, momentum=0.9, rescale_grad=0.3, clip_gradient=0.9),
+    dict(adaptive=True, lamda=1.5, rescale_grad=0.3, adaptive_reading='multiverso'),
+]
+
+
+@pytest.mark.parametrize('case', DCASGD_ONE_CALL_CASES, ids=ident)
+def test_dcasgd_apply_one_is_prepare_grad_then_apply(case):
+    """ASP on the servers goes through apply_one (work buffers, no new array): the same
+    kernels as prepare_grad + apply, so the same bits, and the reference's weights."""
+    case = dict(COMMON, **case)
+    script = random_script(21)
+    _, one = compare(DCASGD(0.05, **case), DCASGDRule(0.05, **case), script, one_call=True)
+    _, two = compare(DCASGD(0.05, **case), DCASGDRule(0.05, **case), script)
+    for key in SHAPES:
+        np.testing.assert_array_equal(one.w[key].asnumpy(), two.w[key].asnumpy())
+
+
+@pytest.mark.parametrize('c', [1, 3])
+@pytest.mark.parametrize('case', [c for c in DCASGD_CASES if c['adaptive']], ids=ident)
+def test_dcasgd_multiverso_reading_matches_reference(case, c):
+    opt = DCASGD(0.05, adaptive_reading='multiverso', **case, **COMMON)
+    rule = DCASGDRule(0.05, adaptive_reading='multiverso', **case, **COMMON)
+    _, srv = compare(opt, rule, random_script(7 + c), c=c)
+    for key in SHAPES:                      # one MeanSquare per worker that pushed the key
+        assert sorted(srv.state[key][1]) == sorted({e[1] for e in random_script(7 + c)
+                                                    if e[0] == 'push' and e[2] == key})
+
+
+def dcasgd_a_by_hand(reading, turns, lam0=2.0, m=0.9, eps=1e-3, lr=0.1, w0=(1.0, -2.0, 0.5)):
+    """DC-ASGD-a in float64, from the formulas: the workers push in `turns` ([(m, g)]), each
+    pulling right after its push (its backup is then the weight after its update)."""
+    w = np.array(w0)
+    backup, ms = {}, {}
+    for sender, g in turns:
+        g = np.asarray(g, dtype=np.float64)
+        owner = sender if reading == 'multiverso' else 'key'
+        ms[owner] = m * ms.get(owner, 0.0) + (1 - m) * g * g
+        if reading == 'multiverso':
+            lam_t = lam0 / np.sqrt(ms[owner] + eps)
+        else:
+            lam_t = lam0 / (np.sqrt(ms[owner]) + eps)
+        w = w - lr * (g + lam_t * g * g * (w - backup.get(sender, np.array(w0))))
+        backup[sender] = w.copy()
+    return w, ms
+
+
+TURNS = [(0, [0.5, -1.0, 2.0]), (1, [1.5, 0.2, -0.3]), (2, [-0.4, 0.8, 0.1]),
+         (0, [0.3, -0.6, 1.0]), (1, [2.0, 0.1, 0.4]), (2, [-1.2, 0.9, 0.2]),
+         (0, [0.1, 0.3, -0.5])]
+
+
+@pytest.mark.parametrize('reading', READINGS)
+@pytest.mark.parametrize('one_call', [False, True], ids=['two-step', 'one-call'])
+def test_dcasgd_a_readings_by_hand_three_workers_in_turns(reading, one_call):
+    """Three workers push in turns, each pulling after its push: the optimizer (both server
+    paths) and the reference against the formulas of each reading, computed in float64."""
+    kwargs = dict(lamda=2.0, adaptive=True, mean_square_decay=0.9, epsilon=1e-3,
+                  adaptive_reading=reading)
+    w0 = np.array([1.0, -2.0, 0.5], dtype=np.float32)
+    script = []
+    for sender, g in TURNS:
+        script += [('push', sender, 0, np.array(g, dtype=np.float32)), ('pull', sender, 0)]
+    expected, ms = dcasgd_a_by_hand(reading, TURNS)
+    ref = Reference.run(DCASGDRule(0.1, **kwargs), 3, {0: w0}, script)
+    srv = MXServer(DCASGD(0.1, **kwargs), 3, one_call=one_call)
+    srv.init(0, w0)
+    list(srv.play(script))
+    np.testing.assert_allclose(ref.weights[0], expected, rtol=1e-5)
+    np.testing.assert_allclose(srv.w[0].asnumpy(), expected, rtol=1e-5)
+    state = srv.state[0][1]
+    if reading == 'multiverso':
+        assert sorted(state) == [0, 1, 2]
+        for sender in range(3):
+            np.testing.assert_allclose(state[sender].asnumpy(), ms[sender], rtol=1e-6)
+    else:
+        np.testing.assert_allclose(state.asnumpy(), ms['key'], rtol=1e-6)
+
+
+def test_dcasgd_a_readings_differ():
+    """The same pushes give other weights under the other reading; with one worker and a
+    tiny epsilon (MeanSquare is then the same, and epsilon hardly matters) they agree."""
+    weights = {r: dcasgd_a_by_hand(r, TURNS)[0] for r in READINGS}
+    assert np.abs(weights['paper'] - weights['multiverso']).max() > 1e-2
+    script = []
+    for sender, g in TURNS:
+        script += [('push', sender, 0, np.array(g, dtype=np.float32)), ('pull', sender, 0)]
+    w0 = {0: np.array([1.0, -2.0, 0.5], dtype=np.float32)}
+    runs = {}
+    for reading in READINGS:
+        rule = DCASGDRule(0.1, lamda=2.0, adaptive=True, mean_square_decay=0.9, epsilon=1e-3,
+                          adaptive_reading=reading)
+        runs[reading] = Reference.run(rule, 3, w0, script).weights[0]
+        np.testing.assert_allclose(runs[reading], weights[reading], rtol=1e-5)
+    one_worker = [(0, g) for _, g in TURNS]
+    alone = {r: dcasgd_a_by_hand(r, one_worker, eps=1e-12)[0] for r in READINGS}
+    np.testing.assert_allclose(alone['paper'], alone['multiverso'], rtol=1e-6)
+    assert np.abs(alone['paper'] - np.array([1.0, -2.0, 0.5])).max() > 0.1
+
+
+@pytest.mark.parametrize('value', ['Paper', 'mv', None, 1, ('paper',)])
+def test_dcasgd_bad_adaptive_reading(value):
+    pattern = (r"adaptive_reading=%s is not accepted: it must be 'paper' \(.*\) or "
+               r"'multiverso' \(.*\)" % re.escape(repr(value)))
+    with pytest.raises(ValueError, match=pattern):
+        DCASGD(0.1, adaptive=True, adaptive_reading=value)
+
+
+def test_dcasgd_multiverso_needs_the_sender():
+    opt = DCASGD(0.1, adaptive=True, adaptive_reading='multiverso')
+    assert opt.uses_sender and not DCASGD(0.1, adaptive=True).uses_sender
+    assert not DCASGD(0.1, adaptive_reading='multiverso').uses_sender     # -c: no MeanSquare
+    w = mx.nd.ones(2)
+    state = opt.create_state(0, w)
+    with pytest.raises(ValueError, match=r"adaptive_reading='multiverso'.*sender"):
+        opt.prepare_grad(0, w, mx.nd.ones(2), state, w.copy())
+    with pytest.raises(ValueError, match=r"adaptive_reading='multiverso'.*sender"):
+        opt.apply_one(0, w, mx.nd.ones(2), state, w.copy(), 0.0)
+    assert state[1] == {}
+
+
+def test_dcasgd_multiverso_travels_like_the_other_arguments():
+    """set_optimizer's pickling keeps the reading; the per-worker MeanSquare state pickles
+    midway (server state save/restore) and the run continues as if uninterrupted."""
+    from mxnet_ssp.server_state import _from_numpy, _to_numpy
+    make = lambda: DCASGD(0.05, lamda=0.7, adaptive=True, mean_square_decay=0.9,  # noqa: E731
+                          momentum=0.5, adaptive_reading='multiverso', **COMMON)
+    back = mxnet_pickle_round_trip(make())
+    assert back.adaptive_reading == 'multiverso' and back.uses_sender
+    compare(back, rule_from_optimizer(back), random_script(3), c=2)
+    script = random_script(9, events=120)
+    init = initial()
+    full, part = MXServer(make(), 3), MXServer(make(), 3)
+    for srv in (full, part):
+        for key in sorted(init):
+            srv.init(key, init[key])
+    list(full.play(script))
+    list(part.play(script[:61]))
+    assert all(len(part.state[key][1]) >= 2 for key in init)
+    part.opt = pickle.loads(pickle.dumps(part.opt))
+    part.state = {k: _from_numpy(_to_numpy(st)) for k, st in part.state.items()}
+    list(part.play(script[61:]))
+    for key in init:
+        np.testing.assert_array_equal(part.w[key].asnumpy(), full.w[key].asnumpy())
+
+
+@pytest.mark.parametrize('c', [1, 2])
+@pytest.mark.parametrize('reading', READINGS)
+def test_server_slot_mode_runs_dcasgd_a_as_the_reference(reading, c):
+    """mxnet-ssp's server updater in slot mode, called as MXNet's server calls it: one-call
+    path in ASP, prepare_grad with the sender in n-softsync; every weight as the reference."""
+    from mxnet_ssp.channel import slot_key
+    from mxnet_ssp.server import ServerOptimizer
+    kwargs = dict(lamda=1.0, adaptive=True, momentum=0.5, adaptive_reading=reading, **COMMON)
+    server = ServerOptimizer(DCASGD(0.05, **kwargs), num_workers=3, slots=True, softsync_c=c)
+    assert (server._apply_one is not None) and server.worker_aware
+    init = initial()
+    slots = {(k, m): mx.nd.array(init[k]) for k in init for m in range(3)}
+    ref = Reference(DCASGDRule(0.05, **kwargs), 3, softsync_c=c)
+    for k in sorted(init):
+        ref.init(k, init[k])
+    for event in random_script(5, events=60):
+        if event[0] != 'push':
+            continue
+        _, m, k, g = event
+        received = mx.nd.array(g)
+        server.update(slot_key(k, m, 3, 1), slots[(k, m)], received, None)
+        ref.push(m, k, g)
+        expected = ref.pull(m, k)             # the server left the sender's pull in its slot
+        np.testing.assert_allclose(slots[(k, m)].asnumpy(), expected, rtol=RTOL, atol=ATOL)
+    assert [r.sender for r in ref.log] == [e[1] for e in random_script(5, events=60)
+                                           if e[0] == 'push']
+    for k in init:
+        np.testing.assert_allclose(server._keys[k].weight.asnumpy(), ref.weights[k],
+                                   rtol=RTOL, atol=ATOL)
+
+
+def test_one_call_update_respects_wrappers_and_overrides():
+    from mxnet_ssp.optim import one_call_update
+    sasgd, dc = StalenessAwareSGD(0.1), DCASGD(0.1)
+    assert one_call_update(sasgd) == sasgd.apply_one           # the generic one calls the two
+    assert one_call_update(dc) == dc.apply_one
+    dc.prepare_grad = lambda *a, **k: None                      # a wrapper on the instance
+    assert one_call_update(dc) is None
+
+    class MyDCASGD(DCASGD):
+        def prepare_grad(self, *args, **kwargs):  # pylint: disable=useless-parent-delegation
+            return super().prepare_grad(*args, **kwargs)
+
+    assert one_call_update(MyDCASGD(0.1)) is None               # DCASGD's apply_one would skip it
+    assert one_call_update(mx.optimizer.SGD()) is None
 
 
 # -- bad input, the plain MXNet path, pickling, registration ---------------------------------
