@@ -880,3 +880,15 @@ def test_two_worker_dist_sync_job_with_balance(tmp_path):
     with open(save / 'summary.json') as f:
         balance = json.load(f)['balance']
     assert balance['total'] == 64 and balance['switches']
+
+
+def test_adaptive_reading_flag(capsys):
+    args = parse_args(['--kvstore', 'dist_async', '--optimizer', 'dcasgd_pw', '--adaptive',
+                       '--adaptive-reading', 'multiverso'], environ=WORKER_ENV)
+    assert make_optimizer(args, 32).adaptive_reading == "multiverso"
+    err = bad_flag(capsys, ['--kvstore', 'dist_async', '--optimizer', 'dcasgd_pw', '--adaptive',
+                            '--adaptive-reading', 'numpy'], WORKER_ENV)
+    assert '--adaptive-reading' in err and 'numpy' in err and 'multiverso' in err
+    err = bad_flag(capsys, ['--kvstore', 'dist_async', '--optimizer', 'dcasgd_pw',
+                            '--adaptive-reading', 'paper'], WORKER_ENV)
+    assert 'only accepted with --adaptive' in err

@@ -91,6 +91,10 @@ def build_parser():
                    help='dcasgd_pw only: DC-ASGD-a (lambda0 / sqrt(MeanSquare))')
     g.add_argument('--mean-square-decay', type=float, default=None,
                    help='dcasgd_pw --adaptive only: MeanSquare decay (default 0.95)')
+    g.add_argument('--adaptive-reading', default=None, metavar='READING',
+                   help="dcasgd_pw --adaptive only: 'paper' (lambda0 / (sqrt(MS) + eps), one "
+                        "MS per key; default) or 'multiverso' (lambda0 / sqrt(MS + eps), one "
+                        "MS per key and worker; docs/update_rules.md)")
     g.add_argument('--seed', type=int, default=42, help='random seed')
     g = p.add_argument_group('parameter server')
     g.add_argument('--kvstore', default='dist_sync',
@@ -352,7 +356,8 @@ def validate_args(args, parser, environ=None):
                               ('--staleness-window', args.staleness_window, 'sasgd'),
                               ('--lamda', args.lamda, 'dcasgd_pw'),
                               ('--adaptive', args.adaptive or None, 'dcasgd_pw'),
-                              ('--mean-square-decay', args.mean_square_decay, 'dcasgd_pw')):
+                              ('--mean-square-decay', args.mean_square_decay, 'dcasgd_pw'),
+                              ('--adaptive-reading', args.adaptive_reading, 'dcasgd_pw')):
         if value is not None and args.optimizer != rule:
             parser.error('%s is only accepted with --optimizer %s, not with --optimizer %s'
                          % (flag, rule, args.optimizer))
@@ -362,6 +367,11 @@ def validate_args(args, parser, environ=None):
         _fail(parser, '--staleness-window', args.staleness_window, 'an integer >= 1')
     if args.lamda is not None and not (math.isfinite(args.lamda) and args.lamda >= 0):
         _fail(parser, '--lamda', args.lamda, 'a number >= 0')
+    if args.adaptive_reading is not None:
+        if not args.adaptive:
+            parser.error('--adaptive-reading is only accepted with --adaptive (DC-ASGD-a)')
+        if args.adaptive_reading not in ('paper', 'multiverso'):
+            _fail(parser, '--adaptive-reading', args.adaptive_reading, 'paper or multiverso')
     if args.mean_square_decay is not None:
         if not args.adaptive:
             parser.error('--mean-square-decay is only accepted with --adaptive (DC-ASGD-a)')

@@ -25,6 +25,8 @@ def make_optimizer(args, batch_size):
             staleness_window=args.staleness_window or 1, **common)
     lamda = DEFAULT_LAMDA[bool(args.adaptive)] if args.lamda is None else args.lamda
     extra = {} if args.mean_square_decay is None else {'mean_square_decay': args.mean_square_decay}
+    if args.adaptive_reading is not None:
+        extra['adaptive_reading'] = args.adaptive_reading
     return optim.DCASGD(lamda=lamda, adaptive=bool(args.adaptive), momentum=args.momentum,
                         **extra, **common)
 
