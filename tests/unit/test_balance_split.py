@@ -1,5 +1,5 @@
 """Batch balancing's pure logic: the split, the cost fit, the hysteresis, the settings, and
-the balanced loader's slices (no jobs: tests/integration/test_balance.py runs them)."""
+the balanced loader's slices (no jobs: tests/integration/test_balance_jobs.py runs them)."""
 import itertools
 import random
 
