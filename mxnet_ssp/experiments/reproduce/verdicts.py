@@ -155,8 +155,11 @@ def verdicts(rows, target, dssp_name='dssp'):
     """
     by_name = {r['arm'].name: r['trials'] for r in rows}
     times = {name: trial_times(trials, target) for name, trials in by_name.items()}
-    ssp = sorted((n for n in times if n.startswith('ssp') and times[n]),
-                 key=lambda n: int(n[3:]))
+    ssp_arms = sorted((r['arm'] for r in rows if r['arm'].family == 'ssp'
+                       and not r['arm'].balance and times[r['arm'].name]),
+                      key=lambda a: a.staleness)
+    ssp = [a.name for a in ssp_arms]
+    threshold = {a.name: a.staleness[0] for a in ssp_arms}
     bsp, asp, dssp = times.get('bsp') or [], times.get('asp') or [], times.get(dssp_name) or []
     out = []
 
@@ -190,7 +193,7 @@ def verdicts(rows, target, dssp_name='dssp'):
         _greater(iv, -ACCURACY_MARGIN), 'acc_DSSP - acc_ASP: ' + _fmt_interval(iv, '%+.4f'))
     # untuned DSSP vs the best hand-tuned SSP (the SSP arm with the smallest median time)
     if ssp and dssp:
-        best = min(ssp, key=lambda n: (_median(times[n]), int(n[3:])))
+        best = min(ssp, key=lambda n: (_median(times[n]), threshold[n]))
         iv = ratio_interval(dssp, times[best])
         row('untuned DSSP within %d%% of the best hand-tuned SSP (t_DSSP / t_best SSP <= %g)'
             % (100 * TUNED_MARGIN, 1 + TUNED_MARGIN), _at_most(iv, 1 + TUNED_MARGIN),
