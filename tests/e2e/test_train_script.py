@@ -620,6 +620,7 @@ def test_local_run_learns_and_writes_metrics(tmp_path):
     assert meta['completed_epochs'] == 1 and meta['iteration'] == 60
 
 
+@pytest.mark.slow
 def test_local_resume_continues_exactly(tmp_path):
     """Stopped after epoch 1 and resumed = uninterrupted (weights, momentum, order, lr)."""
     import mxnet as mx
@@ -694,8 +695,8 @@ STORE_RUNS = {
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize('store', [   # dist_sync and dist_dssp in the default run
-    s if s in ('dist_sync', 'dist_dssp') else pytest.param(s, marks=pytest.mark.slow)
+@pytest.mark.parametrize('store', [   # dist_dssp in the default run (dist_sync: the balance job)
+    s if s == 'dist_dssp' else pytest.param(s, marks=pytest.mark.slow)
     for s in STORE_RUNS])
 def test_two_worker_job_under_every_store(tmp_path, store):
     extra, store_files = STORE_RUNS[store]
@@ -732,6 +733,7 @@ def test_two_worker_job_under_every_store(tmp_path, store):
     assert not (tmp_path / 'env-metrics').exists()      # the stores wrote into --save-dir
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_two_worker_job_on_cifar_with_loader_threads(tmp_path):
     """CIFAR through gluon.data inside the workers of a job: both extract the same archive,

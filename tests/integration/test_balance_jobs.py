@@ -82,7 +82,7 @@ def test_dist_sync_split_follows_speed_and_every_worker_switches_together(tmp_pa
         assert_same_weights(rank, ref, init)
 
 
-@pytest.mark.parametrize('store', ['dist_dssp',
+@pytest.mark.parametrize('store', [pytest.param('dist_dssp', marks=pytest.mark.slow),
                                    pytest.param('dist_async', marks=pytest.mark.slow),
                                    pytest.param('dist_ssp', marks=pytest.mark.slow)])
 def test_asynchronous_stores_balance_without_waiting_for_each_other(tmp_path, store):

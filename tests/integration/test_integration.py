@@ -175,7 +175,8 @@ def test_dssp_bounded_grants_and_bound(marker_job, tmp_path):
     assert all(0 < g <= s_upper - s_lower for g in grants), grants
 
 
-@pytest.mark.parametrize('mode,via', [('paper', 'flag'), ('threshold', 'env')])
+@pytest.mark.parametrize('mode,via', [pytest.param('paper', 'flag', marks=pytest.mark.slow),
+                                      ('threshold', 'env')])
 def test_dssp_paper_and_threshold_modes_end_to_end(marker_job, tmp_path, mode, via):
     """The modes that are not the default, one set by the script, one by MXNET_SSP_DSSP_MODE."""
     iters, s_lower, s_upper = 20, 1, 3
@@ -206,7 +207,7 @@ def test_dssp_paper_and_threshold_modes_end_to_end(marker_job, tmp_path, mode, v
         assert all(m['extra_left'] == 0 for recs in metrics.values() for m in recs)
 
 
-@pytest.mark.parametrize('servers,devices', [(2, 1), (1, 2)])
+@pytest.mark.parametrize('servers,devices', [pytest.param(2, 1, marks=pytest.mark.slow), (1, 2)])
 def test_two_servers_and_several_devices(marker_job, tmp_path, servers, devices):
     iters = 6
     proc, steps = marker_job(workers=2, servers=servers, store='dist_ssp', staleness=1,
@@ -215,7 +216,7 @@ def test_two_servers_and_several_devices(marker_job, tmp_path, servers, devices)
     _check_read_guarantee(steps, iters)
 
 
-@pytest.mark.parametrize('order', ['mxnet-first', 'none'])
+@pytest.mark.parametrize('order', ['mxnet-first', pytest.param('none', marks=pytest.mark.slow)])
 def test_import_order_and_autoload(marker_job, tmp_path, order):
     """`import mxnet` first works; a script that never imports mxnet_ssp gets the
     store types from the installed autoload hook (pip install . puts it there)."""
@@ -351,6 +352,7 @@ def test_dead_worker_survivor_fails_on_its_own_under_stock_launch_py(tmp_path):
     assert elapsed < 100, elapsed
 
 
+@pytest.mark.slow
 def test_stalled_worker_survivor_times_out_on_its_own_under_stock_launch_py(tmp_path):
     out = tmp_path / 'steps'
     env = job_env(tmp_path, MXNET_SSP_TIMEOUT='3')

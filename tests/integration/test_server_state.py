@@ -20,7 +20,7 @@ def _job(tmp_path, *flags, workers=1, servers=1):
     assert proc.returncode == 0, fail_msg(proc)
 
 
-@pytest.mark.parametrize('store', ['dist_async', 'dist_ssp'])
+@pytest.mark.parametrize('store', [pytest.param('dist_async', marks=pytest.mark.slow), 'dist_ssp'])
 def test_lr_scheduler_and_set_learning_rate_reach_the_servers(tmp_path, store):
     _job(tmp_path, '--mode', 'lr', '--store', store)
     weights = read_jsonl(tmp_path / 'o' / 'lr-0.json')[0]['weights']

@@ -149,11 +149,12 @@ def test_softsync_plain_sgd_staleness(tmp_path, splits, c):
             assert abs(sum(rec['w0']) - round(sum(rec['w0']))) < 1e-4
 
 
-@pytest.mark.parametrize('store,rule,extra', [   # two in the default run, all four when slow
+@pytest.mark.parametrize('store,rule,extra', [   # one in the default run, all four when slow
     pytest.param('dist_async', 'sasgd', {}, marks=pytest.mark.slow),
     ('dist_ssp', 'dcasgd', {'staleness': 0, 'slow_rank': 1, 'slow_seconds': 0.03}),
-    ('dist_dssp', 'dcasgd-a-momentum', {'staleness': '1,3', 'slow_rank': 0,
-                                        'slow_seconds': 0.03}),
+    pytest.param('dist_dssp', 'dcasgd-a-momentum', {'staleness': '1,3', 'slow_rank': 0,
+                                                     'slow_seconds': 0.03},
+                 marks=pytest.mark.slow),
     pytest.param('dist_softsync', 'sasgd-average', {'splits': 2}, marks=pytest.mark.slow),
 ])
 def test_worker_aware_rules_report_staleness_under_every_store(tmp_path, store, rule, extra):
@@ -168,7 +169,8 @@ def test_worker_aware_rules_report_staleness_under_every_store(tmp_path, store, 
 
 
 @pytest.mark.parametrize('store,extra', [
-    ('dist_async', {'slow_rank': 2, 'slow_seconds': 0.03}),          # ASP: apply_one
+    pytest.param('dist_async', {'slow_rank': 2, 'slow_seconds': 0.03},   # ASP: apply_one
+                 marks=pytest.mark.slow),
     pytest.param('dist_softsync', {'splits': 1}, marks=pytest.mark.slow),   # prepare_grad
 ])
 def test_dcasgd_multiverso_reading_reaches_the_servers(tmp_path, store, extra):

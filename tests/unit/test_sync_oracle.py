@@ -93,7 +93,7 @@ def _policy_args(data, max_workers):
 
 
 #: examples per property: a few in the default run, many more with -m slow
-EXAMPLES = [pytest.param(50, id='50'), pytest.param(600, id='600', marks=pytest.mark.slow)]
+EXAMPLES = [pytest.param(15, id='15'), pytest.param(600, id='600', marks=pytest.mark.slow)]
 
 
 def check(prop, examples):
