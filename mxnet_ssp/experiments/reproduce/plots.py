@@ -113,21 +113,16 @@ def make_plots(grid, out, rows, average):
     return plots
 
 
-def _plot_trials(path, rows, note, targets):
+def _panels(path, rows, cols, size, title, targets, draw):
+    """One panel per row (its arm's label as title), drawn by ``draw(ax, row)``, with the
+    targets as dotted lines; saved to `path`."""
     plt = _pyplot()
-    rows = [r for r in rows if r['ok']]
-    cols = min(4, max(1, len(rows)))
+    cols = min(cols, max(1, len(rows)))
     nrows = max(1, int(math.ceil(len(rows) / float(cols))))
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False,
-                             sharex=True, sharey=True)
+    fig, axes = plt.subplots(nrows, cols, figsize=(size[0] * cols, size[1] * nrows),
+                             squeeze=False, sharex=True, sharey=True)
     for ax, row in zip(axes.flat, rows):
-        for t in row['trials']:
-            if t['status'] != 'ok':
-                continue
-            median = t is row['median']
-            ax.plot([x for x, _ in t['curve']], [a for _, a in t['curve']],
-                    color='tab:blue' if median else 'grey', linewidth=1.6 if median else 0.8,
-                    label='trial %d%s' % (t['trial'], ' (median)' if median else ''))
+        draw(ax, row)
         for target in targets:
             ax.axhline(target, color='grey', linewidth=0.5, linestyle=':')
         ax.set_title(row['arm'].label, fontsize=9)
@@ -136,24 +131,33 @@ def _plot_trials(path, rows, note, targets):
         ax.legend(fontsize=6, loc='lower right')
     for ax in list(axes.flat)[len(rows):]:
         ax.axis('off')
-    fig.suptitle('Every trial: test accuracy vs wall time (%s)' % note, fontsize=9)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
 
 
+def _plot_trials(path, rows, note, targets):
+    def draw(ax, row):
+        for t in row['trials']:
+            if t['status'] != 'ok':
+                continue
+            median = t is row['median']
+            ax.plot([x for x, _ in t['curve']], [a for _, a in t['curve']],
+                    color='tab:blue' if median else 'grey', linewidth=1.6 if median else 0.8,
+                    label='trial %d%s' % (t['trial'], ' (median)' if median else ''))
+    return _panels(path, [r for r in rows if r['ok']], 4, (3.2, 2.6),
+                   'Every trial: test accuracy vs wall time (%s)' % note, targets, draw)
+
+
 def _plot_bands(path, rows, ssp_values, note, targets):
     """Per paradigm, the median of its trials' curves with the band from the lowest to the
     highest trial (on a common time grid), one panel per paradigm beside BSP and ASP."""
-    plt = _pyplot()
     rows = [r for r in rows if r['ok']]
     reference = [r for r in rows if r['arm'].name in ('bsp', 'asp')]
-    cols = min(3, max(1, len(rows)))
-    nrows = max(1, int(math.ceil(len(rows) / float(cols))))
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.7 * nrows), squeeze=False,
-                             sharex=True, sharey=True)
-    for ax, row in zip(axes.flat, rows):
+
+    def draw(ax, row):
         for other in [r for r in reference if r is not row] + [row]:
             curves = [t['curve'] for t in other['trials'] if t['status'] == 'ok']
             times, median, low, high = curve_band(curves)
@@ -163,16 +167,5 @@ def _plot_bands(path, rows, ssp_values, note, targets):
                     alpha=0.5 if faint else 1.0, label=other['arm'].label)
             if not faint:
                 ax.fill_between(times, low, high, color=style['color'], alpha=0.25)
-        for target in targets:
-            ax.axhline(target, color='grey', linewidth=0.5, linestyle=':')
-        ax.set_title(row['arm'].label, fontsize=9)
-        ax.set_xlabel('wall time (s)', fontsize=8)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc='lower right')
-    for ax in list(axes.flat)[len(rows):]:
-        ax.axis('off')
-    fig.suptitle('Median of the trials and the band of all trials (%s)' % note, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _panels(path, rows, 3, (3.6, 2.7),
+                   'Median of the trials and the band of all trials (%s)' % note, targets, draw)
