@@ -56,6 +56,9 @@ ADDRESS_ELEMENTS = 512
 #: Store types whose workers step in lockstep: every worker waits at a round for the decision.
 LOCKSTEP_TYPES = ('dist_sync', 'dist_device_sync')
 _MAC_CONTEXT = b'mxnet-ssp-balance-v1'
+#: the longest line the service reads (a message is about 100 bytes); a longer one ends
+#: the connection
+MAX_LINE = 4096
 
 
 class BalanceError(RuntimeError):
@@ -224,6 +227,7 @@ class BalanceService:
         self._secret = secret
         self._cond = threading.Condition()
         self._active = set(range(policy.num_workers))
+        self._current = {}          # rank -> its newest authenticated connection
         self._reported = set()
         self._models = [None] * policy.num_workers
         self.rounds = 0
@@ -262,7 +266,7 @@ class BalanceService:
             nonce = secrets.token_bytes(32)
             _send(conn, {'nonce': nonce.hex()})
             reader = conn.makefile('rb')
-            hello = json.loads(reader.readline() or b'null')
+            hello = json.loads(reader.readline(MAX_LINE) or b'null')
             rank = hello.get('rank') if isinstance(hello, dict) else None
             if (not isinstance(rank, int) or not 0 <= rank < self.policy.num_workers
                     or not hmac.compare_digest(str(hello.get('mac')), _mac(self._secret, nonce,
@@ -271,25 +275,33 @@ class BalanceService:
                 rank = None
                 return
             conn.settimeout(None)
-            with self._cond:
+            with self._cond:        # a worker that connects again is in the job again
+                self._current[rank] = conn
+                self._active.add(rank)
                 _send(conn, {'sizes': self.policy.sizes, 'version': self.policy.version})
-            for line in reader:
+            while True:
+                line = reader.readline(MAX_LINE)
+                if not line:
+                    break
                 msg = json.loads(line)
+                if not isinstance(msg, dict):
+                    raise ValueError('not a message: %r' % (line[:80],))
                 if msg.get('op') == 'leave':
                     break
                 _send(conn, self._report(rank, msg.get('model')))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError, IndexError) as exc:
             logger.debug('balance service: connection of worker %s ended: %r', rank, exc)
         finally:
-            if rank is not None:
-                with self._cond:
+            with self._cond:        # only the rank's newest connection takes it out
+                if rank is not None and self._current.get(rank) is conn:
+                    del self._current[rank]
                     self._active.discard(rank)
                     self._maybe_decide()
             conn.close()
 
     def _report(self, rank, model):
         with self._cond:
-            if model is not None:
+            if model is not None:      # a malformed model raises before any state changes
                 a, c = float(model[0]), float(model[1])
                 ok = math.isfinite(a) and math.isfinite(c) and a >= 0 and c > 0
                 self._models[rank] = (a, c) if ok else None
