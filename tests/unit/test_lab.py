@@ -276,3 +276,14 @@ def test_balance_arms_and_their_verdict():
     evidence = {c.split(' (')[0]: e for c, _, e in V.verdicts(rows_for(times), 0.93)}
     assert evidence['every SSP slower than DSSP'].startswith('ssp3: ')
     assert 'balance' not in evidence['every SSP slower than DSSP']
+
+
+def test_the_verdict_table_has_a_column_per_dssp_mode_that_ran():
+    from mxnet_ssp.experiments.reproduce.lab_report import verdict_table
+    rows = rows_for({'bsp': [100, 101, 99], 'asp': [50, 51, 49], 'dssp': [60, 61, 59],
+                     'dssp-threshold': []})
+    for row in rows:
+        row['ok'] = len(row['trials'])
+    header = [line for line in verdict_table(rows, 0.93) if line.startswith('| claim')]
+    assert header == ['| claim | DSSP bounded | evidence |']
+    assert verdict_table([r for r in rows if r['arm'].family != 'dssp'], 0.93) == []

@@ -97,7 +97,7 @@ def _medians(grid, scenario, rows):
 def verdict_table(rows, target):
     """The Verdicts table: one row per claim, one column per DSSP mode run."""
     modes = [(name, mode) for name, mode in DSSP_MODES
-             if any(r['arm'].name == name for r in rows)]
+             if any(r['arm'].name == name and r['ok'] for r in rows)]
     if not modes:
         return []
     results = {mode: verdicts(rows, target, name) for name, mode in modes}
