@@ -138,12 +138,12 @@ LAB_TARGETS = (0.92, 0.93)
 LAB_ITERATIONS = {2: 1000, 8: 600}
 LAB_EPOCHS = {2: 17, 8: 40}          # enough epochs of the shard for the iterations
 LAB_COST = {
-    'mixed-2': '45 runs of about 50-60 s (1,000 iterations of the slow worker at about '
-               '47 ms, 6 s start-up): about 45 minutes here',
-    'straggler-8': '45 runs; 8 workers share 2 cores: not measured in full here (see '
-                   'docs/lab.md)',
-    'transient-8': '45 runs; 8 workers share 2 cores: not measured in full here',
-    'jitter-8': '45 runs; 8 workers share 2 cores: not measured in full here'}
+    'mixed-2': '45 runs of 55-65 s (1,000 iterations of the slow worker at about 47 ms, '
+               'about 6 s of start-up): 45 minutes here (measured)',
+    'straggler-8': '45 runs of about 2 minutes (8 workers share 2 cores; measured 100-110 s '
+                   'for BSP and ASP): about 1.5 hours here',
+    'transient-8': '45 runs of about 2 minutes (8 workers share 2 cores): about 1.5 hours',
+    'jitter-8': '45 runs of about 2 minutes (8 workers share 2 cores): about 1.5 hours'}
 
 
 @dataclass(frozen=True)
