@@ -695,9 +695,8 @@ STORE_RUNS = {
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize('store', [   # dist_dssp in the default run (dist_sync: the balance job)
-    s if s == 'dist_dssp' else pytest.param(s, marks=pytest.mark.slow)
-    for s in STORE_RUNS])
+@pytest.mark.parametrize('store', [   # all with -m slow (dist_sync: the balance job, dist_dssp:
+    pytest.param(s, marks=pytest.mark.slow) for s in STORE_RUNS])   # the emulated job)
 def test_two_worker_job_under_every_store(tmp_path, store):
     extra, store_files = STORE_RUNS[store]
     save = tmp_path / 'run'
@@ -841,14 +840,19 @@ def test_bad_emulate(capsys):
 @pytest.mark.integration
 def test_emulated_job_pads_every_pass_to_the_profile(tmp_path):
     """Each worker's compute (real pass + sleep) is the profile's draw for its rank, seed and
-    iteration, and the draws are logged as emulated_s (2 workers, mixed-2, dist_dssp)."""
+    iteration, and the draws are logged as emulated_s (2 workers, mixed-2, dist_dssp with
+    DC-ASGD-a on the servers: the stores' metrics and the servers' state are written)."""
     from mxnet_ssp.profiles import SCENARIOS
     save = tmp_path / 'run'
     run_job(tmp_path, ['--dataset', 'mnist5k', '--kvstore', 'dist_dssp', '--staleness', '1,4',
+                       '--optimizer', 'dcasgd_pw', '--adaptive',
                        '--emulate', 'mixed-2', '--seed', '5', '--num-iterations', '25',
                        '--batch-size', '16', '--save-dir', str(save), '--save-period', '0'])
     summary = json.loads((save / 'summary.json').read_text())
-    assert summary['emulate'] == 'mixed-2'
+    assert summary['emulate'] == 'mixed-2' and summary['iterations_per_worker'] == {
+        '0': 25, '1': 25}
+    for name in STORE_RUNS['dist_dssp'][1] + ['model-final.states.server-0']:
+        assert (save / name).is_file(), (name, sorted(os.listdir(save)))
     for rank in (0, 1):
         records = read_jsonl(save / ('train-worker%d.jsonl' % rank))
         stream = SCENARIOS['mixed-2'].stream(rank, 5)

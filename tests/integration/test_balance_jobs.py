@@ -54,6 +54,7 @@ def test_fixed_uneven_batches_give_the_step_of_one_big_batch(tmp_path):
         assert_same_weights(rank, ref, init)
 
 
+@pytest.mark.slow
 def test_dist_sync_split_follows_speed_and_every_worker_switches_together(tmp_path):
     # worker 1 costs 4x per sample: 1/(1+4) of 128 is ~26 (real compute shifts it a little);
     # the first round runs the opposite split, 32 and 96

@@ -60,9 +60,9 @@ def _check_resume(runs, workers):
             'worker %d: step K + 1 without the saved state gives the same weights' % r)
 
 
-@pytest.mark.parametrize('store,rule', [  # one in the default run; all before a resolve
+@pytest.mark.parametrize('store,rule', [  # all with -m slow (the script's resume job is default)
     pytest.param('dist_async', 'sgd-momentum', marks=pytest.mark.slow),
-    ('dist_ssp', 'dcasgd-a-momentum'),
+    pytest.param('dist_ssp', 'dcasgd-a-momentum', marks=pytest.mark.slow),
     pytest.param('dist_softsync', 'sasgd', marks=pytest.mark.slow)])
 def test_resume_from_saved_server_state_gives_the_same_next_update(tmp_path, store, rule):
     runs = _resume_runs(tmp_path, store, rule)

@@ -133,7 +133,8 @@ def check_staleness_against_workers(steps, server_events, key=0):
     return applied
 
 
-@pytest.mark.parametrize('splits,c', [(1, 3), pytest.param(3, 1, marks=pytest.mark.slow)])
+@pytest.mark.parametrize('splits,c', [pytest.param(1, 3, marks=pytest.mark.slow),
+                                      pytest.param(3, 1, marks=pytest.mark.slow)])
 def test_softsync_plain_sgd_staleness(tmp_path, splits, c):
     iters = 8
     steps, events, summaries = run_slot_job(tmp_path, workers=3, iters=iters,
