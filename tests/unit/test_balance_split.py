@@ -132,3 +132,21 @@ def test_the_launcher_checks_balancing_settings_before_starting_anything():
         validate_settings(['t', '--kvstore', 'dist_sync'], {cfg.ENV_BALANCE_PERIOD: '0'})
     with pytest.raises(LaunchError, match=r"MXNET_SSP_BALANCE_SMOOTHING='x' is not valid"):
         validate_settings(['t'], {}, [('--env-worker', {cfg.ENV_BALANCE_SMOOTHING: 'x'})])
+
+
+@pytest.mark.parametrize('user_key,expected', [('w', 'string'), (3, 'int')])
+def test_the_reserved_key_follows_the_store_s_key_type(user_key, expected):
+    """MXNet refuses to mix int and string keys in one store: a store whose parameters have
+    names (Module) gets the string form of the reserved key, after the int one is refused."""
+    import types
+    import mxnet as mx
+    from mxnet_ssp.balance import (ADDRESS_ELEMENTS, BALANCE_KEY, BALANCE_KEY_STR,
+                                   BatchBalancer)
+    kv = mx.kv.create('local')
+    kv.init(user_key, mx.nd.zeros(2))
+    vec = mx.nd.arange(ADDRESS_ELEMENTS)
+    key = BatchBalancer._init_key(types.SimpleNamespace(kv=kv), kv, vec)
+    assert key == (BALANCE_KEY_STR if expected == 'string' else BALANCE_KEY)
+    out = mx.nd.zeros(ADDRESS_ELEMENTS)
+    kv.pull(key, out=out)
+    assert (out.asnumpy() == vec.asnumpy()).all()
