@@ -149,8 +149,9 @@ def _simulator(grid, scenario, rows):
              'simulator as it is (compute only, instant push/pull, no control latency); '
              '**+ steps**: every iteration also takes a push/pull time drawn from the step '
              'times measured under ASP here, where nobody waits (mean %.1f ms; their '
-             'percentiles, pooled over the trials; ASP lr/tau draws from its own). Total iterations per second of all '
-             'workers (each over its own span), and the fast workers\' share of wall time '
+             'percentiles, pooled over the trials; ASP lr/tau draws from its own). Total '
+             'iterations per second of all workers (each over its own span), and the fast '
+             'workers\' share of wall time '
              'not computing; medians over the trials. A difference above %d%% is marked.'
              % (scenario.name, iterations, 1e3 * step_mean, 100 * SIM_TOLERANCE), '',
              '| paradigm | lab it/s | model it/s (diff) | + steps it/s (diff) | lab '
