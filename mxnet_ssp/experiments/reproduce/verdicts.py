@@ -294,6 +294,7 @@ def sim_vs_lab(rows, scenario, iterations):
     relative differences of the it/s.
     """
     samples = asp_step_samples(rows)
+    step_mean = float(np.mean(samples)) if samples else 0.0
     out = []
     for row in rows:
         ok = [t for t in row['trials'] if t['status'] == 'ok']
@@ -310,7 +311,7 @@ def sim_vs_lab(rows, scenario, iterations):
         def med(pairs, i):
             values = [p[i] for p in pairs if p[i] is not None]
             return float(np.median(values)) if values else None
-        entry = {'arm': row['arm'], 'step_mean': float(np.mean(samples)) if samples else 0.0,
+        entry = {'arm': row['arm'], 'step_mean': step_mean,
                  'measured': (med(measured, 0), med(measured, 1)),
                  'model': (med(model, 0), med(model, 1)),
                  'fixed': (med(fixed, 0), med(fixed, 1))}
