@@ -26,9 +26,12 @@ import numbers
 import warnings
 
 import mxnet as mx
+import numpy as np
 # In MXNet's server processes ``import mxnet`` has not returned when the servers
 # unpickle these rules, so the ``mx.nd`` alias does not exist yet: use the module.
 from mxnet import ndarray as nd
+
+from .host_kernels import dcasgd_compensate, host_views, on_host
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
            'STALENESS_POLICIES', 'ADAPTIVE_READINGS', 'is_worker_aware', 'one_call_update']
@@ -490,6 +493,8 @@ class DCASGD(WorkerAwareOptimizer):
                 % (adaptive_reading,))
         self.adaptive_reading = adaptive_reading
         self.uses_sender = self.adaptive and adaptive_reading == 'multiverso'
+        #: False: always the MXNet kernels (the tests compare the two paths)
+        self.host_kernels = True
 
     def create_state(self, index, weight):
         mom = self._zeros_like(weight) if self.momentum > 0 else None
@@ -523,7 +528,13 @@ class DCASGD(WorkerAwareOptimizer):
 
     def _prepare_into(self, index, weight, grad, state, backup, sender, out):
         """The prepared gradient, written to `out` -- or, when there is nothing to add to the
-        loss gradient, that gradient itself (`grad` or a work buffer: read it only)."""
+        loss gradient, that gradient itself (`grad` or a work buffer: read it only).
+
+        Dense float32/float64 CPU arrays take the NumPy passes of :mod:`.host_kernels` (same
+        operations, same order, same bits, several times faster); others the MXNet kernels
+        of :meth:`_compensate`."""
+        if getattr(self, 'host_kernels', True) and on_host(weight, grad, backup):
+            return self._prepare_on_host(index, weight, grad, state, backup, sender, out)
         g_c = self._compensate(weight, grad, state, backup, sender, out)
         wd = self._get_wd(index)
         if wd != 0.0:                           # out = g_c + wd * weight (sgd_update as an axpy)
@@ -531,6 +542,47 @@ class DCASGD(WorkerAwareOptimizer):
                           out=out)
             return out
         return g_c
+
+    def _prepare_on_host(self, index, weight, grad, state, backup, sender, out):
+        """:meth:`_prepare_into` as NumPy passes on the arrays' memory (no array allocated
+        after the first gradient of a key or sender)."""
+        clip = self.clip_gradient is not None and self.clip_gradient > 0
+        rescale = self.rescale_grad != 1.0
+        compensate = self.adaptive or self.lamda != 0.0
+        wd = self._get_wd(index)
+        arrays = [weight, grad, backup, out]
+        if rescale or clip:
+            arrays.append(self._work('loss_grad', weight))
+        if compensate or wd != 0.0:
+            arrays.append(self._work('p', weight))
+        if self.adaptive:
+            arrays.append(self._mean_square(state, weight, sender))
+        views = host_views(*arrays)
+        w, g, b, o = views[:4]
+        rest = views[4:]
+        f = o.dtype.type
+        result = grad
+        if rescale or clip:
+            g_in, g = g, rest.pop(0)
+            if rescale:
+                np.multiply(g_in, f(self.rescale_grad), out=g)
+            else:
+                np.copyto(g, g_in)
+            if clip:
+                c = f(self.clip_gradient)
+                np.clip(g, -c, c, out=g)
+            result = arrays[4]
+        p = rest.pop(0) if (compensate or wd != 0.0) else None
+        if compensate:
+            dcasgd_compensate(g, w, b, o, p, self.lamda, self.adaptive, self.adaptive_reading,
+                              mean_square=rest.pop(0) if self.adaptive else None,
+                              decay=self.mean_square_decay, epsilon=self.epsilon)
+            g, result = o, out
+        if wd != 0.0:                           # out = g_c + wd * weight
+            np.multiply(w, f(wd), out=p)
+            np.add(g, p, out=o)
+            result = out
+        return result
 
     @staticmethod
     def _check_backup(weight, backup):

@@ -446,14 +446,21 @@ DCASGD_ONE_CALL_CASES = [dict(case, adaptive_reading=r) for case in DCASGD_CASES
 ]
 
 
+def kernels_only(opt):
+    opt.host_kernels = False
+    return opt
+
+
 @pytest.mark.parametrize('case', DCASGD_ONE_CALL_CASES, ids=ident)
 def test_dcasgd_apply_one_is_prepare_grad_then_apply(case):
     """ASP on the servers goes through apply_one (work buffers, no new array): the same
-    kernels as prepare_grad + apply, so the same bits, and the reference's weights."""
+    operations as prepare_grad + apply, so the same bits, and the reference's weights.
+    On CPU both take the NumPy passes (mxnet_ssp.host_kernels); the MXNet kernels, which
+    other devices take, must give the same bits too."""
     case = dict(COMMON, **case)
     script = random_script(21)
     _, one = compare(DCASGD(0.05, **case), DCASGDRule(0.05, **case), script, one_call=True)
-    _, two = compare(DCASGD(0.05, **case), DCASGDRule(0.05, **case), script)
+    _, two = compare(kernels_only(DCASGD(0.05, **case)), DCASGDRule(0.05, **case), script)
     for key in SHAPES:
         np.testing.assert_array_equal(one.w[key].asnumpy(), two.w[key].asnumpy())
 
@@ -822,3 +829,33 @@ def test_native_dist_store_refuses_worker_aware_rules_before_sending():
     optim._refuse_on_native_dist_stores()
     assert KVStore.set_optimizer.__wrapped__.__module__ == 'mxnet.kvstore.kvstore'
     assert isinstance(mx.optimizer.create('sasgd'), optim.StalenessAwareSGD)
+
+
+def test_host_views_wait_for_queued_kernels_and_share_memory():
+    from mxnet_ssp.host_kernels import host_views, on_host
+    a = mx.nd.zeros((64, 33))
+    for _ in range(5):
+        a += 1.0                                  # queued on MXNet's engine
+    view, = host_views(a)
+    assert view.shape == (64, 33) and (view == 5.0).all()
+    view[3, 4] = -2.0                             # written through to the NDArray
+    assert a[3, 4].asscalar() == -2.0
+    b = a[2:4]                                    # a view with an offset
+    assert (host_views(b)[0][1, 4] == -2.0)
+    assert on_host(a, b)
+    assert not on_host(a, mx.nd.zeros(3, dtype='float16'))
+    assert not on_host(mx.nd.zeros(3).tostype('row_sparse'))
+
+
+def test_dcasgd_float16_keeps_the_mxnet_kernels():
+    opt = DCASGD(0.1, lamda=1.0, adaptive=True, multi_precision=False)
+    w = mx.nd.array([1.0, 2.0], dtype='float16')
+    state = opt.create_state(0, w)
+    g = mx.nd.array([0.5, -1.0], dtype='float16')
+    b = mx.nd.array([0.5, 2.5], dtype='float16')
+    p = opt.prepare_grad(0, w, g, state, backup=b)
+    ms = 0.05 * np.array([0.25, 1.0])
+    expected = np.array([0.5, -1.0]) + 1.0 * np.array([0.25, 1.0]) * np.array([0.5, -0.5]) \
+        / (np.sqrt(ms) + 1e-7)
+    assert p.dtype == np.float16
+    np.testing.assert_allclose(p.asnumpy(), expected, rtol=2e-3)

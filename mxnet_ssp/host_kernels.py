@@ -1,0 +1,110 @@
+"""DC-ASGD's element-wise passes as NumPy operations on the memory of CPU NDArrays.
+
+MXNet 1.9.1's CPU kernels for element-wise operators run one scalar at a time, and the
+square root DC-ASGD-a needs per element costs about two whole ``sgd_mom_update`` passes
+(docs/benchmarks.md).  NumPy's float32/float64 loops are vectorized, so the same passes
+written as NumPy operations with ``out=`` are several times faster, allocate nothing and,
+being IEEE operations in the same order, give the same bits as the MXNet kernels and as
+:mod:`mxnet_ssp.reference`.
+
+:func:`host_views` waits for every pending operation of MXNet's engine (``nd.waitall``:
+the arrays may still be written or read by queued kernels) and returns NumPy arrays that
+share the NDArrays' memory.  The caller writes through them synchronously and returns; MXNet
+operations pushed afterwards see the new contents.  Only dense float32/float64 CPU arrays
+qualify (:func:`on_host`); anything else keeps the MXNet kernels.
+"""
+import ctypes
+
+import numpy as np
+
+#: dtypes whose NumPy operations round like MXNet's CPU kernels (float16 does not: NumPy
+#: computes it through float32 with other intermediate roundings)
+HOST_DTYPES = (np.float32, np.float64)
+
+
+def on_host(*arrays):
+    """True if every array is a dense CPU NDArray of a dtype in :data:`HOST_DTYPES`."""
+    for a in arrays:
+        if a.context.device_type != 'cpu' or a.stype != 'default' \
+                or a.dtype not in HOST_DTYPES:
+            return False
+    return True
+
+
+class _Interface:
+    """An object NumPy reads through the array interface (no copy)."""
+    __slots__ = ('__array_interface__',)
+
+    def __init__(self, address, shape, typestr):
+        self.__array_interface__ = {'data': (address, False), 'shape': shape,
+                                    'typestr': typestr, 'version': 3}
+
+
+def host_views(*arrays):
+    """NumPy arrays sharing the memory of `arrays` (dense CPU NDArrays, :func:`on_host`),
+    after every queued MXNet operation has finished.  Valid until the next MXNet operation
+    on one of them is pushed; keep them local to one update."""
+    from mxnet import ndarray as nd
+    from mxnet.base import _LIB, check_call
+    nd.waitall()
+    views = []
+    address = ctypes.c_void_p()
+    for a in arrays:
+        check_call(_LIB.MXNDArrayGetData(a.handle, ctypes.byref(address)))
+        views.append(np.asarray(_Interface(address.value, a.shape, np.dtype(a.dtype).str)))
+    return views
+
+
+def dcasgd_compensate(g, w, b, out, p, lamda, adaptive, reading, mean_square=None,
+                      decay=0.0, epsilon=0.0):
+    """``g_c`` of DC-ASGD into `out` (NumPy arrays of one dtype; `p` a work array):
+
+    * DC-ASGD-c: ``g + lamda * ((g*g) * (w - b))``;
+    * ``'paper'``: ``MS = m*MS + ((1-m)*g)*g``, then
+      ``g + (lamda * ((g*g) * (w - b))) / (sqrt(MS) + epsilon)``;
+    * ``'multiverso'``: ``MS = (1-m)*(g*g) + m*MS``, then
+      ``g + (lamda * (g / sqrt(MS + epsilon))) * ((w - b) * g)``.
+
+    The groupings are those of MXNet's ``sgd_update``, ``adam_update`` and
+    ``rmsprop_update`` (and of :class:`mxnet_ssp.reference.DCASGDRule`); the scalars are
+    rounded to the arrays' dtype first, as the kernels do.  `g`, `w` and `b` are only read.
+    """
+    f = out.dtype.type
+    lam = f(lamda)
+    if not adaptive:
+        np.multiply(g, g, out=p)
+        np.subtract(w, b, out=out)
+        np.multiply(p, out, out=p)
+        np.multiply(p, lam, out=p)
+        np.add(g, p, out=out)
+        return
+    m = f(decay)
+    one_m = f(1.0) - m
+    eps = f(epsilon)
+    ms = mean_square
+    if reading == 'multiverso':
+        np.multiply(g, g, out=p)
+        np.multiply(p, one_m, out=p)
+        np.multiply(ms, m, out=ms)
+        np.add(ms, p, out=ms)
+        np.add(ms, eps, out=out)
+        np.sqrt(out, out=out)
+        np.divide(g, out, out=out)
+        np.multiply(out, lam, out=out)
+        np.subtract(w, b, out=p)
+        np.multiply(p, g, out=p)
+        np.multiply(out, p, out=out)
+        np.add(g, out, out=out)
+        return
+    np.multiply(g, one_m, out=p)
+    np.multiply(p, g, out=p)
+    np.multiply(ms, m, out=ms)
+    np.add(ms, p, out=ms)
+    np.multiply(g, g, out=p)
+    np.subtract(w, b, out=out)
+    np.multiply(p, out, out=p)
+    np.multiply(p, lam, out=p)
+    np.sqrt(ms, out=out)
+    np.add(out, eps, out=out)
+    np.divide(p, out, out=p)
+    np.add(g, p, out=out)
