@@ -59,7 +59,6 @@ from . import config as cfg
 from .channel import DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec, refresh_marker
 from .client import ControllerClient
 from .native import FreedNative, create_native, free_native
-from .optim import is_worker_aware
 from .protocol import ControllerError
 from .slots import KeyLayout, SlotKeyError, as_list, as_values
 from .steps import Step, StepLog, StepTracker
@@ -253,6 +252,9 @@ class SSPKVStore(KVStoreBase):
             raise SSPError('optimizer class %s is defined in the script (__main__); the servers '
                            'unpickle it and cannot import it from there: define it in a module '
                            'that every server host can import' % type(optimizer).__name__)
+        # imported here: `import mxnet_ssp.optim` before mxnet imports this module while
+        # optim is half-initialized (its `import mxnet` runs the store registration)
+        from .optim import is_worker_aware
         slots = is_worker_aware(optimizer) or self._config.store == 'dist_softsync'
         if slots and self._tracker.expected and not self._keys.slot_mode:
             raise SSPError('worker[%d]: %s needs the sender of every gradient, so set the '

@@ -802,6 +802,22 @@ def test_reference_does_not_import_mxnet():
     subprocess.run([sys.executable, '-c', code], check=True, cwd=ROOT)
 
 
+@pytest.mark.parametrize('first', ['import mxnet_ssp.optim', 'from mxnet_ssp.optim import DCASGD',
+                                   'import mxnet_ssp.kvstore'])
+def test_importing_a_submodule_before_mxnet_registers_everything(first):
+    """A script whose first import is one of ours (before mxnet's) gets the store types and
+    the rules: optim's own `import mxnet` runs the registration while optim is half done."""
+    import subprocess
+    import sys
+    code = ('%s\nimport mxnet as mx\nfrom mxnet.kvstore.base import KVStoreBase\n'
+            'assert {"dist_ssp", "dist_dssp", "dist_softsync"} <= set(KVStoreBase.kv_registry)\n'
+            'assert {"dcasgd_pw", "sasgd"} <= set(mx.optimizer.Optimizer.opt_registry)\n'
+            % first)
+    proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def test_native_dist_store_refuses_worker_aware_rules_before_sending():
     """MXNet's own dist stores pickle the optimizer for their servers, which cannot report
     staleness: their set_optimizer refuses, naming the stores that can."""
