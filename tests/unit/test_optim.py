@@ -802,8 +802,10 @@ def test_reference_does_not_import_mxnet():
     subprocess.run([sys.executable, '-c', code], check=True, cwd=ROOT)
 
 
-@pytest.mark.parametrize('first', ['import mxnet_ssp.optim', 'from mxnet_ssp.optim import DCASGD',
-                                   'import mxnet_ssp.kvstore'])
+@pytest.mark.parametrize('first', [
+    'from mxnet_ssp.optim import DCASGD',
+    pytest.param('import mxnet_ssp.optim', marks=pytest.mark.slow),
+    pytest.param('import mxnet_ssp.kvstore', marks=pytest.mark.slow)])
 def test_importing_a_submodule_before_mxnet_registers_everything(first):
     """A script whose first import is one of ours (before mxnet's) gets the store types and
     the rules: optim's own `import mxnet` runs the registration while optim is half done."""
