@@ -108,3 +108,17 @@ def dcasgd_compensate(g, w, b, out, p, lamda, adaptive, reading, mean_square=Non
     np.add(out, eps, out=out)
     np.divide(p, out, out=p)
     np.add(g, p, out=out)
+
+
+def momentum_step(w, d, mom, p, lr, momentum):
+    """The step of ``sgd_mom_update`` (``momentum > 0``) or ``sgd_update`` with ``wd = 0``
+    and no rescaling: ``mom = momentum*mom - lr*d; w += mom``, or ``w -= lr*d``.  `d` is
+    only read; `p` is a work array."""
+    f = w.dtype.type
+    np.multiply(d, f(lr), out=p)
+    if mom is None:
+        np.subtract(w, p, out=w)
+        return
+    np.multiply(mom, f(momentum), out=mom)
+    np.subtract(mom, p, out=mom)
+    np.add(w, mom, out=w)

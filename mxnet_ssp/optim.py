@@ -31,7 +31,7 @@ import numpy as np
 # unpickle these rules, so the ``mx.nd`` alias does not exist yet: use the module.
 from mxnet import ndarray as nd
 
-from .host_kernels import dcasgd_compensate, host_views, on_host
+from .host_kernels import dcasgd_compensate, host_views, momentum_step, on_host
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
            'STALENESS_POLICIES', 'ADAPTIVE_READINGS', 'is_worker_aware', 'one_call_update']
@@ -300,10 +300,18 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
 
     def _step(self, weight, grad, mom, lr):
         """``weight -= lr * grad``, or with momentum ``mom = m*mom - lr*grad; weight += mom``."""
+        if self.momentum > 0 and mom is None:
+            raise ValueError('momentum=%r but the state of this key has no momentum buffer '
+                             '(was it created by another optimizer?)' % self.momentum)
+        if getattr(self, 'host_kernels', False) and on_host(weight, grad):
+            arrays = [weight, grad, self._work('step', weight)]
+            if self.momentum > 0:
+                arrays.append(mom)
+            views = host_views(*arrays)
+            momentum_step(views[0], views[1], views[3] if self.momentum > 0 else None,
+                          views[2], lr, self.momentum)
+            return
         if self.momentum > 0:
-            if mom is None:
-                raise ValueError('momentum=%r but the state of this key has no momentum buffer '
-                                 '(was it created by another optimizer?)' % self.momentum)
             nd.sgd_mom_update(weight, grad, mom, lr=lr, momentum=self.momentum, wd=0.0,
                                  rescale_grad=1.0, clip_gradient=-1.0, out=weight)
         else:
