@@ -24,6 +24,12 @@ import mxnet as mx
 from mxnet_ssp import optim
 from mxnet_ssp.server import ServerOptimizer
 
+def _kernels_only(opt):
+    """DC-ASGD on MXNet's kernels, as on a GPU (CPU arrays otherwise take NumPy passes)."""
+    opt.host_kernels = False
+    return opt
+
+
 RULES = {
     'SGD (plain store)': (lambda: mx.optimizer.SGD(learning_rate=0.01, rescale_grad=1.0), False),
     'SGD momentum 0.9 (plain store)': (
@@ -33,6 +39,9 @@ RULES = {
     'DC-ASGD-a, momentum 0.9 (slot mode)': (
         lambda: optim.DCASGD(learning_rate=0.01, lamda=0.5, adaptive=True, momentum=0.9,
                              rescale_grad=1.0), True),
+    'DC-ASGD-a, momentum 0.9, MXNet kernels (slot mode)': (
+        lambda: _kernels_only(optim.DCASGD(learning_rate=0.01, lamda=0.5, adaptive=True,
+                                           momentum=0.9, rescale_grad=1.0)), True),
     'DC-ASGD-a Multiverso reading, momentum 0.9 (slot mode)': (
         lambda: optim.DCASGD(learning_rate=0.01, lamda=0.5, adaptive=True, momentum=0.9,
                              rescale_grad=1.0, adaptive_reading='multiverso'), True),
