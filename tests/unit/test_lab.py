@@ -287,3 +287,19 @@ def test_the_verdict_table_has_a_column_per_dssp_mode_that_ran():
     header = [line for line in verdict_table(rows, 0.93) if line.startswith('| claim')]
     assert header == ['| claim | DSSP bounded | evidence |']
     assert verdict_table([r for r in rows if r['arm'].family != 'dssp'], 0.93) == []
+
+
+def test_fewer_than_three_trials_give_no_interval_and_no_verdict():
+    # two trials each that would support every claim with five
+    times = {'bsp': [100, 104], 'asp': [50, 51], 'ssp3': [80, 82], 'ssp6': [75, 76],
+             'dssp': [51, 50]}
+    got = by_claim(V.verdicts(rows_for(times), 0.93))
+    assert set(got.values()) == {'inconclusive'}
+    point, low, high = V.median_interval([3.0, 1.0])
+    assert point == 1.0 and math.isnan(low) and math.isnan(high)
+    point, low, high = V.ratio_interval([2.0, 2.0, 2.0], [1.0, 1.0])
+    assert point == 2.0 and math.isnan(low) and math.isnan(high)
+    assert V._fmt_interval((2.0, math.nan, math.nan)) == '2.00 [-, -]'
+    # a third trial each is enough to decide again
+    times = {name: ts + [ts[0]] for name, ts in times.items()}
+    assert set(by_claim(V.verdicts(rows_for(times), 0.93)).values()) == {'supported'}

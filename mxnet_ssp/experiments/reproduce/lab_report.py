@@ -6,8 +6,9 @@ import math
 import numpy as np
 
 from ...profiles import get_scenario
-from .verdicts import (SIM_TOLERANCE, _fmt_interval, balance_verdicts, measured_rates,
-                       median_interval, sim_vs_lab, trial_accuracies, trial_times, verdicts)
+from .verdicts import (MIN_TRIALS, SIM_TOLERANCE, _fmt_interval, balance_verdicts,
+                       measured_rates, median_interval, sim_vs_lab, trial_accuracies,
+                       trial_times, verdicts)
 
 #: the DSSP arms whose verdicts get a column, in this order
 DSSP_MODES = (('dssp', 'bounded'), ('dssp-paper', 'paper'), ('dssp-threshold', 'threshold'))
@@ -60,7 +61,8 @@ def _medians(grid, scenario, rows):
     lines = ['## Medians with 95% bootstrap intervals', '',
              'Median over the trials [95% interval]; times: seconds of training until the '
              'test accuracy first reached the target ("never": the median trial did not; '
-             '(k/n): trials that reached it). The intervals decide the verdicts below.', '',
+             '(k/n): trials that reached it; "[-, -]": fewer than %d trials, no interval). '
+             'The intervals decide the verdicts below.' % MIN_TRIALS, '',
              '| ' + ' | '.join(head) + ' |', '|---' + '|---:' * (len(head) - 1) + '|']
     for i, row in enumerate(rows):
         trials = [t for t in row['trials'] if t['status'] == 'ok']
@@ -106,8 +108,9 @@ def verdict_table(rows, target):
              'intervals of the medians over the trials, time to %g test accuracy. '
              '**supported**: the interval lies on the claim\'s side of its bound; '
              '**refuted**: on the other side; **inconclusive**: it straddles the bound. '
-             'The margins were fixed before the lab ran. Evidence: [median, 95%% interval].'
-             % target, '',
+             'The margins were fixed before the lab ran. Evidence: [median, 95%% interval]; '
+             'a paradigm with fewer than %d trials gives no interval ([-, -]) and no verdict.'
+             % (target, MIN_TRIALS), '',
              '| claim | ' + ' | '.join('DSSP %s' % m for _, m in modes) + ' | evidence |',
              '|---' + '|---' * len(modes) + '|---|']
     first = results[modes[0][1]]

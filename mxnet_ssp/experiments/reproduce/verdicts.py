@@ -31,6 +31,9 @@ SPEEDUP = 1.3               # "DSSP >= 1.3x faster than BSP"
 SIM_TOLERANCE = 0.15
 
 SUPPORTED, REFUTED, INCONCLUSIVE = 'supported', 'refuted', 'inconclusive'
+#: fewer finished trials of a paradigm than this give no interval ('-'), so no verdict: the
+#: bootstrap of one or two values is the values themselves, not a 95% interval
+MIN_TRIALS = 3
 
 
 def _median(values):
@@ -55,9 +58,12 @@ def _resampled_medians(values, rng):
 
 
 def median_interval(values, seed=0):
-    """(median, low, high) of `values` (a list of numbers, inf allowed); None if empty."""
+    """(median, low, high) of `values` (a list of numbers, inf allowed); None if empty;
+    low and high are nan with fewer than :data:`MIN_TRIALS` values."""
     if not values:
         return None
+    if len(values) < MIN_TRIALS:
+        return _median(values), math.nan, math.nan
     rng = np.random.default_rng(seed)
     low, high = _interval(_resampled_medians(values, rng))
     return _median(values), low, high
@@ -70,20 +76,26 @@ def _ratio(a, b):
 
 def ratio_interval(numerator, denominator, seed=0):
     """(median ratio, low, high) of median(numerator) / median(denominator) over bootstrap
-    resamples of each list; a ratio of two infinite medians is undefined (nan)."""
+    resamples of each list; a ratio of two infinite medians is undefined (nan); low and high
+    are nan when either list has fewer than :data:`MIN_TRIALS` values."""
     if not numerator or not denominator:
         return None
+    point = float(_ratio(_median(numerator), _median(denominator)))
+    if min(len(numerator), len(denominator)) < MIN_TRIALS:
+        return point, math.nan, math.nan
     rng = np.random.default_rng(seed)
     num, den = _resampled_medians(numerator, rng), _resampled_medians(denominator, rng)
-    point = float(_ratio(_median(numerator), _median(denominator)))
     low, high = _interval(_ratio(num, den))
     return point, low, high
 
 
 def difference_interval(a, b, seed=0):
-    """(median(a) - median(b), low, high) over bootstrap resamples of each list."""
+    """(median(a) - median(b), low, high) over bootstrap resamples of each list (low and
+    high nan when either has fewer than :data:`MIN_TRIALS` values)."""
     if not a or not b:
         return None
+    if min(len(a), len(b)) < MIN_TRIALS:
+        return _median(a) - _median(b), math.nan, math.nan
     rng = np.random.default_rng(seed)
     low, high = _interval(_resampled_medians(a, rng) - _resampled_medians(b, rng))
     return _median(a) - _median(b), low, high
