@@ -29,6 +29,7 @@ with three differences, each for a reason:
 Loader workers are threads (``thread_pool=True``): see :class:`TrainLoader`.
 """
 import threading
+import time
 
 import mxnet as mx
 import numpy as np
@@ -37,7 +38,8 @@ from mxnet.gluon.data.vision import transforms
 
 __all__ = ['shard', 'epoch_order', 'ShardSampler', 'SeededTransform', 'sample_random',
            'RandomCrop', 'RandomFlipLeftRight', 'channel_stats', 'normalized', 'batchify',
-           'TrainLoader', 'eval_loader', 'global_order', 'BalancedLoader']
+           'TrainLoader', 'eval_loader', 'global_order', 'BalancedLoader', 'BalancedIter',
+           'time_module']
 
 #: Uniform numbers each sample gets per epoch for its random transforms.
 DRAWS_PER_SAMPLE = 4
@@ -383,6 +385,107 @@ class BalancedLoader:
             index = order[start:start + size].tolist()
             samples = list(self._pool.map(read, index)) if self._pool else [read(i) for i in index]
             yield batchify(samples)
+
+
+class BalancedIter(mx.io.DataIter):
+    """:class:`BalancedLoader`'s batches as a ``DataIter``, for ``Module.fit``.
+
+    `data` and `label` are arrays (NumPy or NDArray) with one sample per row;
+    iteration j of epoch e is the slice of ``balancer.batch_size()`` rows at
+    ``balancer.offset`` of the global batch ``order[j*B:(j+1)*B]`` of
+    :func:`global_order` (epochs count from 1; ``reset`` starts the next).  Each
+    batch carries its own ``provide_data``/``provide_label``, so ``Module.forward``
+    reshapes the executors when the split changes.  With ``Module.fit``, also call
+    :func:`time_module` (the balancer needs the compute time of each iteration) and
+    pass ``optimizer_params={'rescale_grad': 1.0 / balancer.step_batch, ...}``
+    (``Module`` would take ``1 / batch`` from the first batch's shape)::
+
+        it = BalancedIter(x, y, bal, seed=1)
+        mod = mx.mod.Module(sym)
+        time_module(mod, bal)
+        mod.fit(it, kvstore=kv, optimizer='sgd',
+                optimizer_params={'learning_rate': 0.1, 'rescale_grad': 1.0 / bal.step_batch})
+
+    The loss must be summed over the samples (``SoftmaxOutput``'s default
+    ``normalization='null'``), as with Gluon (docs/balance.md).
+    """
+
+    def __init__(self, data, label, balancer, seed, data_name='data',
+                 label_name='softmax_label', first_epoch=1):
+        super().__init__(balancer.split[balancer.rank])     # batch_size: the latest batch
+        self.data = data.asnumpy() if isinstance(data, mx.nd.NDArray) else np.asarray(data)
+        self.label = label.asnumpy() if isinstance(label, mx.nd.NDArray) else np.asarray(label)
+        if len(self.data) != len(self.label):
+            raise ValueError('data has %d rows but label has %d' % (len(self.data),
+                                                                  len(self.label)))
+        self.balancer = balancer
+        self.total = balancer.total
+        if len(self.data) < self.total:
+            raise ValueError('a balanced iteration takes %d samples but the training set has '
+                             'only %d' % (self.total, len(self.data)))
+        self.data_name, self.label_name = data_name, label_name
+        self._seed = seed
+        self.epoch = first_epoch
+        self._order = global_order(len(self.data), seed, self.epoch)
+        self._j = 0
+
+    def _descs(self, size):
+        return ([mx.io.DataDesc(self.data_name, (size,) + self.data.shape[1:],
+                                self.data.dtype)],
+                [mx.io.DataDesc(self.label_name, (size,) + self.label.shape[1:],
+                                self.label.dtype)])
+
+    @property
+    def provide_data(self):
+        """The shapes of this worker's current batch (they change with the split)."""
+        return self._descs(self.balancer.split[self.balancer.rank])[0]
+
+    @property
+    def provide_label(self):
+        return self._descs(self.balancer.split[self.balancer.rank])[1]
+
+    def __len__(self):
+        """Iterations per epoch."""
+        return len(self.data) // self.total
+
+    def reset(self):
+        """The next epoch."""
+        self.epoch += 1
+        self._order = global_order(len(self.data), self._seed, self.epoch)
+        self._j = 0
+
+    def next(self):
+        if self._j >= len(self):
+            raise StopIteration
+        size = self.batch_size = self.balancer.batch_size()
+        start = self._j * self.total + self.balancer.offset
+        index = self._order[start:start + size]
+        self._j += 1
+        provide_data, provide_label = self._descs(size)
+        return mx.io.DataBatch([mx.nd.array(self.data[index], dtype=self.data.dtype)],
+                               [mx.nd.array(self.label[index], dtype=self.label.dtype)],
+                               pad=0, provide_data=provide_data, provide_label=provide_label)
+
+
+def time_module(module, balancer):
+    """Make `module`'s ``forward_backward`` (what ``Module.fit`` calls once per
+    iteration) report its compute time to `balancer` (:meth:`BatchBalancer.record`).
+
+    It first waits for MXNet's queued work (the previous update's pull, which in
+    ``dist_sync`` waits for the slowest worker), so that only this iteration's
+    forward and backward are timed, and waits for them to finish.
+    """
+    inner = module.forward_backward
+
+    def forward_backward(data_batch):
+        mx.nd.waitall()
+        start = time.perf_counter()
+        inner(data_batch)
+        mx.nd.waitall()
+        balancer.record(time.perf_counter() - start, data_batch.data[0].shape[0])
+
+    module.forward_backward = forward_backward
+    return module
 
 
 def eval_loader(dataset, batch_size=500, loader_workers=0):

@@ -95,3 +95,22 @@ def test_asynchronous_stores_balance_without_waiting_for_each_other(tmp_path, st
         assert all(it % 3 == 0 for it, _ in rank['switches'])
         assert sum(rank['log'][-1]['split']) == TOTAL
     assert ranks[1]['log'][-1]['size'] <= 40 and ranks[0]['log'][-1]['size'] >= 88
+
+
+def test_module_fit_balances_and_takes_the_step_of_one_big_batch(tmp_path):
+    """Module.fit on BalancedIter batches, timed by time_module, rescale_grad = 1/step_batch:
+    the split follows the speeds at the same iteration on both workers, the executors
+    reshape when it changes, and the weights are those of one process on the same samples."""
+    out, ranks = balance_job(tmp_path, api='module', steps=9, period=3,
+                             cost='0:0.0002,1:0.0008', initial='32,96')
+    logs = [r['log'] for r in ranks]
+    assert [len(log) for log in logs] == [9, 9]
+    for a, b in zip(*logs):
+        assert a['split'] == b['split'] and sum(a['split']) == TOTAL
+        assert a['size'] == a['split'][0] and b['size'] == a['split'][1]
+    assert ranks[0]['switches'] == ranks[1]['switches'] and ranks[0]['switches']
+    assert logs[1][0]['size'] == 96 and logs[1][-1]['size'] <= 40     # worker 1 is 4x slower
+    ref = reference(out, 9)
+    init = np.load(out / 'init.npz')
+    for rank in ranks:
+        assert_same_weights(rank, ref, init)

@@ -30,16 +30,23 @@ def parse_args():
     p.add_argument('--cost', default='', help='RANK:SECONDS per sample, comma-separated')
     p.add_argument('--out', required=True)
     p.add_argument('--reference', type=int, default=None, metavar='WORKERS')
+    p.add_argument('--api', choices=('gluon', 'module'), default='gluon',
+                   help='module: the same network as a symbol, trained by Module.fit on '
+                        'BalancedIter batches, timed by time_module')
     return p.parse_args()
 
 
-def dataset(total, steps):
+def arrays(total, steps):
     import numpy as np
-    from mxnet import gluon
     rng = np.random.RandomState(5)
     x = rng.randn(total * steps, N_FEATURES).astype('float32')
     y = (x[:, :N_CLASSES] + 0.5 * rng.randn(len(x), N_CLASSES)).argmax(axis=1).astype('int32')
-    return gluon.data.ArrayDataset(x, y)
+    return x, y
+
+
+def dataset(total, steps):
+    from mxnet import gluon
+    return gluon.data.ArrayDataset(*arrays(total, steps))
 
 
 def network():
@@ -85,9 +92,8 @@ def main():
     import mxnet as mx
     import numpy as np
     import mxnet_ssp  # noqa: F401
-    from mxnet import autograd, gluon
+    from mxnet import gluon
     from mxnet_ssp.balance import BatchBalancer
-    from mxnet_ssp.experiments.loader import BalancedLoader
 
     os.makedirs(args.out, exist_ok=True)
     data = dataset(args.total, args.steps)
@@ -103,7 +109,6 @@ def main():
         return
 
     kv = mx.kv.create(args.kvstore)
-    trainer = gluon.Trainer(params, 'sgd', OPTIMIZER, kvstore=kv)
     bal = BatchBalancer(kv, args.total, period=args.period, threshold=args.threshold,
                         initial=[int(b) for b in args.initial.split(',')] if args.initial
                         else None, log_path=os.path.join(args.out, 'decisions.jsonl'))
@@ -111,6 +116,57 @@ def main():
                                           if item)}
     if kv.rank == 0:
         np.savez(os.path.join(args.out, 'init.npz'), **weights(params))
+    if args.api == 'module':
+        log, final = train_module(args, kv, bal, cost, weights(params))
+    else:
+        log, final = train_gluon(kv, bal, cost, data, net, params, loss_fn)
+    bal.close()
+    result = {'rank': kv.rank, 'type': kv.type, 'lockstep': bal.lockstep, 'log': log,
+              'switches': bal.switches, 'rate': bal.rate,
+              'weights': {k: v.tolist() for k, v in final.items()}}
+    with open(os.path.join(args.out, 'rank-%d.json' % kv.rank), 'w') as f:
+        json.dump(result, f)
+
+
+def train_module(args, kv, bal, cost, init):
+    """Module.fit on BalancedIter batches, rescale_grad = 1 / step_batch, timed by
+    time_module (the per-sample cost slept inside the timed forward/backward)."""
+    import mxnet as mx
+    from mxnet_ssp.experiments.loader import BalancedIter, time_module
+    names = ('fc1_weight', 'fc1_bias', 'fc2_weight', 'fc2_bias')
+    x = mx.sym.Variable('data')
+    h = mx.sym.Activation(mx.sym.FullyConnected(x, num_hidden=16, name='fc1'), act_type='relu')
+    sym = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(h, num_hidden=N_CLASSES, name='fc2'),
+                               name='softmax')
+    x, y = arrays(args.total, args.steps)
+    train = BalancedIter(x, y.astype('float32'), bal, seed=SEED)
+    mod = mx.mod.Module(sym, context=mx.cpu())
+    log = []
+    inner = mod.forward_backward
+
+    def forward_backward(batch):
+        inner(batch)
+        mx.nd.waitall()
+        size = batch.data[0].shape[0]
+        if cost.get(kv.rank):
+            time.sleep(cost[kv.rank] * size)
+        log.append({'iteration': bal.iteration, 'size': size, 'offset': bal.offset,
+                    'split': list(bal.split)})
+
+    mod.forward_backward = forward_backward
+    time_module(mod, bal)
+    arg_params = {n: mx.nd.array(init[k]) for n, k in zip(names, 'abcd')}
+    mod.fit(train, num_epoch=1, kvstore=kv, optimizer='sgd', arg_params=arg_params,
+            optimizer_params=dict(OPTIMIZER, rescale_grad=1.0 / bal.step_batch))
+    got = mod.get_params()[0]
+    return log, {k: got[n].asnumpy() for n, k in zip(names, 'abcd')}
+
+
+def train_gluon(kv, bal, cost, data, net, params, loss_fn):
+    import mxnet as mx
+    from mxnet import autograd, gluon
+    from mxnet_ssp.experiments.loader import BalancedLoader
+    trainer = gluon.Trainer(params, 'sgd', OPTIMIZER, kvstore=kv)
     loader = BalancedLoader(data, bal, seed=SEED)
     log = []
     for x, y in loader.epoch(1):
@@ -126,12 +182,7 @@ def main():
         mx.nd.waitall()
         log.append({'iteration': bal.iteration, 'size': len(y), 'offset': bal.offset,
                     'split': list(bal.split)})
-    bal.close()
-    result = {'rank': kv.rank, 'type': kv.type, 'lockstep': bal.lockstep, 'log': log,
-              'switches': bal.switches, 'rate': bal.rate,
-              'weights': {k: v.tolist() for k, v in weights(params).items()}}
-    with open(os.path.join(args.out, 'rank-%d.json' % kv.rank), 'w') as f:
-        json.dump(result, f)
+    return log, weights(params)
 
 
 if __name__ == '__main__':
