@@ -303,3 +303,20 @@ def test_fewer_than_three_trials_give_no_interval_and_no_verdict():
     # a third trial each is enough to decide again
     times = {name: ts + [ts[0]] for name, ts in times.items()}
     assert set(by_claim(V.verdicts(rows_for(times), 0.93)).values()) == {'supported'}
+
+
+def test_the_medians_table_renders_with_and_without_intervals():
+    import types
+    from mxnet_ssp.experiments.reproduce.lab_report import _medians
+    from mxnet_ssp.profiles import get_scenario
+    rows = rows_for({'asp': [50, 51, 49], 'bsp': [100, 104]})
+    for row in rows:
+        for t in row['trials']:
+            t.update(it_per_s={0: 10.0, 1: 4.0}, idle_share={0: 0.2, 1: 0.1},
+                     staleness={'mean': 1.5})
+    lines = _medians(types.SimpleNamespace(targets=(0.93,)), get_scenario('mixed-2'), rows)
+    text = '\n'.join(lines)
+    assert '[95% interval]' in text and 'fewer than 3 trials' in text
+    assert '| ASP | 50.0 [49.0, 51.0] (3/3) | 0.940 [0.940, 0.940] | 0.20 | - | - / - | 1.50 |' \
+        in lines
+    assert '| BSP | 100.0 [-, -] (2/2) |' in text

@@ -59,7 +59,7 @@ def _medians(grid, scenario, rows):
             + ['final accuracy', 'non-compute share (fast workers)', 'held (share)',
                'grants / holds', 'staleness mean'])
     lines = ['## Medians with 95% bootstrap intervals', '',
-             'Median over the trials [95% interval]; times: seconds of training until the '
+             'Median over the trials [95%% interval]; times: seconds of training until the '
              'test accuracy first reached the target ("never": the median trial did not; '
              '(k/n): trials that reached it; "[-, -]": fewer than %d trials, no interval). '
              'The intervals decide the verdicts below.' % MIN_TRIALS, '',
