@@ -212,6 +212,7 @@ class ServerOptimizer(SavedState):
             self.optimizer.update_multi_precision(index, weight, grad, state)
             return
         from mxnet import ndarray as nd
+        from .host_kernels import copy_into
         k, m = slot_of(index, self.num_workers, self.num_servers)
         ks = self._keys.get(k)
         if ks is None:
@@ -254,7 +255,7 @@ class ServerOptimizer(SavedState):
                     ks.acc = None
         if applied:
             clock.advance()
-        weight[:] = ks.weight             # the sender's slot: what it pulls next
+        copy_into(weight, ks.weight)      # the sender's slot: what it pulls next
         clock.pulled_by(m)
         # the receive buffer `grad` is MXNet's and must not be read after we return
         nd.waitall()

@@ -863,6 +863,12 @@ def test_host_views_wait_for_queued_kernels_and_share_memory():
     assert on_host(a, b)
     assert not on_host(a, mx.nd.zeros(3, dtype='float16'))
     assert not on_host(mx.nd.zeros(3).tostype('row_sparse'))
+    from mxnet_ssp.host_kernels import copy_into
+    for dtype in ('float32', 'float16'):           # a memcpy, or MXNet's copy
+        dst, src = mx.nd.zeros((4, 3), dtype=dtype), mx.nd.arange(12).reshape((4, 3))
+        src = src.astype(dtype) * 2                 # queued
+        copy_into(dst, src)
+        np.testing.assert_array_equal(dst.asnumpy(), np.arange(12).reshape((4, 3)) * 2)
 
 
 def test_dcasgd_float16_keeps_the_mxnet_kernels():
