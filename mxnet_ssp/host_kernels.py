@@ -1,4 +1,5 @@
-"""DC-ASGD's element-wise passes as NumPy operations on the memory of CPU NDArrays.
+"""Server-side passes as NumPy operations on the memory of CPU NDArrays: DC-ASGD's
+compensation and momentum step, and the copy into a sender's slot.
 
 MXNet 1.9.1's CPU kernels for element-wise operators run one scalar at a time, and the
 square root DC-ASGD-a needs per element costs about two whole ``sgd_mom_update`` passes

@@ -217,6 +217,9 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
 
     needs_backup = False
     uses_grad_staleness = False
+    #: the step (and a rule's own passes) as NumPy on dense float32/float64 CPU arrays'
+    #: memory (:mod:`.host_kernels`); False: MXNet's kernels (set on an instance to force them)
+    host_kernels = False
     uses_sender = False
 
     def __init__(self, momentum=0.0, **kwargs):
@@ -303,8 +306,9 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
         if self.momentum > 0 and mom is None:
             raise ValueError('momentum=%r but the state of this key has no momentum buffer '
                              '(was it created by another optimizer?)' % self.momentum)
-        if getattr(self, 'host_kernels', False) and on_host(weight, grad):
-            arrays = [weight, grad, self._work('step', weight)]
+        if self.host_kernels and on_host(weight, grad):
+            # 'p' is free here: the prepared gradient is never in it
+            arrays = [weight, grad, self._work('p', weight)]
             if self.momentum > 0:
                 arrays.append(mom)
             views = host_views(*arrays)
@@ -481,6 +485,7 @@ class DCASGD(WorkerAwareOptimizer):
     """
 
     needs_backup = True
+    host_kernels = True
 
     def __init__(self, learning_rate=None, lamda=2.0, adaptive=False, mean_square_decay=0.95,
                  epsilon=1e-7, momentum=0.0, adaptive_reading='paper', **kwargs):
@@ -501,8 +506,6 @@ class DCASGD(WorkerAwareOptimizer):
                 % (adaptive_reading,))
         self.adaptive_reading = adaptive_reading
         self.uses_sender = self.adaptive and adaptive_reading == 'multiverso'
-        #: False: always the MXNet kernels (the tests compare the two paths)
-        self.host_kernels = True
 
     def create_state(self, index, weight):
         mom = self._zeros_like(weight) if self.momentum > 0 else None
@@ -541,7 +544,7 @@ class DCASGD(WorkerAwareOptimizer):
         Dense float32/float64 CPU arrays take the NumPy passes of :mod:`.host_kernels` (same
         operations, same order, same bits, several times faster); others the MXNet kernels
         of :meth:`_compensate`."""
-        if getattr(self, 'host_kernels', True) and on_host(weight, grad, backup):
+        if self.host_kernels and on_host(weight, grad, backup):
             return self._prepare_on_host(index, weight, grad, state, backup, sender, out)
         g_c = self._compensate(weight, grad, state, backup, sender, out)
         wd = self._get_wd(index)
