@@ -44,6 +44,7 @@ def assert_same_weights(rank, ref, init):
                                    err_msg='worker %d, parameter %s' % (rank['rank'], name))
 
 
+@pytest.mark.slow   # the Module.fit job below checks the same equality, with a changing split
 def test_fixed_uneven_batches_give_the_step_of_one_big_batch(tmp_path):
     out, ranks = balance_job(tmp_path, steps=5, initial='96,32', period=1000)
     assert [e['size'] for e in ranks[0]['log']] == [96] * 5
