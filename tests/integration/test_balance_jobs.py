@@ -98,6 +98,7 @@ def test_asynchronous_stores_balance_without_waiting_for_each_other(tmp_path, st
     assert ranks[1]['log'][-1]['size'] <= 40 and ranks[0]['log'][-1]['size'] >= 88
 
 
+@pytest.mark.slow   # default run time; the e2e --balance job runs a balanced job by default
 def test_module_fit_balances_and_takes_the_step_of_one_big_batch(tmp_path):
     """Module.fit on BalancedIter batches, timed by time_module, rescale_grad = 1/step_batch:
     the split follows the speeds at the same iteration on both workers, the executors
