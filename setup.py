@@ -16,8 +16,8 @@ class BuildWithPth(build_py):
     """Also put kvstore_patches/mxnet_ssp_autoload.{pth,py} at the root of site-packages.
 
     Python runs a .pth line that starts with ``import`` at every start-up; ours
-    imports a module that does nothing unless the process is a worker of an
-    MXNet parameter-server job (``DMLC_ROLE=worker``).  It is how a training
+    imports a module that does nothing unless the process has a role in an
+    MXNet parameter-server job (``DMLC_ROLE``).  It is how a training
     script that never imports mxnet_ssp can still ask for ``dist_dssp``.
 
     ``pip install .`` installs what this command writes into ``build_lib``.

@@ -2,13 +2,16 @@
 
 Installed at the root of site-packages together with ``mxnet_ssp_autoload.pth``,
 which Python runs at every start-up.  It does nothing (and imports nothing
-beyond ``os`` and ``sys``) unless the process is a worker of an MXNet
-parameter-server job (``DMLC_ROLE=worker``) and ``MXNET_SSP_AUTOLOAD`` is not
-``0``.  In a worker it imports ``mxnet_ssp``, which does not import MXNet but
+beyond ``os`` and ``sys``) unless the process has a role in an MXNet
+parameter-server job (``DMLC_ROLE``) and ``MXNET_SSP_AUTOLOAD`` is not ``0``.
+In a worker it imports ``mxnet_ssp``, which does not import MXNet but
 registers the store types with ``mx.kv.create`` as soon as the script's own
-``import mxnet`` finishes.  Scheduler and server processes need no patch:
-servers load mxnet-ssp's updater when they unpickle the optimizer the workers
-send.
+``import mxnet`` finishes.  Scheduler and server processes need no patch
+(servers load mxnet-ssp's updater when they unpickle the optimizer the
+workers send); there ``import mxnet`` runs the server loop and exits, no code
+of the script runs after it, and the hook only saves that import the second
+it spends loading scikit-learn, SciPy and requests for features a server never
+uses (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`).
 """
 import os
 import sys
@@ -18,12 +21,17 @@ _OFF = ('0', 'false', 'no', 'off')  # the "no" spellings of mxnet_ssp.config.FLA
 
 
 def _install():
-    if os.environ.get('DMLC_ROLE') != 'worker':
+    role = os.environ.get('DMLC_ROLE')
+    if role not in ('worker', 'server', 'scheduler'):
         return
     if os.environ.get(_ENV, '1').strip().lower() in _OFF:
         return
     try:
-        import mxnet_ssp  # noqa: F401
+        if role == 'worker':
+            import mxnet_ssp  # noqa: F401
+        else:
+            from mxnet_ssp._hooks import skip_optional_mxnet_imports
+            skip_optional_mxnet_imports()
     except Exception as err:  # never break the start-up of the user's script
         sys.stderr.write('mxnet-ssp: autoload failed: %s: %s\n' % (type(err).__name__, err))
 

