@@ -78,13 +78,14 @@ def skip_optional_mxnet_imports():
     """Let ``import mxnet`` run without scikit-learn and SciPy (about a second of CPU).
 
     MXNet 1.9.1 imports both where installed, each in a ``try``, for features
-    a parameter server never uses (OPTIONAL_MXNET_IMPORTS): with scikit-learn
-    installed, which brings SciPy and pandas, they are about a quarter of
-    ``import mxnet`` (measured here, median of 8: 3.1 s -> 1.9 s of CPU).  After this call those imports, made by those MXNet modules, fail
-    as if the package were missing, and MXNet goes on without the feature.
-    The same packages imported by anything else, before or after, load as
-    usual.  Used where no code of the user's runs after ``import mxnet``:
-    scheduler and server processes (``mxnet_ssp_autoload``), and the workers
+    a parameter server never uses (OPTIONAL_MXNET_IMPORTS).  With scikit-learn
+    installed, which brings SciPy and pandas, they are over a third of
+    ``import mxnet``: 3.1 s -> 1.9 s of CPU here (median of 8).  After this
+    call those imports, made by those MXNet modules, fail as if the package
+    were missing, and MXNet goes on without the feature.  The same packages
+    imported by anything else, before or after, load as usual.  Used where no
+    code of the user's runs after ``import mxnet``: scheduler and server
+    processes (``mxnet_ssp_autoload``), and the workers
     of mxnet-ssp's own training script.
     """
     if 'mxnet' in sys.modules:
