@@ -480,35 +480,32 @@ def test_missing_matplotlib_is_a_clear_error(tmp_path, capsys, monkeypatch):
 def test_tiny_preset_end_to_end(tmp_path):
     out = tmp_path / 'results'
     argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'tiny', '--out', str(out),
-            '--paradigms', 'bsp,ssp3,dssp'] + PLOT_FLAGS
+            '--paradigms', 'bsp,dssp'] + PLOT_FLAGS
     env = job_env(tmp_path)
     proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert 'started 3 run(s)' in proc.stdout
+    assert 'started 2 run(s)' in proc.stdout
     report = (out / 'report.md').read_text()
     rows = _table(report, 'Time to reach')
-    assert [r[0] for r in rows] == ['BSP', 'SSP s=3', 'DSSP [3,15]']
-    for name in ('bsp', 'ssp3', 'dssp'):
+    assert [r[0] for r in rows] == ['BSP', 'DSSP [3,15]']
+    for name in ('bsp', 'dssp'):
         run = out / 'runs' / name / 'trial1'
         for f in ('run.json', 'summary.json', 'eval.jsonl', 'train-worker0.jsonl',
                   'train-worker1.jsonl', 'job.log', 'model-final.params'):
             assert (run / f).exists(), (name, f)
         assert not list(run.glob('model-epoch*.params'))
-    for name in ('ssp3', 'dssp'):
-        assert (out / 'runs' / name / 'trial1' / 'worker-0.jsonl').exists()
+    assert (out / 'runs' / 'dssp' / 'trial1' / 'worker-0.jsonl').exists()
     results = json.loads((out / 'results.json').read_text())
     medians = {a['arm']: a['trials'][0] for a in results['arms']}
-    assert medians['ssp3']['release_lead_max'] <= 3
     assert medians['dssp']['release_lead_max'] <= 15
     assert medians['bsp']['max_lead'] <= 1
     if HAVE_MATPLOTLIB:
-        assert sorted(os.listdir(out / 'plots')) == ['paradigms.png', 'ssp_vs_dssp.png',
-                                                     'trials.png']
+        assert sorted(os.listdir(out / 'plots')) == ['paradigms.png', 'trials.png']
     mtime = (out / 'runs' / 'bsp' / 'trial1' / 'run.json').stat().st_mtime_ns
     proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=120, env=env)
-    assert proc.returncode == 0 and 'started 0 run(s), skipped 3' in proc.stdout, proc.stdout
+    assert proc.returncode == 0 and 'started 0 run(s), skipped 2' in proc.stdout, proc.stdout
     assert (out / 'runs' / 'bsp' / 'trial1' / 'run.json').stat().st_mtime_ns == mtime
 
 

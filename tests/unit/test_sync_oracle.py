@@ -171,9 +171,12 @@ def test_same_releases_seeded_timed(seed, mode):
               latency=rng.choice([0.0, 0.05, 1.0]))
 
 
-@pytest.mark.parametrize('spec', [(300, 3, 15, BOUNDED), (300, 3, 15, PAPER), (300, 3, 15, THRESHOLD),
-                                  (300, 3, 3, BOUNDED),
-                                  (150, 0, 0, BOUNDED), (200, 2, 6, BOUNDED)])
+@pytest.mark.parametrize('spec', [   # the other modes with many workers: seeded tests above
+    (300, 3, 15, BOUNDED),
+    pytest.param((300, 3, 15, PAPER), marks=pytest.mark.slow),
+    pytest.param((300, 3, 15, THRESHOLD), marks=pytest.mark.slow),
+    pytest.param((300, 3, 3, BOUNDED), marks=pytest.mark.slow),
+    (150, 0, 0, BOUNDED), (200, 2, 6, BOUNDED)])
 def test_same_releases_many_workers_one_straggler(spec):
     """The benchmark's shape: one worker 2.5x slower, 10% jitter, leaves at the end."""
     m, s_lower, s_upper, mode = spec
