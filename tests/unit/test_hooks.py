@@ -39,6 +39,7 @@ def test_mxnet_imports_without_sklearn_and_scipy_which_still_import_afterwards()
     assert 'after sklearn.base scipy.sparse' in out
 
 
+@pytest.mark.slow        # a whole import mxnet with scikit-learn, for a cached module
 def test_mxnet_keeps_sklearn_imported_before_it():
     out = _python(
         'import sklearn.base\n'
