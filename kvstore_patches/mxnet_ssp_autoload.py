@@ -10,8 +10,8 @@ registers the store types with ``mx.kv.create`` as soon as the script's own
 (servers load mxnet-ssp's updater when they unpickle the optimizer the
 workers send); there ``import mxnet`` runs the server loop and exits, no code
 of the script runs after it, and the hook only saves that import the second
-it spends loading scikit-learn, SciPy and requests for features a server never
-uses (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`).
+it spends loading scikit-learn and SciPy for features a server never uses
+(:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`).
 """
 import os
 import sys

@@ -49,7 +49,8 @@ def when_imported(name, callback):
 # ImportError there, for features a parameter server never uses: mxnet.model imports
 # sklearn.base for the deprecated FeedForward's base class; mxnet.ndarray.sparse,
 # mxnet.ndarray.utils, mxnet.contrib.quantization and mxnet.test_utils import scipy to convert
-# SciPy matrices, to calibrate quantized models and for test helpers.  (requests is imported unguarded by mxnet.gluon.utils: it has to load.)
+# SciPy matrices, to calibrate quantized models and for test helpers.  (requests is imported
+# unguarded by mxnet.gluon.utils: it has to load.)
 OPTIONAL_MXNET_IMPORTS = frozenset([('mxnet.model', 'sklearn'), ('mxnet.ndarray.sparse', 'scipy'),
                                     ('mxnet.ndarray.utils', 'scipy'), ('mxnet.test_utils', 'scipy'),
                                     ('mxnet.contrib.quantization', 'scipy')])
@@ -63,12 +64,14 @@ def _importer(frame):
 
 
 class _SkipOptionalMxnetImports:
-    """Meta-path finder: the imports in OPTIONAL_MXNET_IMPORTS fail; every other one is untouched."""
+    """Meta-path finder: the imports in OPTIONAL_MXNET_IMPORTS fail; any other is untouched."""
 
     names = frozenset(name for _, name in OPTIONAL_MXNET_IMPORTS)
 
     def find_spec(self, name, path=None, target=None):
-        if name not in self.names or (_importer(sys._getframe(1)), name) not in OPTIONAL_MXNET_IMPORTS:
+        if name not in self.names:
+            return None
+        if (_importer(sys._getframe(1)), name) not in OPTIONAL_MXNET_IMPORTS:
             return None
         raise ModuleNotFoundError('mxnet-ssp: %s is not loaded for MXNet in this process' % name,
                                   name=name)
@@ -85,8 +88,8 @@ def skip_optional_mxnet_imports():
     were missing, and MXNet goes on without the feature.  The same packages
     imported by anything else, before or after, load as usual.  Used where no
     code of the user's runs after ``import mxnet``: scheduler and server
-    processes (``mxnet_ssp_autoload``), and the workers
-    of mxnet-ssp's own training script.
+    processes (``mxnet_ssp_autoload``), and every process of mxnet-ssp's own
+    training script.
     """
     if 'mxnet' in sys.modules:
         return
