@@ -2,22 +2,51 @@
 
 It recomputes the slowest active clock by a scan of every worker at each ASP push (O(workers)),
 as the simulator did before it kept that clock incrementally; tests/unit/test_simulate.py
-requires both to give identical results.  Only the loop is its own: the arguments, the random
-streams and the result come from the simulator's helpers.
+requires both to give identical results.  It imports nothing from the simulator: the policy
+spec, the label, the jittered compute times and every field of the result are written out here
+again from the simulator's documented contract, so a bug in one of the simulator's helpers
+shows up as a difference instead of being shared by both sides.  Only the synchronization
+policy itself (:class:`mxnet_ssp.sync.SyncPolicy`, which has its own oracle in
+tests/oracle_sync.py) is the same object on both sides.
 """
 import heapq
+import random
 from collections import Counter
 
-from mxnet_ssp.simulate import _label, _result, _setup
+from mxnet_ssp.sync import SyncPolicy
 
 
-def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
+def _policy(spec, m, stall_factor):
+    """'asp' -> None, 'ssp:S' -> SyncPolicy(m, S, S), 'dssp:SL:SU[:MODE]' (bounded by default)."""
+    parts = spec.split(':')
+    if parts == ['asp']:
+        return None, 'asp'
+    if parts[0] == 'ssp':
+        s = int(parts[1])
+        return SyncPolicy(m, s, s, stall_factor=stall_factor), 'ssp:%d' % s
+    mode = parts[3] if len(parts) == 4 else 'bounded'
+    s_lower, s_upper = int(parts[1]), int(parts[2])
+    return (SyncPolicy(m, s_lower, s_upper, mode=mode, stall_factor=stall_factor),
+            'dssp:%d:%d:%s' % (s_lower, s_upper, mode))
+
+
+def simulate(times, spec, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
              seed=0, stall_factor=2.0):
-    """:func:`mxnet_ssp.simulate.simulate` as it was, with the ASP scan (same arguments)."""
-    times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
-                                         jitter, seed, stall_factor)
+    """The simulator's result as a dict of its fields (times and a spec string only).
+
+    Worker i's k-th compute time is ``times[i] * max(0.05, 1 + jitter * g)`` with ``g`` the
+    k-th ``gauss(0, 1)`` of ``random.Random('<seed>:<i>')``, as the simulator documents.
+    """
+    times = [float(t) for t in times]
     m = len(times)
-    label = _label(policy)
+    policy, label = _policy(spec, m, stall_factor)
+    rngs = [random.Random('%s:%d' % (seed, i)) for i in range(m)]
+
+    def compute_time(i):
+        if not jitter:
+            return times[i]
+        return times[i] * max(0.05, 1.0 + jitter * rngs[i].gauss(0.0, 1.0))
+
     end = float('inf') if wall_time is None else float(wall_time)
     clocks = [0] * m
     active = set(range(m))
@@ -69,5 +98,12 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
             if rel.rank in active:
                 schedule(now + latency, 'resume', rel.rank)
         max_lead = policy.max_lead
-    return _result(label, times, clocks, wait, idle_since, active, wall_time, last_push,
-                   max_lead, lead_hist)
+    if wall_time is None:
+        wall = last_push
+    else:
+        wall = float(wall_time)
+        for i in range(m):           # still held (or the OK in flight) at the end
+            if idle_since[i] is not None and i in active:
+                wait[i] += wall - idle_since[i]
+    return dict(label=label, times=times, iterations=clocks, wait=wait, wall_time=wall,
+                max_lead=max_lead, lead_hist=lead_hist)
