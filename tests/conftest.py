@@ -1,7 +1,9 @@
 """Shared helpers for tests that start real MXNet jobs on loopback."""
+import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +13,82 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = os.path.join(ROOT, 'tests', 'jobs')
+
+
+# ---------------------------------------------------------------------------
+# What a test needs from this machine: skipped without it, failed under CI
+# ---------------------------------------------------------------------------
+#: The README's install of everything tests/ imports (the package, MXNet and the [test] extra).
+INSTALL_TEST = 'python -m pip install ".[test]"'
+#: sshd, ssh and ssh-keygen for the launcher's ssh tests (.ci/run installs them).
+INSTALL_SSH = 'apt-get install openssh-server openssh-client'
+#: mpirun (Open MPI) for the launcher's mpi tests (.ci/run installs it).
+INSTALL_MPI = 'apt-get install openmpi-bin'
+
+
+def in_ci(environ=None):
+    """Whether this is a CI run: the environment variable CI is 'true' or '1' (any case)."""
+    value = (os.environ if environ is None else environ).get('CI', '')
+    return value.strip().lower() in ('true', '1')
+
+
+def need(what, install):
+    """Stop the calling test: `what` is missing here and the command `install` installs it.
+
+    Under CI (``in_ci()``) the test FAILS, since there a missing tool means the CI set-up
+    is wrong and a skip would hide that the test never ran; anywhere else it is SKIPPED.
+    Both messages name what is missing and the command.  Call it in a test, in a fixture
+    (the test then errors under CI), or at module level: there, under CI, the module's
+    collection errors, and a collection error stops pytest before it runs any test, so
+    prefer ``@pytest.mark.need`` (also as a module's ``pytestmark``) where the module
+    itself is not needed to import the test file.
+    """
+    message = '%s is missing; to install it: %s' % (what, install)
+    if in_ci():
+        pytest.fail('%s (CI=%s: a test that cannot run fails in CI instead of being skipped)'
+                    % (message, os.environ.get('CI')), pytrace=False)
+    pytest.skip(message, allow_module_level=True)
+
+
+def need_module(name, install=INSTALL_TEST):
+    """Import and return module `name`, or `need` it (like pytest.importorskip)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        why = str(err)
+    need('the Python module %s (%s: %s)' % (name, sys.executable, why), install)
+
+
+def need_program(name, install):
+    """The path of program `name` (a name looked up on PATH, or a path), or `need` it."""
+    path = shutil.which(name)
+    if path is None:
+        need('the program %s (not %s)' % (name, 'executable' if os.sep in name
+                                          else 'on PATH'), install)
+    return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        'markers', 'need(program=None, module=None, install=...): the test needs the program '
+        '(on PATH) or the Python module (found, not imported); without it the test is '
+        'skipped, and fails under CI=true (see tests/conftest.py need)')
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """``@pytest.mark.need(program=..., module=..., install=...)``: `need` before the test."""
+    for mark in item.iter_markers(name='need'):
+        unknown = set(mark.kwargs) - {'program', 'module', 'install'}
+        if mark.args or unknown or 'install' not in mark.kwargs:
+            raise TypeError('pytest.mark.need takes program= and/or module=, and install=; '
+                            'got %r %r' % (mark.args, mark.kwargs))
+        install = mark.kwargs['install']
+        if mark.kwargs.get('program'):
+            need_program(mark.kwargs['program'], install)
+        module = mark.kwargs.get('module')
+        if module and importlib.util.find_spec(module) is None:
+            need('the Python module %s (%s)' % (module, sys.executable), install)
 
 
 def job_env(tmp_path, **extra):
@@ -165,7 +243,7 @@ def marker_job(tmp_path):
 
 
 def require_autoload_hook():
-    """Skip the calling test unless this Python runs mxnet-ssp's start-up hook.
+    """`need` mxnet-ssp's start-up hook in this Python (skip, or fail under CI, without it).
 
     The hook (kvstore_patches/mxnet_ssp_autoload.{pth,py}) is put at the root
     of site-packages by ``pip install .`` and, with setuptools >= 64, by
@@ -174,7 +252,7 @@ def require_autoload_hook():
     """
     if 'mxnet_ssp_autoload' not in sys.modules:
         import site
-        pytest.skip('the start-up hook mxnet_ssp_autoload.pth is not installed for %s (looked '
-                    'in %s): run python -m pip install . (or pip install -e . with '
-                    'setuptools >= 64) in the checkout, which puts it there'
-                    % (sys.executable, ', '.join(site.getsitepackages())))
+        need('the start-up hook mxnet_ssp_autoload.pth of %s (looked in %s)'
+             % (sys.executable, ', '.join(site.getsitepackages())),
+             'python -m pip install . in the checkout (or pip install -e . with '
+             'setuptools >= 64), which puts it there')

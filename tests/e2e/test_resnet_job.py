@@ -4,17 +4,15 @@ BatchNorm's running statistics are initialized in the store but never get
 gradients; the store must still make exactly one decision per optimizer step
 (see tests/unit/test_steps.py for the unit tests of the step boundary).
 """
-import importlib.util
 import os
 import sys
 
 import pytest
 
-from conftest import JOBS, fail_msg, read_jsonl, run_job
+from conftest import INSTALL_TEST, JOBS, fail_msg, read_jsonl, run_job
 
 pytestmark = [pytest.mark.integration,
-              pytest.mark.skipif(importlib.util.find_spec('gluoncv') is None,
-                                 reason='needs gluoncv (the gluoncv extra)')]
+              pytest.mark.need(module='gluoncv', install=INSTALL_TEST)]
 
 
 def test_cifar_resnet20_two_workers_dist_dssp(tmp_path):

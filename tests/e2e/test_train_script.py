@@ -29,14 +29,13 @@ from mxnet_ssp.experiments.training.options import (check_args, learning_rate_at
                                                     parse_decay_epochs)
 from mxnet_ssp.experiments.training.store import make_kvstore, make_optimizer, read_server_weights
 
-from conftest import ROOT  # noqa: E402  (the checkout)
+from conftest import INSTALL_TEST, ROOT, need, need_module  # noqa: E402  (the checkout)
 #: how the launcher and reproduce start the training script: by module, not by a file path
 TRAIN = [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
 
 WORKER_ENV = {'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': '4'}
 HAVE_GLUONCV = models.gluoncv_available()
-needs_gluoncv = pytest.mark.skipif(
-    not HAVE_GLUONCV, reason="gluoncv is not installed (python -m pip install '.[gluoncv]')")
+needs_gluoncv = pytest.mark.need(module='gluoncv', install=INSTALL_TEST)
 
 
 def bad_flag(capsys, argv, environ=None):
@@ -206,18 +205,48 @@ def test_save_dir_that_is_a_file_or_under_one(capsys, tmp_path):
         assert '--save-dir' in err and str(target) in err and 'not a directory' in err
 
 
-@pytest.mark.skipif(hasattr(os, 'geteuid') and os.geteuid() == 0,
-                    reason='root writes into read-only directories: the check cannot fail')
+#: A directory nobody may write in, root included: the kernel refuses every write to the
+#: top of /proc/sys (fs/proc/proc_sysctl.c), whatever the capabilities (Linux only).
+PROC_SYS = '/proc/sys'
+
+
+def _read_only_dirs(tmp_path):
+    """Existing directories this process cannot create entries in.
+
+    A mode 0555 directory of its own (not as root, who writes there regardless) and
+    /proc/sys (root as well).  Each is checked to be unwritable first, so that a test
+    using them fails only for the check under test.
+    """
+    dirs = []
+    if not (hasattr(os, 'geteuid') and os.geteuid() == 0):
+        ro = tmp_path / 'ro'
+        ro.mkdir()
+        ro.chmod(0o555)
+        dirs.append(str(ro))
+    if os.path.isdir(PROC_SYS):
+        dirs.append(PROC_SYS)
+    if not dirs:
+        need('a directory root cannot write in (%s, on Linux)' % PROC_SYS,
+             'run the tests on Linux, or as a user other than root')
+    for d in dirs:
+        assert not os.access(d, os.W_OK), '%s is writable here' % d
+    return dirs
+
+
 def test_read_only_save_dir(capsys, tmp_path):
-    ro = tmp_path / 'ro'
-    ro.mkdir()
-    ro.chmod(0o555)
+    """An existing directory that takes no new file, and a new one under it, are refused
+    (the check tries a file in the first, asks os.access about the parent of the second)."""
     try:
-        for target in (ro, ro / 'sub'):
-            err = bad_flag(capsys, ['--kvstore', 'local', '--save-dir', str(target)])
-            assert '--save-dir' in err and str(target) in err and 'writ' in err
+        for ro in _read_only_dirs(tmp_path):
+            err = bad_flag(capsys, ['--kvstore', 'local', '--save-dir', ro])
+            assert "--save-dir %r is not valid: cannot write in %s: " % (ro, ro) in err, err
+            sub = os.path.join(ro, 'sub')
+            err = bad_flag(capsys, ['--kvstore', 'local', '--save-dir', sub])
+            assert ("--save-dir %r is not valid: cannot create %s: %s is not writable"
+                    % (sub, sub, ro)) in err, err
     finally:
-        ro.chmod(0o755)
+        if (tmp_path / 'ro').exists():
+            (tmp_path / 'ro').chmod(0o755)
 
 
 def test_save_dir_is_not_created_by_the_check(tmp_path):
@@ -388,7 +417,7 @@ def test_progress_bar_only_on_worker_0_at_a_terminal():
     assert make_progress(1, 10, stream=_Terminal(True)) is None
     assert make_progress(0, 10, stream=_Terminal(False)) is None
     assert make_progress(0, 10, disabled=True, stream=_Terminal(True)) is None
-    pytest.importorskip('tqdm')
+    need_module('tqdm')      # a requirement of the package: INSTALL_TEST installs it
     term = _Terminal(True)
     bar = make_progress(0, 10, initial=4, stream=term)
     bar.update(2)
@@ -493,14 +522,67 @@ def test_gluoncv_zoo_model_by_name():
     assert blocks and all(b.droprate == 0.3 for b in blocks)
 
 
+def parameter_values(net):
+    """{name: NumPy copy} of every parameter of `net`."""
+    return {name: p.data().asnumpy() for name, p in net.collect_params().items()}
+
+
+def assert_same_parameters(got, expected, atol=0):
+    """The same parameter names, and every value equal (exactly, or within `atol`)."""
+    assert sorted(got) == sorted(expected)
+    for name in expected:
+        if atol:
+            np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=atol,
+                                       err_msg=name)
+        else:
+            np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+
+
+def load_checkpoint(path, model, classes=10, image_shape=(1, 8, 8)):
+    """parameter_values of a new `model` network after load_parameters(`path`), as a resume."""
+    net = get_model(model, classes, image_shape)
+    net.load_parameters(str(path))
+    return parameter_values(net)
+
+
 def test_checkpoint_loads_into_the_model(tmp_path):
+    """A checkpoint the training script writes (save_checkpoint) loads as it does on resume
+    (load_parameters into a new network) and gives back every parameter, name and value."""
     import mxnet as mx
+    from mxnet import gluon
+    from mxnet_ssp.experiments.training.checkpoint import save_checkpoint
+    mx.random.seed(3)
     net = get_model('mlp', 10, (1, 8, 8))
     net.initialize()
     net(mx.nd.zeros((1, 1, 8, 8)))
-    net.save_parameters(str(tmp_path / 'm.params'))
-    other = get_model('mlp', 10, (1, 8, 8))
-    other.load_parameters(str(tmp_path / 'm.params'))
+    for p in net.collect_params().values():    # no zero biases: every value is its own
+        p.set_data(mx.nd.random.normal(shape=p.shape))
+    saved = parameter_values(net)
+    assert len(saved) == 6                     # 3 dense layers, a weight and a bias each
+    kv = mx.kv.create('local')
+    trainer = gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1}, kvstore=kv)
+    save_checkpoint(net, trainer, kv, str(tmp_path), 'model-epoch001',
+                    {'completed_epochs': 1, 'iteration': 7})
+    path = str(tmp_path / 'model-epoch001.params')
+    assert checkpoint_info(path)['completed_epochs'] == 1
+
+    other = get_model('mlp', 10, (1, 8, 8))    # not initialized: every value is the file's
+    other.load_parameters(path)
+    assert_same_parameters(parameter_values(other), saved)
+
+    # the comparison sees one changed value, and a missing name
+    changed = mx.nd.load(path)
+    key = sorted(changed)[0]
+    changed[key][0] += 1e-3
+    mx.nd.save(str(tmp_path / 'changed.params'), changed)
+    third = get_model('mlp', 10, (1, 8, 8))
+    third.load_parameters(str(tmp_path / 'changed.params'))
+    with pytest.raises(AssertionError, match='Mismatched elements: 1 /'):
+        assert_same_parameters(parameter_values(third), saved)
+    fewer = dict(saved)
+    fewer.popitem()
+    with pytest.raises(AssertionError):
+        assert_same_parameters(fewer, saved)
 
 
 def test_count_iterations(tmp_path):
@@ -618,6 +700,14 @@ def test_local_run_learns_and_writes_metrics(tmp_path):
         meta = json.load(f)
     # the epoch was cut short by --num-iterations: a resume starts it again
     assert meta['completed_epochs'] == 1 and meta['iteration'] == 60
+    # every checkpoint loads into the network; model-final holds the weights of epoch 2's
+    # end (no step between them), epoch 1's are those of 16 iterations before
+    first, second, final = (load_checkpoint(save / (name + '.params'), 'alexnet-small')
+                            for name in ('model-epoch001', 'model-epoch002', 'model-final'))
+    assert_same_parameters(final, second)
+    assert sorted(first) == sorted(final) and len(final) == 10     # 5 layers, weight and bias
+    assert all(np.isfinite(v).all() for v in final.values())
+    assert any(not np.array_equal(first[k], final[k]) for k in final)
 
 
 @pytest.mark.slow
@@ -777,14 +867,13 @@ def frozen_job(tmp_path_factory):
 
 @pytest.mark.integration
 def test_lr_decay_reaches_the_servers(frozen_job):
-    import mxnet as mx
     _, save, proc = frozen_job
     assert 'server[0] INFO server: set_lr 1e-10' in proc.stderr
-    second = mx.nd.load(str(save / 'model-epoch002.params'))
-    final = mx.nd.load(str(save / 'model-final.params'))  # the servers' weights, at the end
+    second = load_checkpoint(save / 'model-epoch002.params', 'mlp')
+    final = load_checkpoint(save / 'model-final.params', 'mlp')  # the servers' weights, at the end
+    assert len(final) == 6                     # 3 dense layers, a weight and a bias each
     # in epoch 3 both workers pushed 22 gradients each: at lr 1e-10 they move nothing
-    for k in final:
-        np.testing.assert_allclose(final[k].asnumpy(), second[k].asnumpy(), rtol=0, atol=1e-6)
+    assert_same_parameters(final, second, atol=1e-6)
     # ... whereas epoch 1, at lr 0.1, trained the network
     assert read_jsonl(save / 'eval.jsonl')[0]['accuracy'] > 0.3
 
@@ -806,7 +895,11 @@ def test_resume_a_job_from_a_checkpoint_with_the_servers_state(frozen_job):
         summary = json.load(f)
     with open(save / 'summary.json') as f:
         original = json.load(f)
-    # weights frozen since epoch 2: the resumed job ends where the original did
+    # weights frozen since epoch 2: the resumed job ends where the original did, with the
+    # weights of the checkpoint it started from (a job that did not load them would hold
+    # freshly initialized ones)
+    assert_same_parameters(load_checkpoint(out / 'model-final.params', 'mlp'),
+                           load_checkpoint(save / 'model-epoch002.params', 'mlp'), atol=1e-6)
     assert summary['final_accuracy'] == original['final_accuracy']
     assert summary['resumed_from'] == str(save / 'model-epoch002.params')
     # ... which holds even if loading did nothing (lr ~0, no momentum).  The servers' own

@@ -9,8 +9,9 @@ deadline.
 The ``ssh`` tests start a private sshd on 127.0.0.1 / 127.0.0.2 with keys in
 tmp_path; they need /usr/sbin/sshd, ssh and ssh-keygen (Debian:
 ``apt-get install openssh-server openssh-client``), and root (sshd's
-privilege-separation directory /run/sshd, and login as the current user);
-otherwise they are skipped.  The mpi run needs ``mpirun``.
+privilege-separation directory /run/sshd, and login as the current user).
+The mpi runs need ``mpirun`` (Debian: ``apt-get install openmpi-bin``).  Without
+these the tests are skipped, and fail under CI=true (tests/conftest.py need).
 """
 import json
 import os
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_stock_launch
+from conftest import INSTALL_MPI, INSTALL_SSH, need, need_program, run_stock_launch
 from mxnet_ssp import launch
 from mxnet_ssp.launch import (Host, LaunchError, Spec, Supervisor, find_kvstore_names,
                               mpi_argv, mpi_flavor, parse_hostfile, remote_script, role_settings,
@@ -757,7 +758,7 @@ def test_mpi_flavor(tmp_path, banner, flavor):
     assert mpi_flavor(str(fake)) == flavor
 
 
-@pytest.mark.skipif(shutil.which('mpirun') is None, reason='mpirun is not installed')
+@pytest.mark.need(program='mpirun', install=INSTALL_MPI)
 def test_mpi_real_run(tmp_path, clean_env, capfd):
     """--launcher mpi on this machine: roles, counts and per-role env through mpirun."""
     out = tmp_path / 'dumps'
@@ -780,7 +781,7 @@ def test_mpi_real_run(tmp_path, clean_env, capfd):
             assert ('ONLY_SERVER' in env) == (role == 'server')
 
 
-@pytest.mark.skipif(shutil.which('mpirun') is None, reason='mpirun is not installed')
+@pytest.mark.need(program='mpirun', install=INSTALL_MPI)
 def test_mpi_failing_rank_stops_the_job(tmp_path, clean_env, capfd):
     """Worker rank 1 under mpirun exits 3: the launcher reports the workers' mpirun and
     stops the scheduler, the servers' mpirun and its rank (in its own process group)."""
@@ -824,13 +825,13 @@ def sshd(tmp_path_factory):
     options pointing at a config with the port and key.
     """
     for tool in ('/usr/sbin/sshd', 'ssh', 'ssh-keygen'):
-        if shutil.which(tool) is None:
-            pytest.skip('%s not installed (apt-get install openssh-server)' % tool)
+        need_program(tool, INSTALL_SSH)
     if not os.path.isdir('/run/sshd'):
         try:
             os.makedirs('/run/sshd', mode=0o755)
         except OSError as err:
-            pytest.skip('sshd needs /run/sshd and it cannot be created: %s' % err)
+            need("sshd's privilege-separation directory /run/sshd (creating it: %s)" % err,
+                 'run the tests as root, or mkdir -m 755 /run/sshd as root')
     d = tmp_path_factory.mktemp('sshd')
     for name in ('hostkey', 'userkey'):
         subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', str(d / name)],
@@ -859,8 +860,9 @@ def sshd(tmp_path_factory):
         if not chunk or b'Bind to port' in log + chunk:
             proc.terminate()
             proc.wait()
-            pytest.skip('sshd did not start on 127.0.0.1 and 127.0.0.2: %s'
-                        % (log + chunk).decode(errors='replace')[-500:])
+            need('an sshd listening on 127.0.0.1 and 127.0.0.2 (it did not start: %s)'
+                 % (log + chunk).decode(errors='replace')[-500:],
+                 '%s, and a loopback interface that has 127.0.0.2' % INSTALL_SSH)
         log += chunk
     drain = threading.Thread(target=_drain, args=(proc.stderr.fileno(),), daemon=True)
     drain.start()                          # keep reading sshd's log so its pipe never fills
@@ -870,7 +872,10 @@ def sshd(tmp_path_factory):
     if check.returncode != 0:
         proc.terminate()
         proc.wait()
-        pytest.skip('cannot log in to the test sshd: %s' % check.stderr.strip()[-300:])
+        need('a login as %s on the test sshd with its key (ssh said: %s)'
+             % (os.environ.get('USER') or os.getuid(), check.stderr.strip()[-300:]),
+             '%s, and run the tests as a user sshd lets log in (root here: '
+             'PermitRootLogin prohibit-password)' % INSTALL_SSH)
     yield '-F %s' % (d / 'ssh_config')
     proc.terminate()
     proc.wait(timeout=30)

@@ -24,7 +24,9 @@ import pytest
 
 from mxnet_ssp.reference import DCASGDRule, Reference, SASGDRule
 
-sklearn_datasets = pytest.importorskip('sklearn.datasets')
+from conftest import need_module  # noqa: E402
+
+sklearn_datasets = need_module('sklearn.datasets')
 
 K = 10
 WORKERS = 16
@@ -187,7 +189,7 @@ def test_real_rules_follow_the_reference(name, kwargs, lr):
     """The float32 MXNet rules and the float32 reference on the same asynchronous run (the
     gradients depend on the weights, so differences would compound): same taus, same losses
     and weights within float32 rounding after 30 pushes per worker."""
-    mx = pytest.importorskip('mxnet')
+    mx = need_module('mxnet')
     from mxnet_ssp import optim  # noqa: F401  (registers the names)
     opt = mx.optimizer.create(name, learning_rate=lr, **kwargs)
     rule = (SASGDRule if name == 'sasgd' else DCASGDRule)(lr, **kwargs)

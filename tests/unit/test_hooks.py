@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from tests.conftest import require_autoload_hook
+from tests.conftest import INSTALL_TEST, require_autoload_hook
 
-pytest.importorskip('sklearn')
+pytestmark = pytest.mark.need(module='sklearn', install=INSTALL_TEST)
 
 FINDER = '_SkipOptionalMxnetImports'
 

@@ -5,9 +5,9 @@ import re
 import numpy as np
 import pytest
 
-mx = pytest.importorskip('mxnet')
+from conftest import ROOT, need_module  # noqa: E402
 
-from conftest import ROOT  # noqa: E402
+mx = need_module('mxnet')
 from mxnet_ssp import optim  # noqa: E402
 from mxnet_ssp.optim import DCASGD, StalenessAwareSGD, StalenessRequiredError  # noqa: E402
 from mxnet_ssp.reference import (DCASGDRule, Received, Reference, SASGDRule,  # noqa: E402
