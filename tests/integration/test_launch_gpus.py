@@ -4,15 +4,17 @@ This machine has no GPU (``mx.context.num_gpus()`` is 0), so the GPU count is in
 through the ``num_gpus`` parameter of ``launch.main`` / ``launch.plan_gpus`` /
 ``reproduce.main``; the jobs started with it are real local jobs whose processes dump
 their environment.  The count MXNet really gives here (0) is used where it can be:
-the launcher then refuses to start, and a worker given a GPU refuses to train.
+the launcher then refuses to start, and a worker given a GPU refuses to train.  The pure
+checks (the map, the plan, each worker's environment, ``choose_gpus``) are unit tests:
+tests/unit/test_gpus.py.
 """
 import os
 
 import pytest
 
-from mxnet_ssp import config, launch
+from mxnet_ssp import launch
 from mxnet_ssp.experiments.training.loop import choose_gpus
-from mxnet_ssp.launch import LaunchError, count_gpus, parse_gpu_map, plan_gpus, worker_gpu_env
+from mxnet_ssp.launch import LaunchError, count_gpus
 from test_launch import (DUMP_ENV, MARKER_CMD, PY, launcher_env, read_dumps, run_launcher,
                          write)
 
@@ -37,77 +39,8 @@ def fake(count):
 
 
 # ---------------------------------------------------------------------------
-# the map and the checks, before anything starts
+# the count MXNet really gives (the pure checks: tests/unit/test_gpus.py)
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('text, workers, expected', [
-    ('0:0,1:1', 2, {0: (0,), 1: (1,)}),
-    ('1:0, 0:1', 2, {0: (1,), 1: (0,)}),
-    ('0:0+1,1:2+3', 2, {0: (0, 1), 1: (2, 3)}),
-    ('0:3', 1, {0: (3,)}),
-])
-def test_parse_gpu_map(text, workers, expected):
-    assert parse_gpu_map(text, workers) == expected
-
-
-@pytest.mark.parametrize('text, words', [
-    ('0=0,1:1', ["'0=0' is not WORKER:GPU", 'WORKER:GPU[+GPU...]']),
-    ('0:a,1:1', ["'0:a' is not WORKER:GPU"]),
-    ('', ["'' is not WORKER:GPU"]),
-    ('0:0,2:1', ['worker 2 is not in the job (-n 2: workers 0..1)']),
-    ('0:0,0:1', ['worker 0 is given twice']),
-    ('0:0', ['no GPU for worker 1']),
-    ('0:0,1:0', ['GPU 0 is given to workers 0 and 1', 'its own GPUs']),
-    ('0:1+1,1:0', ['GPU 1 is given to worker 0 twice']),
-])
-def test_parse_gpu_map_rejects(text, words):
-    with pytest.raises(LaunchError) as info:
-        parse_gpu_map(text, 2)
-    message = str(info.value)
-    assert message.startswith('--gpu-map %r is not valid' % text)
-    assert all(w in message for w in words), message
-
-
-def test_plan_gpus_counts_once_with_the_launchers_environment():
-    counter = fake(4)
-    env = {'PATH': '/bin'}
-    assert plan_gpus(2, None, 2, env, counter) == {0: (0, 1), 1: (2, 3)}
-    assert plan_gpus(None, '0:3,1:0', 2, env, counter) == {0: (3,), 1: (0,)}
-    assert counter.asked == [env, env]
-    assert plan_gpus(None, None, 2, env, counter) is None     # no flag: no GPUs, no count
-    assert len(counter.asked) == 2
-
-
-@pytest.mark.parametrize('per_worker, gpu_map, count, env, words', [
-    (1, None, 0, {}, ['--gpus-per-worker 1 needs GPUs, but MXNet sees none here',
-                      'mx.context.num_gpus() is 0']),
-    (None, '0:0,1:1', 0, {'CUDA_VISIBLE_DEVICES': ''},
-     ["--gpu-map '0:0,1:1' needs GPUs", "CUDA_VISIBLE_DEVICES=''"]),
-    (1, None, 1, {}, ['--gpus-per-worker 1 gives worker 1 GPU 1', 'MXNet sees 1 GPU(s) here',
-                      'ids 0..0']),
-    (2, None, 3, {}, ['--gpus-per-worker 2 gives worker 1 GPU 3', 'sees 3 GPU(s)']),
-    (None, '0:0,1:2', 2, {}, ["--gpu-map '0:0,1:2' gives worker 1 GPU 2", 'ids 0..1']),
-    # a fake count above what CUDA_VISIBLE_DEVICES lists: the list bounds the ids
-    (None, '0:0,1:1', 8, {'CUDA_VISIBLE_DEVICES': '6'},
-     ['gives worker 1 GPU 1', 'sees 1 GPU(s)', "CUDA_VISIBLE_DEVICES='6'"]),
-    (0, None, 2, {}, ['--gpus-per-worker 0 is not valid', '>= 1']),
-    (1, '0:0,1:1', 2, {}, ['--gpus-per-worker and --gpu-map are exclusive']),
-])
-def test_plan_gpus_rejects(per_worker, gpu_map, count, env, words):
-    with pytest.raises(LaunchError) as info:
-        plan_gpus(per_worker, gpu_map, 2, env, fake(count))
-    assert all(w in str(info.value) for w in words), str(info.value)
-
-
-def test_worker_gpu_env():
-    assert worker_gpu_env((2, 3), {}) == {'CUDA_VISIBLE_DEVICES': '2,3', 'MXNET_SSP_GPUS': '0,1'}
-    assert worker_gpu_env((1,), {}) == {'CUDA_VISIBLE_DEVICES': '1', 'MXNET_SSP_GPUS': '0'}
-    # the launcher's own CUDA_VISIBLE_DEVICES: id g is its g-th entry (UUIDs too)
-    env = {'CUDA_VISIBLE_DEVICES': '5, 7,GPU-8f2a'}
-    assert worker_gpu_env((2,), env) == {'CUDA_VISIBLE_DEVICES': 'GPU-8f2a',
-                                         'MXNET_SSP_GPUS': '0'}
-    assert worker_gpu_env((1, 0), env)['CUDA_VISIBLE_DEVICES'] == '7,5'
-
-
 @pytest.mark.slow
 def test_count_gpus_asks_mxnet_here():
     """This machine: MXNet sees no GPU (test_cli_refuses_gpus_mxnet_does_not_see covers
@@ -120,14 +53,6 @@ def test_count_gpus_failure_is_a_launch_error(tmp_path):
     broken = write(tmp_path, 'no_mxnet.py', 'import sys; sys.exit("no module named mxnet")')
     with pytest.raises(LaunchError, match='cannot count the GPUs MXNet sees'):
         count_gpus({'PATH': os.environ['PATH']}, python=broken)
-
-
-def test_config_parse_gpus():
-    assert config.parse_gpus(' 0, 2 ') == (0, 2) and config.parse_gpus('') == ()
-    assert config.worker_gpus({}) == () and config.worker_gpus({'MXNET_SSP_GPUS': '1'}) == (1,)
-    for bad in ('x', '0,0', '-1', '0;1'):
-        with pytest.raises(config.ConfigError, match="MXNET_SSP_GPUS=%r is not valid" % bad):
-            config.parse_gpus(bad)
 
 
 # ---------------------------------------------------------------------------
@@ -208,24 +133,6 @@ def test_cli_refuses_gpus_mxnet_does_not_see(tmp_path):
 # ---------------------------------------------------------------------------
 # the training loop
 # ---------------------------------------------------------------------------
-def test_choose_gpus():
-    assert choose_gpus(0, {}, visible=0) == []
-    assert choose_gpus(2, {}, visible=2) == [0, 1]
-    env = {'MXNET_SSP_GPUS': '0,1'}
-    assert choose_gpus(0, env, visible=2) == [0, 1]
-    assert choose_gpus(2, env, visible=2) == [0, 1]
-    with pytest.raises(ValueError, match=r"--num-gpus 1 is not valid with MXNET_SSP_GPUS='0,1' "
-                                         r'\(set by the launcher\): this worker has 2 GPU\(s\)'):
-        choose_gpus(1, env, visible=2)
-    with pytest.raises(ValueError, match=r"MXNET_SSP_GPUS='0,1' is not valid here: MXNet sees 1 "
-                                         r"GPU\(s\) in this worker \(CUDA_VISIBLE_DEVICES='3'\)"):
-        choose_gpus(0, dict(env, CUDA_VISIBLE_DEVICES='3'), visible=1)
-    with pytest.raises(ValueError, match='--num-gpus 3 is not valid: this MXNet build sees 2'):
-        choose_gpus(3, {}, visible=2)
-    with pytest.raises(ValueError, match="MXNET_SSP_GPUS='a' is not valid"):
-        choose_gpus(0, {'MXNET_SSP_GPUS': 'a'}, visible=2)
-
-
 def test_training_script_refuses_a_gpu_this_machine_lacks(tmp_path, monkeypatch, capsys):
     """The real script, in this process: MXNet sees no GPU here, so MXNET_SSP_GPUS=0 fails."""
     import mxnet as mx

@@ -1,6 +1,7 @@
 """Batch balancing's pure logic: the split, the cost fit, the hysteresis, the settings, and
 the balanced loader's slices (no jobs: tests/integration/test_balance_jobs.py runs them)."""
 import itertools
+import math
 import random
 
 import numpy as np
@@ -150,3 +151,236 @@ def test_the_reserved_key_follows_the_store_s_key_type(user_key, expected):
     out = mx.nd.zeros(ADDRESS_ELEMENTS)
     kv.pull(key, out=out)
     assert (out.asnumpy() == vec.asnumpy()).all()
+
+
+# ---------------------------------------------------------------------------
+# the split policy at its edges (mxnet_ssp/balance_policy.py); expected values by hand
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize('total,workers,expected', [
+    (12, 3, [4, 4, 4]),             # an exact multiple: no remainder to hand out
+    (10, 3, [4, 3, 3]),             # remainder 1: rank 0 only
+    (11, 3, [4, 4, 3]),             # remainder 2: ranks 0 and 1, never the last
+    (128, 5, [26, 26, 26, 25, 25]),  # 128 = 5 * 25 + 3
+    (5, 4, [2, 1, 1, 1]),
+    (7, 4, [2, 2, 2, 1]),           # remainder workers - 1
+    (7, 1, [7]),                    # one worker takes everything
+    (2, 3, [1, 1, 0]),              # fewer samples than workers: the highest rank gets none
+    (0, 3, [0, 0, 0]),
+])
+def test_equal_split_gives_the_remainder_to_the_lowest_ranks(total, workers, expected):
+    from mxnet_ssp.balance import equal_split
+    got = equal_split(total, workers)
+    assert got == expected and all(type(b) is int for b in got)
+
+
+def test_equal_split_reads_the_total_as_an_integer():
+    from mxnet_ssp.balance import equal_split
+    got = equal_split(10.0, 3)
+    assert got == [4, 3, 3] and all(type(b) is int for b in got)
+
+
+@pytest.mark.parametrize('rates,sizes,overheads,expected', [
+    ([1.0, 2.0], [3, 1], None, 3.0),            # max(3, 2): the slowest worker
+    ([1.0, 2.0], [1, 3], None, 6.0),            # max(1, 6)
+    ([1.0, 2.0], [3, 1], [0.5, 2.0], 4.0),      # max(0.5 + 3, 2 + 2): the overhead adds
+    ([1.0, 2.0], [3, 1], [], 3.0),              # an empty list of overheads: none
+])
+def test_predicted_time_is_the_slowest_worker_s_time(rates, sizes, overheads, expected):
+    assert predicted_time(rates, sizes, overheads) == expected
+
+
+@pytest.mark.parametrize('rates,total,expected', [
+    ([1.0, 5.0], 8, [4, 4]),        # total == M * lo: everyone at lo, whatever the rates
+    ([1.0, 5.0], 20, [10, 10]),     # total == M * hi: everyone at hi
+    ([5.0, 1.0], 9, [4, 5]),        # one above M * lo: the fast worker takes it
+    ([1.0, 5.0], 19, [10, 9]),      # one below M * hi: the slow worker gives it up
+])
+def test_split_at_the_bounds_of_the_total(rates, total, expected):
+    assert solve_split(rates, total, 4, 10) == expected
+
+
+@pytest.mark.parametrize('total', [7, 21, 0])
+def test_split_beyond_the_bounds_of_the_total_is_refused(total):
+    with pytest.raises(ValueError) as err:
+        solve_split([1.0, 5.0], total, 4, 10)
+    assert str(err.value) == 'no split of %d samples over 2 workers within [4, 10]' % total
+
+
+@pytest.mark.parametrize('bad', [0.0, -1.0, float('inf'), float('nan')])
+def test_split_refuses_rates_that_are_not_finite_and_positive(bad):
+    with pytest.raises(ValueError, match=r'rates must be finite and > 0, got \[1\.0, %s\]'
+                                         % repr(bad)):
+        solve_split([1.0, bad], 8, 1, 8)
+
+
+@pytest.mark.parametrize('lo,hi,expected', [
+    (32, 128, [96, 32]),            # the optimum [96, 32] (96 * 1 == 32 * 3) sits at lo
+    (33, 128, [95, 33]),            # lo one above: the slow worker is held there
+    (1, 96, [96, 32]),              # the optimum sits at hi
+    (1, 95, [95, 33]),              # hi one below: the fast worker is held there
+])
+def test_split_holds_workers_exactly_at_lo_and_hi(lo, hi, expected):
+    assert solve_split([1.0, 3.0], 128, lo, hi) == expected
+
+
+def test_split_hands_out_the_last_samples_one_by_one_never_past_hi():
+    """a = [48.5, 0, 1], c = [1, 10, 10], 21 samples, at most 10 each: the continuous
+    optimum T = 58 gives [9.5, 5.8, 5.7]; the floors [9, 5, 5] miss 2 samples.  Their next
+    times are 58.5, 60 and 61: worker 0 takes one and reaches hi = 10 (its next time, 59.5,
+    would be the smallest), so worker 1 takes the other: times 58.5, 60, 51."""
+    assert solve_split([1.0, 10.0, 10.0], 21, 1, 10, [48.5, 0.0, 1.0]) == [10, 6, 5]
+
+
+@pytest.mark.parametrize('total,expected', [
+    (10, [4, 3, 3]),                # equal times: the extra samples go to the lowest ranks
+    (11, [4, 4, 3]),
+    (12, [4, 4, 4]),
+])
+def test_split_ties_go_to_the_lower_rank(total, expected):
+    assert solve_split([1.0, 1.0, 1.0], total, 1, 12) == expected
+
+
+@pytest.mark.parametrize('overheads,expected', [
+    ([4.0, 0.0], [8, 12]),          # (T - 4) + T = 20: T = 12, both finish at 12
+    ([0.0, 4.0], [12, 8]),
+    ([0.0, 0.0], [10, 10]),
+    (None, [10, 10]),
+])
+def test_split_gives_less_to_a_worker_with_a_fixed_overhead(overheads, expected):
+    assert solve_split([1.0, 1.0], 20, 1, 20, overheads) == expected
+
+
+def test_split_takes_back_an_overshoot_from_the_slowest_worker_lower_rank_first():
+    """Only an overhead below 0 (outside the documented a >= 0, which fit_cost and the
+    service guarantee) makes the floors overshoot: here they give [10, 10] for 15 samples,
+    and the 5 extra are taken one at a time from the worker with the longest time (both at
+    0, then -1 / 0, ...), rank 0 first on a tie: [9, 10], [9, 9], [8, 9], [8, 8], [7, 8]."""
+    assert solve_split([1.0, 1.0], 15, 1, 20, [-10.0, -10.0]) == [7, 8]
+
+
+def test_split_takes_back_an_overshoot_never_below_lo():
+    """a = [-10, 5]: the floors give [10, 1] for 5 samples.  Worker 1 has the longer time
+    (5 + 1 = 6 against -10 + 10 = 0) but is at lo = 1, so all 6 come from worker 0."""
+    assert solve_split([1.0, 1.0], 5, 1, 20, [-10.0, 5.0]) == [4, 1]
+
+
+@pytest.mark.parametrize('points,expected', [
+    ({10: 0.5}, (0.0, 0.05)),                            # one batch: all of it per sample
+    ({10: 2.0, 30: 4.0}, (1.0, 0.1)),                    # exactly t = 1 + 0.1 b
+    ({0: 0.5, 10: 1.5}, (0.5, 0.1)),                     # a batch of 0 measures a directly
+    ({10: 1.0, 20: 2.0}, (0.0, 0.1)),                    # exactly t = 0.1 b
+    ({10: 1.0, 20: 2.5, 30: 3.0}, (1.0 / 6, 0.1)),       # least squares: cov 20 / var 200
+    # a < 0 (least squares: -1 + 0.2 b): refit through the origin, c = 70 / 500
+    ({10: 1.0, 20: 3.0}, (0.0, 0.14)),
+    # flat: c floored at 1% of 2 / 30 seconds per sample, a = 1 - 15 c
+    ({10: 1.0, 20: 1.0}, (0.99, 1.0 / 1500)),
+    # slower with fewer samples: c floored at 1% of 0.03 / 64, a = 0.015 - 32 c
+    ({16: 0.02, 48: 0.01}, (0.01485, 0.03 / 6400)),
+    ({10: 0.0}, (0.0, 0.0)),                             # no time measured at all
+    ({10: 0.0, 20: 0.0}, (0.0, 0.0)),
+])
+def test_fit_cost_at_its_edges(points, expected):
+    a, c = fit_cost(points)
+    assert a == pytest.approx(expected[0], rel=1e-9, abs=1e-12)
+    assert c == pytest.approx(expected[1], rel=1e-9, abs=1e-15)
+    assert a >= 0
+
+
+def test_fit_cost_does_not_depend_on_the_order_of_the_points():
+    assert fit_cost({30: 3.0, 10: 1.0, 20: 2.5}) == pytest.approx((1.0 / 6, 0.1))
+
+
+@pytest.mark.parametrize('workers,total,lo,hi,expected', [
+    (3, 10, 1, 10, [4, 3, 3]),      # equal, the remainder to the lowest ranks
+    (4, 8, 2, 2, [2, 2, 2, 2]),     # lo == hi: the only split
+    (2, 20, 10, 10, [10, 10]),
+    (1, 7, 1, 7, [7]),
+])
+def test_policy_starts_from_the_equal_split(workers, total, lo, hi, expected):
+    pol = BalancePolicy(workers, total, lo, hi, 0.05)
+    assert pol.sizes == expected and pol.version == 0
+    assert (pol.num_workers, pol.total, pol.lo, pol.hi, pol.threshold) == \
+        (workers, total, lo, hi, 0.05)
+
+
+def test_policy_takes_a_given_initial_split_as_a_list_of_its_own():
+    initial = (7, 3)
+    pol = BalancePolicy(2, 10, 1, 10, 0.05, initial=initial)
+    assert pol.sizes == [7, 3] and pol.version == 0       # a list: (7, 3) != [7, 3]
+    given = [6, 4]
+    pol = BalancePolicy(2, 10, 1, 10, 0.05, initial=given)
+    given[0] = 99
+    assert pol.sizes == [6, 4]
+
+
+@pytest.mark.parametrize('total,lo,hi', [
+    (30, 1, 10),        # the equal split [15, 15] is above hi and no split fits
+    (1, 1, 10),         # [1, 0] is below lo: [1, 1] would not sum to 1
+])
+def test_policy_refuses_a_total_no_split_within_the_bounds_fits(total, lo, hi):
+    with pytest.raises(ValueError, match=r'^no split of %d samples over 2 workers within '
+                                         r'\[%d, %d\]$' % (total, lo, hi)):
+        BalancePolicy(2, total, lo, hi, 0.05)
+
+
+#: Worker 1 pays 2 s per iteration on top: on [2, 2] the times are 2 and 4, so now = 4;
+#: the best split [3, 1] gives 3 and 3, so the gain is exactly (4 - 3) / 4 = 0.25.
+GAIN_MODELS = [(0.0, 1.0), (2.0, 1.0)]
+
+
+@pytest.mark.parametrize('threshold,switched', [
+    (0.2, True),
+    (math.nextafter(0.25, 0.0), True),      # just below the gain: switch
+    (0.25, False),                          # exactly at it: the gain must exceed it
+    (math.nextafter(0.25, 1.0), False),     # just above
+    (0.3, False),
+])
+def test_policy_switches_only_when_the_gain_exceeds_the_threshold(threshold, switched):
+    pol = BalancePolicy(2, 4, 1, 3, threshold)
+    assert pol.sizes == [2, 2]
+    record = pol.decide(GAIN_MODELS)
+    assert record['predicted_s'] == 4.0 and record['best_s'] == 3.0
+    assert record['gain'] == 0.25
+    assert record['models'] == [[0.0, 1.0], [2.0, 1.0]]
+    assert record['switched'] is switched
+    assert pol.sizes == record['sizes'] == ([3, 1] if switched else [2, 2])
+    assert pol.version == (1 if switched else 0)
+
+
+def test_policy_after_a_switch_stays_put_and_counts_versions():
+    pol = BalancePolicy(2, 4, 1, 3, 0.0)
+    assert pol.decide(GAIN_MODELS)['switched'] and pol.version == 1
+    record = pol.decide(GAIN_MODELS)           # the split is already the best one: gain 0
+    assert not record['switched'] and record['gain'] == 0.0 and pol.version == 1
+    assert pol.sizes == [3, 1]
+    # now worker 0 pays the overhead: [3, 1] takes max(2 + 3, 1) = 5, [1, 3] max(2 + 1, 3) = 3
+    record = pol.decide([(2.0, 1.0), (0.0, 1.0)])
+    assert record['switched'] and pol.sizes == [1, 3] and pol.version == 2
+    assert record['predicted_s'] == 5.0 and record['best_s'] == 3.0
+
+
+def test_policy_does_not_switch_to_a_split_that_is_just_as_fast():
+    """Threshold 0: [2, 2, 1] is the solver's split and as fast as the current [1, 2, 2]
+    (both 2 s): a gain of 0 does not exceed 0, so the split stays."""
+    pol = BalancePolicy(3, 5, 1, 5, 0.0, initial=[1, 2, 2])
+    record = pol.decide([(0.0, 1.0)] * 3)
+    assert record['predicted_s'] == record['best_s'] == 2.0 and record['gain'] == 0.0
+    assert not record['switched'] and pol.sizes == [1, 2, 2] and pol.version == 0
+
+
+def test_policy_with_nothing_to_time_reports_no_gain():
+    """Zero samples and no overhead: every split takes 0 s, so the gain is 0 (not 0 / 0)."""
+    pol = BalancePolicy(2, 0, 0, 4, 0.0)
+    assert pol.sizes == [0, 0]
+    record = pol.decide([(0.0, 1.0), (0.0, 1.0)])
+    assert record['predicted_s'] == 0.0 and record['gain'] == 0.0 and not record['switched']
+
+
+def test_policy_waits_for_every_worker_s_model():
+    pol = BalancePolicy(3, 9, 1, 9, 0.0)
+    for models in ([None, (0.0, 1.0), (0.0, 1.0)], [(0.0, 1.0), (0.0, 1.0), None]):
+        record = pol.decide(models)
+        assert record == {'models': [list(m) if m else None for m in models],
+                          'sizes': [3, 3, 3], 'switched': False,
+                          'why': 'a worker has no measurement yet'}
+    assert pol.version == 0

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT  # noqa: E402  (the checkout)
+from conftest import ROOT, need_module  # noqa: E402  (the checkout)
 
 
 def test_worker_store_does_not_import_the_server_module():
@@ -26,7 +26,7 @@ def test_worker_store_does_not_import_the_server_module():
 
 
 def test_updater_spec_unpickles_as_the_server_optimizer():
-    mx = pytest.importorskip('mxnet')
+    mx = need_module('mxnet')
     from mxnet_ssp.channel import UpdaterSpec
     from mxnet_ssp.server import ServerOptimizer
     opt = mx.optimizer.SGD(learning_rate=0.25, multi_precision=False)
@@ -75,71 +75,8 @@ def test_slot_of_refuses_a_key_of_another_layout():
         slot_of(1 * 3 + 0, 3, 2)     # worker 0's slot of key 1 in the single-server layout
 
 
-def _string_layout_store(workers, servers):
-    """The key layout of a store in slot mode (what SSPKVStore uses, no job)."""
-    from mxnet_ssp.slots import KeyLayout
-    return KeyLayout(0, servers, workers)
-
-
-PAD = [0.0]       # stands for the 1-element padding array
-
-
-@pytest.mark.parametrize('servers', [1, 2, 3, 4])
-@pytest.mark.parametrize('workers', [1, 2, 3, 5, 8])
-def test_string_slots_get_ids_of_the_integer_layout(workers, servers):
-    """MXNet numbers string keys 0, 1, ... in init order (kvstore_local.h, next_str_key_):
-    parameter number i (in init order) must get the ids slot_key(i, m); after a string
-    key outside slot blocks (the discovery key) was numbered, the next parameter takes
-    the next whole block."""
-    from mxnet_ssp.channel import slot_key, slot_of
-    kv = _string_layout_store(workers, servers)
-    ids = {}
-
-    def native_init(keys):              # what MXNet's Init(str_keys, ...) does
-        for key in keys:
-            assert key not in ids, 'duplicate init of key %s' % key
-            ids[key] = len(ids)
-        kv.str_ids += len(keys)
-
-    names = ['fc%d_weight' % i for i in range(6)]
-    value = object()
-    for i, name in enumerate(names):
-        if i == 3:
-            native_init(['__mxnet_ssp_discovery__'])
-        keys, values = kv.block(name, value, PAD)
-        assert len(keys) == len(values)
-        slots = [k for k, v in zip(keys, values) if v is value]
-        padding = [(k, v) for k, v in zip(keys, values) if v is not value]
-        assert slots == ['%s@%d' % (name, m) for m in range(workers)]
-        native_init(keys)
-        block = i if i < 3 else i + 1
-        for m in range(workers):
-            assert ids['%s@%d' % (name, m)] == slot_key(block, m, workers, servers)
-            assert slot_of(ids['%s@%d' % (name, m)], workers, servers) == (block, m)
-        assert all(k.startswith('__mxnet_ssp_pad_') and v is PAD for k, v in padding)
-        # the padding of a parameter's block: M * (S - 1) keys (+ M * S - 1 after the discovery)
-        assert len(padding) == workers * (servers - 1) + (workers * servers - 1 if i == 3 else 0)
-    used = {i: {mxnet_server_of(ids['%s@%d' % (n, m)], servers) for m in range(workers)}
-            for i, n in enumerate(names)}
-    assert all(len(s) == 1 for s in used.values()), used
-
-
-def test_too_many_slot_keys_are_refused_naming_workers_and_servers():
-    from mxnet_ssp.channel import MAX_INT_KEY
-    from mxnet_ssp.slots import SlotKeyError
-    kv = _string_layout_store(4, 3)
-    with pytest.raises(SlotKeyError,
-                       match=r'\(key \+ 1\) \* workers \* servers <= %d' % MAX_INT_KEY):
-        kv.block(MAX_INT_KEY // 12, 'v', PAD)
-    assert len(kv.block(MAX_INT_KEY // 12 - 1, 'v', PAD)[0]) == 4
-    kv.str_ids = MAX_INT_KEY - 5
-    with pytest.raises(SlotKeyError, match='too many string keys for slot mode with 4 workers '
-                                           'and 3 servers'):
-        kv.block('w', 'v', PAD)
-
-
 def test_saved_server_state_refuses_another_number_of_servers(tmp_path):
-    mx = pytest.importorskip('mxnet')
+    mx = need_module('mxnet')
     from mxnet_ssp.server import ServerOptimizer
     prefix = str(tmp_path / 'state')
     ServerOptimizer(mx.optimizer.SGD(), num_workers=2, slots=True,
