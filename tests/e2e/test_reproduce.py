@@ -1,6 +1,7 @@
-"""Tests of mxnet_ssp.reproduce: the report's maths, bad input, the runner and resuming.
+"""Tests of mxnet_ssp.reproduce: reports of synthetic runs, bad input, the runner and resuming.
 
-* Pure tests of the report maths on synthetic data (no process started).
+* The report's maths (mxnet_ssp.experiments.reproduce.stats) is tested in
+  tests/unit/test_stats.py; here it runs through the collector and the report.
 * Runner tests with a stand-in for train_cifar.py that writes synthetic
   metrics: real launcher jobs that take a fraction of a second, so resuming,
   failures and aborts are checked without MXNet.
@@ -17,15 +18,13 @@ import textwrap
 
 import pytest
 
-from conftest import job_env
+from conftest import INSTALL_TEST, job_env
 from mxnet_ssp.experiments.reproduce.cli import build_parser, main
 from mxnet_ssp.experiments.reproduce.files import write_json
 from mxnet_ssp.experiments.reproduce.grid import MARKER, resolve_grid, run_dir, run_signature, trial_seed
 from mxnet_ssp.experiments.reproduce.presets import PRESETS, parse_arm
 from mxnet_ssp.experiments.reproduce.report import write_report
 from mxnet_ssp.experiments.reproduce.runner import check_dataset, prepare_subset, run_env, subset_dir
-from mxnet_ssp.experiments.reproduce.stats import (average_curves, lead_from_train_logs, median_trial,
-                                                   staleness_from_train_logs, time_to_target)
 
 from conftest import ROOT  # noqa: E402  (the checkout)
 HAVE_MATPLOTLIB = importlib.util.find_spec('matplotlib') is not None
@@ -77,81 +76,6 @@ def test_every_preset_resolves_to_its_paradigms():
         assert {a.family for a in arms} == {'bsp', 'asp', 'ssp', 'dssp'}, preset.name
     assert [a.staleness[0] for a in map(parse_arm, PRESETS['paper-alexnet'].arms)
             if a.family == 'ssp'] == list(range(3, 16))
-
-
-# ---------------------------------------------------------------------------
-# report maths on synthetic data
-# ---------------------------------------------------------------------------
-def test_time_to_target():
-    curve = [(1.0, 0.3), (2.0, 0.66), (3.0, 0.67), (4.0, 0.65), (5.0, 0.69)]
-    assert time_to_target(curve, 0.67) == 3.0       # reaching exactly counts
-    assert time_to_target(curve, 0.68) == 5.0       # first time, not the last
-    assert time_to_target(curve, 0.3) == 1.0
-    assert time_to_target(curve, 0.7) is None
-    assert time_to_target([], 0.1) is None
-
-
-def test_median_trial_by_final_accuracy():
-    trials = [{'trial': 1, 'final_accuracy': 0.70}, {'trial': 2, 'final_accuracy': 0.60},
-              {'trial': 3, 'final_accuracy': 0.65}]
-    assert median_trial(trials)['trial'] == 3
-    assert median_trial(trials[:2])['trial'] == 2     # even count: the lower middle
-    assert median_trial(trials[:1])['trial'] == 1
-    assert median_trial([]) is None
-    ties = [{'trial': t, 'final_accuracy': 0.5} for t in (3, 1, 2)]
-    assert median_trial(ties)['trial'] == 2             # ties in trial order
-
-
-def test_average_curves_on_a_common_grid():
-    a = [(0.0, 0.0), (10.0, 1.0)]                 # linear, ends at 10 s
-    b = [(2.0, 0.2), (6.0, 0.6), (20.0, 0.6)]     # starts later, runs longer
-    avg = dict(average_curves([a, b]))
-    # the grid starts where both are defined and is the union of their times
-    assert sorted(avg) == [2.0, 6.0, 10.0, 20.0]
-    assert avg[2.0] == pytest.approx((0.2 + 0.2) / 2)
-    assert avg[6.0] == pytest.approx((0.6 + 0.6) / 2)
-    assert avg[10.0] == pytest.approx((1.0 + 0.6) / 2)
-    assert avg[20.0] == pytest.approx((1.0 + 0.6) / 2)   # a holds its final accuracy
-    # unsorted input and an empty curve are handled
-    assert average_curves([list(reversed(a)), [], a]) == [(0.0, 0.0), (10.0, 1.0)]
-    assert average_curves([]) == []
-    # the average's time to target is read off the same way as a single curve's
-    assert time_to_target(average_curves([a, b]), 0.8) == 10.0
-
-
-def _logs(times):
-    """{rank: train records} from {rank: [end time of each iteration]}."""
-    return {r: [{'rank': r, 'iteration': i + 1, 'time': t} for i, t in enumerate(ts)]
-            for r, ts in times.items()}
-
-
-def test_lead_from_train_logs():
-    # rank 0 ends an iteration every second, rank 1 every 2.5 s; both run 4 iterations
-    logs = _logs({0: [1, 2, 3, 4], 1: [2.5, 5, 7.5, 10]})
-    max_lead, mean_lead = lead_from_train_logs(logs)
-    # in time order (t = 1, 2, 2.5, 3, 4, 5, 7.5, 10): rank 0 leads by 1, 2; rank 1 at 2.5 s
-    # is the slowest itself (0); rank 0 leads by 2, 3; then rank 0 has finished and no longer
-    # counts, so rank 1 leads nobody (0, 0, 0)
-    assert max_lead == 3
-    assert mean_lead == pytest.approx((1 + 2 + 0 + 2 + 3 + 0 + 0 + 0) / 8.0)
-    assert lead_from_train_logs({}) == (0, 0.0)
-    # equal pace: never more than one ahead
-    assert lead_from_train_logs(_logs({0: [1, 2, 3], 1: [1.1, 2.1, 3.1]}))[0] == 1
-
-
-def test_staleness_from_train_logs():
-    logs = _logs({0: [1, 2, 3, 4], 1: [2.5, 5]})
-    values = staleness_from_train_logs(logs)
-    # rank 0 between its iteration ends 1-2, 2-3, 3-4: rank 1 ended one iteration (at 2.5)
-    # in 2-3; rank 1 between 2.5 and 5: rank 0 ended two (at 3 and 4)
-    assert sorted(values) == [0, 0, 1, 2]
-    # a hold after the push does not make the gradient staler: rank 0 pushes its 3rd
-    # gradient at 2.2 and waits until 6.0; rank 1 ends iterations at 2.5, 3, 4, 5 meanwhile
-    logs = _logs({0: [1, 2, 6], 1: [2.5, 3, 4, 5]})
-    logs[0][2]['step_s'] = 3.8
-    values = staleness_from_train_logs(logs)
-    assert values[:2] == [0, 0]               # rank 0: none before 2, none between 2 and 2.2
-    assert values[2:] == [0, 0, 0]            # rank 1: rank 0 ends nothing in (2.5, 5]
 
 
 def test_collect_run_and_report_from_synthetic_runs(tmp_path):
@@ -454,7 +378,7 @@ def test_a_script_without_a_needed_flag_exits_2(tmp_path, capsys):
     assert code == 0 and 'warning' not in text                # only BSP needs it
 
 
-@pytest.mark.skipif(not HAVE_MATPLOTLIB, reason='matplotlib is not installed')
+@pytest.mark.need(module='matplotlib', install=INSTALL_TEST)
 def test_plots_from_the_stand_in(fake):
     proc, _ = fake(paradigms='bsp,asp,ssp3,ssp4,ssp5,ssp6,dssp,dssp-paper', trials='1')
     assert proc.returncode == 0, proc.stdout
