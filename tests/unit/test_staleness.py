@@ -43,3 +43,9 @@ def test_state_round_trip_mid_round_and_older_saves_without_senders():
 def test_per_update_must_be_positive():
     with pytest.raises(ValueError, match='per_update=0'):
         KeyClock(2, per_update=0)
+
+
+def test_per_update_error_message_in_full():
+    with pytest.raises(ValueError) as info:
+        KeyClock(3, per_update=-2)
+    assert str(info.value) == 'per_update=-2: need at least one gradient per update'
