@@ -504,6 +504,10 @@ def test_dssp_as_fast_as_asp_needs_three_trials_of_each():
     ([-0.005, 0.0, 0.0049], [0.01] * 3, R),          # [-0.015, -0.0051]
     ([0.94] * 3, [0.6] * 3, S),
     ([0.6] * 3, [0.94] * 3, R),
+    # 0.94 - 0.945 is -0.0050000000000000044 in floating point: still at the margin, not below
+    ([0.94] * 3, [0.945] * 3, I),
+    ([0.9451] * 3, [0.95] * 3, S),                   # -0.0049
+    ([0.9449] * 3, [0.95] * 3, R),                   # -0.0051
 ])
 def test_dssp_accuracy_not_below_asp_s(dssp, asp, verdict):
     assert 0.0 - 0.005 == -0.005 and 0.005 - 0.01 == -0.005

@@ -111,13 +111,18 @@ def trial_accuracies(trials):
     return [r['final_accuracy'] for r in trials if r['status'] == 'ok']
 
 
-def _greater(interval, bound):
-    """supported when the interval lies above `bound`, refuted when below, else inconclusive."""
+def _greater(interval, bound, tol=0.0):
+    """supported when the interval lies above `bound`, refuted when below, else inconclusive.
+
+    Within `tol` of `bound` counts as at the bound (neither above nor below): a difference of
+    two accuracies that is the margin exactly can come out of floating point just below it
+    (0.94 - 0.945 < -0.005).
+    """
     if interval is None or any(math.isnan(x) for x in interval[1:]):
         return INCONCLUSIVE
-    if interval[1] > bound:
+    if interval[1] > bound + tol:
         return SUPPORTED
-    if interval[2] < bound:
+    if interval[2] < bound - tol:
         return REFUTED
     return INCONCLUSIVE
 
@@ -202,7 +207,7 @@ def verdicts(rows, target, dssp_name='dssp'):
     iv = difference_interval(trial_accuracies(by_name.get(dssp_name, [])),
                              trial_accuracies(by_name.get('asp', [])))
     row("DSSP's final accuracy >= ASP's (difference > -%g)" % ACCURACY_MARGIN,
-        _greater(iv, -ACCURACY_MARGIN), 'acc_DSSP - acc_ASP: ' + _fmt_interval(iv, '%+.4f'))
+        _greater(iv, -ACCURACY_MARGIN, 1e-12), 'acc_DSSP - acc_ASP: ' + _fmt_interval(iv, '%+.4f'))
     # untuned DSSP vs the best hand-tuned SSP (the SSP arm with the smallest median time)
     if ssp and dssp:
         best = min(ssp, key=lambda n: (_median(times[n]), threshold[n]))
