@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import INSTALL_MPI, INSTALL_SSH, need, need_program, run_stock_launch
+from conftest import INSTALL_MPI, INSTALL_SSH, in_ci, need, need_program, run_stock_launch
 from mxnet_ssp import launch
 from mxnet_ssp.launch import (Host, LaunchError, Spec, Supervisor, find_kvstore_names,
                               mpi_argv, mpi_flavor, parse_hostfile, remote_script, role_settings,
@@ -895,6 +895,8 @@ def test_ssh_dist_sync_job_on_loopback_hosts(tmp_path, sshd, clean_env, capfd):
     clean_env.setenv(launch.ENV_SSH_ARGS, sshd)
     clean_env.setenv('PYTHONPATH', launcher_env()['PYTHONPATH'])
     args = ['-n', '2', '-s', '1', '-H', 'hosts', '--timeout', '100', '--env', 'PYTHONPATH']
+    if in_ci() and not shutil.which('rsync'):
+        need_program('rsync', 'apt-get install rsync')    # .ci/run installs it: a failure there
     if shutil.which('rsync'):
         dst = tmp_path / 'remote' / 'copy'
         args += ['--sync-dst-dir', str(dst)]
