@@ -11,7 +11,8 @@ mutants whose function changed), reads ``mutmut results``, takes away the mutant
 listed in tests/mutation/equivalent.txt (each with the reason it cannot change
 behaviour), and prints one row per module: mutants, killed, survived, equivalent,
 timeouts, and the score = killed / (mutants - equivalent).  A timeout counts as
-killed (the mutant made the tests hang; mutmut stops them).  It exits 1 when a
+killed (the mutant made the tests hang; mutmut stops them), and so does a segfault (the
+mutant crashed the test process).  It exits 1 when a
 module scores below ``--goal`` (default 90%), when a listed equivalent mutant no longer
 exists or was killed (the list is stale), or when mutmut fails.
 
@@ -28,7 +29,9 @@ from collections import Counter, defaultdict
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 EQUIVALENT = os.path.join(HERE, 'equivalent.txt')
-KILLED = ('killed', 'timeout')
+#: statuses that mean the tests noticed the mutant: they failed, hung (mutmut stops them) or
+#: crashed the test process (SIGSEGV/SIGKILL: a host kernel mutant writing out of bounds)
+KILLED = ('killed', 'timeout', 'segfault')
 _LINE = re.compile(r'^\s*(\S+__mutmut_\d+): (.+?)\s*$')
 
 

@@ -36,16 +36,17 @@ def test_equivalent_list_needs_a_reason_for_every_line(tmp_path):
         score.read_equivalent(str(bad))
 
 
-def test_score_counts_timeouts_as_killed_and_leaves_equivalents_out():
+def test_score_counts_timeouts_and_segfaults_as_killed_and_leaves_equivalents_out():
     results = {'m.a.x_f__mutmut_1': 'killed', 'm.a.x_f__mutmut_2': 'timeout',
+               'm.a.x_f__mutmut_6': 'segfault', 'm.a.x_f__mutmut_7': 'suspicious',
                'm.a.x_f__mutmut_3': 'survived', 'm.a.x_f__mutmut_4': 'survived',
                'm.a.x_f__mutmut_5': 'no tests', 'm.b.x_g__mutmut_1': 'killed'}
     rows, problems = score.score(results, {'m.a.x_f__mutmut_4': 'why'})
     assert problems == []
-    assert dict(rows['m/a.py']) == {'mutants': 5, 'killed': 2, 'timeout': 1, 'survived': 1,
-                                    'equivalent': 1, 'no tests': 1}
+    assert dict(rows['m/a.py']) == {'mutants': 7, 'killed': 3, 'timeout': 1, 'survived': 1,
+                                    'equivalent': 1, 'no tests': 1, 'suspicious': 1}
     text, below = score.table(rows, 90.0)
-    assert '| m/a.py | 5 | 2 | 1 | 1 | 1 | 1 | 50.0% |' in text.splitlines()
+    assert '| m/a.py | 7 | 3 | 1 | 1 | 1 | 2 | 50.0% |' in text.splitlines()
     assert '| m/b.py | 1 | 1 | 0 | 0 | 0 | 0 | 100.0% |' in text.splitlines()
     assert below == ['m/a.py']
     assert score.table(rows, 50.0)[1] == []
