@@ -1,0 +1,107 @@
+"""SyncPolicy and predict_r_star at the edges the oracle tests rarely reach.
+
+* Stall detection at the last bit: a slowest worker whose stall limit a_0 + f x interval
+  rounds to exactly `now` while ``now - a_0 > f x interval`` holds (it is stalled), with the
+  slowest worker at rank 1, so that its rank cannot stand in for a time.
+* predict_r_star's scan (used when a predicted time overflows to inf), checked against the
+  points computed by hand.
+"""
+import math
+
+import pytest
+
+from mxnet_ssp.sync import BOUNDED, MODES, SyncPolicy, predict_r_star
+
+# Worker 1 pushes at 0.0 and 0.7: interval 0.7, allowed age 2.5 x 0.7 = 1.75, stall limit
+# 0.7 + 1.75 = 2.45 in binary64; but 2.45 - 0.7 = 1.7500000000000002 > 1.75: at EDGE the
+# limit equals now and the worker is stalled; one float earlier (BEFORE) it is not.
+FACTOR = 2.5
+EDGE = 2.45
+BEFORE = math.nextafter(EDGE, 0.0)
+
+
+def test_the_edge_in_floating_point():
+    """The premise: at `EDGE` the limit equals now, yet the exact test says stalled."""
+    assert 0.7 + FACTOR * (0.7 - 0.0) == EDGE and EDGE - 0.7 > FACTOR * 0.7
+    assert not (BEFORE - 0.7 > FACTOR * 0.7)
+
+
+def _policy(mode):
+    """Worker 1 (slowest, clock 2) pushed at 0.0 and 0.7; worker 0 is at clock 4 (lead
+    2 = sL, last pushes at 2.0 and 2.1) and its next push has lead 3 > sL, which calls the
+    controller."""
+    policy = SyncPolicy(2, 2, 6, mode=mode, stall_factor=FACTOR)
+    for rank, when in [(1, 0.0), (0, 0.1), (0, 0.2), (1, 0.7), (0, 2.0), (0, 2.1)]:
+        assert [r.rank for r in policy.on_push(rank, when)] == [rank]
+    assert policy.clocks == [4, 2]
+    return policy
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_slowest_stalled_when_its_limit_rounds_to_now(mode):
+    policy = _policy(mode)
+    assert predict_r_star((EDGE, 2.1), (0.7, 0.0), 4) > 0   # it would grant otherwise
+    assert policy.on_push(0, EDGE) == []
+    assert policy.waiting == {0: 0}
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_slowest_not_stalled_one_step_before_the_edge(mode):
+    policy = _policy(mode)
+    (rel,) = policy.on_push(0, BEFORE)
+    # Sim_p = 2.45-, 2.8, ...; Sim_slowest = 1.4, 2.1, 2.8, ...: r* = 1
+    expected = predict_r_star((BEFORE, 2.1), (0.7, 0.0), 4)
+    assert expected == 1
+    assert (rel.rank, rel.clock, rel.lead, rel.granted) == (0, 5, 3, expected)
+
+
+def _four(mode=BOUNDED):
+    """Workers 1, 2, 3 at clock 2: ranks 1 and 2 pushed at 0.0 and 0.9 (stall limit
+    0.9 + 2.25 = 3.15), rank 3 at 0.0 and 0.7 (limit 2.45, as worker 1 above); worker 0 at
+    clock 4, about to push with lead 3."""
+    policy = SyncPolicy(4, 2, 6, mode=mode, stall_factor=FACTOR)
+    for rank, when in [(1, 0.0), (2, 0.0), (3, 0.0), (0, 0.1), (0, 0.2),
+                       (1, 0.9), (2, 0.9), (3, 0.7), (0, 2.0), (0, 2.1)]:
+        assert [r.rank for r in policy.on_push(rank, when)] == [rank]
+    assert policy.clocks == [4, 2, 2, 2]
+    return policy
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_the_stalled_one_of_several_slowest_workers_is_found(mode):
+    """Only rank 3 is stalled at EDGE; its rank (3) is larger than the time (2.45), so a
+    search that read the rank where the limit belongs would miss it."""
+    assert _four(mode).on_push(0, EDGE) == []
+
+
+@pytest.mark.parametrize('mode', MODES)
+def test_several_slowest_workers_none_stalled(mode):
+    (rel,) = _four(mode).on_push(0, BEFORE)
+    # the slowest predicted to push last: ranks 1 and 2 (next push 1.8), the largest rank;
+    # Sim_slowest = 1.8, 2.7, 3.6, ...; Sim_p = 2.45-, 2.8, 3.15, 3.5, 3.85: gaps 0.25, 0.1,
+    # 0.45, 0.1, 0.25: r* = 1 (ties go to the smallest r)
+    assert rel.granted == predict_r_star((BEFORE, 2.1), (0.9, 0.0), 4) == 1
+
+
+# ---------------------------------------------------------------------------
+# predict_r_star: the scan for times that overflow
+# ---------------------------------------------------------------------------
+def test_scan_when_the_slowest_prediction_overflows():
+    """Slowest: 1e308 after 0.6e308, so Sim_slowest = [1.4e308, inf, inf, ...]; p: 0 after
+    -0.5e308, so Sim_p[r] = 0.5e308 r.  Gaps to 1.4e308: 1.4, 0.9, 0.4 (x 1e308) for
+    r = 0, 1, 2, and 0.1e308 for r = 3: r* is the largest r allowed."""
+    a_p, a_slow = (0.0, -0.5e308), (1e308, 0.6e308)
+    assert math.isinf(a_slow[0] + 2 * (a_slow[0] - a_slow[1]))
+    assert predict_r_star(a_p, a_slow, 2) == 2
+    assert predict_r_star(a_p, a_slow, 3) == 3
+    assert predict_r_star(a_p, a_slow, 4) == 3       # r = 4: 2e308 overflows, gap inf
+
+
+def test_scan_with_every_gap_infinite_keeps_r_zero():
+    """Every Sim_slowest point is inf: every gap is inf and the first r (0) stays."""
+    assert predict_r_star((0.0, -1.0), (1.5e308, 1.0e308), 3) == 0
+
+
+def test_r_max_zero_returns_zero_without_reading_the_times():
+    assert predict_r_star((1.0, 0.0), (5.0, 4.0), 0) == 0
+    assert predict_r_star((math.nan, math.nan), (math.inf, 0.0), 0) == 0
