@@ -1,6 +1,6 @@
 """The synchronization controller under many workers: decisions per second and release latency.
 
-A load generator drives the real :class:`mxnet_ssp.controller.ControllerServer` over TCP on
+A load generator drives the real :class:`mxnet_ssp.controller.server.ControllerServer` over TCP on
 127.0.0.1 with ``--ranks`` authenticated fake workers, multiplexed on non-blocking sockets in
 ``--procs`` processes (so 1024 ranks need no 1024 processes).  Each fake worker does what a
 worker's store does at the end of a step: it sends CLOCK t and waits for RELEASE, then (after
@@ -16,7 +16,7 @@ model of ``--keys`` parameters in a loop, one parameter at a time as MXNet's ser
 updater (MXNet's fused ``sgd_mom_update`` and a wait per parameter).
 ``--placement thread`` runs the controller as a thread of this process too (sharing its GIL
 with the busy server, ``MXNET_SSP_CONTROLLER=thread``); ``process`` starts it the way a server
-does by default, as ``python -m mxnet_ssp.controller_process``.
+does by default, as ``python -m mxnet_ssp.controller.process``.
 
 Usage (from the checkout root)::
 
@@ -36,7 +36,8 @@ import statistics
 import threading
 import time
 
-from mxnet_ssp import controller_process, discovery, protocol as P
+from mxnet_ssp.controller import process as controller_process, protocol as P
+from mxnet_ssp.ps import discovery
 
 HUGE = 10 ** 9
 

@@ -25,9 +25,9 @@ import sys
 import threading
 import time
 
-from mxnet_ssp.client import ControllerClient
-from mxnet_ssp.controller import ControllerServer
-from mxnet_ssp.sync import SyncPolicy
+from mxnet_ssp.controller.client import ControllerClient
+from mxnet_ssp.controller.server import ControllerServer
+from mxnet_ssp.core.sync import SyncPolicy
 
 SECRET = b'benchmark-secret'
 REQUEST = b'\x00\x00\x00\x09\x04' + bytes(8)        # the size of a CLOCK frame

@@ -7,7 +7,7 @@ workers under the policy (no leaves: the run stops at ``--sim-time``
 simulated seconds, longer for small jobs so that every timeline has about
 ``--min-pushes`` pushes), then replayed on fresh policies: the straightforward one
 kept as the test oracle (``tests/oracle_sync.py``, scans over all clocks) and
-``mxnet_ssp.sync.SyncPolicy``.  Both take the same decisions, so the replay
+``mxnet_ssp.core.sync.SyncPolicy``.  Both take the same decisions, so the replay
 is the same job for both; the final clocks and max lead are checked.  Only
 the ``on_push`` calls are timed (garbage collection off, as timeit does).
 Prints a markdown table of microseconds per push, min and median over the
@@ -26,7 +26,7 @@ import sys
 import time
 
 
-from mxnet_ssp.sync import SyncPolicy
+from mxnet_ssp.core.sync import SyncPolicy
 from tests.oracle_sync import SyncPolicy as OraclePolicy  # the tests' oracle (run from the checkout)
 
 STRAGGLER_FACTOR = 2.5

@@ -1,6 +1,6 @@
 """Server-side update cost per MB: plain SGD against lr/staleness and DC-ASGD-a.
 
-Drives mxnet-ssp's server updater (:class:`mxnet_ssp.server.ServerOptimizer`)
+Drives mxnet-ssp's server updater (:class:`mxnet_ssp.ps.server.ServerOptimizer`)
 in one process exactly as MXNet's server calls it: ``update(key, stored,
 received)`` with 1-D float32 arrays, one call per pushed gradient, the
 senders taking turns.  Plain SGD runs as a plain store does (the model once,
@@ -22,7 +22,7 @@ import time
 import mxnet as mx
 
 from mxnet_ssp import optim
-from mxnet_ssp.server import ServerOptimizer
+from mxnet_ssp.ps.server import ServerOptimizer
 
 def _kernels_only(opt):
     """DC-ASGD on MXNet's kernels, as on a GPU (CPU arrays otherwise take NumPy passes)."""

@@ -18,7 +18,7 @@ Layers (top to bottom):
   s = 0) wait at each round for the decision, so every worker switches at the
   same iteration; the others take the newest decision and never wait.
 * :class:`BalancePolicy` and :func:`solve_split`: pure decision logic, in
-  :mod:`mxnet_ssp.balance_policy`.
+  :mod:`mxnet_ssp.core.split`.
 
 Why worker 0 hosts the service: ``dist_sync`` has no controller and its servers
 run MXNet's own updater, so nothing of ours runs on them.  Workers find the
@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from . import config as cfg
-from .balance_policy import (BalancePolicy, equal_split, fit_cost,  # noqa: F401 (re-exported)
+from .core.split import (BalancePolicy, equal_split, fit_cost,  # noqa: F401 (re-exported)
                              predicted_time, solve_split)
 
 __all__ = ['BalanceError', 'solve_split', 'predicted_time', 'equal_split', 'BalancePolicy',
@@ -425,7 +425,7 @@ class BatchBalancer:
         native = getattr(self.kv, '_kv', self.kv)       # mxnet-ssp stores: MXNet's below
         if self.rank == 0:
             secret = secrets.token_bytes(32)
-            from .discovery import advertised_host
+            from .ps.discovery import advertised_host
             self._service = BalanceService(self._policy, secret, host=advertised_host(),
                                            lockstep=self.lockstep,
                                            log_path=self._log_path).start()

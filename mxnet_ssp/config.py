@@ -9,10 +9,12 @@ import math
 import os
 from dataclasses import dataclass, replace
 
+from .core.names import DSSP_MODES
+
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC', 'ENV_CONTROLLER',
            'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES',
-           'DSSP_MODES', 'CONTROLLER_PLACEMENTS', 'SyncConfig',
+           'DSSP_MODES', 'CONTROLLER_PLACEMENTS', 'DEFAULT_CONTROLLER', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
            'controller_placement', 'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER',
@@ -44,6 +46,8 @@ BALANCE_ENV = (ENV_BALANCE_MIN, ENV_BALANCE_MAX, ENV_BALANCE_PERIOD, ENV_BALANCE
 #: ``thread`` (a thread of the server process, sharing its GIL with the update rules).
 ENV_CONTROLLER = 'MXNET_SSP_CONTROLLER'
 CONTROLLER_PLACEMENTS = ('process', 'thread')
+#: Where the controller runs when MXNET_SSP_CONTROLLER is not set.
+DEFAULT_CONTROLLER = 'process'
 #: Launcher-only setting: extra ssh options, split like a shell would, put
 #: after ``ssh`` (and in rsync's ``-e``), e.g. ``'-F ./ssh_config'`` or ``'-i key -l user'``.
 ENV_SSH_ARGS = 'MXNET_SSP_LAUNCH_SSH_ARGS'
@@ -72,7 +76,6 @@ OUR_STORE_TYPES = ('dist_async', 'dist_ssp', 'dist_dssp', 'dist_softsync')
 #: MXNet's own store types that a launcher or script may also name.
 NATIVE_DIST_TYPES = ('local', 'device', 'nccl', 'dist_sync', 'dist_device_sync',
                      'dist_async', 'dist_device_async', 'dist', 'horovod')
-DSSP_MODES = ('bounded', 'paper', 'threshold')
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_METRICS_DIR = 'mxnet_ssp_metrics'
 
@@ -113,7 +116,7 @@ class SyncConfig:
     metrics_dir: str = DEFAULT_METRICS_DIR
     splits: int = None
     staleness_log: bool = False
-    controller: str = 'process'
+    controller: str = DEFAULT_CONTROLLER
 
     @property
     def synchronous(self):
@@ -295,7 +298,7 @@ def controller_placement(environ=None):
     env = os.environ if environ is None else environ
     value = env.get(ENV_CONTROLLER)
     if value is None or not value.strip():
-        return CONTROLLER_PLACEMENTS[0]
+        return DEFAULT_CONTROLLER
     placement = value.strip().lower()
     if placement not in CONTROLLER_PLACEMENTS:
         raise ConfigError('%s=%r is not valid: expected one of %s'

@@ -1,64 +1,11 @@
-"""The synchronization controller in a process of its own (``MXNET_SSP_CONTROLLER=process``).
-
-The server process that answers the discovery request starts this module with
-``python -m mxnet_ssp.controller_process`` and talks to it through two pipes:
-
-* stdin: one JSON line with the controller's settings (``num_workers``, ``s_lower``,
-  ``s_upper``, ``mode``, ``timeout``, ``secret`` in hex, ``host``, ``metrics_path``);
-  then nothing until the server process ends, which closes the pipe;
-* stdout: one JSON line, ``{"host", "port"}`` once the controller listens, or
-  ``{"error"}`` if it cannot start.
-
-At end of file on stdin (the server process exited, normally or killed) the controller
-stops and this process exits, so it never outlives its job.  Why a process: the decisions
-then do not share a GIL with the server's update rules (``benchmarks/controller_load.py``).
-It imports neither MXNet nor anything that does.
-"""
-import json
-import logging
+"""Former path of :mod:`mxnet_ssp.controller.process`, kept so that
+``python -m mxnet_ssp.controller_process`` and ``from mxnet_ssp.controller_process import
+start`` keep working."""
 import sys
 
-from .controller import ControllerServer
-from .sync import SyncPolicy
+from .controller.process import main, serve, start
 
-
-def start(settings):
-    """Start a :class:`ControllerServer` for `settings` (the dict described above) and return
-    it; also how a server starts the controller on a thread of its own process."""
-    workers = int(settings['num_workers'])
-    policy = SyncPolicy(workers, int(settings['s_lower']), int(settings['s_upper']),
-                        mode=settings['mode'])
-    return ControllerServer(policy, bytes.fromhex(settings['secret']), host=settings['host'],
-                            port=0, timeout=float(settings['timeout']),
-                            metrics_path=settings.get('metrics_path'),
-                            max_pending=max(64, workers + 1)).start()
-
-
-def serve(stdin, stdout):
-    """Read the settings from `stdin`, answer on `stdout`, serve until `stdin` closes."""
-    line = stdin.readline()
-    try:
-        server = start(json.loads(line))
-    except Exception as err:   # reported to the workers through the discovery answer
-        stdout.write(json.dumps({'error': '%s: %s' % (type(err).__name__, err)}) + '\n')
-        stdout.flush()
-        return 1
-    host, port = server.address
-    stdout.write(json.dumps({'host': host, 'port': port}) + '\n')
-    stdout.flush()
-    try:
-        while stdin.read(4096):     # nothing more is sent: this waits for end of file
-            pass
-    finally:
-        server.stop()
-    return 0
-
-
-def main():
-    logging.basicConfig(level=logging.WARNING,
-                        format='mxnet-ssp controller: %(levelname)s %(message)s')
-    return serve(sys.stdin, sys.stdout)
-
+__all__ = ['main', 'serve', 'start']
 
 if __name__ == '__main__':
     sys.exit(main())

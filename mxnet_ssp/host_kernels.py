@@ -6,7 +6,7 @@ square root DC-ASGD-a needs per element costs about two whole ``sgd_mom_update``
 (docs/benchmarks.md).  NumPy's float32/float64 loops are vectorized, so the same passes
 written as NumPy operations with ``out=`` are several times faster, allocate nothing and,
 being IEEE operations in the same order, give the same bits as the MXNet kernels and as
-:mod:`mxnet_ssp.reference`.
+:mod:`mxnet_ssp.lab.reference`.
 
 :func:`host_views` waits for every pending operation of MXNet's engine (``nd.waitall``:
 the arrays may still be written or read by queued kernels) and returns NumPy arrays that
@@ -67,7 +67,7 @@ def dcasgd_compensate(g, w, b, out, p, lamda, adaptive, reading, mean_square=Non
       ``g + (lamda * (g / sqrt(MS + epsilon))) * ((w - b) * g)``.
 
     The groupings are those of MXNet's ``sgd_update``, ``adam_update`` and
-    ``rmsprop_update`` (and of :class:`mxnet_ssp.reference.DCASGDRule`); the scalars are
+    ``rmsprop_update`` (and of :class:`mxnet_ssp.lab.reference.DCASGDRule`); the scalars are
     rounded to the arrays' dtype first, as the kernels do.  `g`, `w` and `b` are only read.
     """
     f = out.dtype.type

@@ -7,7 +7,7 @@ optimizer the workers sent.  On top of that:
 * ``dist_ssp`` / ``dist_dssp`` decide *when a worker may go on*: at the end of
   every step the worker reports its clock to the synchronization controller
   and issues the step's pulls only once it is released (Algorithm 1 of the
-  DSSP paper; see :mod:`mxnet_ssp.sync`).
+  DSSP paper; see :mod:`mxnet_ssp.core.sync`).
 * ``dist_async`` (replacing MXNet's registration of that name once
   mxnet_ssp is imported; ``MXNET_SSP_WRAP_ASYNC=0`` keeps MXNet's own) and
   ``dist_softsync`` never hold a worker.  ``dist_softsync`` is Rudra's
@@ -17,19 +17,19 @@ optimizer the workers sent.  On top of that:
   :class:`mxnet_ssp.optim.WorkerAwareOptimizer` rules: lr / staleness,
   DC-ASGD) and always under ``dist_softsync``, the store runs in *slot mode*:
   each worker pushes and pulls a parameter through its own key slot
-  (:mod:`mxnet_ssp.slots`), so the servers know who sent each gradient and
+  (:mod:`mxnet_ssp.ps.slots`), so the servers know who sent each gradient and
   its staleness.  Cost: M slots per parameter on the servers.
 
-The modules this store is made of: :mod:`~mxnet_ssp.native` (MXNet's store
-under it), :mod:`~mxnet_ssp.steps` (where a step ends; what it measures),
-:mod:`~mxnet_ssp.discovery` and :mod:`~mxnet_ssp.client` (the controller),
-:mod:`~mxnet_ssp.channel` (what travels to the servers), :mod:`~mxnet_ssp._process`
+The modules this store is made of: :mod:`~mxnet_ssp.ps.native` (MXNet's store
+under it), :mod:`~mxnet_ssp.ps.steps` (where a step ends; what it measures),
+:mod:`~mxnet_ssp.ps.discovery` and :mod:`~mxnet_ssp.controller.client` (the controller),
+:mod:`~mxnet_ssp.ps.channel` (what travels to the servers), :mod:`~mxnet_ssp.ps._process`
 (when it shuts down).
 
 Worker-side contract
 --------------------
 * ``push`` and ``pushpull`` return without waiting, except, in SSP/DSSP, the
-  call that completes a step (see :mod:`mxnet_ssp.steps`), which blocks
+  call that completes a step (see :mod:`mxnet_ssp.ps.steps`), which blocks
   until the controller releases this worker.  Pulls of keys pushed in the
   current step are deferred to the release unless the release is already
   certain; all other pulls are issued at once.
@@ -54,14 +54,15 @@ from mxnet import ndarray as nd
 from mxnet.base import py_str
 from mxnet.kvstore.base import KVStoreBase
 
-from . import _process, discovery
+from .ps import _process
+from .ps import discovery
 from . import config as cfg
-from .channel import DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec, refresh_marker
-from .client import ControllerClient
-from .native import FreedNative, create_native, free_native
-from .protocol import ControllerError
-from .slots import KeyLayout, SlotKeyError, as_list, as_values
-from .steps import Step, StepLog, StepTracker
+from .ps.channel import DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec, refresh_marker
+from .controller.client import ControllerClient
+from .ps.native import FreedNative, create_native, free_native
+from .controller.protocol import ControllerError
+from .ps.slots import KeyLayout, SlotKeyError, as_list, as_values
+from .ps.steps import Step, StepLog, StepTracker
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
 
@@ -87,7 +88,7 @@ class SSPKVStore(KVStoreBase):
     store : {'dist_ssp', 'dist_dssp', 'dist_async', 'dist_softsync'}
     **settings
         ``staleness`` (``s``, ``'s'``, ``(sL, sU)`` or ``'sL,sU'``), ``mode``
-        (``'bounded'``, ``'paper'`` or ``'threshold'``, see :mod:`mxnet_ssp.sync`)
+        (``'bounded'``, ``'paper'`` or ``'threshold'``, see :mod:`mxnet_ssp.core.sync`)
         and ``timeout`` (seconds) for SSP/DSSP;
         ``splits`` (n) for ``dist_softsync``; ``metrics_dir`` and
         ``staleness_log`` for all.  Anything not given comes from the
@@ -157,7 +158,7 @@ class SSPKVStore(KVStoreBase):
     def _updater(self):
         return _LocalUpdater(self._optimizer)
 
-    #: The :class:`~mxnet_ssp.sync.Release` of the last completed step (None before).
+    #: The :class:`~mxnet_ssp.core.sync.Release` of the last completed step (None before).
     last_release = None
     #: Every worker's gradients up to this clock are in the weights the last step pulled.
     visible_clock = 0
@@ -458,7 +459,7 @@ class SSPKVStore(KVStoreBase):
     def free_native(self):
         """Free MXNet's native store: ps-lite's finalize barrier, so it waits for every node.
 
-        Called at exit by :mod:`mxnet_ssp._process`, after :meth:`close`, on
+        Called at exit by :mod:`mxnet_ssp.ps._process`, after :meth:`close`, on
         every worker in the same phase (before MXNet's own exit hook stops the
         engine).  Blocks until every worker of the job gets there; later uses
         of the store raise :class:`SSPError`.  Idempotent.
@@ -474,7 +475,7 @@ class SSPKVStore(KVStoreBase):
 
         Never blocks: the other workers are released at once.  MXNet's native
         store stays allocated until exit, where every worker frees it in the
-        same phase (see :mod:`mxnet_ssp._process`); until then the store
+        same phase (see :mod:`mxnet_ssp.ps._process`); until then the store
         refuses pushes and pulls.
         """
         if self._closed:

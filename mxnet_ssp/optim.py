@@ -15,7 +15,7 @@ The servers drive them through :class:`WorkerAwareOptimizer`'s two-step interfac
 ``prepare_grad`` once per received gradient and ``apply`` once per weight update.  MXNet's
 plain ``update`` (no sender information) raises :class:`StalenessRequiredError`.
 The formulas, the order of the operations and the state each rule keeps are in
-``docs/update_rules.md``; :mod:`mxnet_ssp.reference` is a NumPy reference of the same rules.
+``docs/update_rules.md``; :mod:`mxnet_ssp.lab.reference` is a NumPy reference of the same rules.
 
 Importing this module imports MXNet, registers the names ``'stalenessawaresgd'``, ``'sasgd'``
 and ``'dcasgd_pw'`` with ``mx.optimizer`` and makes MXNet's own dist stores refuse these rules
@@ -31,13 +31,12 @@ import numpy as np
 # unpickle these rules, so the ``mx.nd`` alias does not exist yet: use the module.
 from mxnet import ndarray as nd
 
+from .core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
 from .host_kernels import dcasgd_compensate, host_views, momentum_step, on_host
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
            'STALENESS_POLICIES', 'ADAPTIVE_READINGS', 'is_worker_aware', 'one_call_update']
 
-STALENESS_POLICIES = ('inverse', 'average', 'none')
-ADAPTIVE_READINGS = ('paper', 'multiverso')
 
 STORES_THAT_REPORT = ('dist_async with mxnet_ssp imported, dist_ssp, dist_dssp, '
                       'dist_softsync')
@@ -119,7 +118,7 @@ def _refuse_on_native_dist_stores():
     ``mxnet.kvstore.KVStore.set_optimizer`` pickles the optimizer for servers that would call
     its plain ``update`` (no sender, no staleness).  Wrapping that one method is the only
     change mxnet-ssp makes to MXNet's classes; mxnet-ssp's stores send a
-    :class:`mxnet_ssp.channel.UpdaterSpec` through it, which is not worker-aware.
+    :class:`mxnet_ssp.ps.channel.UpdaterSpec` through it, which is not worker-aware.
     """
     from mxnet.kvstore.kvstore import KVStore
     native = KVStore.set_optimizer
@@ -626,7 +625,7 @@ class DCASGD(WorkerAwareOptimizer):
         Without compensation (DC-ASGD-c with ``lamda=0``) returns the loss gradient itself
         instead: `grad` when there is no rescaling or clipping (read it, never write it), else
         a work buffer.  Everything runs as in-place MXNet kernels on `out`, MeanSquare and
-        work buffers; the float32 operations are those of :mod:`mxnet_ssp.reference`, in the
+        work buffers; the float32 operations are those of :mod:`mxnet_ssp.lab.reference`, in the
         same order.  Passes over the key's elements, after ``g = clip(rescale_grad * grad)``
         (0, 1 or 2 passes):
 
@@ -691,6 +690,6 @@ def _register(name, klass):
 
 # 'stalenessawaresgd' the MXNet way, plus the short alias.
 _register(StalenessAwareSGD.__name__, StalenessAwareSGD)
-_register('sasgd', StalenessAwareSGD)
+_register(SASGD, StalenessAwareSGD)
 # Not Optimizer.register(DCASGD): its class name would replace MXNet's own 'dcasgd'.
-_register('dcasgd_pw', DCASGD)
+_register(DCASGD_PW, DCASGD)

@@ -1,4 +1,5 @@
-"""The simulator's straightforward loop, kept as the oracle of :func:`mxnet_ssp.simulate.simulate`.
+"""The simulator's straightforward loop, kept as the oracle of
+:func:`mxnet_ssp.lab.simulate.simulate`.
 
 It recomputes the slowest active clock by a scan of every worker at each ASP push (O(workers)),
 as the simulator did before it kept that clock incrementally; tests/unit/test_simulate.py
@@ -6,14 +7,14 @@ requires both to give identical results.  It imports nothing from the simulator:
 spec, the label, the jittered compute times and every field of the result are written out here
 again from the simulator's documented contract, so a bug in one of the simulator's helpers
 shows up as a difference instead of being shared by both sides.  Only the synchronization
-policy itself (:class:`mxnet_ssp.sync.SyncPolicy`, which has its own oracle in
+policy itself (:class:`mxnet_ssp.core.sync.SyncPolicy`, which has its own oracle in
 tests/oracle_sync.py) is the same object on both sides.
 """
 import heapq
 import random
 from collections import Counter
 
-from mxnet_ssp.sync import SyncPolicy
+from mxnet_ssp.core.sync import SyncPolicy
 
 
 def _policy(spec, m, stall_factor):

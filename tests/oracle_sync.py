@@ -8,7 +8,7 @@ This module is the specification of when a worker may go on.  It implements
 Algorithm 1 (the server's OK-or-wait decision after each push) and
 Algorithm 2 (the synchronization controller predicting r*) of Zhao et al.,
 *Dynamic Stale Synchronous Parallel Distributed Training for Deep Learning*
-(ICDCS 2019).  The network controller (:mod:`mxnet_ssp.controller`) feeds it
+(ICDCS 2019).  The network controller (:mod:`mxnet_ssp.controller.server`) feeds it
 events and sends the releases it returns; tests and simulations drive it with
 scripted timelines.
 

@@ -935,7 +935,7 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path):
     """Each worker's compute (real pass + sleep) is the profile's draw for its rank, seed and
     iteration, and the draws are logged as emulated_s (2 workers, mixed-2, dist_dssp with
     DC-ASGD-a on the servers: the stores' metrics and the servers' state are written)."""
-    from mxnet_ssp.profiles import SCENARIOS
+    from mxnet_ssp.lab.profiles import SCENARIOS
     save = tmp_path / 'run'
     run_job(tmp_path, ['--dataset', 'mnist5k', '--kvstore', 'dist_dssp', '--staleness', '1,4',
                        '--optimizer', 'dcasgd_pw', '--adaptive',

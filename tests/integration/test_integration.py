@@ -65,7 +65,7 @@ def _check_bound_from_clocks(metrics, bound):
 
 def _replay_controller(tmp_path, workers, s_lower, s_upper, mode='bounded'):
     """Feed the controller's recorded events (pushes with its own timestamps, leaves) in
-    their order to a fresh :class:`mxnet_ssp.sync.SyncPolicy` and check that the live
+    their order to a fresh :class:`mxnet_ssp.core.sync.SyncPolicy` and check that the live
     controller decided exactly what the specification decides on that timeline.
 
     Returns {rank: [Release, ...]} in clock order: what every worker should have been
@@ -73,7 +73,7 @@ def _replay_controller(tmp_path, workers, s_lower, s_upper, mode='bounded'):
     the check: on a loaded machine the expected holds and grants are those of the
     timeline that actually happened.
     """
-    from mxnet_ssp.sync import SyncPolicy
+    from mxnet_ssp.core.sync import SyncPolicy
     events = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
     policy = SyncPolicy(workers, s_lower, s_upper, mode=mode)
     released = {r: [] for r in range(workers)}

@@ -90,7 +90,7 @@ def test_restored_update_counts_survive_mxnets_updater(tmp_path, name):
     """In-process: MXNet's Updater re-selects the optimizer's per-device update counts
     before every update; a load must restore what it selects (Adam's bias correction
     and lr schedules use these counts), so after K + 1 updates the counts are K + 1."""
-    from mxnet_ssp.server import ServerOptimizer
+    from mxnet_ssp.ps.server import ServerOptimizer
 
     def fresh():
         wrapper = ServerOptimizer(mx.optimizer.create(name, learning_rate=0.1))
@@ -122,8 +122,8 @@ def test_backup_is_given_and_saved_only_to_rules_that_read_it(tmp_path, rule):
     """In-process slot mode: a rule with needs_backup=False gets backup=None and its saved
     state carries no per-worker backups; DC-ASGD gets the sender's slot and saves it."""
     import pickle
-    from mxnet_ssp.channel import slot_key
-    from mxnet_ssp.server import ServerOptimizer
+    from mxnet_ssp.ps.channel import slot_key
+    from mxnet_ssp.ps.server import ServerOptimizer
 
     opt = mx.optimizer.create(rule, learning_rate=0.1)
     seen = []

@@ -36,7 +36,7 @@ _LINE = re.compile(r'^\s*(\S+__mutmut_\d+): (.+?)\s*$')
 
 
 def module_of(name):
-    """'mxnet_ssp.sync.xǁSyncPolicyǁon_push__mutmut_3' -> 'mxnet_ssp/sync.py'."""
+    """'mxnet_ssp.core.sync.xǁSyncPolicyǁon_push__mutmut_3' -> 'mxnet_ssp/core/sync.py'."""
     parts = name.split('.')
     for i, part in enumerate(parts):
         if part.startswith('x_') or part.startswith('x\u01c1'):

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from mxnet_ssp import protocol as P
-from mxnet_ssp.client import ControllerClient
-from mxnet_ssp.controller import ControllerError, ControllerServer
-from mxnet_ssp.sync import SyncPolicy
+from mxnet_ssp.controller import protocol as P
+from mxnet_ssp.controller.client import ControllerClient
+from mxnet_ssp.controller.server import ControllerError, ControllerServer
+from mxnet_ssp.core.sync import SyncPolicy
 
 SECRET = b'test-secret-0123456789'
 WAIT = 5.0          # generous bound on anything that should happen "at once"

@@ -1,5 +1,5 @@
 """The controller in a process of its own (MXNET_SSP_CONTROLLER=process, the default):
-started as ``python -m mxnet_ssp.controller_process`` with its settings on stdin, it serves
+started as ``python -m mxnet_ssp.controller.process`` with its settings on stdin, it serves
 real clients over TCP and ends when its stdin closes (the server process that started it
 ended, in any way)."""
 import json
@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from mxnet_ssp import discovery
-from mxnet_ssp.client import ControllerClient
+from mxnet_ssp.ps import discovery
+from mxnet_ssp.controller.client import ControllerClient
 
 BOUND_S = 60
 
@@ -26,7 +26,7 @@ def settings(**changes):
 
 def start(request):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    proc = subprocess.Popen([sys.executable, '-m', 'mxnet_ssp.controller_process'],
+    proc = subprocess.Popen([sys.executable, '-m', 'mxnet_ssp.controller.process'],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     proc.stdin.write((json.dumps(request) + '\n').encode())
     proc.stdin.flush()
@@ -75,7 +75,7 @@ def test_ends_when_the_process_that_started_it_is_killed(tmp_path):
     import time
     parent_code = (
         'import json, sys, time\n'
-        'from mxnet_ssp import discovery\n'
+        'from mxnet_ssp.ps import discovery\n'
         'proc, address = discovery._start_process(json.loads(sys.argv[1]))\n'
         'print(proc.pid, flush=True)\n'
         'time.sleep(600)\n')
@@ -106,3 +106,28 @@ def _alive(pid):
             return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
     except OSError:
         return False
+
+
+def test_a_request_that_names_no_placement_gets_the_documented_default(monkeypatch):
+    """config documents ``process`` as MXNET_SSP_CONTROLLER's default; a discovery request
+    without the setting (a worker of an older release) gets the same, not a thread."""
+    from mxnet_ssp import config
+    assert config.DEFAULT_CONTROLLER == 'process'
+    assert config.controller_placement({}) == 'process'
+    monkeypatch.setattr(discovery, '_controller', None)
+    monkeypatch.setattr(discovery, '_controller_answer', None)
+    monkeypatch.delenv('DMLC_NODE_HOST', raising=False)
+    monkeypatch.setenv('DMLC_PS_ROOT_URI', '127.0.0.1')
+    request = {'store': 'dist_ssp', 'num_workers': 1, 's_lower': 0, 's_upper': 0,
+               'mode': 'bounded', 'timeout': 30.0}
+    answer = discovery.start_controller(request)
+    proc = discovery._controller
+    try:
+        assert isinstance(proc, subprocess.Popen)
+        assert answer['host'] == '127.0.0.1' and answer['port'] > 0
+    finally:
+        if isinstance(proc, subprocess.Popen):
+            proc.stdin.close()
+            assert proc.wait(timeout=BOUND_S) == 0
+        else:
+            proc.stop()

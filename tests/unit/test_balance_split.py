@@ -186,7 +186,7 @@ def test_the_reserved_key_follows_the_store_s_key_type(user_key, expected):
 
 
 # ---------------------------------------------------------------------------
-# the split policy at its edges (mxnet_ssp/balance_policy.py); expected values by hand
+# the split policy at its edges (mxnet_ssp/core/split.py); expected values by hand
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize('total,workers,expected', [
     (12, 3, [4, 4, 4]),             # an exact multiple: no remainder to hand out

@@ -11,7 +11,7 @@ from conftest import ROOT, need_module  # noqa: E402  (the checkout)
 
 def test_worker_store_does_not_import_the_server_module():
     code = ('import sys, mxnet, mxnet_ssp.kvstore, pickle\n'
-            'from mxnet_ssp.channel import UpdaterSpec\n'
+            'from mxnet_ssp.ps.channel import UpdaterSpec\n'
             'pickle.dumps(UpdaterSpec(mxnet.optimizer.SGD(), num_workers=2), 0)\n'
             'print(sorted(m for m in sys.modules if m.startswith("mxnet_ssp.")))\n')
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
@@ -21,14 +21,15 @@ def test_worker_store_does_not_import_the_server_module():
     assert proc.returncode == 0, proc.stderr[-3000:]
     modules = proc.stdout.strip().splitlines()[-1]
     assert 'mxnet_ssp.kvstore' in modules, modules
-    for server_side in ('mxnet_ssp.server', 'mxnet_ssp.server_state', 'mxnet_ssp.controller'):
+    for server_side in ('mxnet_ssp.ps.server', 'mxnet_ssp.ps.server_state',
+                        'mxnet_ssp.controller.server'):
         assert server_side not in modules, modules
 
 
 def test_updater_spec_unpickles_as_the_server_optimizer():
     mx = need_module('mxnet')
-    from mxnet_ssp.channel import UpdaterSpec
-    from mxnet_ssp.server import ServerOptimizer
+    from mxnet_ssp.ps.channel import UpdaterSpec
+    from mxnet_ssp.ps.server import ServerOptimizer
     opt = mx.optimizer.SGD(learning_rate=0.25, multi_precision=False)
     spec = UpdaterSpec(opt, num_workers=3, slots=True, num_servers=2, softsync_c=2)
     assert spec.multi_precision is False
@@ -50,7 +51,7 @@ def mxnet_server_of(key, num_servers):
 @pytest.mark.parametrize('servers', [1, 2, 3, 4])
 @pytest.mark.parametrize('workers', range(1, 9))
 def test_every_slot_of_a_parameter_is_on_one_server(workers, servers):
-    from mxnet_ssp.channel import MAX_INT_KEY, slot_key, slot_of
+    from mxnet_ssp.ps.channel import MAX_INT_KEY, slot_key, slot_of
     params = list(range(40)) + [MAX_INT_KEY // (workers * servers) - 1]
     seen = set()
     for k in params:
@@ -69,7 +70,7 @@ def test_every_slot_of_a_parameter_is_on_one_server(workers, servers):
 
 
 def test_slot_of_refuses_a_key_of_another_layout():
-    from mxnet_ssp.channel import slot_key, slot_of
+    from mxnet_ssp.ps.channel import slot_key, slot_of
     assert slot_of(slot_key(5, 1, 3, 2), 3, 2) == (5, 1)
     with pytest.raises(ValueError, match='not a slot key for 3 workers and 2 servers'):
         slot_of(1 * 3 + 0, 3, 2)     # worker 0's slot of key 1 in the single-server layout
@@ -77,7 +78,7 @@ def test_slot_of_refuses_a_key_of_another_layout():
 
 def test_saved_server_state_refuses_another_number_of_servers(tmp_path):
     mx = need_module('mxnet')
-    from mxnet_ssp.server import ServerOptimizer
+    from mxnet_ssp.ps.server import ServerOptimizer
     prefix = str(tmp_path / 'state')
     ServerOptimizer(mx.optimizer.SGD(), num_workers=2, slots=True,
                     num_servers=2).control('save', prefix)

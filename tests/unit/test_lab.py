@@ -1,4 +1,4 @@
-"""The emulated-cluster lab without processes: the compute profiles (mxnet_ssp.profiles),
+"""The emulated-cluster lab without processes: the compute profiles (mxnet_ssp.lab.profiles),
 the simulator on the same draws, the lab presets, and the verdicts on synthetic trials."""
 import math
 import statistics
@@ -8,8 +8,8 @@ import pytest
 from mxnet_ssp.experiments.reproduce import verdicts as V
 from mxnet_ssp.experiments.reproduce.grid import run_command, resolve_grid
 from mxnet_ssp.experiments.reproduce.presets import LAB_ARMS, PRESETS, parse_arm
-from mxnet_ssp.profiles import SCENARIOS, Scenario, get_scenario
-from mxnet_ssp.simulate import simulate
+from mxnet_ssp.lab.profiles import SCENARIOS, Scenario, get_scenario
+from mxnet_ssp.lab.simulate import simulate
 
 
 def draws(scenario, rank, seed, n):
@@ -308,7 +308,7 @@ def test_fewer_than_three_trials_give_no_interval_and_no_verdict():
 def test_the_medians_table_renders_with_and_without_intervals():
     import types
     from mxnet_ssp.experiments.reproduce.lab_report import _medians
-    from mxnet_ssp.profiles import get_scenario
+    from mxnet_ssp.lab.profiles import get_scenario
     rows = rows_for({'asp': [50, 51, 49], 'bsp': [100, 104]})
     for row in rows:
         for t in row['trials']:

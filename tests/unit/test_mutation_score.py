@@ -12,8 +12,8 @@ _spec.loader.exec_module(score)
 
 
 @pytest.mark.parametrize('name, module', [
-    ('mxnet_ssp.sync.x_make__mutmut_1', 'mxnet_ssp/sync.py'),
-    ('mxnet_ssp.sync.x\u01c1SyncPolicy\u01c1on_push__mutmut_12', 'mxnet_ssp/sync.py'),
+    ('mxnet_ssp.core.sync.x_make__mutmut_1', 'mxnet_ssp/core/sync.py'),
+    ('mxnet_ssp.core.sync.x\u01c1SyncPolicy\u01c1on_push__mutmut_12', 'mxnet_ssp/core/sync.py'),
     ('mxnet_ssp.experiments.reproduce.stats.x_time_to_target__mutmut_3',
      'mxnet_ssp/experiments/reproduce/stats.py'),
 ])
@@ -23,7 +23,7 @@ def test_module_of_a_mutant_name(name, module):
 
 def test_module_of_refuses_what_is_not_a_mutant_name():
     with pytest.raises(ValueError, match='not a mutmut mutant name'):
-        score.module_of('mxnet_ssp.sync.make')
+        score.module_of('mxnet_ssp.core.sync.make')
 
 
 def test_equivalent_list_needs_a_reason_for_every_line(tmp_path):

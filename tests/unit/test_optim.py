@@ -10,7 +10,7 @@ from conftest import ROOT, need_module  # noqa: E402
 mx = need_module('mxnet')
 from mxnet_ssp import optim  # noqa: E402
 from mxnet_ssp.optim import DCASGD, StalenessAwareSGD, StalenessRequiredError  # noqa: E402
-from mxnet_ssp.reference import (DCASGDRule, Received, Reference, SASGDRule,  # noqa: E402
+from mxnet_ssp.lab.reference import (DCASGDRule, Received, Reference, SASGDRule,  # noqa: E402
                                  rule_from_optimizer)
 
 RTOL, ATOL = 2e-6, 1e-7          # float32 rules vs float32 reference, same order of operations
@@ -571,7 +571,7 @@ def test_dcasgd_multiverso_needs_the_sender():
 def test_dcasgd_multiverso_travels_like_the_other_arguments():
     """set_optimizer's pickling keeps the reading; the per-worker MeanSquare state pickles
     midway (server state save/restore) and the run continues as if uninterrupted."""
-    from mxnet_ssp.server_state import _from_numpy, _to_numpy
+    from mxnet_ssp.ps.server_state import _from_numpy, _to_numpy
     make = lambda: DCASGD(0.05, lamda=0.7, adaptive=True, mean_square_decay=0.9,  # noqa: E731
                           momentum=0.5, adaptive_reading='multiverso', **COMMON)
     back = mxnet_pickle_round_trip(make())
@@ -598,8 +598,8 @@ def test_dcasgd_multiverso_travels_like_the_other_arguments():
 def test_server_slot_mode_runs_dcasgd_a_as_the_reference(reading, c):
     """mxnet-ssp's server updater in slot mode, called as MXNet's server calls it: one-call
     path in ASP, prepare_grad with the sender in n-softsync; every weight as the reference."""
-    from mxnet_ssp.channel import slot_key
-    from mxnet_ssp.server import ServerOptimizer
+    from mxnet_ssp.ps.channel import slot_key
+    from mxnet_ssp.ps.server import ServerOptimizer
     kwargs = dict(lamda=1.0, adaptive=True, momentum=0.5, adaptive_reading=reading, **COMMON)
     server = ServerOptimizer(DCASGD(0.05, **kwargs), num_workers=3, slots=True, softsync_c=c)
     assert (server._apply_one is not None) and server.worker_aware
@@ -797,7 +797,7 @@ def test_registered_names():
 def test_reference_does_not_import_mxnet():
     import subprocess
     import sys
-    code = ('import sys, mxnet_ssp.reference; '
+    code = ('import sys, mxnet_ssp.lab.reference; '
             'assert "mxnet" not in sys.modules, sorted(m for m in sys.modules if "mxnet" in m)')
     subprocess.run([sys.executable, '-c', code], check=True, cwd=ROOT)
 

@@ -2,14 +2,14 @@
 
 A stream of (scenario, seed, rank) must give the same times in every release: the lab
 continues a grid where it stopped and the simulator replays the lab's draws.  The expected
-values here are computed from the formula in mxnet_ssp.profiles' docstrings, written out
+values here are computed from the formula in mxnet_ssp.lab.profiles' docstrings, written out
 again with the standard library, not by calling the stream.
 """
 import random
 
 import pytest
 
-from mxnet_ssp.profiles import SCENARIOS, Scenario, get_scenario
+from mxnet_ssp.lab.profiles import SCENARIOS, Scenario, get_scenario
 
 
 def documented(scenario, seed, rank, n, scale=1.0):

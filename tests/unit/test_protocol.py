@@ -1,4 +1,4 @@
-"""The controller's wire format (mxnet_ssp/protocol.py) byte for byte.
+"""The controller's wire format (mxnet_ssp/controller/protocol.py) byte for byte.
 
 Every expected frame below is written out from the table in the module's docstring
 (length uint32 BE, type byte, body big-endian), not produced by the module itself, so a
@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from mxnet_ssp import protocol as p
-from mxnet_ssp.sync import Release
+from mxnet_ssp.controller import protocol as p
+from mxnet_ssp.core.sync import Release
 
 U64 = 2 ** 64 - 1
 U32 = 2 ** 32 - 1

@@ -1,10 +1,10 @@
-"""Tests of the discrete-event simulator :mod:`mxnet_ssp.simulate` (no MXNet processes)."""
+"""Tests of the discrete-event simulator :mod:`mxnet_ssp.lab.simulate` (no MXNet processes)."""
 import dataclasses
 import pytest
 
-from mxnet_ssp.simulate import (DEFAULT_POLICIES, SimResult, format_table, main, make_policy,
+from mxnet_ssp.lab.simulate import (DEFAULT_POLICIES, SimResult, format_table, main, make_policy,
                                 simulate)
-from mxnet_ssp.sync import BOUNDED, PAPER, SyncPolicy
+from mxnet_ssp.core.sync import BOUNDED, PAPER, SyncPolicy
 
 HETERO = [1.0, 1.0, 1.0, 2.5]
 

@@ -1,4 +1,4 @@
-"""Edge cases of :mod:`mxnet_ssp.simulate`: the command line, argument checks, messages.
+"""Edge cases of :mod:`mxnet_ssp.lab.simulate`: the command line, argument checks, messages.
 
 Every expected table row below is worked out by hand from the event rules of the module
 docstring (the derivation is in the comments); jittered compute times are redrawn here from
@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
-from mxnet_ssp.simulate import SimResult, format_table, main, make_policy, simulate
-from mxnet_ssp.sync import SyncPolicy
+from mxnet_ssp.lab.simulate import SimResult, format_table, main, make_policy, simulate
+from mxnet_ssp.core.sync import SyncPolicy
 
-PROG = 'python -m mxnet_ssp.simulate'
+PROG = 'python -m mxnet_ssp.lab.simulate'
 HEADER = ('| policy | iters fastest / slowest | total it/s | max lead | mean lead at release '
           '| fast workers waiting |')
 RULE = '|---|---:|---:|---:|---:|---:|'
@@ -236,13 +236,13 @@ def test_main_help(capsys, monkeypatch):
         main(['--help'])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith('usage: python -m mxnet_ssp.simulate [-h] [--times TIMES] '
+    assert out.startswith('usage: python -m mxnet_ssp.lab.simulate [-h] [--times TIMES] '
                           '[--scenario {jitter-8,mixed-2,straggler-8,transient-8}] ')
     flat = ' '.join(out.split())
     for text in [
             '\nDiscrete-event simulation of ASP / SSP / DSSP workers (no MXNet).\n',
             'per-iteration compute time of each worker, comma-separated (default: 1,1,1,2.5)',
-            "an emulated cluster of mxnet_ssp.profiles instead of --times "
+            "an emulated cluster of mxnet_ssp.lab.profiles instead of --times "
             "(the compute times train_cifar.py's --emulate sleeps to)",
             '--wall-time WALL_TIME simulated seconds (default: 300 unless --iterations)',
             '--iterations ITERATIONS run every worker for this many iterations instead',

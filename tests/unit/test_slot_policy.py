@@ -1,11 +1,11 @@
-"""Slot mode's key layout on the worker (mxnet_ssp/slots.py): worker m's slot of parameter k
+"""Slot mode's key layout on the worker (mxnet_ssp/ps/slots.py): worker m's slot of parameter k
 is ``(k * M + m) * S + k % S`` (``k * M + m`` on one server), integer or string keys, at the
 first and last worker, the first and last key that fit MXNet's 32-bit placement, and the
 keys refused.  Expected keys are worked out by hand in each test."""
 import pytest
 
-from mxnet_ssp.channel import MAX_INT_KEY, slot_key, slot_of
-from mxnet_ssp.slots import KeyLayout, SlotKeyError, as_list, as_values
+from mxnet_ssp.ps.channel import MAX_INT_KEY, slot_key, slot_of
+from mxnet_ssp.ps.slots import KeyLayout, SlotKeyError, as_list, as_values
 from test_channel import mxnet_server_of
 
 PAD = [0.0]       # stands for the 1-element padding array
@@ -278,7 +278,7 @@ def test_slot_key_error_is_a_value_error():
 # ---------------------------------------------------------------------------
 def _string_layout_store(workers, servers):
     """The key layout of a store in slot mode (what SSPKVStore uses, no job)."""
-    from mxnet_ssp.slots import KeyLayout
+    from mxnet_ssp.ps.slots import KeyLayout
     return KeyLayout(0, servers, workers)
 
 
@@ -289,7 +289,7 @@ def test_string_slots_get_ids_of_the_integer_layout(workers, servers):
     parameter number i (in init order) must get the ids slot_key(i, m); after a string
     key outside slot blocks (the discovery key) was numbered, the next parameter takes
     the next whole block."""
-    from mxnet_ssp.channel import slot_key, slot_of
+    from mxnet_ssp.ps.channel import slot_key, slot_of
     kv = _string_layout_store(workers, servers)
     ids = {}
 
@@ -323,8 +323,8 @@ def test_string_slots_get_ids_of_the_integer_layout(workers, servers):
 
 
 def test_too_many_slot_keys_are_refused_naming_workers_and_servers():
-    from mxnet_ssp.channel import MAX_INT_KEY
-    from mxnet_ssp.slots import SlotKeyError
+    from mxnet_ssp.ps.channel import MAX_INT_KEY
+    from mxnet_ssp.ps.slots import SlotKeyError
     kv = _string_layout_store(4, 3)
     with pytest.raises(SlotKeyError,
                        match=r'\(key \+ 1\) \* workers \* servers <= %d' % MAX_INT_KEY):

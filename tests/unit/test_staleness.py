@@ -1,7 +1,7 @@
 """The per-parameter clock the servers and the NumPy reference share (pure Python)."""
 import pytest
 
-from mxnet_ssp.staleness import KeyClock
+from mxnet_ssp.core.staleness import KeyClock
 
 
 def test_asp_every_gradient_is_an_update_and_tau_counts_updates_since_the_pull():

@@ -1,8 +1,8 @@
-"""Unit tests of the SSP / DSSP decision logic in :mod:`mxnet_ssp.sync`.
+"""Unit tests of the SSP / DSSP decision logic in :mod:`mxnet_ssp.core.sync`.
 
 No MXNet, no processes: the policy is driven with scripted or randomized
 push timelines.  The spec is Algorithm 1 and Algorithm 2 of Zhao et al.
-(ICDCS 2019) with the conventions of the ``mxnet_ssp.sync`` docstring.
+(ICDCS 2019) with the conventions of the ``mxnet_ssp.core.sync`` docstring.
 """
 import heapq
 import random
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mxnet_ssp.sync import BOUNDED, MODES, PAPER, THRESHOLD, Release, SyncPolicy, predict_r_star
+from mxnet_ssp.core.sync import (BOUNDED, MODES, PAPER, THRESHOLD, Release, SyncPolicy,
+                                 predict_r_star)
 
 
 # ---------------------------------------------------------------------------
@@ -26,7 +27,7 @@ class Driver:
 
     Besides safety (a Release describes the true state, waiters are freed
     only within sL), every event is checked for needless waiting, with the
-    conventions of :mod:`mxnet_ssp.sync` (lead = own clock after the push
+    conventions of :mod:`mxnet_ssp.core.sync` (lead = own clock after the push
     minus the smallest clock of the workers in the job, that push counted):
 
     * a pusher whose lead is <= sL is released by its own push (line 8-9);

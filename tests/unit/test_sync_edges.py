@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from mxnet_ssp.sync import BOUNDED, MODES, SyncPolicy, predict_r_star
+from mxnet_ssp.core.sync import BOUNDED, MODES, SyncPolicy, predict_r_star
 
 # Worker 1 pushes at 0.0 and 0.7: interval 0.7, allowed age 2.5 x 0.7 = 1.75, stall limit
 # 0.7 + 1.75 = 2.45 in binary64; but 2.45 - 0.7 = 1.7500000000000002 > 1.75: at EDGE the

@@ -1,4 +1,4 @@
-"""The incremental :class:`mxnet_ssp.sync.SyncPolicy` against the oracle.
+"""The incremental :class:`mxnet_ssp.core.sync.SyncPolicy` against the oracle.
 
 ``tests/oracle_sync.py`` is the straightforward policy as it shipped before
 the decisions became O(1) amortized (scans over every clock, a sort of the
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oracle_sync
-from mxnet_ssp.sync import BOUNDED, MODES, PAPER, THRESHOLD, SyncPolicy, predict_r_star
+from mxnet_ssp.core.sync import BOUNDED, MODES, PAPER, THRESHOLD, SyncPolicy, predict_r_star
 from test_sync import Driver, _iteration_times, run_random_order, run_timed
 
 

@@ -12,8 +12,9 @@ parameter.
 """
 import pytest
 
-from mxnet_ssp import config, protocol
-from mxnet_ssp.sync import BOUNDED, MODES, PAPER, THRESHOLD, SyncPolicy, predict_r_star
+from mxnet_ssp import config
+from mxnet_ssp.controller import protocol
+from mxnet_ssp.core.sync import BOUNDED, MODES, PAPER, THRESHOLD, SyncPolicy, predict_r_star
 from test_sync import Driver, _persistent, _policy_before_decision, run_timed
 
 SL, SU = 6, 10

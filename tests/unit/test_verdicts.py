@@ -21,7 +21,7 @@ import pytest
 
 from mxnet_ssp.experiments.reproduce import verdicts as V
 from mxnet_ssp.experiments.reproduce.presets import parse_arm
-from mxnet_ssp.profiles import Scenario
+from mxnet_ssp.lab.profiles import Scenario
 
 S, R, I = 'supported', 'refuted', 'inconclusive'
 TARGET = 0.93

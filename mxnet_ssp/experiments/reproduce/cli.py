@@ -11,7 +11,7 @@ import tempfile
 from .files import read_json, write_json
 from .grid import UsageError, bad_option, plan, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
-from ...profiles import SCENARIOS
+from ...lab.profiles import SCENARIOS
 from .presets import ARM_FORMS, LAB_PREFIX, PRESETS, SUITE
 from .report import write_report, write_suite_report
 from .runner import (Stop, check_dataset, check_gpus, check_train_script, is_done, prepare_subset, run_grid,

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ...profiles import get_scenario
+from ...lab.profiles import get_scenario
 from .verdicts import (MIN_TRIALS, SIM_TOLERANCE, _fmt_interval, balance_verdicts,
                        measured_rates, median_interval, sim_vs_lab, trial_accuracies,
                        trial_times, verdicts)
@@ -147,7 +147,7 @@ def _simulator(grid, scenario, rows):
         return []
     step_mean = table[0]['step_mean']
     lines = ['## Simulator vs lab', '',
-             '`mxnet_ssp.simulate` run on the same compute-time draws as each trial '
+             '`mxnet_ssp.lab.simulate` run on the same compute-time draws as each trial '
              '(`--scenario %s`, the trial\'s seed, %d iterations per worker). **model**: the '
              'simulator as it is (compute only, instant push/pull, no control latency); '
              '**+ steps**: every iteration also takes a push/pull time drawn from the step '

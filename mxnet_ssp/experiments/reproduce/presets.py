@@ -7,7 +7,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from ...profiles import SCENARIOS
+from ...lab.profiles import SCENARIOS
 
 
 ARM_FORMS = ('bsp, asp, asp-lrtau (ASP with lr / staleness), ssp<S> (e.g. ssp3), '
@@ -170,7 +170,7 @@ class Preset:
     servers: int = 1
     num_iterations: int = None
     paper_table: tuple = ()
-    #: an emulated cluster of :mod:`mxnet_ssp.profiles` (train_cifar.py's --emulate)
+    #: an emulated cluster of :mod:`mxnet_ssp.lab.profiles` (train_cifar.py's --emulate)
     emulate: str = None
 
 

@@ -2,7 +2,7 @@
 of the DSSP paper, and the simulator's prediction next to the measurement.
 
 Pure functions of the trial records that :func:`.collect.gather` reads (and of
-:mod:`mxnet_ssp.simulate`); tested on synthetic trials.
+:mod:`mxnet_ssp.lab.simulate`); tested on synthetic trials.
 
 A trial that never reached a target counts as taking infinitely long, so a
 paradigm whose median trial misses the target has an infinite median time.
@@ -17,7 +17,7 @@ import types
 
 import numpy as np
 
-from ...simulate import simulate
+from ...lab.simulate import simulate
 from .stats import time_to_target
 
 RESAMPLES = 2000
@@ -228,7 +228,7 @@ def verdicts(rows, target, dssp_name='dssp'):
 # the simulator next to the lab
 
 def sim_policy(arm):
-    """The :func:`mxnet_ssp.simulate.simulate` policy of a grid arm (BSP is SSP with s = 0)."""
+    """The :func:`mxnet_ssp.lab.simulate.simulate` policy of a grid arm (BSP is SSP with s = 0)."""
     if arm.family == 'bsp':
         return 'ssp:0'
     if arm.family == 'asp':

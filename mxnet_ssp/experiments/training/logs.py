@@ -20,7 +20,7 @@ class _RankFilter(logging.Filter):
 
     def filter(self, record):
         if self.rank == '?' and self.role == 'server':
-            server = sys.modules.get('mxnet_ssp.server')
+            server = sys.modules.get('mxnet_ssp.ps.server')
             rank = server.server_rank() if server is not None else None
             if rank is not None:
                 self.rank = rank

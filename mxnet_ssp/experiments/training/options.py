@@ -9,7 +9,8 @@ import os
 import tempfile
 
 from ... import config
-from ...profiles import SCENARIOS
+from ...core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
+from ...lab.profiles import SCENARIOS
 from .checkpoint import checkpoint_info
 from .models import MODELS, check_model
 
@@ -20,8 +21,8 @@ SSP_KVSTORES = tuple(config.STORE_TYPES)
 STALENESS_KVSTORES = config.OUR_STORE_TYPES
 KVSTORES = ('local', 'dist_sync') + STALENESS_KVSTORES
 DSSP_MODES = config.DSSP_MODES
-OPTIMIZERS = ('sgd', 'nag', 'sasgd', 'dcasgd_pw')
-STALENESS_LR = ('inverse', 'average', 'none')
+OPTIMIZERS = ('sgd', 'nag', SASGD, DCASGD_PW)
+STALENESS_LR = STALENESS_POLICIES
 TRAIN_MODES = ('hybrid', 'imperative')
 #: DC-ASGD's lambda0 when --lamda is not given: the paper's CIFAR-10 settings.
 DEFAULT_LAMDA = {False: 0.04, True: 2.0}
@@ -346,18 +347,18 @@ def validate_args(args, parser, environ=None):
 
     # the update rule
     ours = [s for s in STALENESS_KVSTORES if s != 'dist_async' or wraps_async(env)]
-    if args.optimizer in ('sasgd', 'dcasgd_pw') and args.kvstore not in ours:
+    if args.optimizer in (SASGD, DCASGD_PW) and args.kvstore not in ours:
         why = (' (MXNET_SSP_WRAP_ASYNC=0 keeps MXNet\'s own dist_async, which does not)'
                if args.kvstore == 'dist_async' else '')
         parser.error('--optimizer %s needs a store that reports the staleness of every '
                      'gradient: --kvstore %s, not --kvstore %s%s'
                      % (args.optimizer, ', '.join(ours), args.kvstore, why))
-    for flag, value, rule in (('--staleness-lr', args.staleness_lr, 'sasgd'),
-                              ('--staleness-window', args.staleness_window, 'sasgd'),
-                              ('--lamda', args.lamda, 'dcasgd_pw'),
-                              ('--adaptive', args.adaptive or None, 'dcasgd_pw'),
-                              ('--mean-square-decay', args.mean_square_decay, 'dcasgd_pw'),
-                              ('--adaptive-reading', args.adaptive_reading, 'dcasgd_pw')):
+    for flag, value, rule in (('--staleness-lr', args.staleness_lr, SASGD),
+                              ('--staleness-window', args.staleness_window, SASGD),
+                              ('--lamda', args.lamda, DCASGD_PW),
+                              ('--adaptive', args.adaptive or None, DCASGD_PW),
+                              ('--mean-square-decay', args.mean_square_decay, DCASGD_PW),
+                              ('--adaptive-reading', args.adaptive_reading, DCASGD_PW)):
         if value is not None and args.optimizer != rule:
             parser.error('%s is only accepted with --optimizer %s, not with --optimizer %s'
                          % (flag, rule, args.optimizer))
@@ -370,7 +371,7 @@ def validate_args(args, parser, environ=None):
     if args.adaptive_reading is not None:
         if not args.adaptive:
             parser.error('--adaptive-reading is only accepted with --adaptive (DC-ASGD-a)')
-        if args.adaptive_reading not in ('paper', 'multiverso'):
+        if args.adaptive_reading not in ADAPTIVE_READINGS:
             _fail(parser, '--adaptive-reading', args.adaptive_reading, 'paper or multiverso')
     if args.mean_square_decay is not None:
         if not args.adaptive:

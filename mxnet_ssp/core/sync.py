@@ -4,7 +4,7 @@ This module is the specification of when a worker may go on.  It implements
 Algorithm 1 (the server's OK-or-wait decision after each push) and
 Algorithm 2 (the synchronization controller predicting r*) of Zhao et al.,
 *Dynamic Stale Synchronous Parallel Distributed Training for Deep Learning*
-(ICDCS 2019).  The network controller (:mod:`mxnet_ssp.controller`) feeds it
+(ICDCS 2019).  The network controller (:mod:`mxnet_ssp.controller.server`) feeds it
 events and sends the releases it returns; tests and simulations drive it with
 scripted timelines.
 
@@ -67,13 +67,12 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from math import isfinite
 
+from .names import BOUNDED, DSSP_MODES, PAPER, THRESHOLD
+
 __all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER', 'THRESHOLD', 'MODES']
 
-BOUNDED = 'bounded'
-PAPER = 'paper'
-THRESHOLD = 'threshold'
 #: Every mode, in the order messages (and the wire protocol) list them.
-MODES = (BOUNDED, PAPER, THRESHOLD)
+MODES = DSSP_MODES
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """Saving and restoring a server's optimizer state (``kv.save_optimizer_states``).
 
 MXNet's stock dist stores cannot save the state their servers hold (issue #15923); the
-mxnet-ssp stores send a ``save``/``load`` :class:`mxnet_ssp.channel.Control` command and
+mxnet-ssp stores send a ``save``/``load`` :class:`mxnet_ssp.ps.channel.Control` command and
 every server writes or reads its own file, ``<prefix>.server-<rank>``: the optimizer's
 learning rate and update counts, the per-key optimizer state (momentum, MeanSquare, ...), and
-in slot mode each parameter's canonical weight, versions (:class:`mxnet_ssp.staleness.KeyClock`)
-and, for rules that read it, what each worker last pulled (DC-ASGD's backup).
+in slot mode each parameter's canonical weight, versions
+(:class:`mxnet_ssp.core.staleness.KeyClock`) and, for rules that read it, what each worker last pulled (DC-ASGD's backup).
 
 A server holds the keys ps-lite places on it, which depend on the number of servers, so a
 file only loads into a job with the same set-up (slot mode, workers, servers); anything else
@@ -42,7 +42,7 @@ def _from_numpy(obj):
 
 
 class SavedState:
-    """The save/load half of :class:`mxnet_ssp.server.ServerOptimizer`.
+    """The save/load half of :class:`mxnet_ssp.ps.server.ServerOptimizer`.
 
     Reads and writes the updater's fields: ``optimizer``, ``slots``, ``num_workers``,
     ``num_servers``, ``_states`` (plain mode), ``_keys`` (slot mode, ``_KeyState`` per

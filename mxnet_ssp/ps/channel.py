@@ -136,7 +136,7 @@ class UpdaterSpec:
     """What a worker's store sends with ``set_optimizer``: the user's optimizer and its settings.
 
     MXNet pickles it on the worker and unpickles it on every server, where it
-    becomes a :class:`mxnet_ssp.server.ServerOptimizer` (the worker never
+    becomes a :class:`mxnet_ssp.ps.server.ServerOptimizer` (the worker never
     imports the server's code).  `settings` are ServerOptimizer's keyword
     arguments.
     """
@@ -165,7 +165,7 @@ class Control:
 
     MXNet's server controller unpickles the command body and installs the
     result as its optimizer.  Unpickling a Control runs the command on the
-    live :class:`mxnet_ssp.server.ServerOptimizer` of that server and yields that same object,
+    live :class:`mxnet_ssp.ps.server.ServerOptimizer` of that server and yields that same object,
     so the servers keep their optimizer and state.  Actions: ``set_lr``
     (float), ``save`` and ``load`` (a path prefix).
     """
@@ -192,7 +192,7 @@ def run_command(action, payload):
 
     MXNet installs the return value as the server's optimizer, so the servers
     keep their optimizer and its state.  A failure ends the server process
-    (see :func:`mxnet_ssp._process.end_server`).
+    (see :func:`mxnet_ssp.ps._process.end_server`).
     """
     try:
         if _handler is None:

@@ -1,10 +1,10 @@
 """The controller's network half: one thread, non-blocking sockets, framed messages.
 
 :class:`FrameServer` accepts TCP connections, splits what they send into the
-length-prefixed frames of :mod:`mxnet_ssp.protocol`, buffers what it sends,
+length-prefixed frames of :mod:`mxnet_ssp.controller.protocol`, buffers what it sends,
 and closes connections, all on one daemon thread driven by ``selectors``.
 It knows nothing about workers, clocks or the policy: a subclass (the
-:class:`mxnet_ssp.controller.ControllerServer`) implements the hooks below,
+:class:`mxnet_ssp.controller.server.ControllerServer`) implements the hooks below,
 which all run on that thread.
 
 Hooks

@@ -3,10 +3,10 @@
 In slot mode (rules that need the sender of every gradient, and always under
 ``dist_softsync``) worker m pushes and pulls parameter k through its own key
 slot, so the servers know who sent each gradient.  Integer keys map to
-:func:`mxnet_ssp.channel.slot_key`; string keys to ``'key@m'``, numbered by
+:func:`mxnet_ssp.ps.channel.slot_key`; string keys to ``'key@m'``, numbered by
 MXNet so that they land on the same ids (see :meth:`KeyLayout.block`).  All
 M slots of a parameter live on one server.  The servers decode slots with
-:func:`mxnet_ssp.channel.slot_of`; ``docs/stores.md`` draws the layout.
+:func:`mxnet_ssp.ps.channel.slot_of`; ``docs/stores.md`` draws the layout.
 
 Nothing here imports MXNet: :meth:`KeyLayout.block` takes the padding value.
 """
@@ -81,7 +81,7 @@ class KeyLayout:
     def block(self, key, value, pad):
         """Keys and values that initialize every worker's slot of `key`, in MXNet's order.
 
-        Integer keys: the M slot keys of :func:`mxnet_ssp.channel.slot_key`.
+        Integer keys: the M slot keys of :func:`mxnet_ssp.ps.channel.slot_key`.
         String keys: MXNet numbers each new string key with the next integer
         (0, 1, ...) in the order they are initialized, and places that integer
         as it places integer keys.  Parameter number i (in init order) takes

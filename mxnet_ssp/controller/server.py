@@ -2,14 +2,14 @@
 
 One :class:`ControllerServer` runs per job, as a daemon thread inside one
 MXNet server process.  Each worker rank connects with
-:class:`mxnet_ssp.client.ControllerClient`, authenticates with the job's
+:class:`mxnet_ssp.controller.client.ControllerClient`, authenticates with the job's
 shared secret, and after each of its pushes sends CLOCK and blocks until the
 server sends RELEASE.  The decisions come from a
-:class:`mxnet_ssp.sync.SyncPolicy`; this module only moves its events and
+:class:`mxnet_ssp.core.sync.SyncPolicy`; this module only moves its events and
 releases over the network, enforces the protocol
-(:mod:`mxnet_ssp.protocol`) and turns every fault into a job failure whose
+(:mod:`mxnet_ssp.controller.protocol`) and turns every fault into a job failure whose
 message names the rank responsible.  Sockets, framing and the event loop are
-:class:`mxnet_ssp.transport.FrameServer`'s; this class implements its hooks.
+:class:`mxnet_ssp.controller.transport.FrameServer`'s; this class implements its hooks.
 
 Contracts
 ---------
@@ -74,7 +74,7 @@ class ControllerServer(FrameServer):
 
     Parameters
     ----------
-    policy : mxnet_ssp.sync.SyncPolicy
+    policy : mxnet_ssp.core.sync.SyncPolicy
         Decision state; owned by the server thread from :meth:`start` on.
     secret : bytes
         Shared job secret (non-empty); workers prove they know it.

@@ -1,7 +1,7 @@
 """Wire format of the synchronization controller (stdlib only, no MXNet).
 
 One TCP connection per worker rank to the controller
-(:class:`mxnet_ssp.controller.ControllerServer`).  Every message is a frame::
+(:class:`mxnet_ssp.controller.server.ControllerServer`).  Every message is a frame::
 
     +----------------------+---------+-----------------------------+
     | length: uint32, BE   | type: B | body (fixed layout by type) |
@@ -26,7 +26,7 @@ CLOCK     4     ``Q`` t                    client -> server: this worker has
                                            completed push number ``t``
 RELEASE   5     ``Q`` clock, ``q`` lead,   server -> client: the OK for push
                 ``Q`` t_slowest, ``I``     ``clock``; mirrors
-                granted, ``I`` extra_left  :class:`mxnet_ssp.sync.Release`
+                granted, ``I`` extra_left  :class:`mxnet_ssp.core.sync.Release`
 LEAVE     6     (none)                     client -> server: worker finished
 BYE       7     (none)                     server -> client: LEAVE processed
 ERROR     8     UTF-8 text                 server -> client: the job failed
@@ -43,7 +43,8 @@ import hashlib
 import hmac
 import struct
 
-from .sync import BOUNDED, PAPER, THRESHOLD, Release
+from ..core.names import DSSP_MODES
+from ..core.sync import Release
 
 __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BYTES',
            'CHALLENGE', 'HELLO', 'WELCOME', 'CLOCK', 'RELEASE', 'LEAVE', 'BYE', 'ERROR',
@@ -61,8 +62,8 @@ MAC_CONTEXT = b'mxnet-ssp-v1'
 CHALLENGE, HELLO, WELCOME, CLOCK, RELEASE, LEAVE, BYE, ERROR = range(1, 9)
 _NAMES = {CHALLENGE: 'CHALLENGE', HELLO: 'HELLO', WELCOME: 'WELCOME', CLOCK: 'CLOCK',
           RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR'}
-#: Mode names in the order of their wire code (append new modes: the codes are on the wire).
-MODES = (BOUNDED, PAPER, THRESHOLD)
+#: Mode names in the order of their wire code: a WELCOME carries the index in this tuple.
+MODES = DSSP_MODES
 
 _HEADER = struct.Struct('>I')
 _CHALLENGE = struct.Struct('>BH%ds' % NONCE_BYTES)
@@ -191,13 +192,13 @@ def decode_clock(payload):
 
 
 def encode_release(rel):
-    """RELEASE frame mirroring :class:`~mxnet_ssp.sync.Release` `rel`."""
+    """RELEASE frame mirroring :class:`~mxnet_ssp.core.sync.Release` `rel`."""
     return _RELEASE_FRAME.pack(_RELEASE.size, RELEASE, rel.clock, rel.lead, rel.t_slowest,
                                rel.granted, rel.extra_left)
 
 
 def decode_release(payload, rank):
-    """Return the :class:`~mxnet_ssp.sync.Release` for `rank`."""
+    """Return the :class:`~mxnet_ssp.core.sync.Release` for `rank`."""
     _, clock, lead, t_slowest, granted, extra_left = _unpack(_RELEASE, payload, RELEASE)
     return Release(rank, clock, lead, t_slowest, granted, extra_left)   # positional: faster
 

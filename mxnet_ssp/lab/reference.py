@@ -43,7 +43,8 @@ import collections
 
 import numpy as np
 
-from .staleness import KeyClock
+from ..core.names import ADAPTIVE_READINGS, STALENESS_POLICIES
+from ..core.staleness import KeyClock
 
 __all__ = ['SASGDRule', 'DCASGDRule', 'Reference', 'Received', 'Update', 'rule_from_optimizer']
 
@@ -121,7 +122,7 @@ class SASGDRule(_Rule):
     def __init__(self, learning_rate, momentum=0.0, staleness_lr='inverse', staleness_window=1,
                  per_gradient_staleness=True, **kwargs):
         super().__init__(learning_rate, momentum=momentum, **kwargs)
-        if staleness_lr not in ('inverse', 'average', 'none'):
+        if staleness_lr not in STALENESS_POLICIES:
             raise ValueError('staleness_lr=%r is not accepted' % (staleness_lr,))
         self.staleness_lr = staleness_lr
         self.staleness_window = int(staleness_window)
@@ -178,7 +179,7 @@ class DCASGDRule(_Rule):
     def __init__(self, learning_rate, lamda=2.0, adaptive=False, mean_square_decay=0.95,
                  epsilon=1e-7, momentum=0.0, adaptive_reading='paper', **kwargs):
         super().__init__(learning_rate, momentum=momentum, **kwargs)
-        if adaptive_reading not in ('paper', 'multiverso'):
+        if adaptive_reading not in ADAPTIVE_READINGS:
             raise ValueError('adaptive_reading=%r is not accepted' % (adaptive_reading,))
         self.lamda = float(lamda)
         self.adaptive = bool(adaptive)

@@ -2,11 +2,11 @@
 
 A worker-side store finds the synchronization controller with nothing but the
 KVStore (so under any launcher): :func:`request_controller` pushes a request
-(encoded by :mod:`mxnet_ssp.channel`) to a reserved key and pulls the answer
+(encoded by :mod:`mxnet_ssp.ps.channel`) to a reserved key and pulls the answer
 back.  The key is small, so ps-lite places it on exactly one server, whose
-updater (:class:`mxnet_ssp.server.ServerOptimizer`) hands the push to
+updater (:class:`mxnet_ssp.ps.server.ServerOptimizer`) hands the push to
 :func:`answer_discovery`.  The first request starts the controller
-(:class:`mxnet_ssp.controller.ControllerServer`) in that server process, on a
+(:class:`mxnet_ssp.controller.server.ControllerServer`) in that server process, on a
 background thread; every request is answered with the controller's address
 and the job's secret, written into the key's value.
 
@@ -21,6 +21,7 @@ import secrets
 import socket
 import threading
 
+from .. import config as cfg
 from .channel import DISCOVERY_LEN, decode_blob, encode_blob
 
 __all__ = ['request_controller', 'DiscoveryError', 'answer_discovery', 'advertised_host']
@@ -59,7 +60,7 @@ def start_controller(request):
     """Start the controller for `request` once per process; return the answer dict.
 
     ``request['controller']`` (the workers' ``MXNET_SSP_CONTROLLER``) says where: a process
-    of its own (:mod:`mxnet_ssp.controller_process`, default) or a thread of this one.
+    of its own (:mod:`mxnet_ssp.controller.process`, default) or a thread of this one.
     """
     global _controller, _controller_answer
     with _lock:
@@ -73,11 +74,12 @@ def start_controller(request):
         if request.get('metrics_dir'):
             os.makedirs(request['metrics_dir'], exist_ok=True)
             settings['metrics_path'] = os.path.join(request['metrics_dir'], 'controller.jsonl')
-        placement = request.get('controller', 'thread')
+        # a request without the setting (a worker of an older mxnet-ssp) gets config's default
+        placement = request.get('controller', cfg.DEFAULT_CONTROLLER)
         if placement == 'process':
             _controller, (host, port) = _start_process(settings)
         else:   # imported lazily: workers never need the controller
-            from .controller_process import start
+            from ..controller.process import start
             _controller = start(settings)
             host, port = _controller.address
         _controller_answer = {'host': host, 'port': port, 'secret': settings['secret'],
@@ -90,7 +92,7 @@ def start_controller(request):
 
 
 def _start_process(settings):
-    """Start :mod:`mxnet_ssp.controller_process`; return (Popen, (host, port)).
+    """Start :mod:`mxnet_ssp.controller.process`; return (Popen, (host, port)).
 
     Its stdin stays open for the life of this process: closing it (this process ending, in
     any way) stops the controller.  It is not a node of the job: no ``DMLC_*`` variables.
@@ -99,7 +101,7 @@ def _start_process(settings):
     import subprocess
     import sys
     env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
-    proc = subprocess.Popen([sys.executable, '-m', 'mxnet_ssp.controller_process'],
+    proc = subprocess.Popen([sys.executable, '-m', 'mxnet_ssp.controller.process'],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     proc.stdin.write((json.dumps(settings) + '\n').encode())
     proc.stdin.flush()
@@ -152,7 +154,6 @@ def request_controller(native, key, config, num_workers, rank):
     from mxnet import ndarray as nd
     import numpy as np
     from . import _process
-    from . import config as cfg
     request = {'v': 1, 'store': config.store, 'num_workers': num_workers,
                's_lower': config.s_lower, 's_upper': config.s_upper,
                'mode': config.mode, 'timeout': config.timeout,

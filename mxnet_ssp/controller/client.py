@@ -176,7 +176,7 @@ class ControllerClient:
 
         Returns
         -------
-        mxnet_ssp.sync.Release
+        mxnet_ssp.core.sync.Release
             The controller's release for clock `t`.
 
         Raises

@@ -1,15 +1,15 @@
 """What runs inside MXNet's server processes for the mxnet-ssp stores: the updater.
 
-The worker-side store sends a :class:`mxnet_ssp.channel.UpdaterSpec` with
+The worker-side store sends a :class:`mxnet_ssp.ps.channel.UpdaterSpec` with
 ``kv.set_optimizer``; every server unpickles it as a :class:`ServerOptimizer`
 (so ``mxnet_ssp`` must be installed on every server host) and MXNet calls it,
 as the updater, for every push.  It applies the user's optimizer: in slot mode
 with the sender's staleness and backup, kept per parameter by
-:class:`mxnet_ssp.staleness.KeyClock`.  Two things arrive by the same path and
+:class:`mxnet_ssp.core.staleness.KeyClock`.  Two things arrive by the same path and
 are handed on: a discovery request pushed to the reserved key
-(:mod:`mxnet_ssp.discovery` starts the controller and answers with its
-address) and :class:`mxnet_ssp.channel.Control` commands (learning rate;
-save and load, :mod:`mxnet_ssp.server_state`).
+(:mod:`mxnet_ssp.ps.discovery` starts the controller and answers with its
+address) and :class:`mxnet_ssp.ps.channel.Control` commands (learning rate;
+save and load, :mod:`mxnet_ssp.ps.server_state`).
 
 This module must import in a server process, where ``import mxnet`` has not
 returned (the server loop runs inside it): it only touches MXNet submodules
@@ -20,7 +20,7 @@ import logging
 import os
 
 from ._process import end_server
-from .staleness import KeyClock
+from ..core.staleness import KeyClock
 from .channel import DISCOVERY_LEN, is_discovery, is_refresh, serve_commands, slot_of
 from .discovery import answer_discovery
 from .server_state import SavedState
@@ -79,7 +79,7 @@ class ServerOptimizer(SavedState):
         Workers in the job (M).
     slots : bool
         Slot mode: parameter k arrives from worker m as key
-        ``(k * M + m) * S + k % S`` (:func:`mxnet_ssp.channel.slot_key`),
+        ``(k * M + m) * S + k % S`` (:func:`mxnet_ssp.ps.channel.slot_key`),
         so all M slots of k are on one server.  The servers keep one
         canonical weight per k (updated by every worker's gradients) and
         after each push copy it into the sender's slot, which the sender
@@ -124,7 +124,7 @@ class ServerOptimizer(SavedState):
 
     def _init_runtime(self):
         # lazily: MXNet is still importing in a server
-        from .optim import is_worker_aware, one_call_update
+        from ..optim import is_worker_aware, one_call_update
         self._worker_aware = is_worker_aware(self.optimizer)
         # rules of users' own classes may not say: assume they read the backup
         self._needs_backup = self._worker_aware and getattr(self.optimizer, 'needs_backup', True)
@@ -151,7 +151,7 @@ class ServerOptimizer(SavedState):
         """Become this server process's updater: returns self.
 
         The workers drive the learning-rate schedule (see the store), the
-        :class:`mxnet_ssp.channel.Control` commands run here from now on, and
+        :class:`mxnet_ssp.ps.channel.Control` commands run here from now on, and
         the staleness summary is written at exit.
         """
         opt = self.optimizer
@@ -212,7 +212,7 @@ class ServerOptimizer(SavedState):
             self.optimizer.update_multi_precision(index, weight, grad, state)
             return
         from mxnet import ndarray as nd
-        from .host_kernels import copy_into
+        from ..host_kernels import copy_into
         k, m = slot_of(index, self.num_workers, self.num_servers)
         ks = self._keys.get(k)
         if ks is None:
@@ -317,7 +317,7 @@ class ServerOptimizer(SavedState):
 
     # -- commands ------------------------------------------------------------------
     def control(self, action, payload):
-        """Run a :class:`mxnet_ssp.channel.Control` command (on the server's update thread)."""
+        """Run a :class:`mxnet_ssp.ps.channel.Control` command (on the server's update thread)."""
         if action == 'set_lr':
             self.optimizer.lr = float(payload)
         elif action == 'save':

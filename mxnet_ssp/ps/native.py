@@ -2,11 +2,11 @@
 
 The tensors travel through MXNet's native store; the two moments where it waits in ps-lite
 for the rest of the job, with no Python timeout of its own, are here, each bounded by the
-job's timeout (:func:`mxnet_ssp._process.bounded`):
+job's timeout (:func:`mxnet_ssp.ps._process.bounded`):
 
 * creating it joins the job (waits for the scheduler);
 * freeing it enters ps-lite's finalize barrier (waits for every node).  That happens once,
-  at interpreter exit, in the same phase on every worker (see :mod:`mxnet_ssp._process`);
+  at interpreter exit, in the same phase on every worker (see :mod:`mxnet_ssp.ps._process`);
   afterwards a :class:`FreedNative` stands in and names what is no longer available.
 """
 import ctypes
@@ -16,7 +16,7 @@ from mxnet.base import KVStoreHandle, _LIB, c_str, check_call
 from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
 from . import _process
-from . import config as cfg
+from .. import config as cfg
 
 __all__ = ['create_native', 'free_native', 'FreedNative']
 

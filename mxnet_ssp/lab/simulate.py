@@ -1,0 +1,443 @@
+"""Discrete-event simulation of workers under ASP, SSP and DSSP (no MXNet).
+
+Each of ``M`` workers loops: compute one iteration (its own, possibly
+jittered, compute time), push, then wait for the release of
+:class:`mxnet_ssp.core.sync.SyncPolicy` before starting the next iteration.  The
+policy sees every push at the time it completes, exactly like the network
+controller does; a release reaches the worker ``latency`` seconds after the
+event that produced it.  Under ASP there is no controller: a worker starts its
+next iteration as soon as it has pushed.
+
+The model is deliberately small: compute time includes the push and pull of
+an iteration, servers are infinitely fast and never the bottleneck, and the
+only idle time of a worker is the time between its push and its release
+(plus the control latency).  It is meant to compare the synchronization rules,
+not to predict the wall time of a real job.
+
+Run ``python -m mxnet_ssp.lab.simulate --help``; with no arguments it prints a
+markdown table for 4 workers, one 2.5x slower, over 300 simulated seconds.
+"""
+import argparse
+import heapq
+import itertools
+import random
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .profiles import SCENARIOS, get_scenario
+from ..core.sync import BOUNDED, MODES, SyncPolicy
+
+__all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
+           'DEFAULT_TIMES', 'DEFAULT_POLICIES']
+
+#: Per-iteration compute times (seconds) of the default scenario.
+DEFAULT_TIMES = (1.0, 1.0, 1.0, 2.5)
+#: Policies compared by :func:`main` when none are given.
+DEFAULT_POLICIES = ('asp', 'ssp:3', 'ssp:15', 'dssp:3:15:bounded', 'dssp:3:15:paper',
+                    'dssp:3:15:threshold')
+
+
+@dataclass
+class SimResult:
+    """Outcome of one simulated run.
+
+    Attributes
+    ----------
+    label : str
+        Name of the policy (``'asp'``, ``'ssp:3'``, ``'dssp:3:15:bounded'``...).
+    times : list of float
+        Base per-iteration compute time of each worker.
+    iterations : list of int
+        Pushes completed by each worker.
+    wait : list of float
+        Seconds each worker spent idle between a push and the start of its
+        next iteration: time held by the policy plus the control latency.
+        Always 0 under ASP.
+    wall_time : float
+        Simulated seconds: the requested wall time, or the time of the last
+        push when running a fixed number of iterations.
+    max_lead : int
+        Largest lead ``clock - t_slowest`` at a release (under ASP: at a push,
+        since every push is released at once).
+    lead_hist : collections.Counter
+        Staleness distribution: number of releases at each lead.
+    """
+    label: str
+    times: list
+    iterations: list
+    wait: list
+    wall_time: float
+    max_lead: int
+    lead_hist: Counter = field(default_factory=Counter)
+
+    @property
+    def total_iterations(self):
+        """Pushes of all workers together."""
+        return sum(self.iterations)
+
+    @property
+    def iterations_per_second(self):
+        """Total iterations of all workers per simulated second."""
+        return self.total_iterations / self.wall_time if self.wall_time > 0 else 0.0
+
+    @property
+    def mean_lead(self):
+        """Mean lead at release (0.0 if there was no release)."""
+        n = sum(self.lead_hist.values())
+        return sum(k * v for k, v in self.lead_hist.items()) / n if n else 0.0
+
+    def lead_quantile(self, q):
+        """Smallest lead such that a fraction >= `q` of releases had at most that lead."""
+        n = sum(self.lead_hist.values())
+        if not n:
+            return 0
+        seen = 0
+        for lead in sorted(self.lead_hist):
+            seen += self.lead_hist[lead]
+            if seen >= q * n:
+                return lead
+        return max(self.lead_hist)
+
+    def wait_fraction(self, rank):
+        """Fraction of the wall time worker `rank` spent waiting."""
+        return self.wait[rank] / self.wall_time if self.wall_time > 0 else 0.0
+
+    def fast_workers(self):
+        """Ranks whose base compute time is the smallest."""
+        fastest = min(self.times)
+        return [i for i, t in enumerate(self.times) if t == fastest]
+
+    @property
+    def fast_wait_fraction(self):
+        """Mean :meth:`wait_fraction` over :meth:`fast_workers`."""
+        fast = self.fast_workers()
+        return sum(self.wait_fraction(i) for i in fast) / len(fast)
+
+
+def make_policy(spec, num_workers, stall_factor=2.0):
+    """Build a :class:`~mxnet_ssp.core.sync.SyncPolicy` from a short spec string.
+
+    Parameters
+    ----------
+    spec : str
+        ``'asp'`` (no policy), ``'ssp:S'``, or ``'dssp:SL:SU'`` optionally
+        followed by ``':bounded'`` (default), ``':paper'`` or ``':threshold'``.
+    num_workers : int
+    stall_factor : float
+        Passed to :class:`~mxnet_ssp.core.sync.SyncPolicy`.
+
+    Returns
+    -------
+    SyncPolicy or None
+        None for ``'asp'``.
+
+    Raises
+    ------
+    ValueError
+        If the spec cannot be parsed or the policy rejects its values.
+    """
+    parts = spec.strip().lower().split(':')
+    try:
+        if parts == ['asp']:
+            return None
+        if parts[0] == 'ssp' and len(parts) == 2:
+            s = int(parts[1])
+            return SyncPolicy(num_workers, s, s, stall_factor=stall_factor)
+        if parts[0] == 'dssp' and len(parts) in (3, 4):
+            mode = parts[3] if len(parts) == 4 else BOUNDED
+            return SyncPolicy(num_workers, int(parts[1]), int(parts[2]), mode=mode,
+                              stall_factor=stall_factor)
+    except ValueError as exc:
+        raise ValueError('bad policy %r: %s' % (spec, exc)) from None
+    raise ValueError("bad policy %r: expected 'asp', 'ssp:S' or 'dssp:SL:SU[:%s]'"
+                     % (spec, '|'.join(MODES)))
+
+
+def _label(policy):
+    if policy is None:
+        return 'asp'
+    if policy.s_lower == policy.s_upper:
+        return 'ssp:%d' % policy.s_lower
+    return 'dssp:%d:%d:%s' % (policy.s_lower, policy.s_upper, policy.mode)
+
+
+def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_factor,
+           scenario=None):
+    """Check :func:`simulate`'s arguments; return (times, policy, compute_time(i))."""
+    if scenario is not None:
+        if isinstance(scenario, str):
+            scenario = get_scenario(scenario)
+        if times is not None and [float(t) for t in times] != scenario.times():
+            raise ValueError('give times or a scenario, not both (scenario %s has times %r)'
+                             % (scenario.name, scenario.times()))
+        if jitter:
+            raise ValueError('scenario %s has its own jitter (%g); jitter must be 0'
+                             % (scenario.name, scenario.jitter))
+        times = scenario.times()
+    times = [float(t) for t in times]
+    m = len(times)
+    if m < 1 or any(not t > 0 for t in times):
+        raise ValueError('times must be a non-empty list of positive numbers, got %r' % (times,))
+    if (wall_time is None) == (iterations is None):
+        raise ValueError('give exactly one of wall_time and iterations')
+    if wall_time is not None and not wall_time > 0:
+        raise ValueError('wall_time must be > 0, got %r' % (wall_time,))
+    if iterations is not None and (int(iterations) != iterations or iterations < 1):
+        raise ValueError('iterations must be a positive integer, got %r' % (iterations,))
+    if latency < 0 or jitter < 0:
+        raise ValueError('latency and jitter must be >= 0')
+    if isinstance(policy, str):
+        policy = make_policy(policy, m, stall_factor=stall_factor)
+    if policy is not None:
+        if policy.num_workers != m:
+            raise ValueError('policy is for %d workers, times has %d' % (policy.num_workers, m))
+        if any(policy.clocks) or policy.waiting or len(policy.active) != m:
+            raise ValueError('policy must be fresh (no push or leave yet)')
+    if scenario is not None:
+        streams = [scenario.stream(i, seed) for i in range(m)]
+        return times, policy, lambda i: streams[i].next()
+    rngs = [random.Random('%s:%d' % (seed, i)) for i in range(m)]
+
+    def compute_time(i):
+        if not jitter:
+            return times[i]
+        return times[i] * max(0.05, 1.0 + jitter * rngs[i].gauss(0.0, 1.0))
+
+    return times, policy, compute_time
+
+
+def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
+             seed=0, stall_factor=2.0, scenario=None):
+    """Run workers under a synchronization policy until a time or iteration limit.
+
+    Parameters
+    ----------
+    times : sequence of float
+        Base compute time (seconds, > 0) of one iteration for each worker.
+    policy : SyncPolicy, str or None
+        A fresh policy for ``len(times)`` workers, a spec for
+        :func:`make_policy`, or None / ``'asp'`` for no synchronization.
+    wall_time : float, optional
+        Stop at this simulated time; pushes completed at or before it count.
+    iterations : int, optional
+        Instead of `wall_time`: every worker runs this many iterations and then
+        leaves the job (``SyncPolicy.on_leave``).  Exactly one of the two
+        limits must be given.
+    latency : float
+        Seconds from the event that releases a worker to the start of its next
+        iteration (the OK message).  Not applied under ASP.
+    jitter : float
+        Relative standard deviation of compute times: iteration ``k`` of
+        worker ``i`` takes ``times[i] * max(0.05, 1 + jitter * N(0, 1))``.
+    seed : int
+        Seed of the jitter; each worker has its own stream, so every policy
+        sees the same sequence of compute times for the same seed.
+    stall_factor : float
+        Used when `policy` is a spec string.
+    scenario : mxnet_ssp.lab.profiles.Scenario or str, optional
+        Draw the compute times from this emulated cluster instead (`times`
+        None or the scenario's base times, `jitter` 0): worker ``i`` gets the
+        sequence of ``scenario.stream(i, seed)``, the one the training
+        script's ``--emulate`` sleeps to with ``--seed seed``.
+
+    Returns
+    -------
+    SimResult
+
+    Raises
+    ------
+    ValueError
+        On invalid arguments.
+    """
+    times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
+                                         jitter, seed, stall_factor, scenario)
+    m = len(times)
+    label = _label(policy)
+    end = float('inf') if wall_time is None else float(wall_time)
+    clocks = [0] * m
+    active = set(range(m))
+    # ASP's lead needs the slowest active clock at every push: kept incrementally (active
+    # workers per clock, and the smallest clock with any, which never decreases), O(1)
+    # amortized instead of a scan of every worker per push
+    at_clock = Counter({0: m})
+    slowest = 0
+    wait = [0.0] * m
+    idle_since = [None] * m      # push time of a worker that is not computing
+    lead_hist = Counter()
+    max_lead = 0
+    last_push = 0.0
+    heap = []
+    seq = itertools.count()          # ties at one time go in scheduling order
+    push, pop = heapq.heappush, heapq.heappop
+
+    def start(i, now):
+        if idle_since[i] is not None:
+            wait[i] += now - idle_since[i]
+            idle_since[i] = None
+        push(heap, (now + compute_time(i), next(seq), 'push', i))
+
+    for i in range(m):
+        start(i, 0.0)
+    while heap and heap[0][0] <= end:
+        now, _, kind, i = pop(heap)
+        if kind == 'resume':
+            start(i, now)
+            continue
+        clocks[i] += 1
+        last_push = now
+        idle_since[i] = now
+        finished = iterations is not None and clocks[i] >= iterations
+        if policy is None:
+            c = clocks[i]
+            at_clock[c - 1] -= 1
+            at_clock[c] += 1
+            while at_clock[slowest] == 0:     # stops at c at the latest: i is active
+                slowest += 1
+            lead = c - slowest
+            lead_hist[lead] += 1
+            max_lead = max(max_lead, lead)
+            if finished:                      # the next push moves `slowest` on
+                active.discard(i)
+                at_clock[c] -= 1
+            else:
+                start(i, now)
+            continue
+        releases = policy.on_push(i, now)
+        if finished:
+            active.discard(i)
+            releases = releases + policy.on_leave(i)
+        for rel in releases:
+            lead_hist[rel.lead] += 1
+            if rel.rank in active:
+                push(heap, (now + latency, next(seq), 'resume', rel.rank))
+        max_lead = policy.max_lead
+    return _result(label, times, clocks, wait, idle_since, active, wall_time, last_push,
+                   max_lead, lead_hist)
+
+
+def _result(label, times, clocks, wait, idle_since, active, wall_time, last_push, max_lead,
+            lead_hist):
+    """The :class:`SimResult` of a finished event loop (the waits still open end at the limit)."""
+    if wall_time is None:
+        wall = last_push
+    else:
+        wall = float(wall_time)
+        for i in range(len(times)):      # still held (or the OK in flight) at the end
+            if idle_since[i] is not None and i in active:
+                wait[i] += wall - idle_since[i]
+    return SimResult(label=label, times=times, iterations=clocks, wait=wait, wall_time=wall,
+                     max_lead=max_lead, lead_hist=lead_hist)
+
+
+def format_table(results):
+    """A markdown table comparing :class:`SimResult` objects.
+
+    Columns: iterations of the fastest / slowest worker (most / fewest
+    pushes), total iterations per second, max lead, mean lead at release and
+    the mean fraction of time the workers with the smallest base compute time
+    spent waiting.
+
+    Parameters
+    ----------
+    results : list of SimResult
+
+    Returns
+    -------
+    str
+    """
+    lines = ['| policy | iters fastest / slowest | total it/s | max lead | mean lead at release '
+             '| fast workers waiting |',
+             '|---|---:|---:|---:|---:|---:|']
+    for r in results:
+        lines.append('| %s | %d / %d | %.3f | %d | %.2f | %.1f %% |' % (
+            r.label, max(r.iterations), min(r.iterations), r.iterations_per_second,
+            r.max_lead, r.mean_lead, 100.0 * r.fast_wait_fraction))
+    return '\n'.join(lines)
+
+
+def _parse_times(text):
+    try:
+        return [float(x) for x in text.split(',') if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError('expected comma-separated seconds, got %r' % text)
+
+
+def main(argv=None):
+    """Command line: simulate several policies and print a markdown table.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        Exit status.
+    """
+    parser = argparse.ArgumentParser(
+        prog='python -m mxnet_ssp.lab.simulate',
+        description='Discrete-event simulation of ASP / SSP / DSSP workers (no MXNet).')
+    parser.add_argument('--times', type=_parse_times, default=None,
+                        help='per-iteration compute time of each worker, comma-separated '
+                             '(default: %s)' % ','.join('%g' % t for t in DEFAULT_TIMES))
+    parser.add_argument('--scenario', choices=sorted(SCENARIOS), default=None,
+                        help="an emulated cluster of mxnet_ssp.lab.profiles instead of --times "
+                             "(the compute times train_cifar.py's --emulate sleeps to)")
+    limit = parser.add_mutually_exclusive_group()
+    limit.add_argument('--wall-time', type=float, default=None,
+                       help='simulated seconds (default: 300 unless --iterations)')
+    limit.add_argument('--iterations', type=int, default=None,
+                       help='run every worker for this many iterations instead')
+    parser.add_argument('--latency', type=float, default=0.0,
+                        help='push->release control latency in seconds (default: 0)')
+    parser.add_argument('--jitter', type=float, default=0.0,
+                        help='relative std-dev of compute times (default: 0)')
+    parser.add_argument('--seed', type=int, default=0, help='jitter seed (default: 0)')
+    parser.add_argument('--stall-factor', type=float, default=2.0,
+                        help='SyncPolicy stall_factor (default: 2.0)')
+    parser.add_argument('--hist', action='store_true',
+                        help='also print quantiles of the lead at release')
+    parser.add_argument('policies', nargs='*', default=list(DEFAULT_POLICIES),
+                        help="'asp', 'ssp:S', 'dssp:SL:SU[:%s]' "
+                             '(default: %s)' % ('|'.join(MODES), ' '.join(DEFAULT_POLICIES)))
+    args = parser.parse_args(argv)
+    if args.wall_time is None and args.iterations is None:
+        args.wall_time = 300.0
+    if args.scenario and args.times is not None:
+        parser.error('--times and --scenario are exclusive: give one of them')
+    times = list(DEFAULT_TIMES) if args.times is None and not args.scenario else args.times
+    results = []
+    try:
+        for spec in args.policies:
+            results.append(simulate(times, spec, wall_time=args.wall_time,
+                                    iterations=args.iterations, latency=args.latency,
+                                    jitter=args.jitter, seed=args.seed,
+                                    stall_factor=args.stall_factor, scenario=args.scenario))
+    except ValueError as exc:
+        parser.error(str(exc))
+    limit_text = ('%g s' % args.wall_time if args.wall_time is not None
+                  else '%d iterations per worker' % args.iterations)
+    if args.scenario:
+        print('scenario %s: %s; latency %g s, %s, seed %d\n' % (
+            args.scenario, SCENARIOS[args.scenario].summary(), args.latency, limit_text,
+            args.seed))
+    else:
+        print('%d workers, compute times %s s, jitter %g, latency %g s, %s, seed %d\n' % (
+            len(times), ', '.join('%g' % t for t in times), args.jitter, args.latency,
+            limit_text, args.seed))
+    print(format_table(results))
+    if args.hist:
+        print()
+        print('| policy | releases | lead p50 | lead p90 | lead p99 | max |')
+        print('|---|---:|---:|---:|---:|---:|')
+        for r in results:
+            print('| %s | %d | %d | %d | %d | %d |' % (
+                r.label, sum(r.lead_hist.values()), r.lead_quantile(0.5),
+                r.lead_quantile(0.9), r.lead_quantile(0.99), r.max_lead))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""What runs inside MXNet's own processes: the worker side of the stores and the servers.
+
+==================================  ==========================================================
+:mod:`~mxnet_ssp.ps.native`         MXNet's native ``dist_*`` store under ours (ctypes)
+:mod:`~mxnet_ssp.ps.channel`        what travels to the servers besides tensors (commands,
+                                    discovery, refresh markers) and its codec
+:mod:`~mxnet_ssp.ps.discovery`      how a worker finds the controller (a push to a server)
+:mod:`~mxnet_ssp.ps.slots`          slot mode's key layout on the worker
+:mod:`~mxnet_ssp.ps.steps`          where a training step ends and what it measures
+:mod:`~mxnet_ssp.ps.server`         the updater installed in MXNet's server processes
+:mod:`~mxnet_ssp.ps.server_state`   saving and restoring a server's update-rule state
+:mod:`~mxnet_ssp.ps._process`       process-wide state: watchdog, fatal exit, cleanup order
+==================================  ==========================================================
+
+The store users create (:mod:`mxnet_ssp.kvstore`) and the update rules they pickle
+(:mod:`mxnet_ssp.optim`) stay at the package's top level, where their import paths are
+public.
+"""

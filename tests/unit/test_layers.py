@@ -1,0 +1,126 @@
+"""The folders are the layers (docs/design.md, "Map of the layers"): each folder of the
+package imports only what the map puts below it, read from every module's import statements
+(top-level and inside functions).  A new import that runs up a layer fails here."""
+import ast
+import os
+
+import pytest
+
+from conftest import ROOT, need_module
+
+PACKAGE = os.path.join(ROOT, 'mxnet_ssp')
+
+#: folder (or module) -> the parts of the package its modules may import
+ALLOWED = {
+    'core': {'core'},
+    'config': {'core'},
+    'controller': {'controller', 'core'},
+    'lab': {'lab', 'core'},
+    'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels'},
+}
+#: what stays outside the package whatever it imports: only the standard library and numpy
+THIRD_PARTY = {
+    'core': set(),
+    'config': set(),
+    'controller': set(),
+    'lab': {'numpy'},
+}
+
+
+def _modules(part):
+    path = os.path.join(PACKAGE, part)
+    if os.path.isfile(path + '.py'):
+        yield path + '.py', 'mxnet_ssp.' + part
+        return
+    for name in sorted(os.listdir(path)):
+        if name.endswith('.py'):
+            mod = 'mxnet_ssp.%s.%s' % (part, name[:-3])
+            yield os.path.join(path, name), mod[:-9] if name == '__init__.py' else mod
+
+
+def _imports(path, module):
+    """Absolute names of everything `path` (module `module`) imports."""
+    tree = ast.parse(open(path, encoding='utf-8').read(), path)
+    package = module if path.endswith('__init__.py') else module.rsplit('.', 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split('.')
+                base = base[:len(base) - node.level + 1]
+                target = '.'.join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            if node.module is None or target == 'mxnet_ssp':
+                for alias in node.names:        # from . import x: x may be a module
+                    yield target + '.' + alias.name
+            else:
+                yield target
+
+
+def _part(name):
+    """'mxnet_ssp.ps.channel' -> 'ps'; 'mxnet_ssp.config' -> 'config'; None outside."""
+    parts = name.split('.')
+    if parts[0] != 'mxnet_ssp' or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+@pytest.mark.parametrize('part', sorted(ALLOWED))
+def test_each_folder_imports_only_the_layers_below(part):
+    wrong = []
+    for path, module in _modules(part):
+        for name in _imports(path, module):
+            other = _part(name)
+            if other is not None and other != part and other not in ALLOWED[part]:
+                wrong.append('%s imports %s' % (module, name))
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize('part', sorted(THIRD_PARTY))
+def test_the_lower_layers_need_neither_mxnet_nor_other_packages(part):
+    import sys
+    stdlib = sys.stdlib_module_names
+    wrong = []
+    for path, module in _modules(part):
+        for name in _imports(path, module):
+            top = name.split('.')[0]
+            if top != 'mxnet_ssp' and top not in stdlib and top not in THIRD_PARTY[part]:
+                wrong.append('%s imports %s' % (module, name))
+    assert not wrong, wrong
+
+
+def test_the_check_reads_relative_imports():
+    """The reader itself: a relative import two levels up resolves to the package's name."""
+    here = os.path.join(PACKAGE, 'ps', 'server.py')
+    found = set(_imports(here, 'mxnet_ssp.ps.server'))
+    assert 'mxnet_ssp.core.staleness' in found
+    assert 'mxnet_ssp.ps.channel' in found
+    assert 'mxnet_ssp.optim' in found           # a function-level import is read too
+
+
+def test_names_that_must_agree_are_one_object():
+    """The DSSP modes and the update rules' option names are defined once
+    (mxnet_ssp/core/names.py); every layer that spells them holds that same object."""
+    from mxnet_ssp import config
+    from mxnet_ssp.controller import protocol
+    from mxnet_ssp.core import names, sync
+    from mxnet_ssp.experiments.training import options
+    assert sync.MODES is names.DSSP_MODES
+    assert config.DSSP_MODES is names.DSSP_MODES
+    assert protocol.MODES is names.DSSP_MODES
+    assert options.DSSP_MODES is names.DSSP_MODES
+    assert options.STALENESS_LR is names.STALENESS_POLICIES
+    assert set(options.OPTIMIZERS) >= {names.SASGD, names.DCASGD_PW}
+
+
+def test_the_update_rules_register_the_shared_names():
+    mx = need_module('mxnet')
+    from mxnet_ssp import optim
+    from mxnet_ssp.core import names
+    assert optim.STALENESS_POLICIES is names.STALENESS_POLICIES
+    assert optim.ADAPTIVE_READINGS is names.ADAPTIVE_READINGS
+    assert isinstance(mx.optimizer.create(names.SASGD), optim.StalenessAwareSGD)
+    assert isinstance(mx.optimizer.create(names.DCASGD_PW), optim.DCASGD)
