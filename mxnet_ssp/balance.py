@@ -26,7 +26,6 @@ service through the store itself: worker 0 initializes a reserved key with its
 address and a fresh secret (MXNet's ``init`` stores worker 0's value and ends in
 a barrier), and every worker pulls it.
 """
-import hashlib
 import hmac
 import json
 import logging
@@ -40,6 +39,7 @@ import time
 import numpy as np
 
 from . import config as cfg
+from .controller.protocol import peer_mac
 from .core.split import (BalancePolicy, equal_split, fit_cost,  # noqa: F401 (re-exported)
                              predicted_time, solve_split)
 
@@ -71,8 +71,7 @@ class BalanceError(RuntimeError):
 # the service (a thread of worker 0)
 # ---------------------------------------------------------------------------
 def _mac(secret, nonce, rank):
-    return hmac.new(secret, _MAC_CONTEXT + nonce + int(rank).to_bytes(4, 'big'),
-                    hashlib.sha256).hexdigest()
+    return peer_mac(secret, _MAC_CONTEXT, nonce, rank).hex()
 
 
 def _send(sock, obj):

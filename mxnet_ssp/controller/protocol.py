@@ -48,7 +48,7 @@ from ..core.sync import Release
 
 __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BYTES',
            'CHALLENGE', 'HELLO', 'WELCOME', 'CLOCK', 'RELEASE', 'LEAVE', 'BYE', 'ERROR',
-           'MODES', 'hello_mac', 'frame', 'FrameReader', 'encode_challenge',
+           'MODES', 'peer_mac', 'hello_mac', 'frame', 'FrameReader', 'encode_challenge',
            'decode_challenge', 'encode_hello', 'decode_hello', 'encode_welcome',
            'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
            'decode_release', 'encode_error', 'decode_error', 'LEAVE_FRAME', 'BYE_FRAME',
@@ -92,10 +92,17 @@ def message_name(kind):
     return _NAMES.get(kind, 'unknown type %d' % kind)
 
 
-def hello_mac(secret, nonce, rank):
-    """HMAC-SHA256 proving knowledge of `secret` for `nonce` and `rank`."""
-    return hmac.new(secret, MAC_CONTEXT + nonce + rank.to_bytes(4, 'big'),
+def peer_mac(secret, context, nonce, rank):
+    """HMAC-SHA256 of ``context + nonce + rank (4 bytes, big-endian)`` under `secret`: how a
+    peer proves it knows the job's secret without sending it.  Each service names its own
+    `context`, so a MAC made for one is useless for another."""
+    return hmac.new(secret, context + nonce + int(rank).to_bytes(4, 'big'),
                     hashlib.sha256).digest()
+
+
+def hello_mac(secret, nonce, rank):
+    """The controller's HELLO MAC: :func:`peer_mac` with :data:`MAC_CONTEXT`."""
+    return peer_mac(secret, MAC_CONTEXT, nonce, rank)
 
 
 def frame(payload):

@@ -71,6 +71,19 @@ def test_hello_mac_is_hmac_sha256_of_context_nonce_and_rank():
         assert len(want) == 32
 
 
+def test_peer_mac_is_one_construction_with_a_context_per_service():
+    secret, nonce = b's' * 32, bytes(range(32, 64))
+    by_hand = hmac.new(secret, b'ctx' + nonce + b'\x00\x00\x01\x02', hashlib.sha256).digest()
+    assert p.peer_mac(secret, b'ctx', nonce, 258) == by_hand
+    assert p.hello_mac(secret, nonce, 258) == p.peer_mac(secret, b'mxnet-ssp-v1', nonce, 258)
+    # the balancing service signs with its own context: a controller MAC is useless there
+    from mxnet_ssp import balance
+    want = hmac.new(secret, b'mxnet-ssp-balance-v1' + nonce + b'\x00\x00\x00\x03',
+                    hashlib.sha256).hexdigest()
+    assert balance._mac(secret, nonce, 3) == want
+    assert want != p.hello_mac(secret, nonce, 3).hex()
+
+
 def test_hello_mac_depends_on_secret_nonce_and_rank():
     secret, nonce = b'secret', b'\x00' * 32
     base = p.hello_mac(secret, nonce, 3)
