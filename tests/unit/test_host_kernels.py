@@ -148,3 +148,16 @@ def test_copy_into_needs_both_arrays_on_the_plain_cpu(mx, fast_paths, pinned):
     assert not host_kernels.on_host(dst, src)
     host_kernels.copy_into(dst, src)
     assert fast_paths == [] and dst.asnumpy().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_host_views_read_each_array_with_its_own_dtype():
+    mx = need_module('mxnet')
+    a = mx.nd.array([1.5, -2.25, 3.0], dtype='float32')
+    b = mx.nd.array([[1e300, -4.0]], dtype='float64')
+    c = mx.nd.array([7, 8], dtype='float16')
+    va, vb, vc = host_kernels.host_views(a, b, c)
+    assert (va.dtype, vb.dtype, vc.dtype) == (np.float32, np.float64, np.float16)
+    assert va.shape == (3,) and vb.shape == (1, 2)
+    np.testing.assert_array_equal(va, [1.5, -2.25, 3.0])
+    np.testing.assert_array_equal(vb, [[1e300, -4.0]])
+    np.testing.assert_array_equal(vc, [7, 8])

@@ -324,3 +324,14 @@ def test_readers_do_not_share_state():
     assert a.pending == 5
     assert b.pending == 0
     assert b.feed(p.BYE_FRAME) == [b'\x07']
+
+
+def test_reader_holds_back_a_body_that_follows_a_whole_frame():
+    """A whole frame, then the next one's header and part of its body in the same read: only
+    the first comes out; the second waits for the rest of its body."""
+    reader = p.FrameReader()
+    first, second = p.encode_clock(1), p.encode_clock(2)
+    assert reader.feed(first + second[:6]) == [first[4:]]
+    assert reader.pending == 6
+    assert reader.feed(second[6:]) == [second[4:]]
+    assert reader.pending == 0
