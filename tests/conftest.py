@@ -256,3 +256,12 @@ def require_autoload_hook():
              % (sys.executable, ', '.join(site.getsitepackages())),
              'python -m pip install . in the checkout (or pip install -e . with '
              'setuptools >= 64), which puts it there')
+
+
+def fake_gpu_counter(count):
+    """A GPU counter that sees `count` GPUs and records the environments it was asked about."""
+    def num_gpus(environ):
+        num_gpus.asked.append(dict(environ))
+        return count
+    num_gpus.asked = []
+    return num_gpus

@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from conftest import fake_gpu_counter
 from mxnet_ssp import launch
 from mxnet_ssp.experiments.training.loop import choose_gpus
 from mxnet_ssp.launch import LaunchError, count_gpus
@@ -27,15 +28,6 @@ def clean_env(monkeypatch):
                 'OMP_NUM_THREADS', 'PS_VERBOSE', 'CUDA_VISIBLE_DEVICES'):
             monkeypatch.delenv(key)
     return monkeypatch
-
-
-def fake(count):
-    """A GPU counter that sees `count` GPUs and records the environments it was asked about."""
-    def num_gpus(environ):
-        num_gpus.asked.append(dict(environ))
-        return count
-    num_gpus.asked = []
-    return num_gpus
 
 
 # ---------------------------------------------------------------------------
@@ -62,7 +54,7 @@ def test_local_job_gives_each_worker_its_gpus(tmp_path, clean_env, capfd):
     out = tmp_path / 'dumps'
     out.mkdir()
     script = write(tmp_path, 'dump.py', DUMP_ENV)
-    counter = fake(2)
+    counter = fake_gpu_counter(2)
     rc = launch.main(['-n', '2', '-s', '1', '--launcher', 'local', '--gpu-map', '0:1,1:0',
                       '--timeout', '60', PY, script, str(out)], num_gpus=counter)
     err = capfd.readouterr().err
@@ -85,7 +77,7 @@ def test_local_job_gpus_per_worker_under_a_visible_list(tmp_path, clean_env, cap
     clean_env.setenv('CUDA_VISIBLE_DEVICES', '4,5,6,7')
     script = write(tmp_path, 'dump.py', DUMP_ENV)
     rc = launch.main(['-n', '2', '-s', '1', '--launcher', 'local', '--gpus-per-worker', '2',
-                      '--timeout', '60', PY, script, str(out)], num_gpus=fake(4))
+                      '--timeout', '60', PY, script, str(out)], num_gpus=fake_gpu_counter(4))
     err = capfd.readouterr().err
     assert rc == 0, err
     dumps = read_dumps(out)
@@ -110,7 +102,7 @@ def test_bad_gpu_flags_exit_2_and_start_nothing(tmp_path, clean_env, capfd, args
     (tmp_path / 'hosts').write_text('127.0.0.1\n')
     clean_env.chdir(tmp_path)
     rc = launch.main(['-n', '2', '--launcher', 'local'] + args + MARKER_CMD + [str(marker)],
-                     num_gpus=fake(count))
+                     num_gpus=fake_gpu_counter(count))
     err = capfd.readouterr().err
     assert rc == 2, err
     lines = err.strip().splitlines()
@@ -153,7 +145,7 @@ def test_training_script_refuses_a_gpu_this_machine_lacks(tmp_path, monkeypatch,
 # ---------------------------------------------------------------------------
 def test_reproduce_passes_the_gpu_flags(tmp_path, capsys):
     from mxnet_ssp.experiments.reproduce.cli import main
-    counter = fake(2)
+    counter = fake_gpu_counter(2)
     rc = main(['--preset', 'paper-mixed', '--slowdown', '', '--gpu-map', '0:1,1:0',
                '--paradigms', 'asp,dssp-threshold', '--out', str(tmp_path / 'grid'),
                '--dry-run', '--no-plots'], num_gpus=counter)
@@ -175,7 +167,7 @@ def test_reproduce_passes_the_gpu_flags(tmp_path, capsys):
 def test_reproduce_refuses_bad_gpu_flags(tmp_path, capsys, args, count, words):
     from mxnet_ssp.experiments.reproduce.cli import main
     rc = main(['--preset', 'tiny', '--out', str(tmp_path / 'grid'), '--no-plots'] + args,
-              num_gpus=fake(count))
+              num_gpus=fake_gpu_counter(count))
     err = capsys.readouterr().err
     assert rc == 2, err
     assert all(w in err for w in words), err

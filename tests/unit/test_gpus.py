@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from conftest import fake_gpu_counter
 from mxnet_ssp import config
 from mxnet_ssp.launch import gpus
 from mxnet_ssp.launch import LaunchError, count_gpus, parse_gpu_map, plan_gpus, worker_gpu_env
@@ -14,15 +15,6 @@ from mxnet_ssp.launch.gpus import describe
 
 FORM = "WORKER:GPU[+GPU...] items, comma-separated, one per worker (e.g. '0:0,1:1' or " \
        "'0:0+1,1:2+3')"
-
-
-def fake(count):
-    """A GPU counter that sees `count` GPUs and records the environments it was asked about."""
-    def num_gpus(environ):
-        num_gpus.asked.append(dict(environ))
-        return count
-    num_gpus.asked = []
-    return num_gpus
 
 
 # ---------------------------------------------------------------------------
@@ -147,7 +139,7 @@ def test_parse_gpu_map_rejection_messages(text, workers, message):
 # plan_gpus
 # ---------------------------------------------------------------------------
 def test_plan_gpus_counts_once_with_the_launchers_environment():
-    counter = fake(4)
+    counter = fake_gpu_counter(4)
     env = {'PATH': '/bin'}
     assert plan_gpus(2, None, 2, env, counter) == {0: (0, 1), 1: (2, 3)}
     assert plan_gpus(None, '0:3,1:0', 2, env, counter) == {0: (3,), 1: (0,)}
@@ -163,7 +155,7 @@ def test_plan_gpus_counts_once_with_the_launchers_environment():
     (2, 2, 9, {0: (0, 1), 1: (2, 3)}),                        # more seen than needed
 ])
 def test_plan_gpus_per_worker_gives_consecutive_blocks(per_worker, workers, count, expected):
-    assert plan_gpus(per_worker, None, workers, {}, fake(count)) == expected
+    assert plan_gpus(per_worker, None, workers, {}, fake_gpu_counter(count)) == expected
 
 
 @pytest.mark.parametrize('per_worker, gpu_map, count, env, words', [
@@ -183,7 +175,7 @@ def test_plan_gpus_per_worker_gives_consecutive_blocks(per_worker, workers, coun
 ])
 def test_plan_gpus_rejects(per_worker, gpu_map, count, env, words):
     with pytest.raises(LaunchError) as info:
-        plan_gpus(per_worker, gpu_map, 2, env, fake(count))
+        plan_gpus(per_worker, gpu_map, 2, env, fake_gpu_counter(count))
     assert all(w in str(info.value) for w in words), str(info.value)
 
 
@@ -196,7 +188,7 @@ def test_plan_gpus_rejects(per_worker, gpu_map, count, env, words):
     (None, '0:0', "--gpu-map '0:0' is not valid: no GPU for worker 1; expected " + FORM),
 ])
 def test_plan_gpus_refuses_bad_flags_before_counting(per_worker, gpu_map, message):
-    counter = fake(8)
+    counter = fake_gpu_counter(8)
     with pytest.raises(LaunchError) as info:
         plan_gpus(per_worker, gpu_map, 2, {}, counter)
     assert str(info.value) == message
@@ -214,7 +206,7 @@ def test_plan_gpus_refuses_bad_flags_before_counting(per_worker, gpu_map, messag
 ])
 def test_plan_gpus_with_no_gpu_seen(per_worker, gpu_map, env, message):
     with pytest.raises(LaunchError) as info:
-        plan_gpus(per_worker, gpu_map, 2, env, fake(0))
+        plan_gpus(per_worker, gpu_map, 2, env, fake_gpu_counter(0))
     assert str(info.value) == message
 
 
@@ -241,7 +233,7 @@ def test_plan_gpus_with_no_gpu_seen(per_worker, gpu_map, env, message):
 def test_plan_gpus_refuses_gpus_beyond_those_seen(per_worker, gpu_map, workers, count, env,
                                                   message):
     with pytest.raises(LaunchError) as info:
-        plan_gpus(per_worker, gpu_map, workers, env, fake(count))
+        plan_gpus(per_worker, gpu_map, workers, env, fake_gpu_counter(count))
     assert str(info.value) == message
 
 
@@ -252,7 +244,7 @@ def test_plan_gpus_refuses_gpus_beyond_those_seen(per_worker, gpu_map, workers, 
     (None, '0:0,1:1', 2, {'CUDA_VISIBLE_DEVICES': 'GPU-a,GPU-b'}, {0: (0,), 1: (1,)}),
 ])
 def test_plan_gpus_accepts_exactly_the_gpus_seen(per_worker, gpu_map, count, env, expected):
-    assert plan_gpus(per_worker, gpu_map, 2, env, fake(count)) == expected
+    assert plan_gpus(per_worker, gpu_map, 2, env, fake_gpu_counter(count)) == expected
 
 
 def test_plan_gpus_counts_with_count_gpus_by_default(monkeypatch):
