@@ -9,6 +9,8 @@ import secrets
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 BOUND_S = 60
@@ -61,12 +63,8 @@ def test_former_module_names_are_the_new_objects():
 
 def test_the_controller_package_has_no_other_attributes():
     import mxnet_ssp.controller as controller
-    try:
+    with pytest.raises(AttributeError, match='NoSuchThing'):
         controller.NoSuchThing
-    except AttributeError as err:
-        assert 'NoSuchThing' in str(err)
-    else:
-        raise AssertionError('no AttributeError')
 
 
 def test_update_rules_pickle_under_mxnet_ssp_optim():
