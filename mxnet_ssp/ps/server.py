@@ -199,20 +199,26 @@ class ServerOptimizer(SavedState):
             end_server('update of key %r' % (index,))
 
     # -- the update ----------------------------------------------------------------
+    # At the door: a discovery request (the reserved key) is answered, then each push goes to
+    # the path of the store's mode.  Commands never come this way: they arrive as Control
+    # objects where MXNet sends an optimizer (see :meth:`control`).
     def _update(self, index, weight, grad):
         if index in self._discovery_keys or (grad.shape == (DISCOVERY_LEN,) and is_discovery(grad)):
             self._discovery_keys.add(index)
             answer_discovery(weight, grad)
-            return
-        if not self.slots:
-            state = self._states.get(index)
-            if index not in self._states:
-                state = self._states[index] = self.optimizer.create_state_multi_precision(
-                    index, weight)
-            self.optimizer.update_multi_precision(index, weight, grad, state)
-            return
-        from mxnet import ndarray as nd
-        from ..host_kernels import copy_into
+        elif self.slots:
+            self._update_slot(index, weight, grad)
+        else:
+            self._update_plain(index, weight, grad)
+
+    def _update_plain(self, index, weight, grad):
+        """One key per parameter, shared by all workers: the rule updates MXNet's stored weight."""
+        if index not in self._states:
+            self._states[index] = self.optimizer.create_state_multi_precision(index, weight)
+        self.optimizer.update_multi_precision(index, weight, grad, self._states[index])
+
+    def _update_slot(self, index, weight, grad):
+        """Worker m's slot of parameter k: update k's canonical weight, then refill the slot."""
         k, m = slot_of(index, self.num_workers, self.num_servers)
         ks = self._keys.get(k)
         if ks is None:
@@ -226,40 +232,47 @@ class ServerOptimizer(SavedState):
             clock.pulled_by(m)
             self._record(k, m, None, clock.version, False)
             return
-        opt = self.optimizer
         tau, applied = clock.receive(m)
         backup = weight if self._needs_backup else None     # what the sender last pulled
-        if self.softsync_c <= 1 and self._apply_one is not None:
+        if self.softsync_c > 1:
+            self._accumulate(k, ks, self._prepared(k, ks, grad, backup, tau, m), applied)
+        elif self._apply_one is not None:
             # one gradient, one update: the rule's own path, without an intermediate array
             self._apply_one(k, ks.weight, grad, ks.state, backup, float(tau), m)
         else:
-            if self.worker_aware:
-                kwargs = {}
-                if getattr(opt, 'uses_grad_staleness', False):   # per-gradient alpha0 / tau
-                    kwargs['staleness'] = float(tau)
-                if getattr(opt, 'uses_sender', False):           # e.g. MeanSquare per worker
-                    kwargs['sender'] = m
-                g = opt.prepare_grad(k, ks.weight, grad, ks.state, backup, **kwargs)
-            else:
-                g = grad
-            if self.softsync_c <= 1:
-                self._apply(k, ks, g, float(tau))
-            else:
-                if ks.acc is None:
-                    ks.acc = g.copy()
-                else:
-                    ks.acc += g
-                if applied:
-                    ks.acc /= clock.waiting
-                    self._apply(k, ks, ks.acc, KeyClock.mean(clock.taus))
-                    ks.acc = None
+            self._apply(k, ks, self._prepared(k, ks, grad, backup, tau, m), float(tau))
         if applied:
             clock.advance()
+        from mxnet import ndarray as nd
+        from ..host_kernels import copy_into
         copy_into(weight, ks.weight)      # the sender's slot: what it pulls next
         clock.pulled_by(m)
         # the receive buffer `grad` is MXNet's and must not be read after we return
         nd.waitall()
         self._record(k, m, tau, clock.version, applied)
+
+    def _prepared(self, k, ks, grad, backup, tau, m):
+        """The gradient as the rule applies it (DC-ASGD's compensation, ...); plain rules: as is."""
+        if not self.worker_aware:
+            return grad
+        opt = self.optimizer
+        kwargs = {}
+        if getattr(opt, 'uses_grad_staleness', False):   # per-gradient alpha0 / tau
+            kwargs['staleness'] = float(tau)
+        if getattr(opt, 'uses_sender', False):           # e.g. MeanSquare per worker
+            kwargs['sender'] = m
+        return opt.prepare_grad(k, ks.weight, grad, ks.state, backup, **kwargs)
+
+    def _accumulate(self, k, ks, g, applied):
+        """n-softsync: sum the round's gradients; the last one applies their mean."""
+        if ks.acc is None:
+            ks.acc = g.copy()
+        else:
+            ks.acc += g
+        if applied:
+            ks.acc /= ks.clock.waiting
+            self._apply(k, ks, ks.acc, KeyClock.mean(ks.clock.taus))
+            ks.acc = None
 
     def _new_key(self, k, weight):
         ks = _KeyState(weight.copy(), KeyClock(self.num_workers, self.softsync_c), None)
