@@ -22,9 +22,11 @@ _LAZY = ('create', 'SSPKVStore', 'SSPError')
 
 def _register_store_types():
     # defining the classes registers them: the store types with mx.kv.create,
-    # the update rules with mx.optimizer (so Trainer(..., 'sasgd') works)
+    # the update rules with mx.optimizer (so Trainer(..., 'sasgd') works); and MXNet's
+    # own dist stores refuse those rules before sending them to servers that cannot run them
     importlib.import_module(__name__ + '.kvstore')
     importlib.import_module(__name__ + '.optim')
+    importlib.import_module(__name__ + '.ps.native').refuse_worker_aware_rules()
 
 
 def __getattr__(name):

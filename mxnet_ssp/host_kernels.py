@@ -1,18 +1,19 @@
-"""Server-side passes as NumPy operations on the memory of CPU NDArrays: DC-ASGD's
-compensation and momentum step, and the copy into a sender's slot.
+"""Server-side passes: DC-ASGD's compensation (one definition, run by NumPy on the memory of
+CPU NDArrays or by MXNet's operators elsewhere), the momentum step and the copy into a
+sender's slot as NumPy operations.
 
 MXNet 1.9.1's CPU kernels for element-wise operators run one scalar at a time, and the
 square root DC-ASGD-a needs per element costs about two whole ``sgd_mom_update`` passes
 (docs/benchmarks.md).  NumPy's float32/float64 loops are vectorized, so the same passes
 written as NumPy operations with ``out=`` are several times faster, allocate nothing and,
-being IEEE operations in the same order, give the same bits as the MXNet kernels and as
+being IEEE operations in the same order, give the same bits as MXNet's operators and as
 :mod:`mxnet_ssp.lab.reference`.
 
 :func:`host_views` waits for every pending operation of MXNet's engine (``nd.waitall``:
 the arrays may still be written or read by queued kernels) and returns NumPy arrays that
 share the NDArrays' memory.  The caller writes through them synchronously and returns; MXNet
 operations pushed afterwards see the new contents.  Only dense float32/float64 CPU arrays
-qualify (:func:`on_host`); anything else keeps the MXNet kernels.
+qualify (:func:`on_host`); anything else runs the same passes through :class:`NDArrayOps`.
 """
 import ctypes
 
@@ -56,9 +57,63 @@ def host_views(*arrays):
     return views
 
 
+class NDArrayOps:
+    """The NumPy functions the passes below call, as MXNet operators writing `out`.
+
+    The passes take ``ops``: :mod:`numpy` itself for views of host memory (:func:`host_views`),
+    or this class for arrays that stay in MXNet (a GPU's, float16).  The operations and their
+    order are the same either way, so there is one definition of each pass; element-wise
+    float32/float64 operations are correctly rounded in both, so on CPU the two give the same
+    bits (tests/unit/test_optim.py).  A scalar operand is rounded to the arrays' dtype first.
+    """
+
+    @staticmethod
+    def _binary(tensor_op, scalar_op, a, b, out):
+        from mxnet import ndarray as nd
+        if isinstance(b, nd.NDArray):
+            return getattr(nd, tensor_op)(a, b, out=out)
+        return getattr(nd._internal, scalar_op)(a, scalar=float(b), out=out)
+
+    @classmethod
+    def multiply(cls, a, b, out):
+        return cls._binary('elemwise_mul', '_mul_scalar', a, b, out)
+
+    @classmethod
+    def add(cls, a, b, out):
+        return cls._binary('elemwise_add', '_plus_scalar', a, b, out)
+
+    @classmethod
+    def subtract(cls, a, b, out):
+        return cls._binary('elemwise_sub', '_minus_scalar', a, b, out)
+
+    @classmethod
+    def divide(cls, a, b, out):
+        return cls._binary('elemwise_div', '_div_scalar', a, b, out)
+
+    @staticmethod
+    def sqrt(a, out):
+        from mxnet import ndarray as nd
+        return nd.sqrt(a, out=out)
+
+    @staticmethod
+    def clip(a, low, high, out):
+        from mxnet import ndarray as nd
+        return nd.clip(a, float(low), float(high), out=out)
+
+    @staticmethod
+    def copyto(dst, src):
+        src.copyto(dst)
+
+
+def scalar_type(array):
+    """The NumPy scalar type of `array`'s elements (a NumPy array or an NDArray)."""
+    return np.dtype(array.dtype).type
+
+
 def dcasgd_compensate(g, w, b, out, p, lamda, adaptive, reading, mean_square=None,
-                      decay=0.0, epsilon=0.0):
-    """``g_c`` of DC-ASGD into `out` (NumPy arrays of one dtype; `p` a work array):
+                      decay=0.0, epsilon=0.0, ops=np):
+    """``g_c`` of DC-ASGD into `out` (arrays of one dtype; `p` a work array; `ops`:
+    :mod:`numpy` or :class:`NDArrayOps`):
 
     * DC-ASGD-c: ``g + lamda * ((g*g) * (w - b))``;
     * ``'paper'``: ``MS = m*MS + ((1-m)*g)*g``, then
@@ -66,49 +121,48 @@ def dcasgd_compensate(g, w, b, out, p, lamda, adaptive, reading, mean_square=Non
     * ``'multiverso'``: ``MS = (1-m)*(g*g) + m*MS``, then
       ``g + (lamda * (g / sqrt(MS + epsilon))) * ((w - b) * g)``.
 
-    The groupings are those of MXNet's ``sgd_update``, ``adam_update`` and
-    ``rmsprop_update`` (and of :class:`mxnet_ssp.lab.reference.DCASGDRule`); the scalars are
-    rounded to the arrays' dtype first, as the kernels do.  `g`, `w` and `b` are only read.
+    The groupings are those of :class:`mxnet_ssp.lab.reference.DCASGDRule`; the scalars are
+    rounded to the arrays' dtype first.  `g`, `w` and `b` are only read.
     """
-    f = out.dtype.type
+    f = scalar_type(out)
     lam = f(lamda)
     if not adaptive:
-        np.multiply(g, g, out=p)
-        np.subtract(w, b, out=out)
-        np.multiply(p, out, out=p)
-        np.multiply(p, lam, out=p)
-        np.add(g, p, out=out)
+        ops.multiply(g, g, out=p)
+        ops.subtract(w, b, out=out)
+        ops.multiply(p, out, out=p)
+        ops.multiply(p, lam, out=p)
+        ops.add(g, p, out=out)
         return
     m = f(decay)
     one_m = f(1.0) - m
     eps = f(epsilon)
     ms = mean_square
     if reading == 'multiverso':
-        np.multiply(g, g, out=p)
-        np.multiply(p, one_m, out=p)
-        np.multiply(ms, m, out=ms)
-        np.add(ms, p, out=ms)
-        np.add(ms, eps, out=out)
-        np.sqrt(out, out=out)
-        np.divide(g, out, out=out)
-        np.multiply(out, lam, out=out)
-        np.subtract(w, b, out=p)
-        np.multiply(p, g, out=p)
-        np.multiply(out, p, out=out)
-        np.add(g, out, out=out)
+        ops.multiply(g, g, out=p)
+        ops.multiply(p, one_m, out=p)
+        ops.multiply(ms, m, out=ms)
+        ops.add(ms, p, out=ms)
+        ops.add(ms, eps, out=out)
+        ops.sqrt(out, out=out)
+        ops.divide(g, out, out=out)
+        ops.multiply(out, lam, out=out)
+        ops.subtract(w, b, out=p)
+        ops.multiply(p, g, out=p)
+        ops.multiply(out, p, out=out)
+        ops.add(g, out, out=out)
         return
-    np.multiply(g, one_m, out=p)
-    np.multiply(p, g, out=p)
-    np.multiply(ms, m, out=ms)
-    np.add(ms, p, out=ms)
-    np.multiply(g, g, out=p)
-    np.subtract(w, b, out=out)
-    np.multiply(p, out, out=p)
-    np.multiply(p, lam, out=p)
-    np.sqrt(ms, out=out)
-    np.add(out, eps, out=out)
-    np.divide(p, out, out=p)
-    np.add(g, p, out=out)
+    ops.multiply(g, one_m, out=p)
+    ops.multiply(p, g, out=p)
+    ops.multiply(ms, m, out=ms)
+    ops.add(ms, p, out=ms)
+    ops.multiply(g, g, out=p)
+    ops.subtract(w, b, out=out)
+    ops.multiply(p, out, out=p)
+    ops.multiply(p, lam, out=p)
+    ops.sqrt(ms, out=out)
+    ops.add(out, eps, out=out)
+    ops.divide(p, out, out=p)
+    ops.add(g, p, out=out)
 
 
 def momentum_step(w, d, mom, p, lr, momentum):

@@ -17,9 +17,10 @@ plain ``update`` (no sender information) raises :class:`StalenessRequiredError`.
 The formulas, the order of the operations and the state each rule keeps are in
 ``docs/update_rules.md``; :mod:`mxnet_ssp.lab.reference` is a NumPy reference of the same rules.
 
-Importing this module imports MXNet, registers the names ``'stalenessawaresgd'``, ``'sasgd'``
-and ``'dcasgd_pw'`` with ``mx.optimizer`` and makes MXNet's own dist stores refuse these rules
-in ``set_optimizer`` (:func:`_refuse_on_native_dist_stores`).
+Importing this module imports MXNet and registers the names ``'stalenessawaresgd'``,
+``'sasgd'`` and ``'dcasgd_pw'`` with ``mx.optimizer``.  It changes nothing of MXNet's: that
+MXNet's own dist stores refuse these rules in ``set_optimizer`` is installed by ``import
+mxnet_ssp`` (:func:`mxnet_ssp.ps.native.refuse_worker_aware_rules`).
 """
 import math
 import numbers
@@ -32,7 +33,8 @@ import numpy as np
 from mxnet import ndarray as nd
 
 from .core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
-from .host_kernels import dcasgd_compensate, host_views, momentum_step, on_host
+from .host_kernels import (NDArrayOps, dcasgd_compensate, host_views, momentum_step, on_host,
+                           scalar_type)
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
            'STALENESS_POLICIES', 'ADAPTIVE_READINGS', 'is_worker_aware', 'one_call_update']
@@ -102,45 +104,6 @@ def one_call_update(optimizer):
         if name in instance or defined is None or not issubclass(fused_owner, defined):
             return None
     return fused
-
-
-def _is_worker_node():
-    import ctypes
-    from mxnet.base import _LIB, check_call
-    is_worker = ctypes.c_int()
-    check_call(_LIB.MXKVStoreIsWorkerNode(ctypes.byref(is_worker)))
-    return bool(is_worker.value)
-
-
-def _refuse_on_native_dist_stores():
-    """Make MXNet's own dist stores refuse worker-aware rules before they send them.
-
-    ``mxnet.kvstore.KVStore.set_optimizer`` pickles the optimizer for servers that would call
-    its plain ``update`` (no sender, no staleness).  Wrapping that one method is the only
-    change mxnet-ssp makes to MXNet's classes; mxnet-ssp's stores send a
-    :class:`mxnet_ssp.ps.channel.UpdaterSpec` through it, which is not worker-aware.
-    """
-    from mxnet.kvstore.kvstore import KVStore
-    native = KVStore.set_optimizer
-    if getattr(native, 'refuses_worker_aware', False):
-        return
-
-    def set_optimizer(self, optimizer):
-        # the condition under which MXNet pickles (in a server it installs the updater)
-        if is_worker_aware(optimizer) and 'dist' in self.type and _is_worker_node():
-            raise StalenessRequiredError(
-                '%s needs a store that reports the staleness of each gradient: use one of %s '
-                '(MXNet\'s own %s store cannot)'
-                % (type(optimizer).__name__, STORES_THAT_REPORT, self.type))
-        return native(self, optimizer)
-
-    set_optimizer.__doc__ = native.__doc__
-    set_optimizer.__wrapped__ = native
-    set_optimizer.refuses_worker_aware = True
-    KVStore.set_optimizer = set_optimizer
-
-
-_refuse_on_native_dist_stores()
 
 
 class _WorkBuffers:
@@ -540,22 +503,12 @@ class DCASGD(WorkerAwareOptimizer):
         """The prepared gradient, written to `out` -- or, when there is nothing to add to the
         loss gradient, that gradient itself (`grad` or a work buffer: read it only).
 
-        Dense float32/float64 CPU arrays take the NumPy passes of :mod:`.host_kernels` (same
-        operations, same order, same bits, several times faster); others the MXNet kernels
-        of :meth:`_compensate`."""
-        if self.host_kernels and on_host(weight, grad, backup):
-            return self._prepare_on_host(index, weight, grad, state, backup, sender, out)
-        g_c = self._compensate(weight, grad, state, backup, sender, out)
-        wd = self._get_wd(index)
-        if wd != 0.0:                           # out = g_c + wd * weight (sgd_update as an axpy)
-            nd.sgd_update(g_c, weight, lr=-wd, wd=0.0, rescale_grad=1.0, clip_gradient=-1.0,
-                          out=out)
-            return out
-        return g_c
-
-    def _prepare_on_host(self, index, weight, grad, state, backup, sender, out):
-        """:meth:`_prepare_into` as NumPy passes on the arrays' memory (no array allocated
-        after the first gradient of a key or sender)."""
+        One definition for every device: dense float32/float64 CPU arrays run it as NumPy
+        passes on the arrays' memory (:mod:`.host_kernels`: no array allocated after the first
+        gradient of a key or sender, several times faster than MXNet's CPU kernels), others
+        (a GPU's, float16) as the same operations in MXNet (:class:`NDArrayOps`).  Passes over
+        the key's elements: ``g = clip(rescale_grad * grad)`` (0-2), the compensation
+        (:func:`dcasgd_compensate`), then ``out = g_c + wd * weight`` (0 or 2)."""
         clip = self.clip_gradient is not None and self.clip_gradient > 0
         rescale = self.rescale_grad != 1.0
         compensate = self.adaptive or self.lamda != 0.0
@@ -567,30 +520,33 @@ class DCASGD(WorkerAwareOptimizer):
             arrays.append(self._work('p', weight))
         if self.adaptive:
             arrays.append(self._mean_square(state, weight, sender))
-        views = host_views(*arrays)
+        if self.host_kernels and on_host(*arrays):
+            ops, views = np, host_views(*arrays)
+        else:
+            ops, views = NDArrayOps, list(arrays)
         w, g, b, o = views[:4]
         rest = views[4:]
-        f = o.dtype.type
+        f = scalar_type(o)
         result = grad
         if rescale or clip:
             g_in, g = g, rest.pop(0)
             if rescale:
-                np.multiply(g_in, f(self.rescale_grad), out=g)
+                ops.multiply(g_in, f(self.rescale_grad), out=g)
             else:
-                np.copyto(g, g_in)
+                ops.copyto(g, g_in)
             if clip:
                 c = f(self.clip_gradient)
-                np.clip(g, -c, c, out=g)
+                ops.clip(g, -c, c, out=g)
             result = arrays[4]
         p = rest.pop(0) if (compensate or wd != 0.0) else None
         if compensate:
             dcasgd_compensate(g, w, b, o, p, self.lamda, self.adaptive, self.adaptive_reading,
                               mean_square=rest.pop(0) if self.adaptive else None,
-                              decay=self.mean_square_decay, epsilon=self.epsilon)
+                              decay=self.mean_square_decay, epsilon=self.epsilon, ops=ops)
             g, result = o, out
         if wd != 0.0:                           # out = g_c + wd * weight
-            np.multiply(w, f(wd), out=p)
-            np.add(g, p, out=o)
+            ops.multiply(w, f(wd), out=p)
+            ops.add(g, p, out=o)
             result = out
         return result
 
@@ -618,61 +574,6 @@ class DCASGD(WorkerAwareOptimizer):
         if ms is None:
             ms = mean_square[sender] = self._zeros_like(weight)
         return ms
-
-    def _compensate(self, weight, grad, state, backup, sender, out):
-        """The compensated gradient ``g_c`` (no weight decay yet), written to `out`.
-
-        Without compensation (DC-ASGD-c with ``lamda=0``) returns the loss gradient itself
-        instead: `grad` when there is no rescaling or clipping (read it, never write it), else
-        a work buffer.  Everything runs as in-place MXNet kernels on `out`, MeanSquare and
-        work buffers; the float32 operations are those of :mod:`mxnet_ssp.lab.reference`, in the
-        same order.  Passes over the key's elements, after ``g = clip(rescale_grad * grad)``
-        (0, 1 or 2 passes):
-
-        * ``'paper'``: ``p = g*g``, ``out = w - b``, ``p *= out``, then one ``adam_update``
-          with ``beta1 = 1`` (its mean, p, stays as it is), ``beta2 = m`` (its variance is
-          MeanSquare), ``lr = -lamda`` and ``g`` as its weight:
-          ``out = g + lamda * p / (sqrt(MeanSquare) + epsilon)``.
-        * ``'multiverso'``: ``p = w - b``, ``p *= g``, one ``rmsprop_update`` (``gamma1 = m``,
-          ``lr = -lamda``) on the all-zero work buffer as its weight:
-          ``out = lamda * (g / sqrt(MeanSquare + epsilon))``; ``out *= p``; ``out += g``.
-        * DC-ASGD-c: ``p = g*g``, ``out = w - b``, ``p *= out``, ``out = g + lamda * p``
-          (``sgd_update`` as an axpy).
-        """
-        g = grad
-        clip = self.clip_gradient is not None and self.clip_gradient > 0
-        if self.rescale_grad != 1.0 or clip:
-            g = self._work('loss_grad', weight)
-            if self.rescale_grad != 1.0:
-                nd._internal._mul_scalar(grad, scalar=self.rescale_grad, out=g)
-                if clip:
-                    nd.clip(g, -self.clip_gradient, self.clip_gradient, out=g)
-            else:
-                nd.clip(grad, -self.clip_gradient, self.clip_gradient, out=g)
-        if not self.adaptive and self.lamda == 0.0:
-            return g
-        p = self._work('p', weight)
-        if self.adaptive and self.uses_sender:
-            mean_square = self._mean_square(state, weight, sender)
-            nd.elemwise_sub(weight, backup, out=p)
-            nd.elemwise_mul(p, g, out=p)
-            nd.rmsprop_update(self._work('zeros', weight), g, mean_square, lr=-self.lamda,
-                              gamma1=self.mean_square_decay, epsilon=self.epsilon, wd=0.0,
-                              rescale_grad=1.0, clip_gradient=-1.0, out=out)
-            nd.elemwise_mul(out, p, out=out)
-            nd.elemwise_add(out, g, out=out)
-            return out
-        nd.square(g, out=p)
-        nd.elemwise_sub(weight, backup, out=out)
-        nd.elemwise_mul(p, out, out=p)
-        if self.adaptive:
-            nd.adam_update(g, g, p, self._mean_square(state, weight, sender), lr=-self.lamda,
-                           beta1=1.0, beta2=self.mean_square_decay, epsilon=self.epsilon,
-                           wd=0.0, rescale_grad=1.0, clip_gradient=-1.0, out=out)
-        else:
-            nd.sgd_update(g, p, lr=-self.lamda, wd=0.0, rescale_grad=1.0, clip_gradient=-1.0,
-                          out=out)
-        return out
 
 
 def _register(name, klass):

@@ -18,7 +18,7 @@ from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 from . import _process
 from .. import config as cfg
 
-__all__ = ['create_native', 'free_native', 'FreedNative']
+__all__ = ['create_native', 'free_native', 'FreedNative', 'refuse_worker_aware_rules']
 
 
 def create_native(timeout):
@@ -61,3 +61,40 @@ class FreedNative:
     def __getattr__(self, name):
         raise self._error('%s (at interpreter exit); %s is no longer available'
                           % (self._what, name))
+
+
+def _is_worker_node():
+    is_worker = ctypes.c_int()
+    check_call(_LIB.MXKVStoreIsWorkerNode(ctypes.byref(is_worker)))
+    return bool(is_worker.value)
+
+
+def refuse_worker_aware_rules():
+    """Make MXNet's own dist stores refuse worker-aware rules before they send them.
+
+    ``mxnet.kvstore.KVStore.set_optimizer`` pickles the optimizer for servers that would call
+    its plain ``update`` (no sender, no staleness): a worker-aware rule
+    (:func:`mxnet_ssp.optim.is_worker_aware`) would fail there, in a server, with the worker
+    none the wiser.  Wrapping that one method is the only change mxnet-ssp makes to MXNet's
+    classes; mxnet-ssp's own stores send a :class:`mxnet_ssp.ps.channel.UpdaterSpec` through
+    it, which is not worker-aware.  ``import mxnet_ssp`` calls this once MXNet is imported;
+    calling it again changes nothing.
+    """
+    native = _NativeKVStore.set_optimizer
+    if getattr(native, 'refuses_worker_aware', False):
+        return
+
+    def set_optimizer(self, optimizer):
+        from ..optim import STORES_THAT_REPORT, StalenessRequiredError, is_worker_aware
+        # the condition under which MXNet pickles (in a server it installs the updater)
+        if is_worker_aware(optimizer) and 'dist' in self.type and _is_worker_node():
+            raise StalenessRequiredError(
+                '%s needs a store that reports the staleness of each gradient: use one of %s '
+                '(MXNet\'s own %s store cannot)'
+                % (type(optimizer).__name__, STORES_THAT_REPORT, self.type))
+        return native(self, optimizer)
+
+    set_optimizer.__doc__ = native.__doc__
+    set_optimizer.__wrapped__ = native
+    set_optimizer.refuses_worker_aware = True
+    _NativeKVStore.set_optimizer = set_optimizer
