@@ -42,6 +42,7 @@ from . import config as cfg
 from .controller.protocol import peer_mac
 from .core.split import (BalancePolicy, equal_split, fit_cost,  # noqa: F401 (re-exported)
                              predicted_time, solve_split)
+from .ps.channel import decode_blob, encode_blob
 
 __all__ = ['BalanceError', 'solve_split', 'predicted_time', 'equal_split', 'BalancePolicy',
            'BalanceService', 'BatchBalancer', 'fit_cost', 'BALANCE_KEY', 'BALANCE_KEY_STR',
@@ -53,7 +54,7 @@ logger = logging.getLogger(__name__)
 BALANCE_KEY = 199998
 #: The same for stores whose keys are strings (MXNet forbids mixing the two).
 BALANCE_KEY_STR = '__mxnet_ssp_balance__'
-#: Elements of the address vector: a length, then one byte of JSON per element.
+#: Elements of the address vector (:func:`mxnet_ssp.ps.channel.encode_blob`).
 ADDRESS_ELEMENTS = 512
 #: Store types whose workers step in lockstep: every worker waits at a round for the decision.
 LOCKSTEP_TYPES = ('dist_sync', 'dist_device_sync')
@@ -199,22 +200,12 @@ class BalanceService:
 # ---------------------------------------------------------------------------
 # the worker-side API
 # ---------------------------------------------------------------------------
-def _encode_address(payload):
-    data = json.dumps(payload).encode('utf-8')
-    if len(data) >= ADDRESS_ELEMENTS:
-        raise BalanceError('balance service address too long (%d bytes)' % len(data))
-    vec = np.zeros(ADDRESS_ELEMENTS, dtype=np.float32)
-    vec[0] = len(data)
-    vec[1:1 + len(data)] = np.frombuffer(data, dtype=np.uint8)
-    return vec
-
-
 def _decode_address(vec):
-    n = int(vec[0])
-    if not 0 < n < ADDRESS_ELEMENTS:
-        raise BalanceError('the balance key holds no address (length %d): did worker 0 start '
-                           'balancing at the same iteration?' % n)
-    return json.loads(bytes(vec[1:1 + n].astype(np.uint8)).decode('utf-8'))
+    answer = decode_blob(vec)
+    if not isinstance(answer, dict) or 'port' not in answer:
+        raise BalanceError('the balance key holds no address (%r): did worker 0 start '
+                           'balancing at the same iteration?' % (answer,))
+    return answer
 
 
 class BatchBalancer:
@@ -430,7 +421,7 @@ class BatchBalancer:
                                            log_path=self._log_path).start()
             payload = {'host': self._service.address[0], 'port': self._service.address[1],
                        'secret': secret.hex()}
-            vec = nd.array(_encode_address(payload))
+            vec = nd.array(encode_blob(payload, ADDRESS_ELEMENTS))
         else:
             vec = nd.zeros(ADDRESS_ELEMENTS)
         key = self._init_key(native, vec)
