@@ -74,12 +74,14 @@ class BalanceService(FrameServer):
         Decision state; owned by the service thread from :meth:`start` on.
     secret : bytes
         Shared secret (non-empty); workers prove they know it.
-    host, port
-        Where to listen; port 0 picks a free one (see :attr:`address`).
+    host : str
+        Interface to listen on.
     lockstep : bool
         Answer each report with its round's decision (see the module docstring).
     log_path : str, optional
         Append one JSON line per decision (opened here: an error raises at once).
+    port : int
+        TCP port; 0 picks a free one (see :attr:`address`, set by :meth:`start`).
     clock, auth_timeout, max_pending
         As :class:`~mxnet_ssp.controller.transport.FrameServer`'s; `max_pending` defaults
         to ``max(64, 2 * workers)``, so a whole job may authenticate at once.
@@ -90,7 +92,7 @@ class BalanceService(FrameServer):
     mac_context = P.BALANCE_MAC_CONTEXT
     error_class = BalanceError
 
-    def __init__(self, policy, secret, host='127.0.0.1', port=0, lockstep=True, log_path=None,
+    def __init__(self, policy, secret, host='127.0.0.1', lockstep=True, log_path=None, port=0,
                  clock=time.monotonic, auth_timeout=30.0, max_pending=None):
         if max_pending is None:
             max_pending = max(64, 2 * policy.num_workers)
