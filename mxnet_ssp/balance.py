@@ -8,40 +8,38 @@ hysteresis and what uneven batches do to BatchNorm and the learning rate.
 
 Layers (top to bottom):
 
-* :class:`BatchBalancer`: the worker-side API (``batch_size()``, ``record()``,
-  ``split``, ``offset``, ``step_batch``), usable with any distributed store,
-  MXNet's own ``dist_sync`` included.
-* :class:`BalanceService`: a small TCP service on a thread of worker 0.  Each
-  worker reports its rate once per round; when every worker has reported, the
-  service runs the policy (O(M log M) once per round, so O(log M) amortized per
-  report, nothing per push).  Lockstep stores (``dist_sync``, ``dist_ssp`` with
-  s = 0) wait at each round for the decision, so every worker switches at the
-  same iteration; the others take the newest decision and never wait.
+* :class:`BatchBalancer` (this module): the worker-side API (``batch_size()``,
+  ``record()``, ``split``, ``offset``, ``step_batch``), usable with any distributed store,
+  MXNet's own ``dist_sync`` included, and the glue that starts the service on worker 0
+  and publishes its address through the store.
+* :class:`~mxnet_ssp.controller.balance_service.BalanceService` and ``BalanceClient``: the
+  service on a thread of worker 0 and each worker's connection to it, on the controller's
+  transport (framed messages, the peer MAC under the service's own context).  Each worker
+  reports its rate once per round; when every worker has reported, the service runs the
+  policy (O(M log M) once per round, so O(log M) amortized per report, nothing per push).
+  Lockstep stores (``dist_sync``, ``dist_ssp`` with s = 0) wait at each round for the
+  decision, so every worker switches at the same iteration; the others take the newest
+  decision and never wait.
 * :class:`BalancePolicy` and :func:`solve_split`: pure decision logic, in
   :mod:`mxnet_ssp.core.split`.
 
 Why worker 0 hosts the service: ``dist_sync`` has no controller and its servers
 run MXNet's own updater, so nothing of ours runs on them.  Workers find the
 service through the store itself: worker 0 initializes a reserved key with its
-address and a fresh secret (MXNet's ``init`` stores worker 0's value and ends in
-a barrier), and every worker pulls it.
+address and a fresh secret (packed by :func:`mxnet_ssp.ps.channel.encode_blob`; MXNet's
+``init`` stores worker 0's value and ends in a barrier), and every worker pulls it.
 """
-import hmac
-import json
 import logging
-import math
 import os
 import secrets
-import socket
-import threading
 import time
 
-import numpy as np
-
 from . import config as cfg
-from .controller.protocol import peer_mac
+from .controller.balance_service import (BalanceClient, BalanceError, BalanceLost,
+                                         BalanceService, BalanceTimeout)
 from .core.split import (BalancePolicy, equal_split, fit_cost,  # noqa: F401 (re-exported)
                              predicted_time, solve_split)
+from .ps.channel import decode_blob, encode_blob
 
 __all__ = ['BalanceError', 'solve_split', 'predicted_time', 'equal_split', 'BalancePolicy',
            'BalanceService', 'BatchBalancer', 'fit_cost', 'BALANCE_KEY', 'BALANCE_KEY_STR',
@@ -53,168 +51,18 @@ logger = logging.getLogger(__name__)
 BALANCE_KEY = 199998
 #: The same for stores whose keys are strings (MXNet forbids mixing the two).
 BALANCE_KEY_STR = '__mxnet_ssp_balance__'
-#: Elements of the address vector: a length, then one byte of JSON per element.
+#: Elements of the address vector (:func:`mxnet_ssp.ps.channel.encode_blob`).
 ADDRESS_ELEMENTS = 512
 #: Store types whose workers step in lockstep: every worker waits at a round for the decision.
 LOCKSTEP_TYPES = ('dist_sync', 'dist_device_sync')
-_MAC_CONTEXT = b'mxnet-ssp-balance-v1'
-#: the longest line the service reads (a message is about 100 bytes); a longer one ends
-#: the connection
-MAX_LINE = 4096
-
-
-class BalanceError(RuntimeError):
-    """Balancing cannot go on; the message says why."""
-
-
-# ---------------------------------------------------------------------------
-# the service (a thread of worker 0)
-# ---------------------------------------------------------------------------
-def _mac(secret, nonce, rank):
-    return peer_mac(secret, _MAC_CONTEXT, nonce, rank).hex()
-
-
-def _send(sock, obj):
-    sock.sendall((json.dumps(obj, separators=(',', ':')) + '\n').encode('utf-8'))
-
-
-class BalanceService:
-    """Collect the workers' rates and hand out splits (see the module docstring).
-
-    One thread accepts, one thread per worker connection serves it; all state is
-    under one condition variable.  A round is complete when every worker still in
-    the job has reported since the last decision.
-    """
-
-    def __init__(self, policy, secret, host='127.0.0.1', lockstep=True, log_path=None):
-        self.policy = policy
-        self.lockstep = lockstep
-        self._secret = secret
-        self._cond = threading.Condition()
-        self._active = set(range(policy.num_workers))
-        self._current = {}          # rank -> its newest authenticated connection
-        self._reported = set()
-        self._models = [None] * policy.num_workers
-        self.rounds = 0
-        self._log = open(log_path, 'a', encoding='utf-8') if log_path else None
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, 0))
-        self._sock.listen(max(16, policy.num_workers))
-        self.address = (host, self._sock.getsockname()[1])
-        self._stopped = False
-
-    def start(self):
-        threading.Thread(target=self._accept, name='mxnet-ssp-balance', daemon=True).start()
-        return self
-
-    def stop(self):
-        self._stopped = True
-        try:
-            self._sock.close()
-        except OSError:
-            pass
-
-    def _accept(self):
-        while not self._stopped:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                             name='mxnet-ssp-balance-conn').start()
-
-    def _serve(self, conn):
-        rank = None
-        try:
-            conn.settimeout(30.0)
-            nonce = secrets.token_bytes(32)
-            _send(conn, {'nonce': nonce.hex()})
-            reader = conn.makefile('rb')
-            hello = json.loads(reader.readline(MAX_LINE) or b'null')
-            rank = hello.get('rank') if isinstance(hello, dict) else None
-            if (not isinstance(rank, int) or not 0 <= rank < self.policy.num_workers
-                    or not hmac.compare_digest(str(hello.get('mac')), _mac(self._secret, nonce,
-                                                                           rank))):
-                _send(conn, {'error': 'authentication failed'})
-                rank = None
-                return
-            conn.settimeout(None)
-            with self._cond:        # a worker that connects again is in the job again
-                self._current[rank] = conn
-                self._active.add(rank)
-                _send(conn, {'sizes': self.policy.sizes, 'version': self.policy.version})
-            while True:
-                line = reader.readline(MAX_LINE)
-                if not line:
-                    break
-                msg = json.loads(line)
-                if not isinstance(msg, dict):
-                    raise ValueError('not a message: %r' % (line[:80],))
-                if msg.get('op') == 'leave':
-                    break
-                _send(conn, self._report(rank, msg.get('model')))
-        except (OSError, ValueError, TypeError, IndexError) as exc:
-            logger.debug('balance service: connection of worker %s ended: %r', rank, exc)
-        finally:
-            with self._cond:        # only the rank's newest connection takes it out
-                if rank is not None and self._current.get(rank) is conn:
-                    del self._current[rank]
-                    self._active.discard(rank)
-                    self._maybe_decide()
-            conn.close()
-
-    def _report(self, rank, model):
-        with self._cond:
-            if model is not None:      # a malformed model raises before any state changes
-                a, c = float(model[0]), float(model[1])
-                ok = math.isfinite(a) and math.isfinite(c) and a >= 0 and c > 0
-                self._models[rank] = (a, c) if ok else None
-            round_seen = self.rounds
-            self._reported.add(rank)
-            self._maybe_decide()
-            if self.lockstep:
-                while self.rounds == round_seen and not self._stopped:
-                    self._cond.wait()
-            return {'sizes': self.policy.sizes, 'version': self.policy.version,
-                    'round': self.rounds}
-
-    def _maybe_decide(self):
-        """With the lock held: decide once everybody still in has reported (O(1) check)."""
-        if not self._reported or not self._active <= self._reported:
-            return
-        record = self.policy.decide(self._models)
-        self.rounds += 1
-        self._reported.clear()
-        record.update(round=self.rounds, time=time.time())
-        if record['switched']:
-            logger.info('balance: round %d: split %s (predicted %.1f%% faster)',
-                        self.rounds, record['sizes'], 100 * record['gain'])
-        if self._log is not None:
-            self._log.write(json.dumps(record) + '\n')
-            self._log.flush()
-        self._cond.notify_all()
-
-
-# ---------------------------------------------------------------------------
-# the worker-side API
-# ---------------------------------------------------------------------------
-def _encode_address(payload):
-    data = json.dumps(payload).encode('utf-8')
-    if len(data) >= ADDRESS_ELEMENTS:
-        raise BalanceError('balance service address too long (%d bytes)' % len(data))
-    vec = np.zeros(ADDRESS_ELEMENTS, dtype=np.float32)
-    vec[0] = len(data)
-    vec[1:1 + len(data)] = np.frombuffer(data, dtype=np.uint8)
-    return vec
 
 
 def _decode_address(vec):
-    n = int(vec[0])
-    if not 0 < n < ADDRESS_ELEMENTS:
-        raise BalanceError('the balance key holds no address (length %d): did worker 0 start '
-                           'balancing at the same iteration?' % n)
-    return json.loads(bytes(vec[1:1 + n].astype(np.uint8)).decode('utf-8'))
+    answer = decode_blob(vec)
+    if not isinstance(answer, dict) or 'port' not in answer:
+        raise BalanceError('the balance key holds no address (%r): did worker 0 start '
+                           'balancing at the same iteration?' % (answer,))
+    return answer
 
 
 class BatchBalancer:
@@ -282,7 +130,7 @@ class BatchBalancer:
                 or cfg.DEFAULT_TIMEOUT)
         self.timeout = float(timeout)
         self._log_path = log_path
-        self._sock = self._reader = self._service = None
+        self._client = self._service = None
         self._closed = False
 
     # -- what the training loop reads ----------------------------------------
@@ -375,31 +223,27 @@ class BatchBalancer:
 
     # -- the exchange ----------------------------------------------------------
     def _exchange(self):
-        if self._sock is None:
+        if self._client is None:
             self._connect()
         self._close_round()
+        host, port = self._client.address
         try:
-            _send(self._sock, {'op': 'report', 'model': self.model})
-            line = self._reader.readline()
-        except socket.timeout:
+            answer = self._client.report(self.model)
+        except BalanceTimeout:
             raise BalanceError(
                 'worker[%d]: the balance service at %s:%d did not answer at iteration %d within '
                 '%g s (%s): a worker may be stalled or dead'
-                % (self.rank, self._address[0], self._address[1], self.iteration - 1,
-                   self.timeout, cfg.ENV_TIMEOUT)) from None
-        except OSError as exc:
-            line, why = b'', exc
-        else:
-            why = 'connection closed'
-        if not line:
+                % (self.rank, host, port, self.iteration - 1, self.timeout,
+                   cfg.ENV_TIMEOUT)) from None
+        except BalanceLost as exc:
             if self.lockstep:
                 raise BalanceError('worker[%d]: lost the balance service at %s:%d (%s)'
-                                   % (self.rank, self._address[0], self._address[1], why))
+                                   % (self.rank, host, port, exc)) from None
             logger.warning('worker[%d]: balance service gone (%s): keeping the split %s',
-                           self.rank, why, self.split)
+                           self.rank, exc, self.split)
             self._closed_service()
             return
-        self._adopt(json.loads(line))
+        self._adopt(answer)
 
     def _closed_service(self):
         # keep the split for the rest of the run: no more exchanges
@@ -430,26 +274,16 @@ class BatchBalancer:
                                            log_path=self._log_path).start()
             payload = {'host': self._service.address[0], 'port': self._service.address[1],
                        'secret': secret.hex()}
-            vec = nd.array(_encode_address(payload))
+            vec = nd.array(encode_blob(payload, ADDRESS_ELEMENTS))
         else:
             vec = nd.zeros(ADDRESS_ELEMENTS)
         key = self._init_key(native, vec)
         out = nd.zeros(ADDRESS_ELEMENTS)
         native.pull(key, out=out)
         answer = _decode_address(out.asnumpy())
-        self._address = (answer['host'], int(answer['port']))
-        sock = socket.create_connection(self._address, timeout=self.timeout)
-        sock.settimeout(self.timeout)
-        self._sock, self._reader = sock, sock.makefile('rb')
-        challenge = json.loads(self._reader.readline() or b'null')
-        _send(sock, {'rank': self.rank, 'mac': _mac(bytes.fromhex(answer['secret']),
-                                                     bytes.fromhex(challenge['nonce']),
-                                                     self.rank)})
-        welcome = json.loads(self._reader.readline() or b'{"error": "connection closed"}')
-        if 'error' in welcome:
-            raise BalanceError('worker[%d]: balance service at %s:%d refused: %s'
-                               % (self.rank, self._address[0], self._address[1],
-                                  welcome['error']))
+        self._client = BalanceClient((answer['host'], int(answer['port'])),
+                                     bytes.fromhex(answer['secret']), self.rank,
+                                     timeout=self.timeout).connect()
 
     def _init_key(self, native, vec):
         """Init the reserved key with the store's key type (MXNet forbids mixing them)."""
@@ -475,10 +309,6 @@ class BatchBalancer:
         if self._closed:
             return
         self._closed = True
-        if self._sock is not None:
-            try:
-                _send(self._sock, {'op': 'leave'})
-            except OSError:
-                pass
-            self._sock.close()
-            self._sock = None
+        if self._client is not None:
+            self._client.leave()
+            self._client = None

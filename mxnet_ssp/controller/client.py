@@ -15,6 +15,11 @@ Contracts
 * :meth:`~ControllerClient.leave` and :meth:`~ControllerClient.close` never
   raise because the controller is gone; problems are logged.
 * Times are seconds.
+
+The connection itself (connect with retries, the authenticated handshake, framed reads
+with a deadline, errors that name the peer) is :class:`FrameClient`'s, which the
+balancing service's client (:class:`mxnet_ssp.controller.balance_service.BalanceClient`)
+shares.
 """
 import logging
 import socket
@@ -25,7 +30,7 @@ import time
 from . import protocol as P
 from .protocol import ControllerError
 
-__all__ = ['ControllerClient', 'ControllerError']
+__all__ = ['FrameClient', 'ControllerClient', 'ControllerError']
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +51,240 @@ def _timeval(seconds):
     return struct.pack('@ll', sec, usec)
 
 
-class ControllerClient:
+class FrameClient:
+    """One authenticated, framed connection of worker `rank` to a service at `address`.
+
+    The service side is a :class:`mxnet_ssp.controller.transport.FrameServer`.  A subclass
+    names the service (``service``, ``peer``, ``connect_hint``), its HELLO context
+    (``mac_context``), the type of its welcome (``welcome_type``, decoded by
+    :meth:`_on_welcome`) and the exceptions it raises (``error_class``; ``timeout_class``
+    when an answer does not come in time, ``lost_class`` when the connection is gone).
+
+    Parameters
+    ----------
+    address : tuple of (str, int)
+        The service's ``(host, port)``.
+    secret : bytes
+        The job's shared secret.
+    rank : int
+        This worker's rank.
+    timeout : float
+        Seconds; the subclass's waits derive from it.
+    connect_timeout : float, optional
+        Seconds :meth:`connect` keeps retrying while the service is not listening yet;
+        defaults to `timeout`.
+    handshake_timeout : float
+        Seconds to wait for each handshake message once connected.
+    max_frame : int
+        Longest frame accepted from the service.
+    """
+
+    service = 'controller'
+    peer = 'the controller'
+    connect_hint = 'is the server process that hosts the controller running?'
+    mac_context = P.MAC_CONTEXT
+    welcome_type = P.WELCOME
+    error_class = timeout_class = lost_class = ControllerError
+
+    def __init__(self, address, secret, rank, timeout=300.0, connect_timeout=None,
+                 handshake_timeout=10.0, max_frame=P.MAX_FRAME):
+        if not isinstance(secret, (bytes, bytearray)) or not secret:
+            raise ValueError('secret must be non-empty bytes')
+        if not isinstance(rank, int) or rank < 0:
+            raise ValueError('rank must be an int >= 0, got %r' % (rank,))
+        host, port = address[0], int(address[1])
+        self.address = (host, port)
+        self.rank = rank
+        self.timeout = float(timeout)
+        self.connect_timeout = self.timeout if connect_timeout is None else float(connect_timeout)
+        self.handshake_timeout = float(handshake_timeout)
+        self._secret = bytes(secret)
+        self._sock = None
+        self._recv_timeout = None
+        self._reader = P.FrameReader(max_frame)
+        self._frames = []
+        self._error = None          # error_class once the connection is unusable
+
+    def _where(self):
+        return '%s at %s:%d (worker %d)' % (self.service, self.address[0], self.address[1],
+                                            self.rank)
+
+    def _send_timeout(self):
+        """Seconds a send may block (SO_SNDTIMEO)."""
+        return self.timeout
+
+    # -- connect ---------------------------------------------------------------
+    def connect(self):
+        """Connect and authenticate; return self.
+
+        Retries refused connections for up to ``connect_timeout`` seconds.
+
+        Raises
+        ------
+        error_class
+            Not reachable in time, authentication refused (the message says
+            why: wrong secret, rank out of range, rank already connected, ...)
+            or the job already failed.
+        """
+        if self._sock is not None:
+            raise self.error_class('%s: already connected' % self._where())
+        deadline = time.monotonic() + self.connect_timeout
+        delay = 0.02
+        attempts = 0
+        while True:
+            attempts += 1
+            remaining = deadline - time.monotonic()
+            try:
+                sock = socket.create_connection(self.address,
+                                                timeout=max(0.05, min(remaining, 5.0)))
+                break
+            except socket.gaierror as exc:
+                raise self.error_class('%s: cannot resolve host %r: %s'
+                                       % (self._where(), self.address[0], exc)) from None
+            except (_RETRYABLE + (OSError,)) as exc:
+                if not isinstance(exc, _RETRYABLE) or time.monotonic() + delay >= deadline:
+                    raise self.error_class(
+                        '%s: cannot connect after %d attempt(s) in %.1f s: %s (%s)'
+                        % (self._where(), attempts, self.connect_timeout, exc,
+                           self.connect_hint)) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if _KERNEL_TIMEOUT:
+            sock.settimeout(None)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
+                            _timeval(self._send_timeout()))
+        self._sock = sock
+        self._recv_timeout = None
+        self._error = None
+        try:
+            self._handshake()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _handshake(self):
+        kind, payload = self._read(self.handshake_timeout, 'the CHALLENGE')
+        if kind != P.CHALLENGE:
+            self._protocol_error('expected CHALLENGE, got %s' % P.message_name(kind))
+        version, nonce = self._decode(P.decode_challenge, payload)
+        if version != P.VERSION:
+            raise self._set_error('%s: %s speaks protocol version %d, this client '
+                                  '%d (mxnet-ssp versions differ)'
+                                  % (self._where(), self.peer, version, P.VERSION))
+        mac = P.peer_mac(self._secret, self.mac_context, nonce, self.rank)
+        self._sendall(P.encode_hello(self.rank, mac), 'HELLO')
+        kind, payload = self._read(self.handshake_timeout, 'the WELCOME')
+        if kind == P.ERROR:
+            raise self._set_error('%s refused the connection: %s'
+                                  % (self._where(), P.decode_error(payload)))
+        if kind != self.welcome_type:
+            self._protocol_error('expected WELCOME, got %s' % P.message_name(kind))
+        self._on_welcome(payload)
+
+    def _on_welcome(self, payload):
+        """Decode the service's welcome (a subclass's)."""
+
+    def close(self):
+        """Close the connection (idempotent; does not tell the service)."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self.connect() if self._sock is None else self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- I/O -------------------------------------------------------------------
+    def _set_error(self, message, cls=None):
+        self._error = (cls or self.error_class)(message)
+        return self._error
+
+    def _protocol_error(self, why):
+        raise self._set_error('%s: protocol error: %s' % (self._where(), why))
+
+    def _decode(self, fn, *args):
+        try:
+            return fn(*args)
+        except P.ProtocolError as exc:
+            self._protocol_error(str(exc))
+
+    def _sendall(self, data, what):
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            # The service may have told us why before the connection died.
+            reason = self._pending_error()
+            if reason:
+                raise self._set_error(reason) from None
+            raise self._set_error('%s: connection lost while sending %s: %s'
+                                  % (self._where(), what, exc), self.lost_class) from None
+
+    def _pending_error(self):
+        """The text of an ERROR already received, if any (non-blocking)."""
+        if not _DONTWAIT:
+            return None
+        try:
+            data = self._sock.recv(P.MAX_FRAME + 4, _DONTWAIT)
+            self._frames.extend(self._reader.feed(data))
+        except (OSError, P.ProtocolError):
+            pass
+        for payload in self._frames:
+            if payload[0] == P.ERROR:
+                return P.decode_error(payload)
+        return None
+
+    def _set_recv_timeout(self, seconds):
+        # Only reset when it changes noticeably: the common wait (the release bound) repeats.
+        if self._recv_timeout is not None and abs(self._recv_timeout - seconds) < 0.01 * seconds:
+            return
+        self._recv_timeout = seconds
+        if _KERNEL_TIMEOUT:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(seconds))
+        else:
+            self._sock.settimeout(seconds)
+
+    def _read(self, wait, what):
+        """Next ``(type, payload)``, waiting at most `wait` seconds."""
+        if self._frames:
+            payload = self._frames.pop(0)
+            return payload[0], payload
+        deadline = time.monotonic() + wait
+        sock = self._sock
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._set_error('%s: no answer within %.1f s while waiting for %s'
+                                      % (self._where(), wait, what), self.timeout_class)
+            self._set_recv_timeout(remaining)
+            try:
+                data = sock.recv(65536)
+            except (socket.timeout, BlockingIOError):      # BlockingIOError: SO_RCVTIMEO
+                continue
+            except OSError as exc:
+                raise self._set_error('%s: connection lost while waiting for %s: %s'
+                                      % (self._where(), what, exc), self.lost_class) from None
+            if not data:
+                raise self._set_error('%s: %s closed the connection while waiting for %s'
+                                      % (self._where(), self.peer, what),
+                                      self.lost_class)
+            try:
+                frames = self._reader.feed(data)
+            except P.ProtocolError as exc:
+                self._protocol_error(str(exc))
+            if frames:
+                payload = frames[0]
+                self._frames.extend(frames[1:])
+                return payload[0], payload
+
+
+class ControllerClient(FrameClient):
     """The connection of worker `rank` to the controller at `address`.
 
     Parameters
@@ -72,100 +310,18 @@ class ControllerClient:
 
     def __init__(self, address, secret, rank, timeout=300.0, connect_timeout=None,
                  release_margin=10.0, handshake_timeout=10.0):
-        if not isinstance(secret, (bytes, bytearray)) or not secret:
-            raise ValueError('secret must be non-empty bytes')
-        if not isinstance(rank, int) or rank < 0:
-            raise ValueError('rank must be an int >= 0, got %r' % (rank,))
-        host, port = address[0], int(address[1])
-        self.address = (host, port)
-        self.rank = rank
-        self.timeout = float(timeout)
-        self.connect_timeout = self.timeout if connect_timeout is None else float(connect_timeout)
+        super().__init__(address, secret, rank, timeout, connect_timeout, handshake_timeout)
         self.release_margin = float(release_margin)
-        self.handshake_timeout = float(handshake_timeout)
-        self._secret = bytes(secret)
-        self._sock = None
-        self._recv_timeout = None
-        self._reader = P.FrameReader()
-        self._frames = []
-        self._error = None          # ControllerError once the connection is unusable
         self._left = False
         self._wait = self.timeout + self.release_margin
         #: Job settings from the controller's WELCOME (set by :meth:`connect`).
         self.num_workers = self.s_lower = self.s_upper = self.mode = None
         self.server_timeout = None
 
-    def _where(self):
-        return 'controller at %s:%d (worker %d)' % (self.address[0], self.address[1], self.rank)
+    def _send_timeout(self):
+        return self.timeout + self.release_margin
 
-    # -- connect ---------------------------------------------------------------
-    def connect(self):
-        """Connect and authenticate; return self.
-
-        Retries refused connections for up to ``connect_timeout`` seconds.
-
-        Raises
-        ------
-        ControllerError
-            Not reachable in time, authentication refused (the message says
-            why: wrong secret, rank out of range, rank already connected, ...)
-            or the job already failed.
-        """
-        if self._sock is not None:
-            raise ControllerError('%s: already connected' % self._where())
-        deadline = time.monotonic() + self.connect_timeout
-        delay = 0.02
-        attempts = 0
-        while True:
-            attempts += 1
-            remaining = deadline - time.monotonic()
-            try:
-                sock = socket.create_connection(self.address,
-                                                timeout=max(0.05, min(remaining, 5.0)))
-                break
-            except socket.gaierror as exc:
-                raise ControllerError('%s: cannot resolve host %r: %s'
-                                      % (self._where(), self.address[0], exc)) from None
-            except (_RETRYABLE + (OSError,)) as exc:
-                if not isinstance(exc, _RETRYABLE) or time.monotonic() + delay >= deadline:
-                    raise ControllerError(
-                        '%s: cannot connect after %d attempt(s) in %.1f s: %s (is the server '
-                        'process that hosts the controller running?)'
-                        % (self._where(), attempts, self.connect_timeout, exc)) from None
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if _KERNEL_TIMEOUT:
-            sock.settimeout(None)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                            _timeval(self.timeout + self.release_margin))
-        self._sock = sock
-        self._recv_timeout = None
-        self._error = None
-        try:
-            self._handshake()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def _handshake(self):
-        kind, payload = self._read(self.handshake_timeout, 'the CHALLENGE')
-        if kind != P.CHALLENGE:
-            self._protocol_error('expected CHALLENGE, got %s' % P.message_name(kind))
-        version, nonce = self._decode(P.decode_challenge, payload)
-        if version != P.VERSION:
-            raise self._set_error('%s: the controller speaks protocol version %d, this client '
-                                  '%d (mxnet-ssp versions differ)'
-                                  % (self._where(), version, P.VERSION))
-        self._sendall(P.encode_hello(self.rank, P.hello_mac(self._secret, nonce, self.rank)),
-                      'HELLO')
-        kind, payload = self._read(self.handshake_timeout, 'the WELCOME')
-        if kind == P.ERROR:
-            raise self._set_error('%s refused the connection: %s'
-                                  % (self._where(), P.decode_error(payload)))
-        if kind != P.WELCOME:
-            self._protocol_error('expected WELCOME, got %s' % P.message_name(kind))
+    def _on_welcome(self, payload):
         (self.num_workers, self.s_lower, self.s_upper, self.mode,
          self.server_timeout) = self._decode(P.decode_welcome, payload)
         self._wait = max(self.timeout, self.server_timeout) + self.release_margin
@@ -232,97 +388,3 @@ class ControllerClient:
             log.warning('mxnet-ssp: worker %d could not confirm leaving: %s', self.rank, exc)
         finally:
             self.close()
-
-    def close(self):
-        """Close the connection (idempotent; does not tell the controller)."""
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
-
-    def __enter__(self):
-        return self.connect() if self._sock is None else self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    # -- I/O -------------------------------------------------------------------
-    def _set_error(self, message):
-        self._error = ControllerError(message)
-        return self._error
-
-    def _protocol_error(self, why):
-        raise self._set_error('%s: protocol error: %s' % (self._where(), why))
-
-    def _decode(self, fn, *args):
-        try:
-            return fn(*args)
-        except P.ProtocolError as exc:
-            self._protocol_error(str(exc))
-
-    def _sendall(self, data, what):
-        try:
-            self._sock.sendall(data)
-        except OSError as exc:
-            # The controller may have told us why before the connection died.
-            reason = self._pending_error()
-            raise self._set_error(reason or '%s: connection lost while sending %s: %s'
-                                  % (self._where(), what, exc)) from None
-
-    def _pending_error(self):
-        """The text of an ERROR already received, if any (non-blocking)."""
-        if not _DONTWAIT:
-            return None
-        try:
-            data = self._sock.recv(P.MAX_FRAME + 4, _DONTWAIT)
-            self._frames.extend(self._reader.feed(data))
-        except (OSError, P.ProtocolError):
-            pass
-        for payload in self._frames:
-            if payload[0] == P.ERROR:
-                return P.decode_error(payload)
-        return None
-
-    def _set_recv_timeout(self, seconds):
-        # Only reset when it changes noticeably: the common wait (the release bound) repeats.
-        if self._recv_timeout is not None and abs(self._recv_timeout - seconds) < 0.01 * seconds:
-            return
-        self._recv_timeout = seconds
-        if _KERNEL_TIMEOUT:
-            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(seconds))
-        else:
-            self._sock.settimeout(seconds)
-
-    def _read(self, wait, what):
-        """Next ``(type, payload)``, waiting at most `wait` seconds."""
-        if self._frames:
-            payload = self._frames.pop(0)
-            return payload[0], payload
-        deadline = time.monotonic() + wait
-        sock = self._sock
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise self._set_error('%s: no answer within %.1f s while waiting for %s'
-                                      % (self._where(), wait, what))
-            self._set_recv_timeout(remaining)
-            try:
-                data = sock.recv(65536)
-            except (socket.timeout, BlockingIOError):      # BlockingIOError: SO_RCVTIMEO
-                continue
-            except OSError as exc:
-                raise self._set_error('%s: connection lost while waiting for %s: %s'
-                                      % (self._where(), what, exc)) from None
-            if not data:
-                raise self._set_error('%s: the controller closed the connection while waiting '
-                                      'for %s' % (self._where(), what))
-            try:
-                frames = self._reader.feed(data)
-            except P.ProtocolError as exc:
-                self._protocol_error(str(exc))
-            if frames:
-                payload = frames[0]
-                self._frames.extend(frames[1:])
-                return payload[0], payload

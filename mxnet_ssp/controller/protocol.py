@@ -38,9 +38,31 @@ ERROR     8     UTF-8 text                 server -> client: the job failed
 The HELLO ``mac`` is ``HMAC-SHA256(secret, b'mxnet-ssp-v1' + nonce +
 rank.to_bytes(4, 'big'))``; the secret never crosses the wire and a captured
 HELLO is useless on another connection because the nonce differs.
+
+The batch-balancing service (:mod:`mxnet_ssp.controller.balance_service`) speaks the same
+frames on its own port: the same CHALLENGE, HELLO and ERROR, a HELLO ``mac`` under its own
+context ``b'mxnet-ssp-balance-v1'`` (:data:`BALANCE_MAC_CONTEXT`, so a MAC made for one
+service is refused by the other), and its own types, whose body is compact UTF-8 JSON
+(:func:`encode_json`); a service refuses the other's types.
+
+=========  ====  =========================  ==================================
+message    type  body (JSON)                direction and meaning
+=========  ====  =========================  ==================================
+B_WELCOME  17    ``{"sizes", "version"}``   service -> worker: authenticated;
+                                            the split in force
+REPORT     18    ``{"model": [a, c]}`` or   worker -> service: this worker's
+                 ``{"model": null}``        cost model for the round
+DECISION   19    ``{"sizes", "version",     service -> worker: the split after
+                 "round"}``                 the report (lockstep: the round's)
+B_LEAVE    20    (none)                     worker -> service: worker finished
+=========  ====  =========================  ==================================
+
+Frames from the service may be longer than :data:`MAX_FRAME` (a split of many workers):
+a balancing client reads up to :data:`MAX_JSON_FRAME`.
 """
 import hashlib
 import hmac
+import json
 import struct
 
 from ..core.names import DSSP_MODES
@@ -52,16 +74,23 @@ __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BY
            'decode_challenge', 'encode_hello', 'decode_hello', 'encode_welcome',
            'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
            'decode_release', 'encode_error', 'decode_error', 'LEAVE_FRAME', 'BYE_FRAME',
-           'message_name']
+           'message_name', 'BALANCE_MAC_CONTEXT', 'MAX_JSON_FRAME', 'B_WELCOME', 'REPORT',
+           'DECISION', 'B_LEAVE', 'B_LEAVE_FRAME', 'encode_json', 'decode_json']
 
 VERSION = 1
 MAX_FRAME = 4096
 NONCE_BYTES = 32
 MAC_CONTEXT = b'mxnet-ssp-v1'
+#: The balancing service's HELLO context (see the module docstring).
+BALANCE_MAC_CONTEXT = b'mxnet-ssp-balance-v1'
+#: Longest frame a balancing client accepts from the service.
+MAX_JSON_FRAME = 1 << 20
 
 CHALLENGE, HELLO, WELCOME, CLOCK, RELEASE, LEAVE, BYE, ERROR = range(1, 9)
+B_WELCOME, REPORT, DECISION, B_LEAVE = range(17, 21)
 _NAMES = {CHALLENGE: 'CHALLENGE', HELLO: 'HELLO', WELCOME: 'WELCOME', CLOCK: 'CLOCK',
-          RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR'}
+          RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR',
+          B_WELCOME: 'B_WELCOME', REPORT: 'REPORT', DECISION: 'DECISION', B_LEAVE: 'B_LEAVE'}
 #: Mode names in the order of their wire code: a WELCOME carries the index in this tuple.
 MODES = DSSP_MODES
 
@@ -114,13 +143,15 @@ class FrameReader:
     """Split a byte stream into payloads.
 
     Not thread-safe.  :meth:`feed` raises :class:`ProtocolError` on a length
-    of 0 or above :data:`MAX_FRAME`; the connection must then be dropped.
+    of 0 or above `max_frame` (default :data:`MAX_FRAME`); the connection must then
+    be dropped.
     """
 
-    __slots__ = ('_buf',)
+    __slots__ = ('_buf', '_max')
 
-    def __init__(self):
+    def __init__(self, max_frame=MAX_FRAME):
         self._buf = b''
+        self._max = max_frame
 
     def feed(self, data):
         """Add received bytes; return the list of complete payloads."""
@@ -129,9 +160,9 @@ class FrameReader:
         pos, end = 0, len(buf)
         while end - pos >= 4:
             (size,) = _HEADER.unpack_from(buf, pos)
-            if size == 0 or size > MAX_FRAME:
+            if size == 0 or size > self._max:
                 self._buf = b''
-                raise ProtocolError('frame length %d outside 1..%d' % (size, MAX_FRAME))
+                raise ProtocolError('frame length %d outside 1..%d' % (size, self._max))
             if end - pos - 4 < size:
                 break
             out.append(buf[pos + 4:pos + 4 + size])
@@ -223,3 +254,31 @@ def decode_error(payload):
 
 LEAVE_FRAME = frame(bytes((LEAVE,)))
 BYE_FRAME = frame(bytes((BYE,)))
+
+
+def encode_json(kind, obj, max_frame=MAX_JSON_FRAME):
+    """Frame of type `kind` whose body is `obj` as compact UTF-8 JSON (balancing service).
+
+    Raises ValueError if the frame's payload would exceed `max_frame` bytes.
+    """
+    payload = bytes((kind,)) + json.dumps(obj, separators=(',', ':')).encode('utf-8')
+    if len(payload) > max_frame:
+        raise ValueError('%s of %d bytes exceeds %d' % (message_name(kind), len(payload),
+                                                        max_frame))
+    return frame(payload)
+
+
+def decode_json(payload, kind):
+    """The JSON object (a dict) in a payload of type `kind`; ProtocolError if it is none."""
+    if payload[0] != kind:
+        raise ProtocolError('expected %s, got %s' % (message_name(kind), message_name(payload[0])))
+    try:
+        obj = json.loads(payload[1:].decode('utf-8'))
+    except ValueError as exc:        # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ProtocolError('%s body is not JSON: %s' % (message_name(kind), exc)) from None
+    if not isinstance(obj, dict):
+        raise ProtocolError('%s body is not a JSON object: %.80r' % (message_name(kind), obj))
+    return obj
+
+
+B_LEAVE_FRAME = frame(bytes((B_LEAVE,)))

@@ -54,15 +54,13 @@ after each line.  All ``time`` fields are the server's clock in seconds;
 ``{"event": "failure", "time", "message"}``
     The job failed; ``message`` is the text sent to the workers.
 """
-import hmac
 import json
 import logging
-import secrets
 import time
 
 from . import protocol as P
 from .protocol import ControllerError
-from .transport import CHALLENGED, LEFT, READY, FrameServer
+from .transport import LEFT, READY, FrameServer
 
 __all__ = ['ControllerServer', 'ControllerError']
 
@@ -101,9 +99,8 @@ class ControllerServer(FrameServer):
             raise ValueError('secret must be non-empty bytes')
         if not timeout > 0:
             raise ValueError('timeout must be > 0 seconds, got %r' % (timeout,))
-        super().__init__(host, port, clock, auth_timeout, max_pending)
+        super().__init__(host, port, clock, auth_timeout, max_pending, secret)
         self.policy = policy
-        self._secret = bytes(secret)
         self.timeout = float(timeout)
         self._metrics_path = metrics_path
         self._failure = None
@@ -139,10 +136,6 @@ class ControllerServer(FrameServer):
             except OSError as exc:
                 raise ControllerError('controller cannot open metrics file %s: %s'
                                       % (self._metrics_path, exc)) from exc
-
-    def _on_accept(self, conn):
-        conn.nonce = secrets.token_bytes(P.NONCE_BYTES)
-        self._send(conn, P.encode_challenge(conn.nonce))
 
     def _on_internal_error(self, conn, exc):
         if conn.state == READY:
@@ -201,57 +194,33 @@ class ControllerServer(FrameServer):
             else:
                 self._malformed(conn, 'unexpected %s message (%d bytes)'
                                 % (P.message_name(kind), len(payload)))
-        elif state == CHALLENGED:
-            self._on_hello(conn, payload)
         else:   # LEFT: the worker is out of the job; whatever it sends cannot matter
             log.warning('controller: worker %d sent %s after LEAVE; closing its connection',
                         conn.rank, P.message_name(kind))
             self._close(conn)
 
-    # -- handshake -----------------------------------------------------------
-    def _on_hello(self, conn, payload):
-        if payload[0] != P.HELLO:
-            self._malformed(conn, 'expected HELLO, got %s' % P.message_name(payload[0]))
-            return
-        try:
-            version, rank, mac = P.decode_hello(payload)
-        except P.ProtocolError as exc:
-            self._malformed(conn, str(exc))
-            return
-        if version != P.VERSION:
-            self._refuse(conn, 'protocol version %d is not supported (controller speaks %d)'
-                         % (version, P.VERSION))
-            return
-        if not hmac.compare_digest(mac, P.hello_mac(self._secret, conn.nonce, rank)):
-            self._refuse(conn, 'authentication failed for rank %d: wrong secret' % rank)
-            return
+    # -- handshake (the MAC is checked by FrameServer._on_hello) ------------------
+    def _refusal(self, rank):
         nw = self.policy.num_workers
         if not 0 <= rank < nw:
-            self._refuse(conn, 'rank %d is outside 0..%d (the job has %d workers)'
-                         % (rank, nw - 1, nw))
-            return
+            return 'rank %d is outside 0..%d (the job has %d workers)' % (rank, nw - 1, nw)
         other = self._by_rank.get(rank)
         if other is not None:
-            self._refuse(conn, 'rank %d is already connected from %s' % (rank, other.describe()))
-            return
+            return 'rank %d is already connected from %s' % (rank, other.describe())
         if rank in self._left:
-            self._refuse(conn, 'worker %d already left the job' % rank)
-            return
+            return 'worker %d already left the job' % rank
         if self._failure is not None:
-            self._refuse(conn, 'the job already failed: ' + self._failure)
-            return
+            return 'the job already failed: ' + self._failure
+        return None
+
+    def _on_admitted(self, conn, rank):
         now = self._clock()
-        self._admit(conn, rank)
         self._connected_at.setdefault(rank, now)
         pol = self.policy
-        self._send(conn, P.encode_welcome(nw, pol.s_lower, pol.s_upper, pol.mode, self.timeout))
+        self._send(conn, P.encode_welcome(pol.num_workers, pol.s_lower, pol.s_upper, pol.mode,
+                                          self.timeout))
         log.info('controller: worker %d connected from %s', rank, conn.describe())
         self._metric({'event': 'connect', 'rank': rank, 'time': now})
-
-    def _refuse(self, conn, reason):
-        log.warning('controller: refusing connection from %s: %s', conn.describe(), reason)
-        self._send(conn, P.encode_error(reason))
-        self._close(conn, flush=True)
 
     # -- job events ----------------------------------------------------------
     def _on_clock(self, conn, t):

@@ -1,21 +1,31 @@
-"""The controller's network half: one thread, non-blocking sockets, framed messages.
+"""The network half of mxnet-ssp's services: one thread, non-blocking sockets, framed
+messages, peer authentication.
 
 :class:`FrameServer` accepts TCP connections, splits what they send into the
-length-prefixed frames of :mod:`mxnet_ssp.controller.protocol`, buffers what it sends,
-and closes connections, all on one daemon thread driven by ``selectors``.
-It knows nothing about workers, clocks or the policy: a subclass (the
-:class:`mxnet_ssp.controller.server.ControllerServer`) implements the hooks below,
-which all run on that thread.
+length-prefixed frames of :mod:`mxnet_ssp.controller.protocol`, authenticates each peer
+(CHALLENGE with a fresh nonce, HELLO with :func:`~mxnet_ssp.controller.protocol.peer_mac`
+under the service's own :attr:`FrameServer.mac_context`, ERROR on refusal), buffers what
+it sends, and closes connections, all on one daemon thread driven by ``selectors``.
+It knows nothing about workers, clocks or policies: a subclass
+(:class:`mxnet_ssp.controller.server.ControllerServer`,
+:class:`mxnet_ssp.controller.balance_service.BalanceService`) names itself with the class
+attributes ``name``, ``title``, ``mac_context`` and ``error_class`` and implements the hooks
+below, which all run on that thread.
 
 Hooks
 -----
 ``_on_start()``
-    Before the thread starts (open files; raise ControllerError to refuse).
-``_on_accept(conn)``
-    A connection was accepted; it is pending (unauthenticated) until the
-    subclass calls :meth:`_admit`.  Typically sends a challenge.
+    Before the thread starts (open files; raise ``error_class`` to refuse).
+``_refusal(rank)``
+    A peer proved it knows the secret: None to admit it as `rank`, or the reason
+    sent to it in ERROR.
+``_on_admitted(conn, rank)``
+    `conn` is authenticated as `rank` (typically sends a welcome).
 ``_on_message(conn, payload)``
-    One complete frame arrived.
+    One complete frame arrived on an authenticated connection (the frames of a
+    pending one are the handshake's).
+``_on_closed(conn, current)``
+    An authenticated connection was closed; `current`: it was its rank's newest.
 ``_on_eof(conn, why)``, ``_on_send_error(conn, exc)``, ``_malformed(conn, why)``
     The peer went away, could not be written to, or sent bytes that are not a frame.
 ``_on_internal_error(conn, exc)``
@@ -28,9 +38,13 @@ Hooks
 Contracts: :meth:`start`, :meth:`stop` and :attr:`address` may be called from
 any thread; everything else is the server thread's.  A pending connection
 that is not admitted within ``auth_timeout`` is closed, and at most
-``max_pending`` are kept (more are refused at accept).
+``max_pending`` are kept (more are refused at accept).  A pending peer never reaches a
+hook but ``_malformed`` and ``_on_eof``: garbage, a wrong MAC, a HELLO for another
+service or a refused rank close only its own connection.
 """
+import hmac
 import logging
+import secrets
 import selectors
 import socket
 import threading
@@ -71,9 +85,25 @@ class Conn:
 
 
 class FrameServer:
-    """Accept, read frames, write, close; see the module docstring for the hooks."""
+    """Accept, authenticate, read frames, write, close; see the module docstring for the hooks.
 
-    def __init__(self, host, port, clock, auth_timeout, max_pending):
+    `secret` (non-empty bytes) is what peers prove they know; `clock` gives monotonic
+    seconds for the deadlines.
+    """
+
+    #: how log lines and refusals name the service
+    name = 'controller'
+    #: how the crash log names it
+    title = 'synchronization controller'
+    #: the HELLO MAC's context: a MAC made for another service is refused
+    mac_context = P.MAC_CONTEXT
+    #: raised by :meth:`start`
+    error_class = ControllerError
+
+    def __init__(self, host, port, clock, auth_timeout, max_pending, secret):
+        if not isinstance(secret, (bytes, bytearray)) or not secret:
+            raise ValueError('secret must be non-empty bytes')
+        self._secret = bytes(secret)
         self._host = host
         self._port = port
         self._clock = clock
@@ -112,8 +142,8 @@ class FrameServer:
             try:
                 listener = socket.create_server((self._host, self._port), backlog=128)
             except OSError as exc:
-                raise ControllerError('controller cannot listen on %s:%s: %s'
-                                      % (self._host, self._port, exc)) from exc
+                raise self.error_class('%s cannot listen on %s:%s: %s'
+                                       % (self.name, self._host, self._port, exc)) from exc
             try:
                 self._on_start()
                 listener.setblocking(False)
@@ -130,7 +160,8 @@ class FrameServer:
             self._listener = listener
             self._address = listener.getsockname()[:2]
             self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name='mxnet-ssp-controller:%d' % self._address[1])
+                                            name='mxnet-ssp-%s:%d' % (self.name.replace(' ', '-'),
+                                                                      self._address[1]))
             self._thread.start()
         return self
 
@@ -175,12 +206,12 @@ class FrameServer:
                         self._on_event(what, mask)
                 now = self._clock()
                 for conn in [c for c in self._pending if c.deadline <= now]:
-                    log.warning('controller: closing connection from %s: no valid HELLO '
-                                'within %g s', conn.describe(), self.auth_timeout)
+                    log.warning('%s: closing connection from %s: no valid HELLO within %g s',
+                                self.name, conn.describe(), self.auth_timeout)
                     self._close(conn)
                 self._check_deadlines(now)
         except Exception as exc:          # never take the hosting process down
-            log.exception('synchronization controller crashed')
+            log.exception('%s crashed', self.title)
             self._on_crash(exc)
         finally:
             self._shutdown()
@@ -201,7 +232,7 @@ class FrameServer:
             if mask & selectors.EVENT_WRITE and not conn.closed:
                 self._flush(conn)
         except Exception as exc:
-            log.exception('controller error while serving %s', conn.describe())
+            log.exception('%s error while serving %s', self.name, conn.describe())
             self._on_internal_error(conn, exc)
             self._close(conn)
 
@@ -219,11 +250,11 @@ class FrameServer:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                log.warning('controller: accept failed: %s', exc)
+                log.warning('%s: accept failed: %s', self.name, exc)
                 return
             if len(self._pending) >= self.max_pending:
-                log.warning('controller: refusing %s: %d connections are already '
-                            'authenticating', peer, len(self._pending))
+                log.warning('%s: refusing %s: %d connections are already authenticating',
+                            self.name, peer, len(self._pending))
                 sock.close()
                 continue
             sock.setblocking(False)
@@ -232,10 +263,42 @@ class FrameServer:
             self._conns.add(conn)
             self._pending.add(conn)
             self._sel.register(sock, selectors.EVENT_READ, conn)
-            self._on_accept(conn)
+            conn.nonce = secrets.token_bytes(P.NONCE_BYTES)
+            self._send(conn, P.encode_challenge(conn.nonce))
+
+    # -- authentication --------------------------------------------------------
+    def _on_hello(self, conn, payload):
+        """A pending connection's frame: it must be a HELLO with a valid MAC."""
+        if payload[0] != P.HELLO:
+            self._malformed(conn, 'expected HELLO, got %s' % P.message_name(payload[0]))
+            return
+        try:
+            version, rank, mac = P.decode_hello(payload)
+        except P.ProtocolError as exc:
+            self._malformed(conn, str(exc))
+            return
+        if version != P.VERSION:
+            self._refuse(conn, 'protocol version %d is not supported (%s speaks %d)'
+                         % (version, self.name, P.VERSION))
+            return
+        if not hmac.compare_digest(mac, P.peer_mac(self._secret, self.mac_context,
+                                                   conn.nonce, rank)):
+            self._refuse(conn, 'authentication failed for rank %d: wrong secret' % rank)
+            return
+        reason = self._refusal(rank)
+        if reason is not None:
+            self._refuse(conn, reason)
+            return
+        self._admit(conn, rank)
+        self._on_admitted(conn, rank)
+
+    def _refuse(self, conn, reason):
+        log.warning('%s: refusing connection from %s: %s', self.name, conn.describe(), reason)
+        self._send(conn, P.encode_error(reason))
+        self._close(conn, flush=True)
 
     def _admit(self, conn, rank):
-        """`conn` authenticated as `rank`: it is no longer pending."""
+        """`conn` authenticated as `rank`: it is no longer pending (the rank's newest)."""
         self._pending.discard(conn)
         conn.state = READY
         conn.rank = rank
@@ -263,7 +326,10 @@ class FrameServer:
         for payload in payloads:
             if conn.closed:
                 return
-            self._on_message(conn, payload)
+            if conn.state == CHALLENGED:
+                self._on_hello(conn, payload)
+            else:
+                self._on_message(conn, payload)
 
     # -- output --------------------------------------------------------------
     def _send(self, conn, data):
@@ -309,7 +375,8 @@ class FrameServer:
         conn.closed = True
         self._pending.discard(conn)
         self._conns.discard(conn)
-        if conn.rank is not None and self._by_rank.get(conn.rank) is conn:
+        current = conn.rank is not None and self._by_rank.get(conn.rank) is conn
+        if current:
             del self._by_rank[conn.rank]
         try:
             self._sel.unregister(conn.sock)
@@ -319,6 +386,8 @@ class FrameServer:
             conn.sock.close()
         except OSError:
             pass
+        if conn.state == READY:
+            self._on_closed(conn, current)
 
     # -- stopping ------------------------------------------------------------
     def _shutdown(self):
@@ -349,11 +418,17 @@ class FrameServer:
     def _on_start(self):
         pass
 
-    def _on_accept(self, conn):
+    def _refusal(self, rank):
+        return None
+
+    def _on_admitted(self, conn, rank):
         pass
 
     def _on_message(self, conn, payload):
         raise NotImplementedError
+
+    def _on_closed(self, conn, current):
+        pass
 
     def _on_eof(self, conn, why):
         self._close(conn)

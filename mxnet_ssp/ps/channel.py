@@ -48,13 +48,20 @@ DISCOVERY_LEN = 1031
 MAGIC = (-8191.0, 131071.0, -524287.0)
 
 
-def encode_blob(obj):
-    """Encode a JSON-able object as a float32 vector of DISCOVERY_LEN bytes."""
+def encode_blob(obj, length=DISCOVERY_LEN):
+    """Encode a JSON-able object as a float32 vector of `length` elements.
+
+    The one packing of JSON into a KVStore value (controller discovery, the balancing
+    service's address): :data:`MAGIC`, the JSON's byte count in 4 elements (big-endian, one
+    byte each), then one UTF-8 byte per element, zeros after.  Every element is an integer
+    below 2**24, so float32 holds it exactly.  Raises ValueError if the JSON does not fit.
+    """
     raw = json.dumps(obj, sort_keys=True).encode('utf-8')
     head = len(MAGIC) + 4
-    if len(raw) > DISCOVERY_LEN - head:
-        raise ValueError('discovery message too long (%d bytes)' % len(raw))
-    out = np.zeros(DISCOVERY_LEN, dtype=np.float32)
+    if len(raw) > length - head:
+        raise ValueError('message too long for %d elements (%d bytes of JSON, at most %d)'
+                         % (length, len(raw), length - head))
+    out = np.zeros(length, dtype=np.float32)
     out[:len(MAGIC)] = MAGIC
     out[len(MAGIC):head] = [len(raw) >> 24 & 255, len(raw) >> 16 & 255, len(raw) >> 8 & 255,
                             len(raw) & 255]
@@ -70,15 +77,20 @@ def is_discovery(values):
 
 
 def decode_blob(values):
-    """Inverse of :func:`encode_blob`; returns None if `values` is not a message."""
+    """Inverse of :func:`encode_blob` (any length); None if `values` is not such a message.
+
+    `values` is a 1-D array (NumPy, or anything ``np.asarray`` reads); the vector's own
+    length bounds the JSON's.
+    """
     values = np.asarray(values)
-    if values.shape != (DISCOVERY_LEN,) or tuple(values[:len(MAGIC)].tolist()) != MAGIC:
+    head = len(MAGIC) + 4
+    if (values.ndim != 1 or values.shape[0] < head
+            or tuple(values[:len(MAGIC)].tolist()) != MAGIC):
         return None
     values = values.round().astype(np.int64)
-    b = values[len(MAGIC):len(MAGIC) + 4]
+    b = values[len(MAGIC):head]
     length = int(b[0]) << 24 | int(b[1]) << 16 | int(b[2]) << 8 | int(b[3])
-    head = len(MAGIC) + 4
-    if length <= 0 or length > DISCOVERY_LEN - head:
+    if length <= 0 or length > values.shape[0] - head:
         return None
     raw = bytes(int(v) & 255 for v in values[head:head + length])
     return json.loads(raw.decode('utf-8'))

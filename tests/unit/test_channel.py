@@ -87,3 +87,24 @@ def test_saved_server_state_refuses_another_number_of_servers(tmp_path):
     with pytest.raises(ValueError, match=r'2 servers\); this job has .* 3 servers'):
         ServerOptimizer(mx.optimizer.SGD(), num_workers=2, slots=True,
                         num_servers=3).control('load', prefix)
+
+
+@pytest.mark.parametrize('length', [512, 1031])
+def test_one_json_packing_for_every_length(length):
+    """encode_blob is the one JSON-in-float32 codec (discovery: 1031 elements, the balancing
+    service's address: 512); decode_blob reads any length and refuses what is not one."""
+    import numpy as np
+    from mxnet_ssp.ps.channel import MAGIC, decode_blob, encode_blob
+    obj = {'host': '10.0.0.7', 'port': 65535, 'secret': 'ab' * 32, 'é': [1, None]}
+    vec = encode_blob(obj, length)
+    assert vec.dtype == np.float32 and vec.shape == (length,)
+    assert tuple(vec[:3]) == MAGIC and decode_blob(vec) == obj
+    assert decode_blob(vec.astype(np.float64)) == obj          # what asnumpy() may give
+    assert decode_blob(np.zeros(length, dtype=np.float32)) is None     # an unset key
+    assert decode_blob(vec[:5]) is None and decode_blob(vec.reshape(-1, 1)) is None
+    short = vec.copy()
+    short[3] = 1                    # a byte count (2**24 + ...) beyond the vector
+    assert decode_blob(short) is None
+    with pytest.raises(ValueError, match=r'too long for 16 elements \(\d+ bytes of JSON, '
+                                         r'at most 9\)'):
+        encode_blob(obj, 16)

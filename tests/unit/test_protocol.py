@@ -77,11 +77,12 @@ def test_peer_mac_is_one_construction_with_a_context_per_service():
     assert p.peer_mac(secret, b'ctx', nonce, 258) == by_hand
     assert p.hello_mac(secret, nonce, 258) == p.peer_mac(secret, b'mxnet-ssp-v1', nonce, 258)
     # the balancing service signs with its own context: a controller MAC is useless there
-    from mxnet_ssp import balance
+    from mxnet_ssp.controller.balance_service import BalanceClient, BalanceService
+    assert BalanceService.mac_context == BalanceClient.mac_context == p.BALANCE_MAC_CONTEXT
     want = hmac.new(secret, b'mxnet-ssp-balance-v1' + nonce + b'\x00\x00\x00\x03',
-                    hashlib.sha256).hexdigest()
-    assert balance._mac(secret, nonce, 3) == want
-    assert want != p.hello_mac(secret, nonce, 3).hex()
+                    hashlib.sha256).digest()
+    assert p.peer_mac(secret, p.BALANCE_MAC_CONTEXT, nonce, 3) == want
+    assert want != p.hello_mac(secret, nonce, 3)
 
 
 def test_hello_mac_depends_on_secret_nonce_and_rank():
@@ -335,3 +336,39 @@ def test_reader_holds_back_a_body_that_follows_a_whole_frame():
     assert reader.pending == 6
     assert reader.feed(second[6:]) == [second[4:]]
     assert reader.pending == 0
+
+
+# ----------------------------------------------------------------------------- balancing frames
+
+def test_balancing_types_are_distinct_from_the_controller_s():
+    controller = {p.CHALLENGE, p.HELLO, p.WELCOME, p.CLOCK, p.RELEASE, p.LEAVE, p.BYE, p.ERROR}
+    balancing = {p.B_WELCOME, p.REPORT, p.DECISION, p.B_LEAVE}
+    assert balancing == {17, 18, 19, 20} and not balancing & controller
+    assert [p.message_name(k) for k in sorted(balancing)] == ['B_WELCOME', 'REPORT',
+                                                               'DECISION', 'B_LEAVE']
+    assert p.B_LEAVE_FRAME == b'\x00\x00\x00\x01\x14'
+
+
+def test_json_frames_bytes_and_round_trip():
+    data = p.encode_json(p.REPORT, {'model': [0.5, 0.001]})
+    assert data == b'\x00\x00\x00\x16\x12{"model":[0.5,0.001]}'
+    assert p.decode_json(p.FrameReader().feed(data)[0], p.REPORT) == {'model': [0.5, 0.001]}
+    big = p.encode_json(p.DECISION, {'sizes': [1] * 3000})      # more than MAX_FRAME
+    assert len(big) - 4 > p.MAX_FRAME
+    with pytest.raises(p.ProtocolError, match='outside 1..4096'):
+        p.FrameReader().feed(big)
+    assert p.FrameReader(p.MAX_JSON_FRAME).feed(big)[0][0] == p.DECISION
+    with pytest.raises(ValueError, match='REPORT of 22 bytes exceeds 21'):
+        p.encode_json(p.REPORT, {'model': [0.5, 0.001]}, 21)
+
+
+@pytest.mark.parametrize('payload,why', [
+    (b'\x13{}', 'expected REPORT, got DECISION'),
+    (b'\x12{"model": [1,', 'REPORT body is not JSON'),
+    (b'\x12\xff\xfe', 'REPORT body is not JSON'),
+    (b'\x12', 'REPORT body is not JSON'),
+    (b'\x12[1, 2]', 'REPORT body is not a JSON object'),
+])
+def test_decode_json_refuses_what_is_not_an_object_of_its_type(payload, why):
+    with pytest.raises(p.ProtocolError, match=why):
+        p.decode_json(payload, p.REPORT)
