@@ -10,11 +10,11 @@ import signal
 import subprocess
 
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, EXIT_USAGE, PROG,
-                       LaunchError, _say, dmlc_env, forwarded_env, local_env, parse_env_items,
-                       parse_env_pass, role_settings, task_env, validate_settings)
+                       LaunchError, dmlc_env, forwarded_env, local_env, parse_env_items,
+                       parse_env_pass, plural, role_settings, say, task_env, validate_settings)
 from .remote import (address_towards, free_port, mpi_argv, mpi_flavor, parse_hostfile, rsync_argv,
                      ssh_argv)
-from .supervisor import (Spec, Supervisor, _plural, describe_exit)
+from .supervisor import Spec, Supervisor, describe_exit
 from .gpus import GPU_ENV, describe as describe_gpus, plan_gpus, worker_gpu_env
 
 
@@ -109,9 +109,9 @@ def _plan(args, environ, num_gpus=None):
                 'server': role_settings(common, env_server, environ, args.p3),
                 'worker': role_settings(common, env_worker, environ, args.p3)}
     if args.p3:
-        _say('--p3: DMLC_PS_VAN_TYPE=p3 DMLC_PS_WATER_MARK=10 set in every process, as '
+        say('--p3: DMLC_PS_VAN_TYPE=p3 DMLC_PS_WATER_MARK=10 set in every process, as '
              "MXNet's launcher does (P3 is untested with dist_ssp / dist_dssp)")
-    counts = '1 scheduler, %s, %s' % (_plural(s, 'server'), _plural(n, 'worker'))
+    counts = '1 scheduler, %s, %s' % (plural(s, 'server'), plural(n, 'worker'))
     gpu_flags = args.gpus_per_worker is not None or args.gpu_map is not None
     if gpu_flags and args.launcher != 'local':
         raise LaunchError('--gpus-per-worker and --gpu-map are for --launcher local: with '
@@ -128,7 +128,7 @@ def _plan(args, environ, num_gpus=None):
         for flag, value in (('-H/--hostfile', args.hostfile),
                             ('--sync-dst-dir', args.sync_dst_dir)):
             if value:
-                _say('warning: %s is ignored by --launcher local' % flag)
+                say('warning: %s is ignored by --launcher local' % flag)
         if shutil.which(command[0], path=environ.get('PATH')) is None:
             hint = ('; the command is run directly, not by a shell: for shell syntax use '
                     "sh -c '...'" if '=' in command[0] else '')
@@ -180,7 +180,7 @@ def _plan(args, environ, num_gpus=None):
                                                     host.port, ssh_args),
                                   host=host.name, stdin_pipe=True))
         plan = 'ssh job: %s on %s; scheduler here at %s:%d; working directory %s' % (
-            counts, _plural(len(hosts), 'host'), uri, port, workdir)
+            counts, plural(len(hosts), 'host'), uri, port, workdir)
         return (specs, plan, [(h, rsync_argv(h.name, os.getcwd(), args.sync_dst_dir, h.port,
                                              ssh_args))
                               for h in {h.name: h for h in hosts}.values()]
@@ -188,7 +188,7 @@ def _plan(args, environ, num_gpus=None):
 
     # mpi
     if args.sync_dst_dir:
-        _say('warning: --sync-dst-dir is ignored by --launcher mpi')
+        say('warning: --sync-dst-dir is ignored by --launcher mpi')
     mpirun = environ.get(ENV_MPIRUN) or 'mpirun'
     if args.hostfile:
         hosts = parse_hostfile(args.hostfile)
@@ -227,16 +227,16 @@ def main(argv=None, num_gpus=None):
         for host, rsync in syncs:
             if shutil.which('rsync', path=environ.get('PATH')) is None:
                 raise LaunchError('--sync-dst-dir needs rsync, which is not installed here')
-            _say('syncing %s to %s:%s' % (os.getcwd(), host.name, args.sync_dst_dir))
+            say('syncing %s to %s:%s' % (os.getcwd(), host.name, args.sync_dst_dir))
             rc = subprocess.run(rsync, stdin=subprocess.DEVNULL, check=False).returncode
             if rc != 0:
-                _say('rsync to %s %s — nothing started' % (host.name, describe_exit(rc)))
+                say('rsync to %s %s — nothing started' % (host.name, describe_exit(rc)))
                 return EXIT_FAILED
     except LaunchError as err:
-        _say('error: %s' % err)
+        say('error: %s' % err)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _say('interrupted before the job started')
+        say('interrupted before the job started')
         return 128 + signal.SIGINT
-    _say(summary)
+    say(summary)
     return Supervisor(specs, timeout=args.timeout).run()

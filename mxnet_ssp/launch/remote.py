@@ -7,7 +7,7 @@ import socket
 import subprocess
 from dataclasses import dataclass
 
-from .settings import (ENV_MPIRUN, REMOTE_GRACE, SSH_BASE, LaunchError, _say)
+from .settings import (ENV_MPIRUN, REMOTE_GRACE, SSH_BASE, LaunchError, say)
 
 
 @dataclass
@@ -136,7 +136,7 @@ def mpi_flavor(mpirun='mpirun'):
         return 'openmpi'
     if 'hydra' in low or 'mpich' in low or 'intel' in low:
         return 'mpich'
-    _say('warning: cannot tell the MPI flavour from "%s --version"; using Open MPI options'
+    say('warning: cannot tell the MPI flavour from "%s --version"; using Open MPI options'
          % mpirun)
     return 'openmpi'
 
