@@ -52,14 +52,14 @@ shutdown barrier instead of exiting, so the launcher cannot see it fail:
 ``--timeout`` bounds such jobs.
 
 Layout: :mod:`.settings` (constants, checks before anything starts, each
-process's environment), :mod:`.gpus` (the GPU flags), :mod:`.remote` (hosts; ssh,
+process's environment), :mod:`.gpus` (the GPU flags), :mod:`.hosts` (hosts; ssh,
 rsync and mpirun command lines), :mod:`.supervisor` (running and stopping the processes), :mod:`.cli`
 (flags, the plan per launcher mode, ``main``).  The package stays light: it
 imports :mod:`mxnet_ssp.config` and the standard library only, never mxnet.
 """
 from .cli import _plan, build_parser, main
 from .gpus import count_gpus, parse_gpu_map, plan_gpus, worker_gpu_env
-from .remote import (Host, mpi_argv, mpi_flavor, parse_hostfile, remote_script, rsync_argv,
+from .hosts import (Host, mpi_argv, mpi_flavor, parse_hostfile, remote_script, rsync_argv,
                      ssh_argv)
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, EXIT_TIMEOUT,
                        EXIT_USAGE, PROG, SSH_BASE, LaunchError, find_kvstore_names,

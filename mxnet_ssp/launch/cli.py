@@ -12,7 +12,7 @@ import subprocess
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, EXIT_USAGE, PROG,
                        LaunchError, dmlc_env, forwarded_env, local_env, parse_env_items,
                        parse_env_pass, plural, role_settings, say, task_env, validate_settings)
-from .remote import (address_towards, free_port, mpi_argv, mpi_flavor, parse_hostfile, rsync_argv,
+from .hosts import (address_towards, free_port, mpi_argv, mpi_flavor, parse_hostfile, rsync_argv,
                      ssh_argv)
 from .supervisor import Spec, Supervisor, describe_exit
 from .gpus import GPU_ENV, describe as describe_gpus, plan_gpus, worker_gpu_env
