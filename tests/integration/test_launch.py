@@ -660,7 +660,7 @@ def test_ssh_plan_round_robin_and_env(tmp_path):
     args = launch.build_parser().parse_args(
         ['-n', '3', '-s', '2', '-H', hostfile, '--env', 'PASSME', '--env-worker', 'A:1',
          '--sync-dst-dir', '/remote/dir', 'python', 'train.py', '--kvstore', 'dist_ssp'])
-    specs, summary, syncs = launch._plan(args, environ)
+    specs, summary, syncs = launch.plan(args, environ)
     assert [(s.role, s.index, s.host) for s in specs] == [
         ('scheduler', 0, None), ('server', 0, '127.0.0.1'), ('server', 1, 'bob@127.0.0.2'),
         ('worker', 0, '127.0.0.1'), ('worker', 1, 'bob@127.0.0.2'), ('worker', 2, '127.0.0.1')]
@@ -698,7 +698,7 @@ def test_mpi_plan_with_fake_mpirun(tmp_path):
     environ = {'PATH': os.environ['PATH'], launch.ENV_MPIRUN: str(fake), 'MXNET_SSP_TIMEOUT': '9'}
     args = launch.build_parser().parse_args(
         ['-n', '2', '-s', '1', '--launcher', 'mpi', '--env-server', 'S:1', 'python', 't.py'])
-    specs, summary, _ = launch._plan(args, environ)
+    specs, summary, _ = launch.plan(args, environ)
     assert 'mpi job (openmpi)' in summary
     assert [(s.role, s.mpirun) for s in specs] == [('scheduler', 0), ('server', 1), ('worker', 2)]
     for spec in specs[1:]:
