@@ -1,4 +1,4 @@
-"""Tests of mxnet-ssp-launch (mxnet_ssp/launch.py).
+"""Tests of mxnet-ssp-launch (mxnet_ssp/launch/).
 
 Real jobs run on this machine only (loopback).  Helper scripts written to
 tmp_path stand in for training scripts: they dump their environment, record
