@@ -51,24 +51,32 @@ stores a worker that fails after creating its kvstore may hang in ps-lite's
 shutdown barrier instead of exiting, so the launcher cannot see it fail:
 ``--timeout`` bounds such jobs.
 
-Layout: :mod:`.settings` (constants, checks before anything starts, each
-process's environment), :mod:`.gpus` (the GPU flags), :mod:`.remote` (hosts; ssh,
-rsync and mpirun command lines), :mod:`.supervisor` (running and stopping the processes), :mod:`.cli`
-(flags, the plan per launcher mode, ``main``).  The package stays light: it
+Layout: :mod:`.cli` (the flags, :func:`check_job` for the checks every launcher
+shares, :func:`plan`, ``main``), :mod:`.job` (the checked :class:`Job` and the
+:class:`Plan` every launcher returns), one module per launcher, each with its planner and
+its command lines: :mod:`.local` (:func:`plan_local`), :mod:`.ssh` (:func:`plan_ssh`;
+ssh, the remote script, rsync), :mod:`.mpi` (:func:`plan_mpi`; mpirun and its flavour),
+then :mod:`.hosts` (the hostfile, addresses, ports), :mod:`.gpus` (the GPU flags),
+:mod:`.settings` (constants, checks before anything starts, each process's environment),
+:mod:`.supervisor` (running and stopping the processes).  The package stays light: it
 imports :mod:`mxnet_ssp.config` and the standard library only, never mxnet.
 """
-from .cli import _plan, build_parser, main
+from .cli import build_parser, check_job, main, plan
 from .gpus import count_gpus, parse_gpu_map, plan_gpus, worker_gpu_env
-from .remote import (Host, mpi_argv, mpi_flavor, parse_hostfile, remote_script, rsync_argv,
-                     ssh_argv)
+from .hosts import Host, parse_hostfile
+from .job import Job, Plan
+from .local import plan_local
+from .mpi import mpi_argv, mpi_flavor, plan_mpi
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, EXIT_TIMEOUT,
                        EXIT_USAGE, PROG, SSH_BASE, LaunchError, find_kvstore_names,
                        parse_env_items, role_settings, validate_settings)
+from .ssh import plan_ssh, remote_script, rsync_argv, ssh_argv
 from .supervisor import Spec, Supervisor
 
-__all__ = ['main', 'build_parser', 'parse_env_items', 'find_kvstore_names', 'validate_settings',
+__all__ = ['main', 'build_parser', 'check_job', 'plan', 'Job', 'Plan', 'plan_local', 'plan_ssh',
+           'plan_mpi', 'parse_env_items', 'find_kvstore_names', 'validate_settings',
            'parse_hostfile', 'remote_script', 'ssh_argv', 'rsync_argv', 'mpi_argv',
            'mpi_flavor', 'Spec', 'Supervisor', 'LaunchError', 'Host', 'role_settings', 'PROG',
            'ENV_LAUNCH_INDEX', 'ENV_MPIRUN', 'ENV_SSH_ARGS', 'EXIT_FAILED', 'EXIT_USAGE',
-           'EXIT_TIMEOUT', 'SSH_BASE', '_plan', 'count_gpus', 'parse_gpu_map', 'plan_gpus',
+           'EXIT_TIMEOUT', 'SSH_BASE', 'count_gpus', 'parse_gpu_map', 'plan_gpus',
            'worker_gpu_env']

@@ -1,21 +1,23 @@
-"""The command line: flags, the plan of processes for each launcher mode, and main().
+"""The command line: the flags, the checks every launcher shares, and main().
+
+:func:`check_job` checks the flags and settings into a :class:`.job.Job`; :func:`plan`
+hands it to its launcher's planner (:mod:`.local`, :mod:`.ssh`, :mod:`.mpi`), whose
+:class:`.job.Plan` :func:`main` runs under a :class:`.supervisor.Supervisor`.
 
 This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
 """
 import argparse
 import os
-import shlex
-import shutil
 import signal
-import subprocess
 
-from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, EXIT_USAGE, PROG,
-                       LaunchError, _say, dmlc_env, forwarded_env, local_env, parse_env_items,
-                       parse_env_pass, role_settings, task_env, validate_settings)
-from .remote import (address_towards, free_port, mpi_argv, mpi_flavor, parse_hostfile, rsync_argv,
-                     ssh_argv)
-from .supervisor import (Spec, Supervisor, _plural, describe_exit)
-from .gpus import GPU_ENV, describe as describe_gpus, plan_gpus, worker_gpu_env
+from .gpus import GPU_ENV
+from .job import Job
+from .local import plan_local
+from .mpi import plan_mpi
+from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_USAGE, PROG, LaunchError,
+                       parse_env_items, parse_env_pass, role_settings, say, validate_settings)
+from .ssh import plan_ssh, run_syncs
+from .supervisor import Supervisor
 
 
 def build_parser():
@@ -66,18 +68,13 @@ def build_parser():
     return p
 
 
-def _scheduler_spec(command, environ, settings, uri, port, n, s):
-    """The scheduler always runs here, with this machine's whole environment."""
-    dmlc = dmlc_env('scheduler', uri, port, n, s)
-    dmlc[ENV_LAUNCH_INDEX] = '0'
-    return Spec('scheduler', 0, command, local_env(environ, settings['scheduler'], dmlc))
+def check_job(args, environ):
+    """The :class:`.job.Job` of parsed `args` in `environ`; raise LaunchError.
 
-
-def _plan(args, environ, num_gpus=None):
-    """Check everything; return (specs, summary line, rsync jobs); raise LaunchError.
-
-    `num_gpus` (``num_gpus(environ) -> int``) counts the GPUs MXNet sees, for
-    ``--gpus-per-worker`` / ``--gpu-map``; default :func:`.gpus.count_gpus`.
+    Every check that does not depend on the launcher, in this order: the launcher is
+    supported, a command is given, the counts, ``--timeout``, the ``--env*`` items, the
+    settings (:func:`.settings.validate_settings`), the GPU flags.  Each launcher's
+    planner makes its own checks after these.  Nothing is started.
     """
     if args.launcher in ('sge', 'yarn'):
         raise LaunchError('--launcher %s is not supported by %s; use --launcher ssh (with '
@@ -109,9 +106,8 @@ def _plan(args, environ, num_gpus=None):
                 'server': role_settings(common, env_server, environ, args.p3),
                 'worker': role_settings(common, env_worker, environ, args.p3)}
     if args.p3:
-        _say('--p3: DMLC_PS_VAN_TYPE=p3 DMLC_PS_WATER_MARK=10 set in every process, as '
-             "MXNet's launcher does (P3 is untested with dist_ssp / dist_dssp)")
-    counts = '1 scheduler, %s, %s' % (_plural(s, 'server'), _plural(n, 'worker'))
+        say('--p3: DMLC_PS_VAN_TYPE=p3 DMLC_PS_WATER_MARK=10 set in every process, as '
+            "MXNet's launcher does (P3 is untested with dist_ssp / dist_dssp)")
     gpu_flags = args.gpus_per_worker is not None or args.gpu_map is not None
     if gpu_flags and args.launcher != 'local':
         raise LaunchError('--gpus-per-worker and --gpu-map are for --launcher local: with '
@@ -123,120 +119,42 @@ def _plan(args, environ, num_gpus=None):
             if clash:
                 raise LaunchError('%s %s clashes with --gpus-per-worker / --gpu-map, which set '
                                   '%s for each worker' % (flag, clash[0], ' and '.join(GPU_ENV)))
+    return Job(args.launcher, command, n, s, environ, settings, args.hostfile,
+               args.sync_dst_dir, args.gpus_per_worker, args.gpu_map)
 
-    if args.launcher == 'local':
-        for flag, value in (('-H/--hostfile', args.hostfile),
-                            ('--sync-dst-dir', args.sync_dst_dir)):
-            if value:
-                _say('warning: %s is ignored by --launcher local' % flag)
-        if shutil.which(command[0], path=environ.get('PATH')) is None:
-            hint = ('; the command is run directly, not by a shell: for shell syntax use '
-                    "sh -c '...'" if '=' in command[0] else '')
-            raise LaunchError('command %r not found or not executable (PATH of this '
-                              'environment)%s' % (command[0], hint))
-        gpus = plan_gpus(args.gpus_per_worker, args.gpu_map, n, environ, num_gpus)
-        uri, port = '127.0.0.1', free_port('127.0.0.1')
-        specs = [_scheduler_spec(command, environ, settings, uri, port, n, s)]
-        for role, count in (('server', s), ('worker', n)):
-            for i in range(count):
-                dmlc = dmlc_env(role, uri, port, n, s)
-                dmlc.update(task_env('local', role, i, n))
-                if 'DMLC_NODE_HOST' not in environ and 'DMLC_NODE_HOST' not in settings[role]:
-                    dmlc['DMLC_NODE_HOST'] = '127.0.0.1'
-                dmlc[ENV_LAUNCH_INDEX] = str(i)
-                role_env = settings[role]
-                if role == 'worker' and gpus is not None:
-                    role_env = dict(role_env, **worker_gpu_env(gpus[i], environ))
-                specs.append(Spec(role, i, command, local_env(environ, role_env, dmlc)))
-        where = '' if gpus is None else '; %s' % describe_gpus(gpus, environ)
-        return specs, 'local job: %s; scheduler at %s:%d%s' % (counts, uri, port, where), []
 
-    if args.launcher == 'ssh':
-        if not args.hostfile:
-            raise LaunchError('--launcher ssh (the default) needs -H/--hostfile with one host '
-                              'per line; use --launcher local to run every process here')
-        hosts = parse_hostfile(args.hostfile)
-        try:
-            ssh_args = shlex.split(environ.get(ENV_SSH_ARGS, ''))
-        except ValueError as err:
-            raise LaunchError('%s=%r is not valid: %s' % (ENV_SSH_ARGS, environ[ENV_SSH_ARGS],
-                                                          err)) from None
-        if shutil.which('ssh', path=environ.get('PATH')) is None:
-            raise LaunchError('--launcher ssh: the ssh program is not installed here')
-        uri, port = address_towards(hosts[0].address), free_port('')
-        workdir = args.sync_dst_dir or os.getcwd()
-        specs = [_scheduler_spec(command, environ, settings, uri, port, n, s)]
-        base = forwarded_env(environ)
-        for role, count in (('server', s), ('worker', n)):
-            for i in range(count):
-                host = hosts[i % len(hosts)]
-                env = dict(base)
-                env.update(settings[role])
-                env.update(dmlc_env(role, uri, port, n, s))
-                env.update(task_env('ssh', role, i, n))
-                env.setdefault('DMLC_NODE_HOST', host.address)
-                env[ENV_LAUNCH_INDEX] = str(i)
-                specs.append(Spec(role, i, ssh_argv(host.name, command, env, workdir,
-                                                    host.port, ssh_args),
-                                  host=host.name, stdin_pipe=True))
-        plan = 'ssh job: %s on %s; scheduler here at %s:%d; working directory %s' % (
-            counts, _plural(len(hosts), 'host'), uri, port, workdir)
-        return (specs, plan, [(h, rsync_argv(h.name, os.getcwd(), args.sync_dst_dir, h.port,
-                                             ssh_args))
-                              for h in {h.name: h for h in hosts}.values()]
-                if args.sync_dst_dir else [])
+def plan(args, environ=None, num_gpus=None):
+    """The :class:`.job.Plan` of parsed `args`: :func:`check_job`, then the launcher's
+    planner; raise LaunchError.  Nothing is started (ssh syncs are only planned).
 
-    # mpi
-    if args.sync_dst_dir:
-        _say('warning: --sync-dst-dir is ignored by --launcher mpi')
-    mpirun = environ.get(ENV_MPIRUN) or 'mpirun'
-    if args.hostfile:
-        hosts = parse_hostfile(args.hostfile)
-        uri = address_towards(hosts[0].address)
-    else:
-        uri = '127.0.0.1'
-    flavor = mpi_flavor(mpirun)
-    port = free_port('127.0.0.1' if uri.startswith('127.') else '')
-    specs = [_scheduler_spec(command, environ, settings, uri, port, n, s)]
-    base = forwarded_env(environ)
-    for role, count in (('server', s), ('worker', n)):
-        env = dict(base)
-        env.update(settings[role])
-        env.update(dmlc_env(role, uri, port, n, s))
-        env.update(task_env('mpi', role, 0, n))
-        if uri.startswith('127.') and 'DMLC_NODE_HOST' not in env:
-            env['DMLC_NODE_HOST'] = '127.0.0.1'
-        argv = mpi_argv(flavor, count, command, env, args.hostfile, mpirun,
-                        as_root=hasattr(os, 'geteuid') and os.geteuid() == 0)
-        specs.append(Spec(role, 0, argv, local_env(environ, {}, {}), mpirun=count))
-    where = 'hosts of %s' % args.hostfile if args.hostfile else 'this machine'
-    return specs, 'mpi job (%s): %s on %s; scheduler here at %s:%d' % (
-        flavor, counts, where, uri, port), []
+    `environ` defaults to a copy of ``os.environ``; `num_gpus` goes to
+    :func:`.local.plan_local` (tests inject a GPU count there).
+    """
+    job = check_job(args, dict(os.environ) if environ is None else environ)
+    if job.launcher == 'local':
+        return plan_local(job, num_gpus)
+    if job.launcher == 'ssh':
+        return plan_ssh(job)
+    return plan_mpi(job)
 
 
 def main(argv=None, num_gpus=None):
     """Entry point of ``mxnet-ssp-launch``; returns the exit code.
 
-    `num_gpus` is passed to :func:`_plan` (tests inject a GPU count there).
+    `num_gpus` is passed to :func:`plan` (tests inject a GPU count there).
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     environ = dict(os.environ)
     try:
-        specs, summary, syncs = _plan(args, environ, num_gpus)
-        for host, rsync in syncs:
-            if shutil.which('rsync', path=environ.get('PATH')) is None:
-                raise LaunchError('--sync-dst-dir needs rsync, which is not installed here')
-            _say('syncing %s to %s:%s' % (os.getcwd(), host.name, args.sync_dst_dir))
-            rc = subprocess.run(rsync, stdin=subprocess.DEVNULL, check=False).returncode
-            if rc != 0:
-                _say('rsync to %s %s — nothing started' % (host.name, describe_exit(rc)))
-                return EXIT_FAILED
+        job_plan = plan(args, environ, num_gpus)
+        rc = run_syncs(job_plan.syncs, os.getcwd(), args.sync_dst_dir, environ)
+        if rc != 0:
+            return rc
     except LaunchError as err:
-        _say('error: %s' % err)
+        say('error: %s' % err)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _say('interrupted before the job started')
+        say('interrupted before the job started')
         return 128 + signal.SIGINT
-    _say(summary)
-    return Supervisor(specs, timeout=args.timeout).run()
+    say(job_plan.summary)
+    return Supervisor(job_plan.specs, timeout=args.timeout).run()

@@ -67,13 +67,19 @@ class LaunchError(Exception):
     """Bad usage or setting found before anything started (exit code 2)."""
 
 
-def _say(msg, stream=None):
+def say(msg, stream=None):
+    """Write ``mxnet-ssp-launch: MSG`` to `stream` (default stderr); a closed stream is ignored."""
     stream = sys.stderr if stream is None else stream
     try:
         stream.write('%s: %s\n' % (PROG, msg))
         stream.flush()
     except (OSError, ValueError):
         pass
+
+
+def plural(n, word):
+    """``'1 worker'``, ``'2 workers'``."""
+    return '%d %s%s' % (n, word, '' if n == 1 else 's')
 
 
 def parse_env_items(items, flag):
@@ -110,7 +116,7 @@ def parse_env_pass(items, environ):
         if item in environ:
             out[item] = environ[item]
         else:
-            _say('warning: --env %s: %s is not set here; not passed' % (item, item))
+            say('warning: --env %s: %s is not set here; not passed' % (item, item))
     return out
 
 

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .settings import (EXIT_FAILED, EXIT_TIMEOUT, FINISH_TIMEOUT, KILL_GRACE, _say)
+from .settings import (EXIT_FAILED, EXIT_TIMEOUT, FINISH_TIMEOUT, KILL_GRACE, say)
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Supervisor:
         self._signals = []
 
     def _say(self, msg):
-        _say(msg, self.stream)
+        say(msg, self.stream)
 
     # -- events -------------------------------------------------------------
     def _waiter(self, proc):
@@ -367,7 +367,3 @@ class Supervisor:
                 proc.popen.stdin.close()
             except OSError:
                 pass
-
-
-def _plural(n, word):
-    return '%d %s%s' % (n, word, '' if n == 1 else 's')

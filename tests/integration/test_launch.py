@@ -1,4 +1,4 @@
-"""Tests of mxnet-ssp-launch (mxnet_ssp/launch.py).
+"""Tests of mxnet-ssp-launch (mxnet_ssp/launch/).
 
 Real jobs run on this machine only (loopback).  Helper scripts written to
 tmp_path stand in for training scripts: they dump their environment, record
@@ -660,7 +660,7 @@ def test_ssh_plan_round_robin_and_env(tmp_path):
     args = launch.build_parser().parse_args(
         ['-n', '3', '-s', '2', '-H', hostfile, '--env', 'PASSME', '--env-worker', 'A:1',
          '--sync-dst-dir', '/remote/dir', 'python', 'train.py', '--kvstore', 'dist_ssp'])
-    specs, summary, syncs = launch._plan(args, environ)
+    specs, summary, syncs = launch.plan(args, environ)
     assert [(s.role, s.index, s.host) for s in specs] == [
         ('scheduler', 0, None), ('server', 0, '127.0.0.1'), ('server', 1, 'bob@127.0.0.2'),
         ('worker', 0, '127.0.0.1'), ('worker', 1, 'bob@127.0.0.2'), ('worker', 2, '127.0.0.1')]
@@ -691,6 +691,37 @@ def test_ssh_plan_round_robin_and_env(tmp_path):
     assert syncs[1][1][-1] == 'bob@127.0.0.2:/remote/dir/'
 
 
+def test_local_plan_is_check_job_then_plan_local():
+    environ = {'PATH': os.environ['PATH'], 'DMLC_ROLE': 'stale', 'KEEP': 'k'}
+    args = launch.build_parser().parse_args(
+        ['-n', '2', '-s', '1', '--launcher', 'local', '--env-server', 'S:1', '--', 'true'])
+    job = launch.check_job(args, environ)
+    assert isinstance(job, launch.Job)
+    assert (job.launcher, job.command, job.num_workers, job.num_servers) == ('local', ['true'],
+                                                                             2, 1)
+    assert job.settings['server']['S'] == '1' and 'S' not in job.settings['worker']
+    plan = launch.plan_local(job)
+    assert isinstance(plan, launch.Plan) and plan.syncs == ()
+    assert plan.summary.startswith('local job: 1 scheduler, 1 server, 2 workers; scheduler at '
+                                   '127.0.0.1:')
+    assert [(s.role, s.index) for s in plan.specs] == [('scheduler', 0), ('server', 0),
+                                                       ('worker', 0), ('worker', 1)]
+    for spec in plan.specs:
+        assert spec.argv == ['true'] and spec.env['KEEP'] == 'k'
+        assert spec.env['DMLC_ROLE'] == spec.role
+        assert spec.env[launch.ENV_LAUNCH_INDEX] == str(spec.index)
+    assert [s.env.get('DMLC_NODE_HOST') for s in plan.specs] == [None] + ['127.0.0.1'] * 3
+    assert [s.env.get('DMLC_TASK_ID') for s in plan.specs] == [None, '2', '0', '1']
+    again = launch.plan(args, environ)          # plan() is the same two steps
+    assert [(s.role, s.index) for s in again.specs] == [(s.role, s.index) for s in plan.specs]
+
+
+def test_check_job_refuses_before_any_launcher_check():
+    args = launch.build_parser().parse_args(['-n', '0', '--launcher', 'ssh', 'python', 't.py'])
+    with pytest.raises(LaunchError, match='-n/--num-workers 0 is not valid'):
+        launch.check_job(args, {'PATH': os.environ['PATH']})   # not: ssh needs -H
+
+
 def test_mpi_plan_with_fake_mpirun(tmp_path):
     fake = tmp_path / 'mpirun'
     fake.write_text('#!/bin/sh\necho "mpirun (Open MPI) 4.1.4"\n')
@@ -698,7 +729,7 @@ def test_mpi_plan_with_fake_mpirun(tmp_path):
     environ = {'PATH': os.environ['PATH'], launch.ENV_MPIRUN: str(fake), 'MXNET_SSP_TIMEOUT': '9'}
     args = launch.build_parser().parse_args(
         ['-n', '2', '-s', '1', '--launcher', 'mpi', '--env-server', 'S:1', 'python', 't.py'])
-    specs, summary, _ = launch._plan(args, environ)
+    specs, summary, _ = launch.plan(args, environ)
     assert 'mpi job (openmpi)' in summary
     assert [(s.role, s.mpirun) for s in specs] == [('scheduler', 0), ('server', 1), ('worker', 2)]
     for spec in specs[1:]:

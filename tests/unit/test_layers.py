@@ -16,6 +16,7 @@ ALLOWED = {
     'config': {'core'},
     'controller': {'controller', 'core'},
     'lab': {'lab', 'core'},
+    'launch': {'launch', 'config'},
     'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels'},
 }
 #: what stays outside the package whatever it imports: only the standard library and numpy
@@ -24,6 +25,7 @@ THIRD_PARTY = {
     'config': set(),
     'controller': set(),
     'lab': {'numpy'},
+    'launch': set(),
 }
 
 

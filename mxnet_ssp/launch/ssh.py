@@ -1,0 +1,126 @@
+"""``--launcher ssh``: the scheduler here, servers and workers through ssh on the
+hostfile's hosts, after an optional rsync of this directory to every host.
+
+This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
+"""
+import os
+import shlex
+import shutil
+import subprocess
+
+from .hosts import address_towards, free_port, parse_hostfile
+from .job import Plan
+from .settings import (ENV_LAUNCH_INDEX, ENV_SSH_ARGS, EXIT_FAILED, REMOTE_GRACE, SSH_BASE,
+                       LaunchError, forwarded_env, plural, say, task_env)
+from .supervisor import Spec, describe_exit
+
+
+def remote_script(command, env, workdir, kill_grace=REMOTE_GRACE):
+    """POSIX sh script run on a remote host for one process.
+
+    It exports `env`, runs `command` in `workdir`, and watches its stdin (a
+    pipe from the launcher, through ssh): when that closes because the
+    launcher stopped the job or died, the command gets SIGTERM, then SIGKILL.
+    """
+    cmd = ' '.join(shlex.quote(a) for a in command)
+    lines = ['cd %s || exit 1' % shlex.quote(workdir)]
+    if env:
+        lines.append('export ' + ' '.join('%s=%s' % (k, shlex.quote(str(v)))
+                                          for k, v in env.items()))
+    lines += [
+        'exec 3<&0',
+        '%s 3<&- &' % cmd,
+        'pid=$!',
+        '{ while read -r _; do :; done; kill -TERM $pid; sleep %g; '
+        'kill -0 $pid && kill -KILL $pid; } <&3 >/dev/null 2>&1 &' % kill_grace,
+        'watch=$!',
+        'exec 3<&-',
+        'wait $pid 2>/dev/null; rc=$?',      # 2>/dev/null: no 'Terminated' from sh
+        'kill $watch 2>/dev/null',
+        'exit $rc',
+    ]
+    return '\n'.join(lines)
+
+
+def ssh_argv(host, command, env, workdir, port=None, ssh_args=()):
+    """argv of the local ssh process that runs `command` on `host`.
+
+    ``ssh -o StrictHostKeyChecking=no -o BatchMode=yes [SSH_ARGS] [-p PORT]
+    HOST 'sh -c <script>'`` where the script (see :func:`remote_script`) does
+    ``cd WORKDIR; export K=V ...; COMMAND`` with everything shell-quoted.
+    """
+    argv = list(SSH_BASE) + list(ssh_args)
+    if port:
+        argv += ['-p', str(port)]
+    return argv + [host, 'sh -c ' + shlex.quote(remote_script(command, env, workdir))]
+
+
+def rsync_argv(host, src, dst, port=None, ssh_args=()):
+    """argv of ``rsync -az`` copying directory `src` to `host`:`dst` (created if missing)."""
+    rsh = list(SSH_BASE) + list(ssh_args) + (['-p', str(port)] if port else [])
+    return ['rsync', '-az', '-e', ' '.join(shlex.quote(a) for a in rsh),
+            '--rsync-path', 'mkdir -p %s && rsync' % shlex.quote(dst),
+            src.rstrip('/') + '/', '%s:%s/' % (host, dst.rstrip('/') or '/')]
+
+
+def plan_ssh(job):
+    """The :class:`.job.Plan` of `job` over ssh; raise LaunchError.
+
+    Servers and workers go round-robin over the hostfile's hosts; each Spec is a
+    local ssh process (see :func:`ssh_argv`) with a pipe on its stdin.  With
+    ``--sync-dst-dir`` the plan's syncs copy the current directory to each distinct
+    host (see :func:`run_syncs`); nothing is copied here.
+    """
+    if not job.hostfile:
+        raise LaunchError('--launcher ssh (the default) needs -H/--hostfile with one host '
+                          'per line; use --launcher local to run every process here')
+    environ = job.environ
+    hosts = parse_hostfile(job.hostfile)
+    try:
+        ssh_args = shlex.split(environ.get(ENV_SSH_ARGS, ''))
+    except ValueError as err:
+        raise LaunchError('%s=%r is not valid: %s' % (ENV_SSH_ARGS, environ[ENV_SSH_ARGS],
+                                                      err)) from None
+    if shutil.which('ssh', path=environ.get('PATH')) is None:
+        raise LaunchError('--launcher ssh: the ssh program is not installed here')
+    uri, port = address_towards(hosts[0].address), free_port('')
+    workdir = job.sync_dst_dir or os.getcwd()
+    specs = [job.scheduler_spec(uri, port)]
+    base = forwarded_env(environ)
+    for role, count in (('server', job.num_servers), ('worker', job.num_workers)):
+        for i in range(count):
+            host = hosts[i % len(hosts)]
+            env = dict(base)
+            env.update(job.settings[role])
+            env.update(job.dmlc_env(role, uri, port))
+            env.update(task_env('ssh', role, i, job.num_workers))
+            env.setdefault('DMLC_NODE_HOST', host.address)
+            env[ENV_LAUNCH_INDEX] = str(i)
+            specs.append(Spec(role, i, ssh_argv(host.name, job.command, env, workdir,
+                                                host.port, ssh_args),
+                              host=host.name, stdin_pipe=True))
+    summary = 'ssh job: %s on %s; scheduler here at %s:%d; working directory %s' % (
+        job.counts(), plural(len(hosts), 'host'), uri, port, workdir)
+    syncs = []
+    if job.sync_dst_dir:
+        syncs = [(h, rsync_argv(h.name, os.getcwd(), job.sync_dst_dir, h.port, ssh_args))
+                 for h in {h.name: h for h in hosts}.values()]
+    return Plan(specs, summary, syncs)
+
+
+def run_syncs(syncs, src, dst, environ):
+    """Run a plan's rsync steps one host after another, before any process starts.
+
+    Blocking.  Return 0, or EXIT_FAILED once an rsync fails (the ones after it are
+    not run); raise LaunchError when rsync is not installed.  `src` and `dst` only
+    name the directories in the messages.
+    """
+    for host, rsync in syncs:
+        if shutil.which('rsync', path=environ.get('PATH')) is None:
+            raise LaunchError('--sync-dst-dir needs rsync, which is not installed here')
+        say('syncing %s to %s:%s' % (src, host.name, dst))
+        rc = subprocess.run(rsync, stdin=subprocess.DEVNULL, check=False).returncode
+        if rc != 0:
+            say('rsync to %s %s — nothing started' % (host.name, describe_exit(rc)))
+            return EXIT_FAILED
+    return 0
