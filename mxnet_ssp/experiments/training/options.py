@@ -209,14 +209,11 @@ def learning_rate_at(epoch, base_lr, decay, decay_epochs=(), decay_period=0):
 
 
 def expected_num_workers(kvstore, environ=None):
-    """Workers the job will have: 1 for local, else ``DMLC_NUM_WORKER``."""
-    env = os.environ if environ is None else environ
+    """Workers the job will have: 1 for local, else :func:`config.num_workers`
+    (``DMLC_NUM_WORKER``; a value that is not an integer >= 1 counts as 1)."""
     if kvstore == 'local':
         return 1
-    try:
-        return max(1, int(env.get('DMLC_NUM_WORKER', '1')))
-    except ValueError:
-        return 1
+    return config.num_workers(environ)
 
 
 def wraps_async(environ=None):
@@ -436,5 +433,5 @@ def check_args(argv, num_workers=1, environ=None):
     ``SystemExit(2)``, like the workers would.
     """
     env = dict(os.environ if environ is None else environ)
-    env.update({'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': str(int(num_workers))})
+    env.update({'DMLC_ROLE': 'worker', config.ENV_NUM_WORKER: str(int(num_workers))})
     return parse_args(argv, env)
