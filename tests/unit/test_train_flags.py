@@ -96,7 +96,8 @@ CASES = {
     'Only --dssp-mode': case(['--kvstore dist_ssp --dssp-mode paper'],
                              ['--kvstore dist_dssp --dssp-mode paper'], ['dist_dssp']),
     'Value --dssp-mode': case(['--kvstore dist_dssp --dssp-mode eager'],
-                              ['--kvstore dist_dssp --dssp-mode ' + m for m in options.DSSP_MODES]),
+                              ['--kvstore dist_dssp --dssp-mode ' + m
+                               for m in options.DSSP_MODES]),
     'Only --splits': case(['--kvstore dist_async --splits 2'],
                           ['--kvstore dist_softsync --splits 2'], ['dist_softsync']),
     '_check_splits': case(['--kvstore dist_softsync --splits 5',
@@ -158,9 +159,11 @@ CASES = {
                               [DA + '--slowdown 1:1', DA + '--slowdown 0:2.5,3:4',
                                DA + '--slowdown='],
                               ['RANK:FACTOR']),
-    '_check_slowdown_ranks': case([DA + '--slowdown 4:2', ('--kvstore local --slowdown 1:2', LOCAL),
+    '_check_slowdown_ranks': case([DA + '--slowdown 5:2,4:2',
+                                   ('--kvstore local --slowdown 1:2', LOCAL),
                                    (DA + '--slowdown 2:2', W2)],
-                                  [DA + '--slowdown 3:2', ('--kvstore local --slowdown 0:2', LOCAL)],
+                                  [DA + '--slowdown 3:2',
+                                   ('--kvstore local --slowdown 0:2', LOCAL)],
                                   ['--slowdown', 'worker(s)']),
     'Value --emulate': case([DA + '--emulate nowhere'],
                             [(DA + '--emulate mixed-2', W2), (DA + '--emulate jitter-8', W8)]),
@@ -183,6 +186,122 @@ CASES = {
 }
 
 
+#: row id -> the exact refusal of its first bad command line ({tmp}: the scratch directory)
+MESSAGES = {
+    '_check_model':
+        ('--model resnet9000 names a CIFAR ResNet of depth 9000, but CIFAR ResNets have depth 6n '
+         '+ 2 with n >= 1 (20, 32, 44, 50, 56, 110, ...); expected mlp, alexnet-small, resnet<D> '
+         '/ cifar_resnet<D>_v1|v2 with D = 6n + 2 (e.g. resnet20, resnet50, resnet56, resnet110), '
+         'or a GluonCV model zoo name'),
+    'Value --dataset':
+        "--dataset 'mnist' is not valid: expected one of digits, mnist5k, cifar10, cifar100",
+    'Value --kvstore':
+        ("--kvstore 'dist_fast' is not valid: expected one of local, dist_sync, dist_async, "
+         "dist_ssp, dist_dssp, dist_softsync"),
+    'Value --optimizer':
+        "--optimizer 'adam' is not valid: expected one of sgd, nag, sasgd, dcasgd_pw",
+    'Value --mode': "--mode 'eager' is not valid: expected one of hybrid, imperative",
+    'Value --batch-size': '--batch-size 0 is not valid: expected an integer >= 1',
+    'Value --num-epochs': '--num-epochs 0 is not valid: expected an integer >= 1',
+    'Value --num-gpus': '--num-gpus -1 is not valid: expected an integer >= 0',
+    'Value --num-data-workers': '--num-data-workers -1 is not valid: expected an integer >= 0',
+    'Value --save-period': '--save-period -1 is not valid: expected an integer >= 0',
+    'Value --log-interval': '--log-interval -1 is not valid: expected an integer >= 0',
+    'Value --lr-decay-period': '--lr-decay-period -1 is not valid: expected an integer >= 0',
+    'Value --num-iterations':
+        '--num-iterations 0 is not valid: expected an integer >= 1 (or omit it)',
+    'Value --seed': '--seed -1 is not valid: expected an integer in [0, 2**32)',
+    'Value --lr': '--lr 0.0 is not valid: expected a number > 0',
+    'Value --momentum': '--momentum 1.0 is not valid: expected a number in [0, 1)',
+    'Value --wd': '--wd -1e-09 is not valid: expected a number >= 0',
+    'Value --drop-rate': '--drop-rate 1.0 is not valid: expected a number in [0, 1)',
+    'Value --lr-decay':
+        ('--lr-decay 0.0 is not valid: expected a number > 0 (the learning rate is multiplied by '
+         'it)'),
+    'Parsed --lr-decay-epoch':
+        ("--lr-decay-epoch '200,x' is not valid: 'x' is not an integer; expected increasing "
+         "epochs >= 1, comma-separated (e.g. '200,250'), or '' for none"),
+    '_check_one_decay_schedule':
+        "--lr-decay-period 10 and --lr-decay-epoch '20' both say when to decay: give one of them",
+    '_check_job':
+        ('--kvstore dist_sync needs a parameter-server job (DMLC_ROLE is not set): run under '
+         '"mxnet-ssp-launch -n N -s S --launcher local mxnet-ssp-train ...", or use --kvstore '
+         'local'),
+    'Only --staleness':
+        ('--staleness is only accepted with --kvstore dist_ssp or dist_dssp, not with --kvstore '
+         'dist_async'),
+    '_check_staleness':
+        "--staleness='3,15' is not valid for dist_ssp: expected one integer s >= 0 (e.g. '3')",
+    'Only --dssp-mode':
+        '--dssp-mode is only accepted with --kvstore dist_dssp, not with --kvstore dist_ssp',
+    'Value --dssp-mode':
+        "--dssp-mode 'eager' is not valid: expected one of bounded, paper, threshold",
+    'Only --splits':
+        '--splits is only accepted with --kvstore dist_softsync, not with --kvstore dist_async',
+    '_check_splits':
+        ("--splits='5' is not valid for dist_softsync: expected an integer n with 1 <= n <= 4 "
+         "(the server applies one update per floor(4 / n) gradients)"),
+    'Only --sync-average':
+        '--sync-average is only accepted with --kvstore dist_sync, not with --kvstore dist_async',
+    '_check_balance':
+        ('--balance: batch bounds [33, 128] per worker (MXNET_SSP_BALANCE_MIN, '
+         'MXNET_SSP_BALANCE_MAX) admit no split of 128 samples over 4 workers: expected 4 * min '
+         '<= 128 <= 4 * max'),
+    '_check_rule_store':
+        ('--optimizer sasgd needs a store that reports the staleness of every gradient: --kvstore '
+         'dist_async, dist_ssp, dist_dssp, dist_softsync, not --kvstore dist_sync'),
+    'Only --staleness-lr':
+        '--staleness-lr is only accepted with --optimizer sasgd, not with --optimizer dcasgd_pw',
+    'Only --staleness-window':
+        '--staleness-window is only accepted with --optimizer sasgd, not with --optimizer sgd',
+    'Only --lamda':
+        '--lamda is only accepted with --optimizer dcasgd_pw, not with --optimizer sasgd',
+    'Only --adaptive':
+        '--adaptive is only accepted with --optimizer dcasgd_pw, not with --optimizer sasgd',
+    'Only --mean-square-decay':
+        ('--mean-square-decay is only accepted with --optimizer dcasgd_pw, not with --optimizer '
+         'nag'),
+    'Only --adaptive-reading':
+        ('--adaptive-reading is only accepted with --optimizer dcasgd_pw, not with --optimizer '
+         'sasgd'),
+    'Value --staleness-lr':
+        "--staleness-lr 'square' is not valid: expected one of inverse, average, none",
+    'Value --staleness-window': '--staleness-window 0 is not valid: expected an integer >= 1',
+    'Value --lamda': '--lamda -1e-09 is not valid: expected a number >= 0',
+    'Only --adaptive-reading needs --adaptive':
+        '--adaptive-reading is only accepted with --adaptive (DC-ASGD-a)',
+    'Value --adaptive-reading':
+        "--adaptive-reading 'x' is not valid: expected paper or multiverso",
+    'Only --mean-square-decay needs --adaptive':
+        '--mean-square-decay is only accepted with --adaptive (DC-ASGD-a)',
+    'Value --mean-square-decay':
+        '--mean-square-decay 1.0 is not valid: expected a number in [0, 1)',
+    'Parsed --slowdown':
+        ("--slowdown '1:x' is not valid: '1:x' is not RANK:FACTOR; expected "
+         "RANK:FACTOR[,RANK:FACTOR] with integer ranks >= 0 and factors >= 1 (e.g. 1:2.5)"),
+    '_check_slowdown_ranks':
+        "--slowdown '5:2,4:2' names rank 4 but the job has 4 worker(s) (ranks 0..3)",
+    'Value --emulate':
+        ("--emulate 'nowhere' is not valid: expected one of mixed-2, straggler-8, transient-8, "
+         "jitter-8"),
+    '_check_emulate_alone':
+        ("--emulate and --slowdown are exclusive: the scenario mixed-2 sets every worker's "
+         "compute time"),
+    '_check_emulate_workers':
+        '--emulate mixed-2 is for 2 workers but the job has 4 (launch it with -n 2)',
+    'Parsed --save-dir':
+        ("--save-dir '{tmp}/file' is not valid: {tmp}/file exists and is not a directory; "
+         "expected a directory that can be created or written"),
+    'Value --resume-from':
+        ("--resume-from '{tmp}/model-epoch003.params' is not valid: expected an existing "
+         "checkpoint file (<save-dir>/model-epoch<N>.params or model-final.params)"),
+    'Parsed --resume-from':
+        ("--resume-from '{tmp}/weights.params' is not valid: {tmp}/weights.params has no "
+         "weights.json next to it and no epoch<N> in its name, so the epoch to go on from is "
+         "unknown"),
+}
+
+
 def row_id(row):
     """'Value --lr', 'Only --splits', 'Only --mean-square-decay needs --adaptive', or the
     name of a check function."""
@@ -195,8 +314,8 @@ def row_id(row):
 
 
 def entries(which):
-    return [pytest.param(name, argv, env, id='%s: %s' % (name, argv))
-            for name, cases in CASES.items() for argv, env in cases[which]]
+    return [pytest.param(name, index, argv, env, id='%s: %s' % (name, argv))
+            for name, cases in CASES.items() for index, (argv, env) in enumerate(cases[which])]
 
 
 @pytest.fixture
@@ -222,18 +341,20 @@ def argv_of(text, tmp):
 def test_every_row_has_cases():
     ids = [row_id(row) for row in CHECKS]
     assert len(set(ids)) == len(ids), 'two rows share an id: %s' % ids
-    assert sorted(ids) == sorted(CASES)
+    assert sorted(ids) == sorted(CASES) == sorted(MESSAGES)
     for name, cases in CASES.items():
         assert cases['bad'] and cases['good'], name
 
 
-@pytest.mark.parametrize('name,text,env', entries('bad'))
-def test_the_row_refuses_its_bad_value(name, text, env, scratch, capsys):
+@pytest.mark.parametrize('name,index,text,env', entries('bad'))
+def test_the_row_refuses_its_bad_value(name, index, text, env, scratch, capsys):
     argv = argv_of(text, scratch)
     args = build_parser().parse_args(argv)
     row, message = find_problem(args, env)
     assert row is not None, '%s was accepted' % argv
     assert row_id(row) == name, message
+    if index == 0:
+        assert message == MESSAGES[name].format(tmp=scratch)
     flag = getattr(row, 'flag', None)
     if flag is not None:
         assert flag in message
@@ -251,8 +372,8 @@ def test_the_row_refuses_its_bad_value(name, text, env, scratch, capsys):
     assert 'usage:' in err and err.rstrip().endswith('error: ' + message)
 
 
-@pytest.mark.parametrize('name,text,env', entries('good'))
-def test_every_row_accepts_a_good_value(name, text, env, scratch):
+@pytest.mark.parametrize('name,index,text,env', entries('good'))
+def test_every_row_accepts_a_good_value(name, index, text, env, scratch):
     argv = argv_of(text, scratch)
     assert find_problem(build_parser().parse_args(argv), env) == (None, None)
     assert parse_args(argv, env).kvstore in options.KVSTORES
@@ -316,3 +437,11 @@ def test_the_numeric_rows_refuse_infinities():
         if type(row).__name__ == 'Value' and row.flag in ('--lr', '--wd', '--lr-decay',
                                                           '--momentum', '--drop-rate'):
             assert not row.ok(math.inf) and not row.ok(-math.inf) and not row.ok(math.nan)
+
+
+def test_mxnets_own_dist_async_is_named_as_the_reason(scratch):
+    args = build_parser().parse_args(argv_of('--optimizer sasgd', scratch))
+    assert find_problem(args, NO_WRAP)[1] == (
+        "--optimizer sasgd needs a store that reports the staleness of every gradient: "
+        "--kvstore dist_ssp, dist_dssp, dist_softsync, not --kvstore dist_async "
+        "(MXNET_SSP_WRAP_ASYNC=0 keeps MXNet's own dist_async, which does not)")
