@@ -18,7 +18,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
            'controller_placement', 'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER',
-           'parse_num_servers', 'num_servers', 'ENV_GPUS', 'parse_gpus', 'worker_gpus',
+           'parse_num_servers', 'num_servers', 'ENV_NUM_WORKER', 'parse_num_workers',
+           'num_workers', 'ENV_GPUS', 'parse_gpus', 'worker_gpus',
            'ENV_BALANCE_MIN', 'ENV_BALANCE_MAX', 'ENV_BALANCE_PERIOD', 'ENV_BALANCE_THRESHOLD',
            'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env']
 
@@ -58,6 +59,9 @@ ENV_MPIRUN = 'MXNET_SSP_LAUNCH_MPIRUN'
 ENV_LAUNCH_INDEX = 'MXNET_SSP_LAUNCH_INDEX'
 #: ps-lite's number of servers (set by every launcher); slot mode lays out keys with it.
 ENV_NUM_SERVER = 'DMLC_NUM_SERVER'
+#: ps-lite's number of workers (set by every launcher); the training script checks
+#: ``--splits``, ``--slowdown``, ``--emulate`` and ``--balance`` against it.
+ENV_NUM_WORKER = 'DMLC_NUM_WORKER'
 #: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is
 #: imported, with the same values as :func:`parse_flag`.
 ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
@@ -291,6 +295,33 @@ def num_servers(environ=None):
         raise ConfigError('%s is not set: a distributed store needs the number of parameter '
                           'servers of the job (the launcher sets it)' % ENV_NUM_SERVER)
     return parse_num_servers(value)
+
+
+def parse_num_workers(value):
+    """Parse a number of workers leniently: an integer, and at least 1.
+
+    Unlike the other parsers here it refuses nothing: a value that is not an
+    integer (``'two'``, ``''``, ``'2.0'``) counts as 1 worker, and so does one below 1.
+    This is how the training script has always read :data:`ENV_NUM_WORKER`, kept so
+    that its behaviour does not change; ps-lite itself refuses such a job later.
+    """
+    try:
+        count = int(value)
+    except ValueError:
+        return 1
+    return max(1, count)
+
+
+def num_workers(environ=None):
+    """The job's number of workers (``DMLC_NUM_WORKER``); 1 when it is not set.
+
+    Lenient like :func:`parse_num_workers`: never raises for a bad value.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_NUM_WORKER)
+    if value is None:
+        return 1
+    return parse_num_workers(value)
 
 
 def controller_placement(environ=None):

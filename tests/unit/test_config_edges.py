@@ -23,7 +23,7 @@ THRESHOLD_FORM = ('a fraction in [0, 1): the predicted gain below which the spli
 SMOOTHING_FORM = 'a weight in (0, 1]: how much the newest measurement counts (1: no averaging)'
 ALL_ENV = (cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE, cfg.ENV_TIMEOUT, cfg.ENV_METRICS_DIR,
            cfg.ENV_SOFTSYNC_SPLITS, cfg.ENV_STALENESS_LOG, cfg.ENV_WRAP_ASYNC, cfg.ENV_CONTROLLER,
-           cfg.ENV_GPUS, cfg.ENV_NUM_SERVER) + cfg.BALANCE_ENV
+           cfg.ENV_GPUS, cfg.ENV_NUM_SERVER, cfg.ENV_NUM_WORKER) + cfg.BALANCE_ENV
 
 
 def message(exc_type, fn, *args, **kwargs):
@@ -56,11 +56,12 @@ def hostile_env(clean_env):
 def test_the_variable_names_and_accepted_values_are_the_documented_ones():
     assert (cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE, cfg.ENV_TIMEOUT, cfg.ENV_METRICS_DIR,
             cfg.ENV_SOFTSYNC_SPLITS, cfg.ENV_STALENESS_LOG, cfg.ENV_WRAP_ASYNC,
-            cfg.ENV_CONTROLLER, cfg.ENV_GPUS, cfg.ENV_AUTOLOAD, cfg.ENV_NUM_SERVER) == (
+            cfg.ENV_CONTROLLER, cfg.ENV_GPUS, cfg.ENV_AUTOLOAD, cfg.ENV_NUM_SERVER,
+            cfg.ENV_NUM_WORKER) == (
         'MXNET_SSP_STALENESS', 'MXNET_SSP_DSSP_MODE', 'MXNET_SSP_TIMEOUT',
         'MXNET_SSP_METRICS_DIR', 'MXNET_SSP_SOFTSYNC_SPLITS', 'MXNET_SSP_STALENESS_LOG',
         'MXNET_SSP_WRAP_ASYNC', 'MXNET_SSP_CONTROLLER', 'MXNET_SSP_GPUS', 'MXNET_SSP_AUTOLOAD',
-        'DMLC_NUM_SERVER')
+        'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER')
     assert cfg.BALANCE_ENV == ('MXNET_SSP_BALANCE_MIN', 'MXNET_SSP_BALANCE_MAX',
                                'MXNET_SSP_BALANCE_PERIOD', 'MXNET_SSP_BALANCE_THRESHOLD',
                                'MXNET_SSP_BALANCE_SMOOTHING')
@@ -407,6 +408,29 @@ def test_num_servers_reads_the_given_mapping_or_os_environ(hostile_env):
     hostile_env.delenv(cfg.ENV_NUM_SERVER)
     with pytest.raises(cfg.ConfigError, match='DMLC_NUM_SERVER is not set'):
         cfg.num_servers()
+
+
+# parse_num_workers and num_workers are lenient on purpose (the training script has always
+# read DMLC_NUM_WORKER this way): a value that is not an integer >= 1 counts as 1 worker.
+@pytest.mark.parametrize('value,expected', [('1', 1), (' 2 ', 2), (3, 3), ('16', 16),
+                                            ('0', 1), ('-3', 1), (0, 1),
+                                            ('two', 1), ('', 1), ('2.0', 1), ('1.5', 1)])
+def test_parse_num_workers_counts_a_bad_value_as_one(value, expected):
+    result = cfg.parse_num_workers(value)
+    assert result == expected and type(result) is int
+
+
+def test_num_workers_reads_the_given_mapping_or_os_environ(hostile_env):
+    assert cfg.num_workers({cfg.ENV_NUM_WORKER: '4'}) == 4
+    assert cfg.num_workers({cfg.ENV_NUM_WORKER: ' 2 '}) == 2
+    for env in ({}, {cfg.ENV_NUM_WORKER: ''}, {cfg.ENV_NUM_WORKER: 'x'},
+                {cfg.ENV_NUM_WORKER: '0'}, {'DMLC_NUM_SERVER': '4'}):
+        assert cfg.num_workers(env) == 1
+    hostile_env.setenv(cfg.ENV_NUM_WORKER, '5')
+    assert cfg.num_workers() == 5
+    assert cfg.num_workers({}) == 1                # the mapping given, not os.environ
+    hostile_env.delenv(cfg.ENV_NUM_WORKER)
+    assert cfg.num_workers() == 1
 
 
 @pytest.mark.parametrize('value,expected', [(None, 'process'), ('', 'process'),

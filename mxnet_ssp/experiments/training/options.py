@@ -2,11 +2,15 @@
 
 :func:`parse_args` / :func:`check_args` check a command line cheaply (no MXNet,
 no GluonCV), so a job runner can reject bad flags before it starts any process.
+The rules are data: :data:`CHECKS` has one row per rule, in the order they are tried,
+and :func:`validate_args` reports the first that fails (the flag, its value and what
+is accepted).
 """
 import argparse
 import math
 import os
 import tempfile
+from collections import namedtuple
 
 from ... import config
 from ...core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
@@ -141,10 +145,6 @@ def build_parser():
     return p
 
 
-def _fail(parser, flag, value, accepted):
-    parser.error('%s %r is not valid: expected %s' % (flag, value, accepted))
-
-
 def parse_slowdown(text):
     """Parse ``RANK:FACTOR[,RANK:FACTOR]`` into ``{rank: factor}``.
 
@@ -209,14 +209,11 @@ def learning_rate_at(epoch, base_lr, decay, decay_epochs=(), decay_period=0):
 
 
 def expected_num_workers(kvstore, environ=None):
-    """Workers the job will have: 1 for local, else ``DMLC_NUM_WORKER``."""
-    env = os.environ if environ is None else environ
+    """Workers the job will have: 1 for local, else :func:`config.num_workers`
+    (``DMLC_NUM_WORKER``; a value that is not an integer >= 1 counts as 1)."""
     if kvstore == 'local':
         return 1
-    try:
-        return max(1, int(env.get('DMLC_NUM_WORKER', '1')))
-    except ValueError:
-        return 1
+    return config.num_workers(environ)
 
 
 def wraps_async(environ=None):
@@ -251,171 +248,295 @@ def check_save_dir(path):
     return path
 
 
+# ---------------------------------------------------------------------------
+# the checks: one row per rule, run in order by validate_args
+# ---------------------------------------------------------------------------
+#: What a check sees besides the flags: the worker's environment and the job's workers.
+Job = namedtuple('Job', 'environ num_workers')
+
+
+def _attr(flag):
+    """The attribute of a long flag: ``'--lr-decay-epoch'`` -> ``'lr_decay_epoch'``."""
+    return flag[2:].replace('-', '_')
+
+
+def _given(value):
+    """Whether a flag was given: not None, and not a switch left off."""
+    return value is not None and value is not False
+
+
+class Value(namedtuple('Value', 'flag ok accepted')):
+    """`flag`'s value must satisfy ``ok(value)``; `accepted` says what does.
+
+    Refused with ``<flag> <value!r> is not valid: expected <accepted>``.
+    """
+    __slots__ = ()
+
+    def __call__(self, args, job):
+        value = getattr(args, _attr(self.flag))
+        if not self.ok(value):
+            return '%s %r is not valid: expected %s' % (self.flag, value, self.accepted)
+        return None
+
+
+class Parsed(namedtuple('Parsed', 'flag parse dest accepted')):
+    """`flag`'s value goes through ``parse(value)``, which raises ValueError saying why not.
+
+    The result is stored as ``args.<dest>`` (nothing is stored when `dest` is None).
+    Refused with ``<flag> <value!r> is not valid: <why>; expected <accepted>`` (without
+    the ``; expected`` part when `accepted` is None: `why` says it).
+    """
+    __slots__ = ()
+
+    def __call__(self, args, job):
+        value = getattr(args, _attr(self.flag))
+        try:
+            result = self.parse(value)
+        except ValueError as err:
+            if self.accepted is None:
+                return '%s %r is not valid: %s' % (self.flag, value, err)
+            return '%s %r is not valid: %s; expected %s' % (self.flag, value, err, self.accepted)
+        if self.dest is not None:
+            setattr(args, self.dest, result)
+        return None
+
+
+class Only(namedtuple('Only', 'flag needs values note', defaults=('',))):
+    """`flag`, when given, is only accepted when flag `needs` has one of `values`.
+
+    `values` is ``(True,)`` when `needs` is a switch; `note` follows its name.
+    """
+    __slots__ = ()
+
+    def __call__(self, args, job):
+        if not _given(getattr(args, _attr(self.flag))):
+            return None
+        have = getattr(args, _attr(self.needs))
+        if have in self.values:
+            return None
+        if self.values == (True,):
+            return '%s is only accepted with %s%s' % (self.flag, self.needs, self.note)
+        return ('%s is only accepted with %s %s, not with %s %s'
+                % (self.flag, self.needs, ' or '.join(self.values), self.needs, have))
+
+
+def _one_of(choices):
+    return lambda value: value in choices
+
+
+def _at_least(low):
+    return lambda value: value >= low
+
+
+def _number(ok):
+    """A finite number for which ``ok(x)`` holds (NaN and infinities are refused)."""
+    return lambda value: math.isfinite(value) and ok(value)
+
+
+def _optional(ok):
+    """`ok`, or the flag was not given (None)."""
+    return lambda value: value is None or ok(value)
+
+
+def _listing(choices):
+    return 'one of %s' % ', '.join(choices)
+
+
+def _checkpoint_or_none(path):
+    return None if path is None else checkpoint_info(path)
+
+
+def _check_model(args, job):
+    """--model: a network we know; sets ``args.model_kind``."""
+    try:
+        args.model_kind = check_model(args.model)
+    except ValueError as err:
+        return '--model %s' % err
+    return None
+
+
+def _check_one_decay_schedule(args, job):
+    """--lr-decay-period and --lr-decay-epoch exclude each other."""
+    if args.lr_decay_period and args.lr_decay_epochs:
+        return ('--lr-decay-period %d and --lr-decay-epoch %r both say when to decay: '
+                'give one of them' % (args.lr_decay_period, args.lr_decay_epoch))
+    return None
+
+
+def _check_job(args, job):
+    """A dist store needs a parameter-server job (DMLC_ROLE set by a launcher)."""
+    if args.kvstore.startswith('dist') and not job.environ.get('DMLC_ROLE'):
+        return ('--kvstore %s needs a parameter-server job (DMLC_ROLE is not set): run '
+                'under "mxnet-ssp-launch -n N -s S --launcher local mxnet-ssp-train ...", '
+                'or use --kvstore local' % args.kvstore)
+    return None
+
+
+def _check_staleness(args, job):
+    """--staleness: what the store takes (config.parse_staleness names flag, value and form)."""
+    if args.staleness is not None:
+        try:
+            config.parse_staleness(args.staleness, args.kvstore, source='--staleness')
+        except ValueError as err:
+            return str(err)
+    return None
+
+
+def _check_splits(args, job):
+    """--splits: 1 <= n <= workers; replaced by the integer."""
+    if args.splits is not None:
+        try:
+            args.splits = config.parse_splits(args.splits, job.num_workers, source='--splits')
+        except ValueError as err:
+            return str(err)
+    return None
+
+
+def _check_balance(args, job):
+    """--balance: the MXNET_SSP_BALANCE_* bounds admit a split of the job's total batch."""
+    if args.balance:
+        try:
+            config.balance_from_env(
+                job.environ, num_workers=job.num_workers,
+                total=job.num_workers * args.batch_size * max(1, args.num_gpus))
+        except ValueError as err:
+            return '--balance: %s' % err
+    return None
+
+
+def _check_rule_store(args, job):
+    """sasgd and dcasgd_pw need a store that reports every gradient's staleness."""
+    ours = [s for s in STALENESS_KVSTORES if s != 'dist_async' or wraps_async(job.environ)]
+    if args.optimizer in (SASGD, DCASGD_PW) and args.kvstore not in ours:
+        why = (' (MXNET_SSP_WRAP_ASYNC=0 keeps MXNet\'s own dist_async, which does not)'
+               if args.kvstore == 'dist_async' else '')
+        return ('--optimizer %s needs a store that reports the staleness of every '
+                'gradient: --kvstore %s, not --kvstore %s%s'
+                % (args.optimizer, ', '.join(ours), args.kvstore, why))
+    return None
+
+
+def _check_slowdown_ranks(args, job):
+    """--slowdown names only ranks the job has."""
+    too_high = sorted(r for r in args.slowdown_factors if r >= job.num_workers)
+    if too_high:
+        return ('--slowdown %r names rank %d but the job has %d worker(s) (ranks 0..%d)'
+                % (args.slowdown, too_high[0], job.num_workers, job.num_workers - 1))
+    return None
+
+
+def _check_emulate_alone(args, job):
+    """--emulate and --slowdown exclude each other."""
+    if args.emulate is not None and args.slowdown_factors:
+        return ('--emulate and --slowdown are exclusive: the scenario %s sets every '
+                "worker's compute time" % args.emulate)
+    return None
+
+
+def _check_emulate_workers(args, job):
+    """--emulate's scenario has the job's number of workers; sets ``args.scenario``."""
+    args.scenario = None if args.emulate is None else SCENARIOS[args.emulate]
+    if (args.scenario is not None and args.kvstore.startswith('dist')
+            and job.num_workers != args.scenario.workers):
+        return ('--emulate %s is for %d workers but the job has %d (launch it with -n %d)'
+                % (args.emulate, args.scenario.workers, job.num_workers, args.scenario.workers))
+    return None
+
+
+#: Every rule of the flags, in the order :func:`validate_args` tries them (the first one
+#: that fails is reported).  A row is called as ``row(args, job)`` and returns the message
+#: (naming the flag, its value and what is accepted) or None; a few also store what they
+#: parsed on `args` (model_kind, lr_decay_epochs, splits, slowdown_factors, scenario,
+#: resume_info), which later rows read.
+CHECKS = (
+    # model, data and training
+    _check_model,
+    Value('--dataset', _one_of(DATASETS), _listing(DATASETS)),
+    Value('--kvstore', _one_of(KVSTORES), _listing(KVSTORES)),
+    Value('--optimizer', _one_of(OPTIMIZERS), _listing(OPTIMIZERS)),
+    Value('--mode', _one_of(TRAIN_MODES), _listing(TRAIN_MODES)),
+    Value('--batch-size', _at_least(1), 'an integer >= 1'),
+    Value('--num-epochs', _at_least(1), 'an integer >= 1'),
+    Value('--num-gpus', _at_least(0), 'an integer >= 0'),
+    Value('--num-data-workers', _at_least(0), 'an integer >= 0'),
+    Value('--save-period', _at_least(0), 'an integer >= 0'),
+    Value('--log-interval', _at_least(0), 'an integer >= 0'),
+    Value('--lr-decay-period', _at_least(0), 'an integer >= 0'),
+    Value('--num-iterations', _optional(_at_least(1)), 'an integer >= 1 (or omit it)'),
+    Value('--seed', lambda v: 0 <= v < 2 ** 32, 'an integer in [0, 2**32)'),
+    Value('--lr', _number(lambda x: x > 0), 'a number > 0'),
+    Value('--momentum', _number(lambda x: 0 <= x < 1), 'a number in [0, 1)'),
+    Value('--wd', _number(lambda x: x >= 0), 'a number >= 0'),
+    Value('--drop-rate', _number(lambda x: 0 <= x < 1), 'a number in [0, 1)'),
+    Value('--lr-decay', _number(lambda x: x > 0),
+          'a number > 0 (the learning rate is multiplied by it)'),
+    Parsed('--lr-decay-epoch', parse_decay_epochs, 'lr_decay_epochs',
+           "increasing epochs >= 1, comma-separated (e.g. '200,250'), or '' for none"),
+    _check_one_decay_schedule,
+    # the store and its settings
+    _check_job,
+    Only('--staleness', '--kvstore', SSP_KVSTORES),
+    _check_staleness,
+    Only('--dssp-mode', '--kvstore', ('dist_dssp',)),
+    Value('--dssp-mode', _optional(_one_of(DSSP_MODES)), _listing(DSSP_MODES)),
+    Only('--splits', '--kvstore', ('dist_softsync',)),
+    _check_splits,
+    Only('--sync-average', '--kvstore', ('dist_sync',)),
+    _check_balance,
+    # the update rule
+    _check_rule_store,
+    Only('--staleness-lr', '--optimizer', (SASGD,)),
+    Only('--staleness-window', '--optimizer', (SASGD,)),
+    Only('--lamda', '--optimizer', (DCASGD_PW,)),
+    Only('--adaptive', '--optimizer', (DCASGD_PW,)),
+    Only('--mean-square-decay', '--optimizer', (DCASGD_PW,)),
+    Only('--adaptive-reading', '--optimizer', (DCASGD_PW,)),
+    Value('--staleness-lr', _optional(_one_of(STALENESS_LR)), _listing(STALENESS_LR)),
+    Value('--staleness-window', _optional(_at_least(1)), 'an integer >= 1'),
+    Value('--lamda', _optional(_number(lambda x: x >= 0)), 'a number >= 0'),
+    Only('--adaptive-reading', '--adaptive', (True,), ' (DC-ASGD-a)'),
+    Value('--adaptive-reading', _optional(_one_of(ADAPTIVE_READINGS)), 'paper or multiverso'),
+    Only('--mean-square-decay', '--adaptive', (True,), ' (DC-ASGD-a)'),
+    Value('--mean-square-decay', _optional(_number(lambda x: 0 <= x < 1)), 'a number in [0, 1)'),
+    # workers and files
+    Parsed('--slowdown', parse_slowdown, 'slowdown_factors',
+           'RANK:FACTOR[,RANK:FACTOR] with integer ranks >= 0 and factors >= 1 (e.g. 1:2.5)'),
+    _check_slowdown_ranks,
+    Value('--emulate', _optional(_one_of(SCENARIOS)), _listing(SCENARIOS)),
+    _check_emulate_alone,
+    _check_emulate_workers,
+    Parsed('--save-dir', check_save_dir, None, 'a directory that can be created or written'),
+    Value('--resume-from', _optional(os.path.isfile),
+          'an existing checkpoint file (<save-dir>/model-epoch<N>.params or '
+          'model-final.params)'),
+    Parsed('--resume-from', _checkpoint_or_none, 'resume_info', None),
+)
+
+
+def find_problem(args, environ=None):
+    """Run :data:`CHECKS` on parsed `args`; return ``(row, message)`` of the first that
+    fails, or ``(None, None)``.  Stops at the first failure (later rows may read what
+    earlier ones stored on `args`).  Exits nothing, prints nothing."""
+    env = os.environ if environ is None else environ
+    job = Job(env, expected_num_workers(args.kvstore, env))
+    for row in CHECKS:
+        message = row(args, job)
+        if message:
+            return row, message
+    return None, None
+
+
 def validate_args(args, parser, environ=None):
     """Check every flag; on error print usage and the reason and exit with status 2.
 
     `environ` stands for the worker's environment (``DMLC_ROLE``,
     ``DMLC_NUM_WORKER``, ``MXNET_SSP_*``).  Imports neither MXNet nor GluonCV
     (except to look up a model name that is not in GluonCV's model zoo source).
+    The rules are the rows of :data:`CHECKS`; the first that fails is reported.
     """
-    env = os.environ if environ is None else environ
-    try:
-        args.model_kind = check_model(args.model)
-    except ValueError as err:
-        parser.error('--model %s' % err)
-    if args.dataset not in DATASETS:
-        _fail(parser, '--dataset', args.dataset, 'one of %s' % ', '.join(DATASETS))
-    if args.kvstore not in KVSTORES:
-        _fail(parser, '--kvstore', args.kvstore, 'one of %s' % ', '.join(KVSTORES))
-    if args.optimizer not in OPTIMIZERS:
-        _fail(parser, '--optimizer', args.optimizer, 'one of %s' % ', '.join(OPTIMIZERS))
-    if args.mode not in TRAIN_MODES:
-        _fail(parser, '--mode', args.mode, 'one of %s' % ', '.join(TRAIN_MODES))
-    for flag, value in (('--batch-size', args.batch_size), ('--num-epochs', args.num_epochs)):
-        if value < 1:
-            _fail(parser, flag, value, 'an integer >= 1')
-    for flag, value in (('--num-gpus', args.num_gpus),
-                        ('--num-data-workers', args.num_data_workers),
-                        ('--save-period', args.save_period), ('--log-interval', args.log_interval),
-                        ('--lr-decay-period', args.lr_decay_period)):
-        if value < 0:
-            _fail(parser, flag, value, 'an integer >= 0')
-    if args.num_iterations is not None and args.num_iterations < 1:
-        _fail(parser, '--num-iterations', args.num_iterations, 'an integer >= 1 (or omit it)')
-    if not 0 <= args.seed < 2 ** 32:
-        _fail(parser, '--seed', args.seed, 'an integer in [0, 2**32)')
-    if not (math.isfinite(args.lr) and args.lr > 0):
-        _fail(parser, '--lr', args.lr, 'a number > 0')
-    if not (math.isfinite(args.momentum) and 0 <= args.momentum < 1):
-        _fail(parser, '--momentum', args.momentum, 'a number in [0, 1)')
-    if not (math.isfinite(args.wd) and args.wd >= 0):
-        _fail(parser, '--wd', args.wd, 'a number >= 0')
-    if not (math.isfinite(args.drop_rate) and 0 <= args.drop_rate < 1):
-        _fail(parser, '--drop-rate', args.drop_rate, 'a number in [0, 1)')
-    if not (math.isfinite(args.lr_decay) and args.lr_decay > 0):
-        _fail(parser, '--lr-decay', args.lr_decay, 'a number > 0 (the learning rate is '
-                                                    'multiplied by it)')
-    try:
-        args.lr_decay_epochs = parse_decay_epochs(args.lr_decay_epoch)
-    except ValueError as err:
-        parser.error("--lr-decay-epoch %r is not valid: %s; expected increasing epochs >= 1, "
-                     "comma-separated (e.g. '200,250'), or '' for none"
-                     % (args.lr_decay_epoch, err))
-    if args.lr_decay_period and args.lr_decay_epochs:
-        parser.error('--lr-decay-period %d and --lr-decay-epoch %r both say when to decay: '
-                     'give one of them' % (args.lr_decay_period, args.lr_decay_epoch))
-
-    # the store and its settings
-    if args.kvstore.startswith('dist') and not env.get('DMLC_ROLE'):
-        parser.error('--kvstore %s needs a parameter-server job (DMLC_ROLE is not set): run '
-                     'under "mxnet-ssp-launch -n N -s S --launcher local mxnet-ssp-train ...", '
-                     'or use --kvstore local' % args.kvstore)
-    num_workers = expected_num_workers(args.kvstore, env)
-    if args.staleness is not None:
-        if args.kvstore not in SSP_KVSTORES:
-            parser.error('--staleness is only accepted with --kvstore %s, not with --kvstore %s'
-                         % (' or '.join(SSP_KVSTORES), args.kvstore))
-        try:
-            config.parse_staleness(args.staleness, args.kvstore, source='--staleness')
-        except ValueError as err:
-            parser.error(str(err))
-    if args.dssp_mode is not None:
-        if args.kvstore != 'dist_dssp':
-            parser.error('--dssp-mode is only accepted with --kvstore dist_dssp, not with '
-                         '--kvstore %s' % args.kvstore)
-        if args.dssp_mode not in DSSP_MODES:
-            _fail(parser, '--dssp-mode', args.dssp_mode, 'one of %s' % ', '.join(DSSP_MODES))
-    if args.splits is not None:
-        if args.kvstore != 'dist_softsync':
-            parser.error('--splits is only accepted with --kvstore dist_softsync, not with '
-                         '--kvstore %s' % args.kvstore)
-        try:
-            args.splits = config.parse_splits(args.splits, num_workers, source='--splits')
-        except ValueError as err:
-            parser.error(str(err))
-
-    if args.sync_average and args.kvstore != 'dist_sync':
-        parser.error('--sync-average is only accepted with --kvstore dist_sync, not with '
-                     '--kvstore %s' % args.kvstore)
-
-    if args.balance:
-        try:
-            config.balance_from_env(env, num_workers=num_workers,
-                                    total=num_workers * args.batch_size * max(1, args.num_gpus))
-        except ValueError as err:
-            parser.error('--balance: %s' % err)
-
-    # the update rule
-    ours = [s for s in STALENESS_KVSTORES if s != 'dist_async' or wraps_async(env)]
-    if args.optimizer in (SASGD, DCASGD_PW) and args.kvstore not in ours:
-        why = (' (MXNET_SSP_WRAP_ASYNC=0 keeps MXNet\'s own dist_async, which does not)'
-               if args.kvstore == 'dist_async' else '')
-        parser.error('--optimizer %s needs a store that reports the staleness of every '
-                     'gradient: --kvstore %s, not --kvstore %s%s'
-                     % (args.optimizer, ', '.join(ours), args.kvstore, why))
-    for flag, value, rule in (('--staleness-lr', args.staleness_lr, SASGD),
-                              ('--staleness-window', args.staleness_window, SASGD),
-                              ('--lamda', args.lamda, DCASGD_PW),
-                              ('--adaptive', args.adaptive or None, DCASGD_PW),
-                              ('--mean-square-decay', args.mean_square_decay, DCASGD_PW),
-                              ('--adaptive-reading', args.adaptive_reading, DCASGD_PW)):
-        if value is not None and args.optimizer != rule:
-            parser.error('%s is only accepted with --optimizer %s, not with --optimizer %s'
-                         % (flag, rule, args.optimizer))
-    if args.staleness_lr is not None and args.staleness_lr not in STALENESS_LR:
-        _fail(parser, '--staleness-lr', args.staleness_lr, 'one of %s' % ', '.join(STALENESS_LR))
-    if args.staleness_window is not None and args.staleness_window < 1:
-        _fail(parser, '--staleness-window', args.staleness_window, 'an integer >= 1')
-    if args.lamda is not None and not (math.isfinite(args.lamda) and args.lamda >= 0):
-        _fail(parser, '--lamda', args.lamda, 'a number >= 0')
-    if args.adaptive_reading is not None:
-        if not args.adaptive:
-            parser.error('--adaptive-reading is only accepted with --adaptive (DC-ASGD-a)')
-        if args.adaptive_reading not in ADAPTIVE_READINGS:
-            _fail(parser, '--adaptive-reading', args.adaptive_reading, 'paper or multiverso')
-    if args.mean_square_decay is not None:
-        if not args.adaptive:
-            parser.error('--mean-square-decay is only accepted with --adaptive (DC-ASGD-a)')
-        if not (math.isfinite(args.mean_square_decay) and 0 <= args.mean_square_decay < 1):
-            _fail(parser, '--mean-square-decay', args.mean_square_decay, 'a number in [0, 1)')
-
-    # workers and files
-    try:
-        args.slowdown_factors = parse_slowdown(args.slowdown)
-    except ValueError as err:
-        parser.error('--slowdown %r is not valid: %s; expected RANK:FACTOR[,RANK:FACTOR] with '
-                     'integer ranks >= 0 and factors >= 1 (e.g. 1:2.5)' % (args.slowdown, err))
-    too_high = sorted(r for r in args.slowdown_factors if r >= num_workers)
-    if too_high:
-        parser.error('--slowdown %r names rank %d but the job has %d worker(s) '
-                     '(ranks 0..%d)' % (args.slowdown, too_high[0], num_workers, num_workers - 1))
-    args.scenario = None
-    if args.emulate is not None:
-        if args.emulate not in SCENARIOS:
-            _fail(parser, '--emulate', args.emulate, 'one of %s' % ', '.join(SCENARIOS))
-        if args.slowdown_factors:
-            parser.error('--emulate and --slowdown are exclusive: the scenario %s sets every '
-                         "worker's compute time" % args.emulate)
-        args.scenario = SCENARIOS[args.emulate]
-        if args.kvstore.startswith('dist') and num_workers != args.scenario.workers:
-            parser.error('--emulate %s is for %d workers but the job has %d (launch it with '
-                         '-n %d)' % (args.emulate, args.scenario.workers, num_workers,
-                                     args.scenario.workers))
-    try:
-        check_save_dir(args.save_dir)
-    except ValueError as err:
-        parser.error('--save-dir %r is not valid: %s; expected a directory that can be '
-                     'created or written' % (args.save_dir, err))
-    args.resume_info = None
-    if args.resume_from is not None:
-        if not os.path.isfile(args.resume_from):
-            _fail(parser, '--resume-from', args.resume_from,
-                  'an existing checkpoint file (<save-dir>/model-epoch<N>.params or '
-                  'model-final.params)')
-        try:
-            args.resume_info = checkpoint_info(args.resume_from)
-        except ValueError as err:
-            parser.error('--resume-from %r is not valid: %s' % (args.resume_from, err))
+    _, message = find_problem(args, environ)
+    if message:
+        parser.error(message)
     return args
 
 
@@ -436,5 +557,5 @@ def check_args(argv, num_workers=1, environ=None):
     ``SystemExit(2)``, like the workers would.
     """
     env = dict(os.environ if environ is None else environ)
-    env.update({'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': str(int(num_workers))})
+    env.update({'DMLC_ROLE': 'worker', config.ENV_NUM_WORKER: str(int(num_workers))})
     return parse_args(argv, env)
