@@ -39,7 +39,7 @@ from .controller.balance_service import (BalanceClient, BalanceError, BalanceLos
                                          BalanceService, BalanceTimeout)
 from .core.split import (BalancePolicy, equal_split, fit_cost,  # noqa: F401 (re-exported)
                              predicted_time, solve_split)
-from .ps.channel import decode_blob, encode_blob
+from .ps.channel import BALANCE_KEY, BALANCE_KEY_STR, decode_blob, encode_blob
 
 __all__ = ['BalanceError', 'solve_split', 'predicted_time', 'equal_split', 'BalancePolicy',
            'BalanceService', 'BatchBalancer', 'fit_cost', 'BALANCE_KEY', 'BALANCE_KEY_STR',
@@ -47,10 +47,6 @@ __all__ = ['BalanceError', 'solve_split', 'predicted_time', 'equal_split', 'Bala
 
 logger = logging.getLogger(__name__)
 
-#: The reserved key worker 0 publishes the service's address in (integer-keyed stores).
-BALANCE_KEY = 199998
-#: The same for stores whose keys are strings (MXNet forbids mixing the two).
-BALANCE_KEY_STR = '__mxnet_ssp_balance__'
 #: Elements of the address vector (:func:`mxnet_ssp.ps.channel.encode_blob`).
 ADDRESS_ELEMENTS = 512
 #: Store types whose workers step in lockstep: every worker waits at a round for the decision.

@@ -65,6 +65,12 @@ ENV_NUM_WORKER = 'DMLC_NUM_WORKER'
 #: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is
 #: imported, with the same values as :func:`parse_flag`.
 ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
+#: Bytes per bucket of small arrays (:mod:`mxnet_ssp.ps.buckets`); 0 turns bucketing off.
+ENV_BUCKET_BYTES = 'MXNET_SSP_BUCKET_BYTES'
+#: Its default (docs/stores.md, "Buckets", gives the measurements behind it).
+DEFAULT_BUCKET_BYTES = 0   # 1 << 20 once the servers unpack buckets (issue 20, in progress)
+#: MXNet's own setting: arrays of at least this many elements are split over all servers.
+ENV_BIGARRAY_BOUND = 'MXNET_KVSTORE_BIGARRAY_BOUND'
 #: The accepted spellings of a yes/no setting, and what they mean.
 FLAG_VALUES = {'1': True, 'true': True, 'yes': True, 'on': True,
                '0': False, 'false': False, 'no': False, 'off': False}
@@ -552,3 +558,27 @@ def balance_from_env(environ=None, num_workers=None, **overrides):
                 % (lo, hi, ENV_BALANCE_MIN, ENV_BALANCE_MAX, conf.total, num_workers,
                    num_workers, conf.total, num_workers))
     return conf
+
+
+def bucket_bytes(environ=None, value=None):
+    """Bytes per bucket: `value` (from Python) or ``MXNET_SSP_BUCKET_BYTES``, an integer >= 0
+    (0: every array keeps its own key), default :data:`DEFAULT_BUCKET_BYTES`."""
+    source = 'bucket_bytes'
+    if value is None:
+        env = os.environ if environ is None else environ
+        value = env.get(ENV_BUCKET_BYTES)
+        source = ENV_BUCKET_BYTES
+        if value is None or not str(value).strip():
+            return DEFAULT_BUCKET_BYTES
+    return _int_setting(value, source, 0, 'a number of bytes, an integer >= 0 (0 turns '
+                        'bucketing off; default %d)' % DEFAULT_BUCKET_BYTES)
+
+
+def bigarray_bound(environ=None):
+    """MXNet's ``MXNET_KVSTORE_BIGARRAY_BOUND`` as MXNet reads it (default 1000000)."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_BIGARRAY_BOUND)
+    if value is None or not str(value).strip():
+        return 1000000
+    return _int_setting(value, ENV_BIGARRAY_BOUND, 1, 'an integer >= 1 (MXNet\'s own setting: '
+                        'arrays of at least this many elements are split over all servers)')

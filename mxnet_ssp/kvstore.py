@@ -57,7 +57,9 @@ from mxnet.kvstore.base import KVStoreBase
 from .ps import _process
 from .ps import discovery
 from . import config as cfg
-from .ps.channel import DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec, refresh_marker
+from .ps.buckets import BUCKET_KEY_STR, ArrayInfo, int_key_candidates, plan_buckets, BucketPlan
+from .ps.channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,
+                         UpdaterSpec, refresh_marker)
 from .controller.client import ControllerClient
 from .ps.native import FreedNative, create_native, free_native
 from .controller.protocol import ControllerError
@@ -99,6 +101,7 @@ class SSPKVStore(KVStoreBase):
 
     def __init__(self, store=None, **settings):
         store = store or self.store_type
+        self._bucket_bytes = cfg.bucket_bytes(value=settings.pop('bucket_bytes', None))
         self._config = cfg.from_env(store, **settings)
         self._kv = create_native(self._config.timeout)
         self._rank = self._kv.rank
@@ -119,6 +122,13 @@ class SSPKVStore(KVStoreBase):
         self._clock = 0
         self._closed = False
         self._log = StepLog(self._rank, self._config.metrics_dir)
+        self._arrays = {}                 # key -> (shape, dtype, stype, server-side index)
+        self._plan = None                 # the BucketPlan, decided at the first push
+        self._bucket_keys = {}            # bucket key -> Bucket
+        self._packer = None
+        self._waiting = {}                # bucket number -> [(member, out)] to unpack
+        self._pulled_in_step = set()      # buckets pulled in this (fast) step
+        self._sent_optimizer = None
         self.last_release = None
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         _process.adopt(self)      # closed and freed at exit in the same phase on every worker
@@ -180,6 +190,7 @@ class SSPKVStore(KVStoreBase):
     def init(self, key, value):
         """Initialize `key` on the servers (collective, like the native store)."""
         self._tracker.on_init(as_list(key), as_values(key, value))
+        self._remember(key, value)
         if not self._keys.slot_mode:
             self._kv.init(key, value)
             self._keys.count_string_keys(key)
@@ -189,6 +200,7 @@ class SSPKVStore(KVStoreBase):
     def broadcast(self, key, value, out, priority=0):
         """Initialize `key` with `value` and pull it into `out` (collective)."""
         self._tracker.on_init(as_list(key), as_values(key, value))
+        self._remember(key, value)
         if not self._keys.slot_mode:
             self._kv.broadcast(key, value, out, priority=priority)
             self._keys.count_string_keys(key)
@@ -200,10 +212,15 @@ class SSPKVStore(KVStoreBase):
         """Push gradients; in SSP/DSSP blocks only when this push completes a step."""
         keys = as_list(key)
         step = self._begin(keys)
-        self._kv.push(self._keys.mine(key), value, priority=priority)
+        if self._plan:
+            own = self._stage(keys, as_values(key, value), None, step, priority)
+            if own:
+                self._kv.push(self._keys.mine(own[0]), own[1], priority=priority)
+        else:
+            self._kv.push(self._keys.mine(key), value, priority=priority)
         step.unpulled.update(keys)
         if self._tracker.on_push(keys):
-            self._end_step()
+            self._finish_step(priority)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Pull weights; deferred to the release if `key` was pushed in this SSP step."""
@@ -212,6 +229,9 @@ class SSPKVStore(KVStoreBase):
         in_step = step is not None and any(self._tracker.in_step(k) for k in keys)
         if in_step and not step.fast:
             step.deferred.append((key, out, priority, ignore_sparse))
+            return
+        if self._plan and any(self._plan.bucket_of(k) for k in keys):
+            self._pull_through_buckets(key, out, priority, ignore_sparse, step if in_step else None)
             return
         self._kv.pull(self._keys.mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
         if in_step:
@@ -222,14 +242,219 @@ class SSPKVStore(KVStoreBase):
         keys = as_list(key)
         out = value if out is None else out
         step = self._begin(keys)
-        if step.fast:
+        if self._plan:
+            own = self._stage(keys, as_values(key, value), as_values(key, out), step, priority)
+            if own:
+                own_keys, own_values, own_outs = own
+                if step.fast:
+                    self._kv.pushpull(self._keys.mine(own_keys), own_values, out=own_outs,
+                                      priority=priority)
+                    step.pulled(own_keys, own_outs)
+                else:
+                    self._kv.push(self._keys.mine(own_keys), own_values, priority=priority)
+                    step.deferred.append((own_keys, own_outs, priority, True))
+        elif step.fast:
             self._kv.pushpull(self._keys.mine(key), value, out=out, priority=priority)
             step.pulled(keys, out)
         else:
             self._kv.push(self._keys.mine(key), value, priority=priority)
             step.deferred.append((key, out, priority, True))
         if self._tracker.on_push(keys):
-            self._end_step()
+            self._finish_step(priority)
+
+    # -- buckets (mxnet_ssp.ps.buckets) ----------------------------------------------
+    def _remember(self, key, value):
+        """Note the shape, dtype and kind of each initialized array, for the bucket plan."""
+        str_id = self._keys.str_ids
+        for k, v in zip(as_list(key), as_values(key, value)):
+            v = v[0] if isinstance(v, (list, tuple)) else v
+            if self._plan and (k in self._plan.of_key or k in self._bucket_keys):
+                raise SSPError(
+                    'worker[%d]: key %r is initialized again after the store packed it into a '
+                    'bucket (or it is a bucket\'s key): set %s=0 to keep one key per array'
+                    % (self._rank, k, cfg.ENV_BUCKET_BYTES))
+            if isinstance(k, str):
+                # MXNet numbers string keys in the order they are initialized
+                sid, str_id = (None if self._keys.slot_mode else str_id), str_id + 1
+            else:
+                sid = k
+            self._arrays[k] = (tuple(v.shape), np.dtype(v.dtype), v.stype, sid)
+
+    def _no_buckets_reason(self):
+        """Why this store keeps one key per array, or None."""
+        if self._bucket_bytes <= 0:
+            return '%s=0' % cfg.ENV_BUCKET_BYTES
+        from .optim import is_elementwise
+        if not is_elementwise(self._optimizer):
+            return ('%s is not known to be element-wise (its update of an element may read '
+                    'others, e.g. a layer\'s norm), so the servers must update each array on '
+                    'its own' % type(self._optimizer).__name__)
+        return None
+
+    def _key_candidates(self):
+        """The keys buckets may take, with the server each lands on (see ps.buckets)."""
+        servers = self._num_servers
+        if self._tracker.string_keys:
+            first = self._keys.str_ids
+
+            def candidates(n):
+                return [(BUCKET_KEY_STR % j, (first + j) * 9973 % servers) for j in range(n)]
+            return candidates
+        taken = set(self._arrays) | {DISCOVERY_KEY} | {k for k in RESERVED_KEYS
+                                                      if not isinstance(k, str)}
+        if self._keys.slot_mode:
+            top = MAX_INT_KEY // (self._num_workers * servers) - 1
+            return int_key_candidates(servers, top, lambda k: k % servers, taken)
+        return int_key_candidates(servers, MAX_INT_KEY - 1, lambda k: k * 9973 % servers, taken)
+
+    def _decide_plan(self):
+        """At the first push: pack the small arrays initialized so far into buckets.
+
+        Collective, like ``init``: every worker makes the same plan from the same arrays, rank
+        0 tells the servers (a ``buckets`` command) and initializes the bucket keys with the
+        arrays' values on the servers.  No worker pushes a packed array on its own key after
+        this, so those values are still the initial ones.
+        """
+        self._plan, self._bucket_keys = BucketPlan([]), {}
+        why = self._no_buckets_reason()
+        if why is not None:
+            if self._bucket_bytes > 0:
+                logger.info('worker[%d] one key per array: %s', self._rank, why)
+            return
+        from .optim import server_multipliers
+        arrays = []
+        for k, (shape, dtype, stype, sid) in self._arrays.items():
+            eligible = stype == 'default' and sid is not None and k not in RESERVED_KEYS
+            group = (dtype.str,) + (server_multipliers(self._sent_optimizer, sid)
+                                    if eligible else ())
+            arrays.append(ArrayInfo(k, shape, int(np.prod(shape)), dtype.itemsize, group,
+                                    eligible))
+        try:
+            plan = plan_buckets(arrays, self._bucket_bytes, self._num_servers,
+                                self._key_candidates(), cfg.bigarray_bound())
+        except ValueError as err:
+            logger.info('worker[%d] one key per array: %s', self._rank, err)
+            return
+        if not plan:
+            return
+        dtypes = [np.dtype(b.group[0]) for b in plan.buckets]
+        if self._rank == 0:
+            self._send_control('buckets', [self._server_spec(b) for b in plan.buckets])
+        values = self._initial_values(plan, dtypes)
+        keys = [b.key for b in plan.buckets]
+        message = ('worker[%d]: the other workers did not reach the first push within %g s '
+                   '(%s): a worker died or is stopped' % (self._rank, self._config.timeout,
+                                                           cfg.ENV_TIMEOUT))
+        with _process.bounded(self._config.timeout, message):
+            if self._keys.slot_mode:
+                self._init_slots(keys, values)
+            else:
+                self._kv.init(keys, values)
+                self._keys.count_string_keys(keys)
+        self._plan, self._bucket_keys = plan, {b.key: b for b in plan.buckets}
+        from .ps.packer import Packer
+        self._packer = Packer(plan, dtypes)
+        if self._tracker.learned:
+            self._packer.expect(self._tracker.expected)
+        self._waiting, self._pulled_in_step = {}, set()
+        logger.info('worker[%d] %s', self._rank, plan.describe())
+
+    def _server_spec(self, bucket):
+        """What the servers need to know of a bucket (plain data, sent in a command)."""
+        members = [(self._arrays[m.key][3], m.offset, m.size) for m in bucket.members]
+        sid = bucket.key if not isinstance(bucket.key, str) else (
+            self._keys.str_ids + int(bucket.key.strip('_').rsplit('_', 1)[1]))
+        return {'index': sid, 'payload': bucket.payload, 'length': bucket.length,
+                'members': members, 'lr_mult': bucket.group[1], 'wd_mult': bucket.group[2]}
+
+    def _initial_values(self, plan, dtypes):
+        """Rank 0: each bucket's members as the servers hold them now; others: zeros."""
+        values = [nd.zeros(b.length, dtype=d) for b, d in zip(plan.buckets, dtypes)]
+        if self._rank == 0:
+            for b, v in zip(plan.buckets, values):
+                for m in b.members:
+                    self._kv.pull(self._keys.mine(m.key),
+                                  out=v[m.offset:m.offset + m.size].reshape(m.shape))
+            nd.waitall()
+        return values
+
+    def _stage(self, keys, values, outs, step, priority):
+        """Pack the bucketed arrays of a push; push the buckets now complete.  Returns the
+        keys that keep their own (and their values and outs), or None."""
+        own = ([], [], [])
+        touched = []
+        for i, k in enumerate(keys):
+            found = self._plan.bucket_of(k)
+            if found is None:
+                own[0].append(k)
+                own[1].append(values[i])
+                own[2].append(None if outs is None else outs[i])
+                continue
+            bucket, member = found
+            self._packer.stage(bucket, member, values[i])
+            if outs is not None:
+                if step.fast:
+                    self._waiting.setdefault(bucket.number, []).append((member, outs[i]))
+                else:
+                    step.deferred.append((k, outs[i], priority, True))
+            if bucket not in touched:
+                touched.append(bucket)
+        for bucket in touched:
+            if self._packer.ready(bucket):
+                self._flush(bucket, step, priority)
+        return own if own[0] else None
+
+    def _flush(self, bucket, step, priority):
+        """Push `bucket`; on the fast path pull it at once and unpack what waits for it."""
+        key = self._keys.mine(bucket.key)
+        self._kv.push(key, self._packer.take(bucket), priority=priority)
+        if step.fast:
+            self._kv.pull(key, out=self._packer.recv(bucket), priority=priority)
+            self._pulled_in_step.add(bucket.number)
+            for member, out in self._waiting.pop(bucket.number, ()):
+                self._packer.scatter(bucket, member, out)
+                step.pulled([member.key], out)
+
+    def _finish_step(self, priority):
+        """The step's last push: push the buckets still holding gradients, then end it."""
+        step = self._step
+        if self._packer is not None and step is not None:
+            for bucket in self._packer.pending():
+                self._flush(bucket, step, priority)
+        self._pulled_in_step = set()
+        self._end_step()
+
+    def _pull_through_buckets(self, key, out, priority, ignore_sparse, step, pulled=None):
+        """Pull `key` (or a list), the bucketed ones from their bucket.  `step`: the fast step
+        in progress that pushed them; `pulled`: the buckets already pulled at this release."""
+        own_keys, own_outs = [], []
+        for k, o in zip(as_list(key), as_values(key, out)):
+            found = self._plan.bucket_of(k)
+            if found is None:
+                own_keys.append(k)
+                own_outs.append(o)
+                continue
+            bucket, member = found
+            if step is not None and bucket.number not in self._pulled_in_step:
+                self._waiting.setdefault(bucket.number, []).append((member, o))
+                continue
+            if step is None and (pulled is None or bucket.number not in pulled):
+                if pulled is not None and self._keys.slot_mode:
+                    self._push_refresh(bucket.key, priority)
+                self._kv.pull(self._keys.mine(bucket.key), out=self._packer.recv(bucket),
+                              priority=priority)
+                if pulled is not None:
+                    pulled.add(bucket.number)
+            self._packer.scatter(bucket, member, o)
+            if step is not None:
+                step.pulled([k], o)
+        if own_keys:
+            if pulled is not None and self._keys.slot_mode:
+                self._push_refresh(own_keys, priority)
+            self._kv.pull(self._keys.mine(own_keys), out=own_outs, priority=priority,
+                          ignore_sparse=ignore_sparse)
+            if step is not None:
+                step.pulled(own_keys, own_outs)
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
         """Passed to MXNet's store for ``dist_async`` with a plain optimizer; else refused."""
@@ -265,7 +490,9 @@ class SSPKVStore(KVStoreBase):
         softsync_c = 1
         if self._config.store == 'dist_softsync':
             softsync_c = max(1, self._num_workers // self._config.splits)
-        spec = UpdaterSpec(optimizer, num_workers=self._num_workers, slots=bool(slots),
+        from .optim import with_parameter_multipliers
+        self._sent_optimizer = with_parameter_multipliers(optimizer)
+        spec = UpdaterSpec(self._sent_optimizer, num_workers=self._num_workers, slots=bool(slots),
                            num_servers=self._num_servers, softsync_c=softsync_c,
                            metrics_dir=self._config.metrics_dir,
                            staleness_log=self._config.staleness_log)
@@ -364,9 +591,13 @@ class SSPKVStore(KVStoreBase):
             self._ensure_controller()
         else:
             self._check_ready()
+        if self._plan is None:
+            self._decide_plan()
         if self._tracker.repeats(keys):
             self._tracker.close_early()
-            self._end_step()
+            if self._packer is not None and self._tracker.learned:
+                self._packer.expect(self._tracker.expected)
+            self._finish_step(0)
         if self._step is None:
             self._sync_learning_rate()    # a change made since the last step applies to this one
             # asynchronous stores never hold a worker: every step is "released for sure"
@@ -410,7 +641,11 @@ class SSPKVStore(KVStoreBase):
         if step.fast:
             authorized_at, visible = step.authorized_at, self._next_visible
         else:
+            pulled = set()                # buckets pulled at this release
             for key, out, priority, ignore_sparse in step.deferred:
+                if self._plan and any(self._plan.bucket_of(k) for k in as_list(key)):
+                    self._pull_through_buckets(key, out, priority, ignore_sparse, None, pulled)
+                    continue
                 if self._keys.slot_mode:
                     self._push_refresh(key, priority)
                 self._kv.pull(self._keys.mine(key), out=out, priority=priority,
@@ -442,6 +677,8 @@ class SSPKVStore(KVStoreBase):
             self._kv.push(self._keys.mine(k), nd.array(marker), priority=priority)
 
     def _shape_of(self, key):
+        if self._plan and key in self._bucket_keys:
+            return (self._bucket_keys[key].length,)
         shapes = self._tracker.shapes
         if key not in shapes:
             raise SSPError('worker[%d]: key %r was pushed but never initialized' % (self._rank, key))

@@ -30,7 +30,8 @@ import numpy as np
 
 from ._process import end_server
 
-__all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
+__all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'BALANCE_KEY', 'BALANCE_KEY_STR', 'RESERVED_KEYS',
+           'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
            'REFRESH_BITS', 'slot_key', 'slot_of', 'encode_blob', 'decode_blob', 'is_discovery',
            'refresh_marker',
            'is_refresh', 'UpdaterSpec', 'Control', 'run_command', 'serve_commands']
@@ -40,6 +41,12 @@ __all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'DISCOVERY_LEN', 'MAGIC', 'MAX_
 DISCOVERY_KEY = 199999
 #: The same key for stores whose keys are strings (MXNet forbids mixing the two).
 DISCOVERY_KEY_STR = '__mxnet_ssp_discovery__'
+#: The reserved key worker 0 publishes the balancing service's address in
+#: (:mod:`mxnet_ssp.balance`), and its string twin.
+BALANCE_KEY = 199998
+BALANCE_KEY_STR = '__mxnet_ssp_balance__'
+#: Keys the store itself uses; they are never packed into buckets.
+RESERVED_KEYS = frozenset([DISCOVERY_KEY, DISCOVERY_KEY_STR, BALANCE_KEY, BALANCE_KEY_STR])
 #: Length (float32 elements) of the discovery value: a header of len(MAGIC) + 4
 #: elements, then one byte per element.  An unusual (prime) size, so the server
 #: only looks inside pushes of exactly this size.
