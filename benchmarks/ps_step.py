@@ -45,7 +45,7 @@ import time
 SHAPES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'param_shapes.json')
 MODELS = ('cifar_resnet20_v1', 'cifar_resnet110_v1', 'resnet50_v1')
 # (timed steps, warm-up steps) per model: ResNet-50 moves ~100 MB each way per step
-DEFAULT_STEPS = {'cifar_resnet20_v1': (40, 5), 'cifar_resnet110_v1': (20, 3), 'resnet50_v1': (6, 2)}
+DEFAULT_STEPS = {'cifar_resnet20_v1': (40, 5), 'cifar_resnet110_v1': (20, 3), 'resnet50_v1': (5, 2)}
 QUICK_STEPS = {'cifar_resnet20_v1': (10, 2), 'cifar_resnet110_v1': (6, 2), 'resnet50_v1': (2, 1)}
 NO_WD = re.compile(r'(gamma|beta|bias)$')   # what GluonCV's scripts exempt from weight decay
 JOB_TIMEOUT = 600      # seconds; the launcher stops the job at this, we kill it a little later
