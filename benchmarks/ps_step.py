@@ -331,8 +331,10 @@ def main(argv=None):
             for w in args.workers:
                 for config in args.configs:
                     out = os.path.join(args.out, 'trial%d' % trial, model, 'w%d' % w, config.key)
+                    load = os.getloadavg()[0]   # other work on the machine shows here
                     fig = job_figures(run_job(config, model, w, steps, warmup, out))
                     fig['steps'] = steps
+                    fig['load_before'] = load
                     cells.setdefault((model, w, config.key), []).append(fig)
                     print('trial %d %s W=%d %s: %.2f ms/step, server CPU %s ms/step (%.0f s so far)'
                           % (trial, model, w, config.label, fig['ms'], fmt_stat([fig['server_cpu_ms']]),
@@ -344,7 +346,10 @@ def main(argv=None):
                    'tcp_floor_s': tcp,
                    'cells': [{'model': m, 'workers': w, 'config': k, 'trials': v}
                              for (m, w, k), v in sorted(cells.items())]}, f, indent=1)
+    loads = [f['load_before'] for figs in cells.values() for f in figs]
     print('DMLC_PS_ROOT_URI seen by the workers: %s' % ', '.join(uris))
+    print('1-minute load average before each job: median %.1f, range %.1f-%.1f (%d cores)'
+          % (statistics.median(loads), min(loads), max(loads), os.cpu_count()))
     for model in args.models:
         per_model = {(w, k): v for (m, w, k), v in cells.items() if m == model}
         for w in args.workers:
