@@ -25,7 +25,10 @@ rank 0's timed steps divided by their number (with W workers that window also
 carries the other workers' steps); worker CPU ms/step likewise for the
 workers' own processes (mean over workers).  ``--trials T`` repeats the whole
 set, the configurations taking turns within each trial, and prints
-median [min-max].
+median [min-max].  The scheduler address the workers saw (``DMLC_PS_ROOT_URI``,
+127.0.0.1 under the local launcher) and the load average before each job are
+printed and kept in ``<out>/results.json``; each job's log is
+``<out>/trial<t>/<model>/w<W>/<config>/job.log``.
 
     OMP_NUM_THREADS=1 python -m benchmarks.ps_step --trials 1 --out ps_step_out
     python -m benchmarks.ps_step --regenerate-shapes     # needs gluoncv
@@ -312,6 +315,8 @@ def main(argv=None):
             print('%s: %d arrays, %d elements, %d bytes, %d no_wd' % ((name,) + summarize_shapes(d['params'])))
         return 0
     print('options: %s' % {k: v for k, v in vars(args).items() if k != 'configs'}, file=sys.stderr)
+    # SIGTERM as an exception, so run_job's cleanup (stop the launcher, hence its job) runs
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     shapes = load_shapes()
     for m in args.models:
         if m not in shapes:
