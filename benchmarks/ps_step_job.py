@@ -21,12 +21,7 @@ import argparse
 import glob
 import json
 import os
-import re
 import time
-
-# the parameter names GluonCV's training scripts exempt from weight decay (--no-wd)
-NO_WD = re.compile(r'(gamma|beta|bias)$')
-
 
 def proc_cpu_seconds(pid):
     """User + system CPU seconds of process `pid` (all its threads), from /proc; None if unreadable."""
