@@ -57,7 +57,8 @@ from mxnet.kvstore.base import KVStoreBase
 from .ps import _process
 from .ps import discovery
 from . import config as cfg
-from .ps.buckets import BUCKET_KEY_STR, ArrayInfo, int_key_candidates, plan_buckets, BucketPlan
+from .ps.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
+                         plan_buckets)
 from .ps.channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,
                          UpdaterSpec, refresh_marker)
 from .controller.client import ControllerClient
@@ -129,6 +130,8 @@ class SSPKVStore(KVStoreBase):
         self._waiting = {}                # bucket number -> [(member, out)] to unpack
         self._pulled_in_step = set()      # buckets pulled in this (fast) step
         self._sent_optimizer = None
+        self._first_keys = []             # the first step's pushed keys, in order
+        self._first_seen = set()
         self.last_release = None
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         _process.adopt(self)      # closed and freed at exit in the same phase on every worker
@@ -212,6 +215,8 @@ class SSPKVStore(KVStoreBase):
         """Push gradients; in SSP/DSSP blocks only when this push completes a step."""
         keys = as_list(key)
         step = self._begin(keys)
+        if self._first_keys is not None:
+            value = self._first_step(key, keys, value)
         if self._plan:
             own = self._stage(keys, as_values(key, value), None, step, priority)
             if own:
@@ -242,6 +247,8 @@ class SSPKVStore(KVStoreBase):
         keys = as_list(key)
         out = value if out is None else out
         step = self._begin(keys)
+        if self._first_keys is not None:
+            value = self._first_step(key, keys, value)
         if self._plan:
             own = self._stage(keys, as_values(key, value), as_values(key, out), step, priority)
             if own:
@@ -280,6 +287,35 @@ class SSPKVStore(KVStoreBase):
                 sid = k
             self._arrays[k] = (tuple(v.shape), np.dtype(v.dtype), v.stype, sid)
 
+    def _first_step(self, key, keys, value):
+        """Before the plan: note the keys the first step pushes, and push copies of the small
+        CPU arrays among them.
+
+        MXNet's dist store keeps a pushed CPU array as the key's buffer and pulls into it
+        (``KVStoreDist::PushImpl``: "avoid memory copy"): the gradient array then receives
+        the weights.  The plan pulls the first step's arrays once more (rank 0, for the
+        buckets' values), possibly after the second step's gradients are written to those
+        arrays (when the first step's end shows only at the second step's first push); with
+        copies, those pulls land in the copies.
+        """
+        for k in keys:
+            if k not in self._first_seen:
+                self._first_seen.add(k)
+                self._first_keys.append(k)
+        if self._bucket_bytes <= 0:
+            return value
+
+        def shielded(v):
+            if isinstance(v, (list, tuple)):
+                return [shielded(x) for x in v]
+            small = 2 * v.size * np.dtype(v.dtype).itemsize <= self._bucket_bytes
+            if small and v.stype == 'default' and v.context.device_type == 'cpu':
+                return v.copy()
+            return v
+        if isinstance(key, (list, tuple)):
+            return [shielded(v) for v in value]
+        return shielded(value)
+
     def _no_buckets_reason(self):
         """Why this store keeps one key per array, or None."""
         if self._bucket_bytes <= 0:
@@ -291,30 +327,52 @@ class SSPKVStore(KVStoreBase):
                     'its own' % type(self._optimizer).__name__)
         return None
 
-    def _key_candidates(self):
-        """The keys buckets may take, with the server each lands on (see ps.buckets)."""
+    def _server_of(self, index):
+        """The server of a small array whose key the servers see as `index`."""
         servers = self._num_servers
-        if self._tracker.string_keys:
-            first = self._keys.str_ids
-
-            def candidates(n):
-                return [(BUCKET_KEY_STR % j, (first + j) * 9973 % servers) for j in range(n)]
-            return candidates
-        taken = set(self._arrays) | {DISCOVERY_KEY} | {k for k in RESERVED_KEYS
-                                                      if not isinstance(k, str)}
         if self._keys.slot_mode:
-            top = MAX_INT_KEY // (self._num_workers * servers) - 1
-            return int_key_candidates(servers, top, lambda k: k % servers, taken)
-        return int_key_candidates(servers, MAX_INT_KEY - 1, lambda k: k * 9973 % servers, taken)
+            return index % servers                  # all of its slots (channel.slot_key)
+        return index * 9973 % servers               # MXNet's KVStoreDist::EncodeDefaultKey
 
-    def _decide_plan(self):
-        """At the first push: pack the small arrays initialized so far into buckets.
+    def _assign_keys(self, plan):
+        """Give each bucket a key on its members' server.  Returns the keys to initialize, in
+        order, and for each its bucket (None: a padding key, string keys only)."""
+        if self._tracker.string_keys:
+            # MXNet numbers string keys 0, 1, ... as they are initialized: skip to the server
+            next_id, keys, owners = self._keys.str_ids, [], []
+            for bucket in plan.buckets:
+                while self._server_of(next_id) != bucket.server:
+                    keys.append(PAD_KEY_STR % next_id)
+                    owners.append(None)
+                    next_id += 1
+                bucket.key, bucket.index = BUCKET_KEY_STR % next_id, next_id
+                keys.append(bucket.key)
+                owners.append(bucket)
+                next_id += 1
+            return keys, owners
+        taken = set(self._arrays) | {k for k in RESERVED_KEYS if not isinstance(k, str)}
+        top = (MAX_INT_KEY // (self._num_workers * self._num_servers) - 1
+               if self._keys.slot_mode else MAX_INT_KEY - 1)
+        by_server = {}
+        for bucket in plan.buckets:
+            by_server.setdefault(bucket.server, []).append(bucket)
+        for server, buckets in by_server.items():
+            for bucket, key in zip(buckets, int_keys_on(server, len(buckets), top,
+                                                         self._server_of, taken)):
+                bucket.key = bucket.index = key
+        return [b.key for b in plan.buckets], list(plan.buckets)
 
-        Collective, like ``init``: every worker makes the same plan from the same arrays, rank
-        0 tells the servers (a ``buckets`` command) and initializes the bucket keys with the
-        arrays' values on the servers.  No worker pushes a packed array on its own key after
-        this, so those values are still the initial ones.
+    def _learn_plan(self):
+        """After the first step: pack the small arrays it pushed into buckets.
+
+        Collective: every worker learns the same plan from the same arrays.  Each waits until
+        its first step's pushes are applied and meets the others in a barrier, so the servers
+        hold every worker's first step; rank 0 then tells the servers the plan (a
+        ``buckets`` command: each server's buckets take over their members' optimizer state
+        there) and initializes the bucket keys with the members' weights as the servers hold
+        them.  No worker pushes a packed array on its own key after this.
         """
+        pushed, self._first_keys = self._first_keys, None
         self._plan, self._bucket_keys = BucketPlan([]), {}
         why = self._no_buckets_reason()
         if why is not None:
@@ -323,29 +381,31 @@ class SSPKVStore(KVStoreBase):
             return
         from .optim import server_multipliers
         arrays = []
-        for k, (shape, dtype, stype, sid) in self._arrays.items():
+        for k in pushed:
+            shape, dtype, stype, sid = self._arrays.get(k, ((), None, None, None))
             eligible = stype == 'default' and sid is not None and k not in RESERVED_KEYS
-            group = (dtype.str,) + (server_multipliers(self._sent_optimizer, sid)
-                                    if eligible else ())
-            arrays.append(ArrayInfo(k, shape, int(np.prod(shape)), dtype.itemsize, group,
-                                    eligible))
+            group = ((self._server_of(sid), dtype.str)
+                     + server_multipliers(self._sent_optimizer, sid)) if eligible else ()
+            arrays.append(ArrayInfo(k, shape, int(np.prod(shape)),
+                                    dtype.itemsize if eligible else 0, group, eligible))
+        plan = plan_buckets(arrays, self._bucket_bytes, cfg.bigarray_bound())
+        if not plan:
+            return
         try:
-            plan = plan_buckets(arrays, self._bucket_bytes, self._num_servers,
-                                self._key_candidates(), cfg.bigarray_bound())
+            keys, owners = self._assign_keys(plan)
         except ValueError as err:
             logger.info('worker[%d] one key per array: %s', self._rank, err)
             return
-        if not plan:
-            return
-        dtypes = [np.dtype(b.group[0]) for b in plan.buckets]
-        if self._rank == 0:
-            self._send_control('buckets', [self._server_spec(b) for b in plan.buckets])
-        values = self._initial_values(plan, dtypes)
-        keys = [b.key for b in plan.buckets]
-        message = ('worker[%d]: the other workers did not reach the first push within %g s '
+        dtypes = [np.dtype(b.group[1]) for b in plan.buckets]
+        message = ('worker[%d]: the other workers did not finish their first step within %g s '
                    '(%s): a worker died or is stopped' % (self._rank, self._config.timeout,
                                                            cfg.ENV_TIMEOUT))
         with _process.bounded(self._config.timeout, message):
+            nd.waitall()                  # this worker's first step is applied on the servers
+            self._kv._barrier()           # and so is every worker's
+            if self._rank == 0:
+                self._send_control('buckets', [self._server_spec(b) for b in plan.buckets])
+            values = self._initial_values(owners, dtypes)
             if self._keys.slot_mode:
                 self._init_slots(keys, values)
             else:
@@ -356,26 +416,29 @@ class SSPKVStore(KVStoreBase):
         self._packer = Packer(plan, dtypes)
         if self._tracker.learned:
             self._packer.expect(self._tracker.expected)
-        self._waiting, self._pulled_in_step = {}, set()
         logger.info('worker[%d] %s', self._rank, plan.describe())
 
     def _server_spec(self, bucket):
         """What the servers need to know of a bucket (plain data, sent in a command)."""
-        members = [(self._arrays[m.key][3], m.offset, m.size) for m in bucket.members]
-        sid = bucket.key if not isinstance(bucket.key, str) else (
-            self._keys.str_ids + int(bucket.key.strip('_').rsplit('_', 1)[1]))
-        return {'index': sid, 'payload': bucket.payload, 'length': bucket.length,
-                'members': members, 'lr_mult': bucket.group[1], 'wd_mult': bucket.group[2]}
+        members = [(self._arrays[m.key][3], m.offset, m.size, m.shape) for m in bucket.members]
+        return {'index': bucket.index, 'payload': bucket.payload, 'length': bucket.length,
+                'members': members, 'lr_mult': bucket.group[2], 'wd_mult': bucket.group[3]}
 
-    def _initial_values(self, plan, dtypes):
-        """Rank 0: each bucket's members as the servers hold them now; others: zeros."""
-        values = [nd.zeros(b.length, dtype=d) for b, d in zip(plan.buckets, dtypes)]
-        if self._rank == 0:
-            for b, v in zip(plan.buckets, values):
-                for m in b.members:
+    def _initial_values(self, owners, dtypes):
+        """The values of the keys to initialize: rank 0 pulls each bucket's members as the
+        servers hold them; other ranks' values are not used (MXNet's init takes rank 0's)."""
+        values = []
+        for bucket in owners:
+            if bucket is None:
+                values.append(nd.zeros(1))
+                continue
+            value = nd.zeros(bucket.length, dtype=dtypes[bucket.number])
+            if self._rank == 0:
+                for m in bucket.members:
                     self._kv.pull(self._keys.mine(m.key),
-                                  out=v[m.offset:m.offset + m.size].reshape(m.shape))
-            nd.waitall()
+                                  out=value[m.offset:m.offset + m.size].reshape(m.shape))
+            values.append(value)
+        nd.waitall()
         return values
 
     def _stage(self, keys, values, outs, step, priority):
@@ -423,6 +486,8 @@ class SSPKVStore(KVStoreBase):
                 self._flush(bucket, step, priority)
         self._pulled_in_step = set()
         self._end_step()
+        if self._plan is None:
+            self._learn_plan()
 
     def _pull_through_buckets(self, key, out, priority, ignore_sparse, step, pulled=None):
         """Pull `key` (or a list), the bucketed ones from their bucket.  `step`: the fast step
@@ -591,8 +656,6 @@ class SSPKVStore(KVStoreBase):
             self._ensure_controller()
         else:
             self._check_ready()
-        if self._plan is None:
-            self._decide_plan()
         if self._tracker.repeats(keys):
             self._tracker.close_early()
             if self._packer is not None and self._tracker.learned:

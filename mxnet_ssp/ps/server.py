@@ -19,10 +19,13 @@ import json
 import logging
 import os
 
+import numpy as np
+
 from ._process import end_server
 from ..core.staleness import KeyClock
 from .channel import DISCOVERY_LEN, is_discovery, is_refresh, serve_commands, slot_of
 from .discovery import answer_discovery
+from .server_buckets import ServerBucket, copy_state, state_part
 from .server_state import SavedState
 
 __all__ = ['ServerOptimizer', 'server_rank']
@@ -57,13 +60,14 @@ def server_rank():
 class _KeyState:
     """Slot mode, per parameter k on this server: the one canonical weight and its book-keeping."""
 
-    __slots__ = ('weight', 'clock', 'state', 'acc', 'restore', 'slot_refs')
+    __slots__ = ('weight', 'clock', 'state', 'acc', 'acc_flags', 'restore', 'slot_refs')
 
     def __init__(self, weight, clock, state):
         self.weight = weight              # canonical weight (an NDArray owned by us)
         self.clock = clock                # versions, pulls, this softsync round (KeyClock)
         self.state = state                # optimizer state (momentum, MeanSquare, ...)
         self.acc = None                   # n-softsync: sum of the gradients of this round
+        self.acc_flags = None             # a bucket's: members carried by this round's pushes
         self.restore = {}                 # worker -> saved backup to put in its slot
         self.slot_refs = {}               # worker -> its slot (MXNet's storage of its slot key)
 
@@ -137,6 +141,7 @@ class ServerOptimizer(SavedState):
         self._seq = 0
         self._log = None
         self._pending_load = None
+        self._buckets = {}                # index -> ServerBucket (the workers' plan)
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if not k.startswith('_')
@@ -213,9 +218,37 @@ class ServerOptimizer(SavedState):
 
     def _update_plain(self, index, weight, grad):
         """One key per parameter, shared by all workers: the rule updates MXNet's stored weight."""
+        bucket = self._buckets.get(index)
+        if bucket is not None:
+            self._update_plain_bucket(bucket, weight, grad)
+            return
         if index not in self._states:
             self._states[index] = self.optimizer.create_state_multi_precision(index, weight)
         self.optimizer.update_multi_precision(index, weight, grad, self._states[index])
+
+    def _update_plain_bucket(self, bucket, weight, grad):
+        """A bucket's key: the rule over the payload, or over the members carried."""
+        opt = self.optimizer
+        state = self._states.get(bucket.index)
+        if state is None:
+            state = self._states[bucket.index] = self._bucket_state(
+                bucket, weight, opt.create_state_multi_precision, self._states)
+
+        def call(index, part):
+            opt.update_multi_precision(index, weight[part], grad[part],
+                                       state_part(state, part, bucket.payload))
+        bucket.run(opt, bucket.flags(grad), call)
+
+    def _bucket_state(self, bucket, weight, create, saved):
+        """A new state for `bucket`'s payload; members with a state in `saved` (a checkpoint
+        loaded before the bucket's first push: member index -> state) take theirs."""
+        state = create(bucket.index, weight[0:bucket.payload])
+        for sid, part, _ in bucket.parts():
+            member_state = saved.pop(sid, None)
+            if member_state is not None:
+                copy_state(member_state, state_part(state, part, bucket.payload))
+        bucket.uniform = bucket.counts_agree(self.optimizer)
+        return state
 
     def _update_slot(self, index, weight, grad):
         """Worker m's slot of parameter k: update k's canonical weight, then refill the slot."""
@@ -230,17 +263,24 @@ class ServerOptimizer(SavedState):
         if is_refresh(grad):
             weight[:] = ks.weight
             clock.pulled_by(m)
-            self._record(k, m, None, clock.version, False)
+            self._record(k, m, None, clock.version, False,
+                         None if k not in self._buckets else [p[0] for p in self._buckets[k].members])
             return
         tau, applied = clock.receive(m)
         backup = weight if self._needs_backup else None     # what the sender last pulled
-        if self.softsync_c > 1:
-            self._accumulate(k, ks, self._prepared(k, ks, grad, backup, tau, m), applied)
+        carried = None                    # a bucket's members this push holds (None: k)
+        bucket = self._buckets.get(k)
+        if bucket is not None:
+            carried = self._update_slot_bucket(bucket, ks, grad, backup, tau, m, applied)
+        elif self.softsync_c > 1:
+            self._accumulate(k, ks, self._prepared(k, ks.weight, ks.state, grad, backup, tau, m),
+                             applied)
         elif self._apply_one is not None:
             # one gradient, one update: the rule's own path, without an intermediate array
             self._apply_one(k, ks.weight, grad, ks.state, backup, float(tau), m)
         else:
-            self._apply(k, ks, self._prepared(k, ks, grad, backup, tau, m), float(tau))
+            self._apply(k, ks.weight, ks.state,
+                        self._prepared(k, ks.weight, ks.state, grad, backup, tau, m), float(tau))
         if applied:
             clock.advance()
         from mxnet import ndarray as nd
@@ -249,9 +289,52 @@ class ServerOptimizer(SavedState):
         clock.pulled_by(m)
         # the receive buffer `grad` is MXNet's and must not be read after we return
         nd.waitall()
-        self._record(k, m, tau, clock.version, applied)
+        self._record(k, m, tau, clock.version, applied, carried)
 
-    def _prepared(self, k, ks, grad, backup, tau, m):
+    def _update_slot_bucket(self, bucket, ks, grad, backup, tau, m, applied):
+        """Slot mode, a bucket: as :meth:`_update_slot` over the payload or its members.
+        Returns the indices of the members the push carries."""
+        opt, payload = self.optimizer, bucket.payload
+        flags = bucket.flags(grad)
+        carried = [sid for i, (sid, _, _, _) in enumerate(bucket.members)
+                   if flags is None or flags[i]]
+
+        def views(part):
+            return (ks.weight[part], state_part(ks.state, part, payload), grad[part],
+                    None if backup is None else backup[part])
+
+        if self.softsync_c > 1:
+            if ks.acc is None:
+                from mxnet import ndarray as nd
+                ks.acc = nd.zeros(payload, ctx=ks.weight.context, dtype=ks.weight.dtype)
+                ks.acc_flags = np.zeros(len(bucket.members), dtype=bool)
+
+            def add(index, part):
+                w, st, g, b = views(part)
+                ks.acc[part] += self._prepared(index, w, st, g, b, tau, m)
+            bucket.run(opt, flags, add)
+            ks.acc_flags |= True if flags is None else flags
+            if applied:
+                ks.acc /= ks.clock.waiting
+                mean_tau = KeyClock.mean(ks.clock.taus)
+
+                def apply(index, part):
+                    self._apply(index, ks.weight[part], state_part(ks.state, part, payload),
+                                ks.acc[part], mean_tau)
+                bucket.run(opt, None if ks.acc_flags.all() else ks.acc_flags, apply)
+                ks.acc = ks.acc_flags = None
+            return carried
+
+        def one(index, part):
+            w, st, g, b = views(part)
+            if self._apply_one is not None:
+                self._apply_one(index, w, g, st, b, float(tau), m)
+            else:
+                self._apply(index, w, st, self._prepared(index, w, st, g, b, tau, m), float(tau))
+        bucket.run(opt, flags, one)
+        return carried
+
+    def _prepared(self, k, weight, state, grad, backup, tau, m):
         """The gradient as the rule applies it (DC-ASGD's compensation, ...); plain rules: as is."""
         if not self.worker_aware:
             return grad
@@ -261,7 +344,7 @@ class ServerOptimizer(SavedState):
             kwargs['staleness'] = float(tau)
         if getattr(opt, 'uses_sender', False):           # e.g. MeanSquare per worker
             kwargs['sender'] = m
-        return opt.prepare_grad(k, ks.weight, grad, ks.state, backup, **kwargs)
+        return opt.prepare_grad(k, weight, grad, state, backup, **kwargs)
 
     def _accumulate(self, k, ks, g, applied):
         """n-softsync: sum the round's gradients; the last one applies their mean."""
@@ -271,40 +354,64 @@ class ServerOptimizer(SavedState):
             ks.acc += g
         if applied:
             ks.acc /= ks.clock.waiting
-            self._apply(k, ks, ks.acc, KeyClock.mean(ks.clock.taus))
+            self._apply(k, ks.weight, ks.state, ks.acc, KeyClock.mean(ks.clock.taus))
             ks.acc = None
 
     def _new_key(self, k, weight):
         ks = _KeyState(weight.copy(), KeyClock(self.num_workers, self.softsync_c), None)
-        if self.worker_aware:
-            ks.state = self.optimizer.create_state(k, ks.weight)
+        create = (self.optimizer.create_state if self.worker_aware
+                  else self.optimizer.create_state_multi_precision)
+        bucket = self._buckets.get(k)
+        if bucket is None:
+            ks.state = create(k, ks.weight)
         else:
-            ks.state = self.optimizer.create_state_multi_precision(k, ks.weight)
+            ks.state = self._bucket_state(bucket, ks.weight, create, {})
         self._keys[k] = ks
-        if self._pending_load is not None and k in self._pending_load:
-            self._restore_key(k, ks, self._pending_load.pop(k))
+        if bucket is not None:
+            self._adopt_members(bucket, ks)
+        if self._pending_load is not None:
+            if k in self._pending_load:
+                self._restore_key(k, ks, self._pending_load.pop(k))
+            elif bucket is not None:
+                self._restore_bucket(bucket, ks)
         return ks
 
-    def _apply(self, k, ks, grad, staleness):
-        if self.worker_aware:
-            self.optimizer.apply(k, ks.weight, grad, ks.state, staleness)
-        else:
-            self.optimizer.update_multi_precision(k, ks.weight, grad, ks.state)
+    def _adopt_members(self, bucket, ks):
+        """Slot mode: the bucket's first push takes over its members' keys on this server."""
+        entries = []
+        for i, (sid, part, _) in enumerate(bucket.parts()):
+            member = self._keys.pop(sid, None)
+            if member is not None:
+                entries.append((i, part, dict(
+                    member.clock.state(), weight=member.weight, state=member.state,
+                    acc=member.acc, backups={**member.slot_refs, **member.restore})))
+        self._fill_bucket(bucket, ks, entries)
 
-    def _record(self, k, m, tau, version, applied):
-        """Count a gradient's staleness (tau None: a refresh) and log it if asked."""
+    def _apply(self, k, weight, state, grad, staleness):
+        if self.worker_aware:
+            self.optimizer.apply(k, weight, grad, state, staleness)
+        else:
+            self.optimizer.update_multi_precision(k, weight, grad, state)
+
+    def _record(self, k, m, tau, version, applied, members=None):
+        """Count a gradient's staleness (tau None: a refresh) and log it if asked; a bucket's
+        push counts as one gradient of each of `members`, the parameters it carries."""
+        keys = [k] if members is None else members
         if tau is not None:
-            self._hist[tau] = self._hist.get(tau, 0) + 1
-        self._seq += 1
+            self._hist[tau] = self._hist.get(tau, 0) + len(keys)
         if self.staleness_log and self.metrics_dir:
             if self._log is None:
                 os.makedirs(self.metrics_dir, exist_ok=True)
                 path = os.path.join(self.metrics_dir, 'server-%s-staleness.jsonl' % self._tag())
                 self._log = open(path, 'w', buffering=1)
-            self._log.write(json.dumps({
-                'seq': self._seq, 'key': k, 'sender': m,
-                'event': 'refresh' if tau is None else 'gradient', 'tau': tau,
-                'version': version, 'applied': applied}) + '\n')
+            for key in keys:
+                self._seq += 1
+                self._log.write(json.dumps({
+                    'seq': self._seq, 'key': key, 'sender': m,
+                    'event': 'refresh' if tau is None else 'gradient', 'tau': tau,
+                    'version': version, 'applied': applied}) + '\n')
+        else:
+            self._seq += len(keys)
 
     def _tag(self):
         rank = server_rank()
@@ -328,6 +435,16 @@ class ServerOptimizer(SavedState):
         except OSError:
             logger.exception('server: cannot write %s', path)
 
+    def _set_buckets(self, specs):
+        """The workers' bucket plan: each bucket's index gets its members' multipliers."""
+        opt = self.optimizer
+        for spec in specs:
+            bucket = ServerBucket(spec)
+            self._buckets[bucket.index] = bucket
+            opt.lr_mult[bucket.index] = float(spec['lr_mult'])
+            opt.wd_mult[bucket.index] = float(spec['wd_mult'])
+            bucket.uniform = bucket.counts_agree(opt)
+
     # -- commands ------------------------------------------------------------------
     def control(self, action, payload):
         """Run a :class:`mxnet_ssp.ps.channel.Control` command (on the server's update thread)."""
@@ -337,6 +454,8 @@ class ServerOptimizer(SavedState):
             self._save(payload)
         elif action == 'load':
             self._load(payload)
+        elif action == 'buckets':
+            self._set_buckets(payload)
         else:
             raise ValueError('unknown mxnet-ssp server command %r' % (action,))
         logger.info('server: %s %s', action, payload)

@@ -11,8 +11,14 @@ A server holds the keys ps-lite places on it, which depend on the number of serv
 file only loads into a job with the same set-up (slot mode, workers, servers); anything else
 is refused naming both set-ups.  Keys that arrive after the load (a restored job pushes them
 again) are restored when they first appear.
+
+Buckets (:mod:`mxnet_ssp.ps.buckets`) do not show in the file: a bucket's state is saved as its
+members' states, each in its array's shape, so files load whether the saving job and the
+loading job used buckets or not.
 """
 import pickle
+
+from .server_buckets import map_state, state_part
 
 __all__ = ['SavedState']
 
@@ -57,27 +63,50 @@ class SavedState:
         nd.waitall()
         keys = {}
         for k, ks in self._keys.items():
-            keys[k] = dict(ks.clock.state(), weight=ks.weight.asnumpy(),
-                           state=_to_numpy(ks.state),
-                           acc=None if ks.acc is None else ks.acc.asnumpy())
+            for sid, part, shape in self._members(k):
+                keys[sid] = dict(ks.clock.state(), weight=_part(ks.weight, part, shape),
+                                 state=_to_numpy(self._state_of(k, ks.state, part, shape)),
+                                 acc=None if ks.acc is None else _part(ks.acc, part, shape))
+        plain = {}
+        for i, st in self._states.items():
+            for sid, part, shape in self._members(i):
+                plain[sid] = _to_numpy(self._state_of(i, st, part, shape))
         opt = self.optimizer
+        counts = {i: c for i, c in opt._index_update_count.items() if i not in self._buckets}
         blob = {'format': 1, 'slots': self.slots, 'num_workers': self.num_workers,
-                'num_servers': self.num_servers,
-                'plain': {i: _to_numpy(st) for i, st in self._states.items()},
+                'num_servers': self.num_servers, 'plain': plain,
                 'keys': keys, 'backups': self._backups(),
                 'lr': opt.lr, 'num_update': opt.num_update,
-                'index_update_count': dict(opt._index_update_count),
+                'index_update_count': counts,
                 'hist': dict(self._hist)}
         with open(self._path(prefix), 'wb') as f:
             pickle.dump(blob, f)
+
+    def _members(self, index):
+        """``(index, part, shape)`` of each array a key holds: a bucket's members, or the key
+        itself (part None)."""
+        bucket = self._buckets.get(index)
+        if bucket is None:
+            return [(index, None, None)]
+        return bucket.parts()
+
+    def _state_of(self, index, state, part, shape):
+        """The state of one array of key `index` (its shape), or the key's whole state."""
+        if part is None:
+            return state
+        payload = self._buckets[index].payload
+        return map_state(state_part(state, part, payload), lambda a: a.reshape(shape))
 
     def _backups(self):
         # what each worker last pulled: its slot (MXNet's storage, seen at its pushes);
         # only a rule that reads it needs it back after a restore
         if not self._needs_backup:
             return {}
-        return {k: {m: ref.asnumpy() for m, ref in ks.slot_refs.items()}
-                for k, ks in self._keys.items()}
+        out = {}
+        for k, ks in self._keys.items():
+            for sid, part, shape in self._members(k):
+                out[sid] = {m: _part(ref, part, shape) for m, ref in ks.slot_refs.items()}
+        return out
 
     def _load(self, prefix):
         with open(self._path(prefix), 'rb') as f:
@@ -106,9 +135,13 @@ class SavedState:
         self._hist = dict(blob['hist'])
         self._pending_load = {k: dict(saved, backups=blob['backups'].get(k, {}))
                               for k, saved in blob['keys'].items()}
+        for bucket in self._buckets.values():
+            bucket.uniform = bucket.counts_agree(opt)
         for k, ks in list(self._keys.items()):
             if k in self._pending_load:
                 self._restore_key(k, ks, self._pending_load.pop(k))
+            elif k in self._buckets:
+                self._restore_bucket(self._buckets[k], ks)
 
     def _restore_key(self, k, ks, saved):
         from mxnet import ndarray as nd
@@ -117,3 +150,51 @@ class SavedState:
         ks.state = _from_numpy(saved['state'])
         ks.acc = None if saved['acc'] is None else nd.array(saved['acc'])
         ks.restore = {m: nd.array(b) for m, b in saved.get('backups', {}).items()}
+
+    def _restore_bucket(self, bucket, ks):
+        """Slot mode: restore a bucket from its members' entries in a loaded file."""
+        entries = []
+        for i, (sid, part, _) in enumerate(bucket.parts()):
+            if sid in self._pending_load:
+                saved = self._pending_load.pop(sid)
+                entries.append((i, part, dict(saved, state=_from_numpy(saved['state']))))
+        self._fill_bucket(bucket, ks, entries)
+
+    def _fill_bucket(self, bucket, ks, entries):
+        """Slot mode: a bucket takes over its members' canonical weights, optimizer state,
+        n-softsync sums, clock and what each worker last pulled (its slot, restored at its
+        next push).  `entries`: ``(member number, part, entry)``, an entry holding ``weight``,
+        ``state``, ``acc``, ``backups`` ({worker: array}) and the clock's fields (NumPy arrays
+        from a file, or NDArrays of live keys)."""
+        from mxnet import ndarray as nd
+        import numpy as np
+        from .server_buckets import copy_state
+
+        def flat(x):
+            return (nd.array(x) if isinstance(x, np.ndarray) else x).reshape((-1,))
+
+        if not entries:
+            return
+        ks.clock.restore(entries[0][2])
+        restore = {}
+        for i, part, entry in entries:
+            flat(entry['weight']).copyto(ks.weight[part])
+            copy_state(entry['state'], state_part(ks.state, part, bucket.payload))
+            if entry.get('acc') is not None:
+                if ks.acc is None:
+                    ks.acc = nd.zeros(bucket.payload, dtype=ks.weight.dtype)
+                    ks.acc_flags = np.zeros(len(bucket.members), dtype=bool)
+                flat(entry['acc']).copyto(ks.acc[part])
+                ks.acc_flags[i] = True
+            for m, b in entry.get('backups', {}).items():
+                if m not in restore:
+                    restore[m] = ks.weight.copy()
+                flat(b).copyto(restore[m][part])
+        ks.restore = restore
+
+
+def _part(array, part, shape):
+    """`array` (part None) or its elements `part` in `shape`, as a NumPy array."""
+    if part is None:
+        return array.asnumpy()
+    return array[part].reshape(shape).asnumpy()

@@ -1,0 +1,121 @@
+"""Integration-test worker for buckets: the same training with and without them.
+
+A small network (Dense, BatchNorm, Dense, Dense: a dozen arrays of a few hundred bytes, so
+they all fit in buckets) trained for ``--steps`` steps on data fixed by the worker's rank,
+through gluon.Trainer or Module.fit, with per-parameter multipliers (biases and BatchNorm
+``wd_mult = 0``, one layer ``lr_mult = 0.5``) and one frozen weight (``grad_req='null'`` /
+``fixed_param_names``): a bucket member that is never pushed.  Optionally saves the
+optimizer states after ``--save-at`` steps, or loads them before training (``--resume``).
+
+Writes ``<out>/params-<rank>.npz`` (the final weights) and ``<out>/info-<rank>.json``.
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument('--api', choices=['trainer', 'module'], default='trainer')
+    p.add_argument('--store', default='dist_async')
+    p.add_argument('--rule', default='sgd',
+                   choices=['sgd', 'adam', 'sasgd', 'dcasgd-a', 'rmsprop', 'lamb'])
+    p.add_argument('--steps', type=int, default=6)
+    p.add_argument('--save-at', type=int, default=0)
+    p.add_argument('--resume', default=None, help='states saved by --save-at, to load first')
+    p.add_argument('--out', required=True)
+    return p.parse_args()
+
+
+def make_optimizer(rule):
+    import mxnet as mx
+    from mxnet_ssp import optim
+    common = dict(learning_rate=0.05, wd=0.01, rescale_grad=1.0 / 8)
+    if rule == 'sgd':
+        return mx.optimizer.SGD(momentum=0.9, **common)
+    if rule == 'adam':
+        return mx.optimizer.Adam(**common)
+    if rule == 'rmsprop':
+        return mx.optimizer.RMSProp(**common)
+    if rule == 'lamb':
+        return mx.optimizer.LAMB(**common)
+    if rule == 'sasgd':
+        return optim.StalenessAwareSGD(momentum=0.9, **common)
+    return optim.DCASGD(lamda=0.5, adaptive=True, momentum=0.9, **common)
+
+
+def data(rank, step):
+    rs = np.random.RandomState(1000 * rank + step)
+    return rs.uniform(-1, 1, (8, 5)).astype(np.float32), rs.randint(0, 3, 8).astype(np.float32)
+
+
+def train_trainer(args, kv, opt):
+    import mxnet as mx
+    from mxnet import gluon
+    mx.random.seed(7)
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(6, in_units=5), gluon.nn.BatchNorm(in_channels=6),
+            gluon.nn.Dense(4, in_units=6), gluon.nn.Dense(3, in_units=4))
+    net.initialize(mx.init.Xavier(rnd_type='uniform'))
+    for name, param in net.collect_params().items():
+        if name.endswith(('bias', 'gamma', 'beta')):
+            param.wd_mult = 0.0
+    net[2].weight.lr_mult = 0.5
+    net[3].bias.grad_req = 'null'                 # frozen: a bucket member never pushed
+    trainer = gluon.Trainer(net.collect_params(), opt, kvstore=kv)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    resumed = 0
+    if args.resume:
+        trainer.load_states(args.resume)
+        resumed = args.save_at
+    for step in range(resumed + 1, args.steps + 1):
+        x, y = data(kv.rank, step)
+        with mx.autograd.record():
+            loss = loss_fn(net(mx.nd.array(x)), mx.nd.array(y))
+        loss.backward()
+        trainer.step(8)
+        if step == args.save_at and not args.resume:
+            trainer.save_states(os.path.join(args.out, 'states'))
+    mx.nd.waitall()
+    return {name: p.data().asnumpy() for name, p in net.collect_params().items()}
+
+
+def train_module(args, kv, opt):
+    import mxnet as mx
+    mx.random.seed(7)
+    x = mx.sym.Variable('data')
+    h = mx.sym.FullyConnected(x, num_hidden=6, name='fc1')
+    h = mx.sym.BatchNorm(h, name='bn1')
+    h = mx.sym.FullyConnected(h, num_hidden=4, name='fc2')
+    h = mx.sym.FullyConnected(h, num_hidden=3, name='fc3')
+    out = mx.sym.SoftmaxOutput(h, name='softmax')
+    xs, ys = zip(*(data(kv.rank, s) for s in range(1, args.steps + 1)))
+    it = mx.io.NDArrayIter(np.concatenate(xs), np.concatenate(ys), batch_size=8,
+                           label_name='softmax_label')
+    mod = mx.mod.Module(out, fixed_param_names=['fc3_bias'])
+    opt.set_lr_mult({'fc2_weight': 0.5})
+    mod.fit(it, num_epoch=1, kvstore=kv, optimizer=opt,
+            initializer=mx.init.Xavier(rnd_type='uniform'))
+    args_, aux = mod.get_params()
+    return {k: v.asnumpy() for k, v in args_.items()}
+
+
+def main():
+    args = parse_args()
+    import mxnet_ssp
+    kv = mxnet_ssp.create(args.store)
+    opt = make_optimizer(args.rule)
+    os.makedirs(args.out, exist_ok=True)
+    params = train_trainer(args, kv, opt) if args.api == 'trainer' else train_module(args, kv, opt)
+    np.savez(os.path.join(args.out, 'params-%d.npz' % kv.rank), **params)
+    plan = kv._plan
+    with open(os.path.join(args.out, 'info-%d.json' % kv.rank), 'w') as f:
+        json.dump({'buckets': len(plan) if plan else 0,
+                   'bucketed': len(plan.of_key) if plan else 0,
+                   'slot_mode': kv.slot_mode, 'clock': kv.clock}, f)
+
+
+if __name__ == '__main__':
+    main()
