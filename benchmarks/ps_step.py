@@ -297,7 +297,17 @@ def parse_args(argv=None):
     p.add_argument('--out', default='ps_step_out', help='job outputs and results.json go here')
     p.add_argument('--regenerate-shapes', action='store_true',
                    help='rewrite %s from GluonCV (needs gluoncv) and exit' % os.path.basename(SHAPES_FILE))
+    p.add_argument('--bucket-bytes', default='',
+                   help='comma-separated MXNET_SSP_BUCKET_BYTES values: one more configuration '
+                        '(ours dist_async) for each')
     args = p.parse_args(argv)
+    for n in [int(b) for b in args.bucket_bytes.split(',') if b]:
+        key = 'ours_async_b%d' % n
+        if key not in CONFIG_KEYS:
+            CONFIGS.append(Config(key, 'ours dist_async, %d-byte buckets' % n, 'dist_async',
+                                  {'MXNET_SSP_WRAP_ASYNC': '1', 'MXNET_SSP_BUCKET_BYTES': str(n)}))
+            CONFIG_KEYS.append(key)
+        args.stores += ',' + key
     args.models = [m for m in args.models.split(',') if m]
     args.workers = [int(w) for w in args.workers.split(',') if w]
     keys = set(args.stores.split(',')) | {'native_async', 'floor_one_array'}

@@ -68,7 +68,7 @@ ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
 #: Bytes per bucket of small arrays (:mod:`mxnet_ssp.ps.buckets`); 0 turns bucketing off.
 ENV_BUCKET_BYTES = 'MXNET_SSP_BUCKET_BYTES'
 #: Its default (docs/stores.md, "Buckets", gives the measurements behind it).
-DEFAULT_BUCKET_BYTES = 0   # 1 << 20 once the servers unpack buckets (issue 20, in progress)
+DEFAULT_BUCKET_BYTES = 4 << 20
 #: MXNet's own setting: arrays of at least this many elements are split over all servers.
 ENV_BIGARRAY_BOUND = 'MXNET_KVSTORE_BIGARRAY_BOUND'
 #: The accepted spellings of a yes/no setting, and what they mean.

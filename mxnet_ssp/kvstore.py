@@ -445,26 +445,25 @@ class SSPKVStore(KVStoreBase):
         """Pack the bucketed arrays of a push; push the buckets now complete.  Returns the
         keys that keep their own (and their values and outs), or None."""
         own = ([], [], [])
-        touched = []
+        complete = []
+        of_key = self._plan.of_key
         for i, k in enumerate(keys):
-            found = self._plan.bucket_of(k)
+            found = of_key.get(k)
             if found is None:
                 own[0].append(k)
                 own[1].append(values[i])
                 own[2].append(None if outs is None else outs[i])
                 continue
             bucket, member = found
-            self._packer.stage(bucket, member, values[i])
+            if self._packer.stage(bucket, member, values[i]):
+                complete.append(bucket)
             if outs is not None:
                 if step.fast:
                     self._waiting.setdefault(bucket.number, []).append((member, outs[i]))
                 else:
                     step.deferred.append((k, outs[i], priority, True))
-            if bucket not in touched:
-                touched.append(bucket)
-        for bucket in touched:
-            if self._packer.ready(bucket):
-                self._flush(bucket, step, priority)
+        for bucket in complete:
+            self._flush(bucket, step, priority)
         return own if own[0] else None
 
     def _flush(self, bucket, step, priority):

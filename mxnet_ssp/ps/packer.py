@@ -21,7 +21,8 @@ __all__ = ['Packer']
 
 
 class _Buffers:
-    __slots__ = ('bucket', 'send', 'recv', 'present', 'need', 'header_all')
+    __slots__ = ('bucket', 'send', 'recv', 'present', 'need', 'missing', 'header_all',
+                 'send_views', 'recv_views')
 
     def __init__(self, bucket, dtype):
         self.bucket = bucket
@@ -29,7 +30,14 @@ class _Buffers:
         self.recv = nd.zeros(bucket.length, dtype=dtype)
         self.present = set()              # member keys staged since the last push
         self.need = {m.key for m in bucket.members}
+        self.missing = len(self.need)     # members it needs and has not got since the push
         self.header_all = nd.ones(len(bucket.members), dtype=dtype)
+        # each member's place, in its own shape, made once: a copy is then one engine
+        # operation (reshaping on every step costs as much again)
+        self.send_views = {m.key: self.send[m.offset:m.offset + m.size].reshape(m.shape)
+                           for m in bucket.members}
+        self.recv_views = {m.key: self.recv[m.offset:m.offset + m.size].reshape(m.shape)
+                           for m in bucket.members}
 
 
 class Packer:
@@ -48,21 +56,24 @@ class Packer:
         keys = set(keys)
         for buf in self._buffers:
             buf.need = {m.key for m in buf.bucket.members if m.key in keys}
+            buf.missing = len(buf.need - buf.present)
 
     def stage(self, bucket, member, value):
-        """Copy `value` (an array, or a list of one per device: their sum) into its place."""
+        """Copy `value` (an array, or a list of one per device: their sum) into its place.
+        Returns True when the bucket now holds every member it expects in this step."""
         buf = self._buffers[bucket.number]
-        dst = buf.send[member.offset:member.offset + member.size]
-        values = value if isinstance(value, (list, tuple)) else [value]
-        values[0].reshape((member.size,)).copyto(dst)
-        for v in values[1:]:
-            dst += v.reshape((member.size,)).as_in_context(dst.context)
-        buf.present.add(member.key)
-
-    def ready(self, bucket):
-        """True if `bucket` holds every member it expects in this step (and at least one)."""
-        buf = self._buffers[bucket.number]
-        return bool(buf.present) and buf.need <= buf.present
+        dst = buf.send_views[member.key]
+        if isinstance(value, (list, tuple)):
+            value[0].copyto(dst)
+            for v in value[1:]:
+                dst += v.as_in_context(dst.context)
+        else:
+            value.copyto(dst)
+        if member.key not in buf.present:
+            buf.present.add(member.key)
+            if member.key in buf.need:
+                buf.missing -= 1
+        return buf.missing == 0
 
     def pending(self):
         """The buckets holding a member not yet pushed."""
@@ -83,9 +94,10 @@ class Packer:
                 if m.key in buf.present:
                     flags[i] = 1.0
                 else:
-                    buf.send[m.offset:m.offset + m.size] = 0
+                    buf.send_views[m.key][:] = 0
             header[:] = nd.array(flags, dtype=buf.send.dtype)
         buf.present = set()
+        buf.missing = len(buf.need)
         return buf.send
 
     def recv(self, bucket):
@@ -94,7 +106,9 @@ class Packer:
 
     def scatter(self, bucket, member, out):
         """Copy `member`'s weights from the receive buffer into `out` (an array or a list)."""
-        src = self._buffers[bucket.number].recv[member.offset:member.offset + member.size]
-        src = src.reshape(member.shape)
-        for o in (out if isinstance(out, (list, tuple)) else [out]):
-            src.copyto(o)
+        src = self._buffers[bucket.number].recv_views[member.key]
+        if isinstance(out, (list, tuple)):
+            for o in out:
+                src.copyto(o)
+        else:
+            src.copyto(out)

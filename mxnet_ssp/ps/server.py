@@ -458,4 +458,6 @@ class ServerOptimizer(SavedState):
             self._set_buckets(payload)
         else:
             raise ValueError('unknown mxnet-ssp server command %r' % (action,))
-        logger.info('server: %s %s', action, payload)
+        logger.info('server: %s %s', action, payload if action != 'buckets' else
+                    '%d buckets holding %d arrays' % (len(payload),
+                                                     sum(len(b['members']) for b in payload)))

@@ -90,9 +90,16 @@ class Step:
         self.unpulled = set()             # keys pushed but not pulled in this step
 
     def pulled(self, keys, out):
-        """Fast path: `keys` were pulled into `out` (an array or a list of them)."""
+        """Fast path: `keys` were pulled into `out` (an array, or a list of arrays or of
+        lists of them: one per key, one per device)."""
         self.unpulled.difference_update(keys)
-        self.outs.extend(out if isinstance(out, (list, tuple)) else [out])
+        stack = [out]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (list, tuple)):
+                stack.extend(item)
+            else:
+                self.outs.append(item)
 
 
 class StepLog:
