@@ -377,7 +377,7 @@ class SSPKVStore(KVStoreBase):
         why = self._no_buckets_reason()
         if why is not None:
             if self._bucket_bytes > 0:
-                logger.info('worker[%d] one key per array: %s', self._rank, why)
+                logger.warning('worker[%d] one key per array: %s', self._rank, why)
             return
         from .optim import server_multipliers
         arrays = []

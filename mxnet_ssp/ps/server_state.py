@@ -13,12 +13,12 @@ is refused naming both set-ups.  Keys that arrive after the load (a restored job
 again) are restored when they first appear.
 
 Buckets (:mod:`mxnet_ssp.ps.buckets`) do not show in the file: a bucket's state is saved as its
-members' states, each in its array's shape, so files load whether the saving job and the
-loading job used buckets or not.
+members' states, each flat as the server holds every key, so files load whether the saving
+job and the loading job used buckets or not.
 """
 import pickle
 
-from .server_buckets import map_state, state_part
+from .server_buckets import state_part
 
 __all__ = ['SavedState']
 
@@ -91,11 +91,12 @@ class SavedState:
         return bucket.parts()
 
     def _state_of(self, index, state, part, shape):
-        """The state of one array of key `index` (its shape), or the key's whole state."""
+        """The state of one array of key `index`, or the key's whole state.  Flat, as MXNet's
+        server holds every key's weight (``KVStoreDistServer`` stores 1-D arrays), so the
+        entry is what the array's own key would have saved."""
         if part is None:
             return state
-        payload = self._buckets[index].payload
-        return map_state(state_part(state, part, payload), lambda a: a.reshape(shape))
+        return state_part(state, part, self._buckets[index].payload)
 
     def _backups(self):
         # what each worker last pulled: its slot (MXNet's storage, seen at its pushes);
@@ -194,7 +195,8 @@ class SavedState:
 
 
 def _part(array, part, shape):
-    """`array` (part None) or its elements `part` in `shape`, as a NumPy array."""
+    """`array` (part None) or its elements `part` (flat, as the server holds keys), as a
+    NumPy array."""
     if part is None:
         return array.asnumpy()
-    return array[part].reshape(shape).asnumpy()
+    return array[part].asnumpy()

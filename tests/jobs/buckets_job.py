@@ -59,6 +59,8 @@ def train_trainer(args, kv, opt):
     net.add(gluon.nn.Dense(6, in_units=5), gluon.nn.BatchNorm(in_channels=6),
             gluon.nn.Dense(4, in_units=6), gluon.nn.Dense(3, in_units=4))
     net.initialize(mx.init.Xavier(rnd_type='uniform'))
+    if args.resume:                               # the weights saved with the states
+        net.load_parameters(os.path.join(os.path.dirname(args.resume), 'net.params'))
     for name, param in net.collect_params().items():
         if name.endswith(('bias', 'gamma', 'beta')):
             param.wd_mult = 0.0
@@ -68,6 +70,9 @@ def train_trainer(args, kv, opt):
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     resumed = 0
     if args.resume:
+        # load_states starts the store, which sends the optimizer as it is now: give it the
+        # rescaling step(8) will check for (MXNet refuses a change after the store started)
+        trainer._optimizer.rescale_grad = trainer._scale / 8
         trainer.load_states(args.resume)
         resumed = args.save_at
     for step in range(resumed + 1, args.steps + 1):
@@ -77,7 +82,9 @@ def train_trainer(args, kv, opt):
         loss.backward()
         trainer.step(8)
         if step == args.save_at and not args.resume:
+            mx.nd.waitall()
             trainer.save_states(os.path.join(args.out, 'states'))
+            net.save_parameters(os.path.join(args.out, 'net.params'))
     mx.nd.waitall()
     return {name: p.data().asnumpy() for name, p in net.collect_params().items()}
 
