@@ -3,7 +3,8 @@
 A small network (Dense, BatchNorm, Dense, Dense: a dozen arrays of a few hundred bytes, so
 they all fit in buckets) trained for ``--steps`` steps on data fixed by the worker's rank,
 through gluon.Trainer or Module.fit, with per-parameter multipliers (biases and BatchNorm
-``wd_mult = 0``, one layer ``lr_mult = 0.5``) and one frozen weight (``grad_req='null'`` /
+``wd_mult = 0``, one layer ``lr_mult = 0.5``, one bias ``lr_mult = 0``, which must stay at
+its initial zeros) and one frozen weight (``grad_req='null'`` /
 ``fixed_param_names``): a bucket member that is never pushed.  Optionally saves the
 optimizer states after ``--save-at`` steps, or loads them before training (``--resume``).
 
@@ -25,6 +26,7 @@ def parse_args():
     p.add_argument('--steps', type=int, default=6)
     p.add_argument('--save-at', type=int, default=0)
     p.add_argument('--resume', default=None, help='states saved by --save-at, to load first')
+    p.add_argument('--devices', type=int, default=1, help='CPU contexts per worker')
     p.add_argument('--out', required=True)
     return p.parse_args()
 
@@ -58,13 +60,15 @@ def train_trainer(args, kv, opt):
     net = gluon.nn.HybridSequential()
     net.add(gluon.nn.Dense(6, in_units=5), gluon.nn.BatchNorm(in_channels=6),
             gluon.nn.Dense(4, in_units=6), gluon.nn.Dense(3, in_units=4))
-    net.initialize(mx.init.Xavier(rnd_type='uniform'))
+    ctx = [mx.cpu(i) for i in range(args.devices)]
+    net.initialize(mx.init.Xavier(rnd_type='uniform'), ctx=ctx)
     if args.resume:                               # the weights saved with the states
         net.load_parameters(os.path.join(os.path.dirname(args.resume), 'net.params'))
     for name, param in net.collect_params().items():
         if name.endswith(('bias', 'gamma', 'beta')):
             param.wd_mult = 0.0
     net[2].weight.lr_mult = 0.5
+    net[0].bias.lr_mult = 0.0                     # starts at 0 and must stay there
     net[3].bias.grad_req = 'null'                 # frozen: a bucket member never pushed
     trainer = gluon.Trainer(net.collect_params(), opt, kvstore=kv)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -77,16 +81,23 @@ def train_trainer(args, kv, opt):
         resumed = args.save_at
     for step in range(resumed + 1, args.steps + 1):
         x, y = data(kv.rank, step)
+        half = len(x) // len(ctx)                 # each device its share of the batch
         with mx.autograd.record():
-            loss = loss_fn(net(mx.nd.array(x)), mx.nd.array(y))
-        loss.backward()
+            losses = [loss_fn(net(mx.nd.array(x[i * half:(i + 1) * half], ctx=c)),
+                              mx.nd.array(y[i * half:(i + 1) * half], ctx=c))
+                      for i, c in enumerate(ctx)]
+        for loss in losses:
+            loss.backward()
         trainer.step(8)
         if step == args.save_at and not args.resume:
             mx.nd.waitall()
             trainer.save_states(os.path.join(args.out, 'states'))
             net.save_parameters(os.path.join(args.out, 'net.params'))
     mx.nd.waitall()
-    return {name: p.data().asnumpy() for name, p in net.collect_params().items()}
+    for p in net.collect_params().values():       # the devices agree on what is trained
+        for d in (p.list_data()[1:] if p.grad_req != 'null' else ()):
+            assert (d.asnumpy() == p.data(ctx[0]).asnumpy()).all(), p.name
+    return {name: p.data(ctx[0]).asnumpy() for name, p in net.collect_params().items()}
 
 
 def train_module(args, kv, opt):
