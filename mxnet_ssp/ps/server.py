@@ -60,7 +60,8 @@ def server_rank():
 class _KeyState:
     """Slot mode, per parameter k on this server: the one canonical weight and its book-keeping."""
 
-    __slots__ = ('weight', 'clock', 'state', 'acc', 'acc_flags', 'restore', 'slot_refs')
+    __slots__ = ('weight', 'clock', 'state', 'acc', 'acc_flags', 'restore', 'slot_refs',
+                 'offsets', 'round_offsets')
 
     def __init__(self, weight, clock, state):
         self.weight = weight              # canonical weight (an NDArray owned by us)
@@ -68,6 +69,12 @@ class _KeyState:
         self.state = state                # optimizer state (momentum, MeanSquare, ...)
         self.acc = None                   # n-softsync: sum of the gradients of this round
         self.acc_flags = None             # a bucket's: members carried by this round's pushes
+        # a bucket that took over its members: worker -> how much older each member's last
+        # pull is than the bucket's clock says (the members were pulled at different
+        # versions), for that worker's next gradient; and the same summed over the open
+        # n-softsync round's gradients
+        self.offsets = {}
+        self.round_offsets = None
         self.restore = {}                 # worker -> saved backup to put in its slot
         self.slot_refs = {}               # worker -> its slot (MXNet's storage of its slot key)
 
@@ -234,7 +241,7 @@ class ServerOptimizer(SavedState):
             state = self._states[bucket.index] = self._bucket_state(
                 bucket, weight, opt.create_state_multi_precision, self._states)
 
-        def call(index, part):
+        def call(index, part, _):
             opt.update_multi_precision(index, weight[part], grad[part],
                                        state_part(state, part, bucket.payload))
         bucket.run(opt, bucket.flags(grad), call)
@@ -268,10 +275,10 @@ class ServerOptimizer(SavedState):
             return
         tau, applied = clock.receive(m)
         backup = weight if self._needs_backup else None     # what the sender last pulled
-        carried = None                    # a bucket's members this push holds (None: k)
+        carried = taus = None             # a bucket's members this push holds, their taus
         bucket = self._buckets.get(k)
         if bucket is not None:
-            carried = self._update_slot_bucket(bucket, ks, grad, backup, tau, m, applied)
+            carried, taus = self._update_slot_bucket(bucket, ks, grad, backup, tau, m, applied)
         elif self.softsync_c > 1:
             self._accumulate(k, ks, self._prepared(k, ks.weight, ks.state, grad, backup, tau, m),
                              applied)
@@ -289,15 +296,20 @@ class ServerOptimizer(SavedState):
         clock.pulled_by(m)
         # the receive buffer `grad` is MXNet's and must not be read after we return
         nd.waitall()
-        self._record(k, m, tau, clock.version, applied, carried)
+        self._record(k, m, tau, clock.version, applied, carried, taus)
 
     def _update_slot_bucket(self, bucket, ks, grad, backup, tau, m, applied):
         """Slot mode, a bucket: as :meth:`_update_slot` over the payload or its members.
-        Returns the indices of the members the push carries."""
+        Returns the indices of the members the push carries, and each member's tau."""
         opt, payload = self.optimizer, bucket.payload
         flags = bucket.flags(grad)
         carried = [sid for i, (sid, _, _, _) in enumerate(bucket.members)
                    if flags is None or flags[i]]
+
+        # each member's tau: the bucket's, unless the takeover left this worker's members
+        # pulled at different versions (then once, member by member)
+        offsets = ks.offsets.pop(m, None)
+        taus = [tau] * len(bucket.members) if offsets is None else [tau + d for d in offsets]
 
         def views(part):
             return (ks.weight[part], state_part(ks.state, part, payload), grad[part],
@@ -308,31 +320,40 @@ class ServerOptimizer(SavedState):
                 from mxnet import ndarray as nd
                 ks.acc = nd.zeros(payload, ctx=ks.weight.context, dtype=ks.weight.dtype)
                 ks.acc_flags = np.zeros(len(bucket.members), dtype=bool)
+            if offsets is not None:
+                if ks.round_offsets is None:
+                    ks.round_offsets = np.zeros(len(bucket.members))
+                ks.round_offsets += offsets
 
-            def add(index, part):
+            def add(index, part, i):
                 w, st, g, b = views(part)
-                ks.acc[part] += self._prepared(index, w, st, g, b, tau, m)
-            bucket.run(opt, flags, add)
+                ks.acc[part] += self._prepared(index, w, st, g, b, tau if i is None else taus[i],
+                                               m)
+            bucket.run(opt, flags, add, each=offsets is not None)
             ks.acc_flags |= True if flags is None else flags
             if applied:
                 ks.acc /= ks.clock.waiting
                 mean_tau = KeyClock.mean(ks.clock.taus)
+                extra = ks.round_offsets
 
-                def apply(index, part):
+                def apply(index, part, i):
+                    mean = mean_tau if i is None else mean_tau + extra[i] / ks.clock.waiting
                     self._apply(index, ks.weight[part], state_part(ks.state, part, payload),
-                                ks.acc[part], mean_tau)
-                bucket.run(opt, None if ks.acc_flags.all() else ks.acc_flags, apply)
-                ks.acc = ks.acc_flags = None
-            return carried
+                                ks.acc[part], mean)
+                bucket.run(opt, None if ks.acc_flags.all() else ks.acc_flags, apply,
+                           each=extra is not None and extra.any())
+                ks.acc = ks.acc_flags = ks.round_offsets = None
+            return carried, taus
 
-        def one(index, part):
+        def one(index, part, i):
             w, st, g, b = views(part)
+            t = float(tau if i is None else taus[i])
             if self._apply_one is not None:
-                self._apply_one(index, w, g, st, b, float(tau), m)
+                self._apply_one(index, w, g, st, b, t, m)
             else:
-                self._apply(index, w, st, self._prepared(index, w, st, g, b, tau, m), float(tau))
-        bucket.run(opt, flags, one)
-        return carried
+                self._apply(index, w, st, self._prepared(index, w, st, g, b, t, m), t)
+        bucket.run(opt, flags, one, each=offsets is not None)
+        return carried, taus
 
     def _prepared(self, k, weight, state, grad, backup, tau, m):
         """The gradient as the rule applies it (DC-ASGD's compensation, ...); plain rules: as is."""
@@ -393,12 +414,20 @@ class ServerOptimizer(SavedState):
         else:
             self.optimizer.update_multi_precision(k, weight, grad, state)
 
-    def _record(self, k, m, tau, version, applied, members=None):
+    def _record(self, k, m, tau, version, applied, members=None, taus=None):
         """Count a gradient's staleness (tau None: a refresh) and log it if asked; a bucket's
-        push counts as one gradient of each of `members`, the parameters it carries."""
+        push counts as one gradient of each of `members`, the parameters it carries (their
+        taus: `taus`, one per member of the bucket, or all `tau`)."""
         keys = [k] if members is None else members
+        if members is not None and taus is not None and tau is not None:
+            bucket = self._buckets[k]
+            tau_of = {sid: t for (sid, _, _, _), t in zip(bucket.members, taus)}
+        else:
+            tau_of = {}
         if tau is not None:
-            self._hist[tau] = self._hist.get(tau, 0) + len(keys)
+            for key in keys:
+                t = tau_of.get(key, tau)
+                self._hist[t] = self._hist.get(t, 0) + 1
         if self.staleness_log and self.metrics_dir:
             if self._log is None:
                 os.makedirs(self.metrics_dir, exist_ok=True)
@@ -408,7 +437,8 @@ class ServerOptimizer(SavedState):
                 self._seq += 1
                 self._log.write(json.dumps({
                     'seq': self._seq, 'key': key, 'sender': m,
-                    'event': 'refresh' if tau is None else 'gradient', 'tau': tau,
+                    'event': 'refresh' if tau is None else 'gradient',
+                    'tau': tau_of.get(key, tau),
                     'version': version, 'applied': applied}) + '\n')
         else:
             self._seq += len(keys)

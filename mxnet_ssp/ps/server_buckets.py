@@ -42,22 +42,23 @@ class ServerBucket:
         flags = grad[self.payload:self.length].asnumpy() > 0.5
         return None if flags.all() else flags
 
-    def run(self, optimizer, flags, call):
-        """Run the rule over the bucket: ``call(index, part)`` with ``part`` a slice of the
-        payload, once for all of it or once per member carried (see the module's docstring).
-        Keeps the members' update counts as per-array updates would."""
+    def run(self, optimizer, flags, call, each=False):
+        """Run the rule over the bucket: ``call(index, part, i)`` with ``part`` a slice of the
+        payload, once for all of it (``i`` None) or once per member carried (``i`` its
+        number; always so with `each`; see the module's docstring).  Keeps the members'
+        update counts as per-array updates would."""
         counts = optimizer._index_update_count
         members = self.members
-        if flags is None and self.uniform:
+        if flags is None and self.uniform and not each:
             counts[self.index] = counts.get(members[0][0], 0)
-            call(self.index, slice(0, self.payload))
+            call(self.index, slice(0, self.payload), None)
             done = counts.get(self.index, 0)
             for sid, _, _, _ in members:
                 counts[sid] = done
             return
         for i, (sid, off, size, _) in enumerate(members):
             if flags is None or flags[i]:
-                call(sid, slice(off, off + size))
+                call(sid, slice(off, off + size), i)
         self.uniform = self.counts_agree(optimizer)
 
     def counts_agree(self, optimizer):

@@ -177,6 +177,22 @@ class SavedState:
         if not entries:
             return
         ks.clock.restore(entries[0][2])
+        # what each worker last pulled of each member, against the clock the bucket took
+        pulled = np.array([[int(p) for p in entry['pulled']] for _, _, entry in entries])
+        diffs = pulled[0][None, :] - pulled                  # member x worker
+        round_taus = np.array([sum(int(t) for t in entry['taus']) for _, _, entry in entries])
+        if diffs.any() or round_taus.any():
+            width = len(bucket.members)
+            for m in range(pulled.shape[1]):
+                if diffs[:, m].any():
+                    offsets = np.zeros(width)
+                    for row, (i, _, _) in enumerate(entries):
+                        offsets[i] = diffs[row, m]
+                    ks.offsets[m] = offsets
+            if (round_taus - round_taus[0]).any():
+                ks.round_offsets = np.zeros(width)
+                for row, (i, _, _) in enumerate(entries):
+                    ks.round_offsets[i] = round_taus[row] - round_taus[0]
         restore = {}
         for i, part, entry in entries:
             flat(entry['weight']).copyto(ks.weight[part])
