@@ -65,7 +65,7 @@ ENV_NUM_WORKER = 'DMLC_NUM_WORKER'
 #: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is
 #: imported, with the same values as :func:`parse_flag`.
 ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
-#: Bytes per bucket of small arrays (:mod:`mxnet_ssp.ps.buckets`); 0 turns bucketing off.
+#: Bytes per bucket of small arrays (:mod:`mxnet_ssp.core.buckets`); 0 turns bucketing off.
 ENV_BUCKET_BYTES = 'MXNET_SSP_BUCKET_BYTES'
 #: Its default (docs/stores.md, "Buckets", gives the measurements behind it).
 DEFAULT_BUCKET_BYTES = 4 << 20

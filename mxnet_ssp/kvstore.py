@@ -57,7 +57,7 @@ from mxnet.kvstore.base import KVStoreBase
 from .ps import _process
 from .ps import discovery
 from . import config as cfg
-from .ps.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
+from .core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
                          plan_buckets)
 from .ps.channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,
                          UpdaterSpec, refresh_marker)
@@ -269,7 +269,7 @@ class SSPKVStore(KVStoreBase):
         if self._tracker.on_push(keys):
             self._finish_step(priority)
 
-    # -- buckets (mxnet_ssp.ps.buckets) ----------------------------------------------
+    # -- buckets (mxnet_ssp.core.buckets) ----------------------------------------------
     def _remember(self, key, value):
         """Note the shape, dtype and kind of each initialized array, for the bucket plan."""
         str_id = self._keys.str_ids

@@ -109,7 +109,7 @@ def one_call_update(optimizer):
 
 #: MXNet 1.9.1's rules whose update of an element reads only that element, its gradient, its
 #: own state and per-key numbers (learning rate, weight decay, the key's update count): the
-#: servers may run them once over a bucket of arrays (:mod:`mxnet_ssp.ps.buckets`).  Left
+#: servers may run them once over a bucket of arrays (:mod:`mxnet_ssp.core.buckets`).  Left
 #: out: Nadam (one momentum schedule advanced at every update call), SGLD (random noise drawn
 #: per call), LBSGD, LARS, LAMB (per-layer norms).
 ELEMENTWISE_MXNET_RULES = ('SGD', 'NAG', 'Signum', 'FTML', 'DCASGD', 'Adam', 'AdaGrad',

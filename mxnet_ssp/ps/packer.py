@@ -1,6 +1,6 @@
 """Worker side of buckets: packing a step's gradients into buckets and its weights out of them.
 
-The plan (:mod:`mxnet_ssp.ps.buckets`) says which arrays share a bucket.  A :class:`Packer`
+The plan (:mod:`mxnet_ssp.core.buckets`) says which arrays share a bucket.  A :class:`Packer`
 holds, per bucket, a send buffer (the members' gradients end to end, then the header: 1 for a
 member this push carries, 0 for one it does not) and a receive buffer (the weights pulled),
 both on the CPU, where MXNet's dist store sends from and receives into.  The store calls:

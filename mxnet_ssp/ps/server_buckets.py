@@ -1,6 +1,6 @@
 """Server side of buckets: running the update rule over a bucket, exactly as over its arrays.
 
-A bucket (:mod:`mxnet_ssp.ps.buckets`) arrives as one key: its members' gradients end to end,
+A bucket (:mod:`mxnet_ssp.core.buckets`) arrives as one key: its members' gradients end to end,
 then a header of one flag per member (1: this push carries the member).  The server keeps one
 optimizer state per bucket, laid out like the bucket, and gives the rule:
 

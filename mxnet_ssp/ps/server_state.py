@@ -12,7 +12,7 @@ file only loads into a job with the same set-up (slot mode, workers, servers); a
 is refused naming both set-ups.  Keys that arrive after the load (a restored job pushes them
 again) are restored when they first appear.
 
-Buckets (:mod:`mxnet_ssp.ps.buckets`) do not show in the file: a bucket's state is saved as its
+Buckets (:mod:`mxnet_ssp.core.buckets`) do not show in the file: a bucket's state is saved as its
 members' states, each flat as the server holds every key, so files load whether the saving
 job and the loading job used buckets or not.
 """

@@ -1,8 +1,8 @@
-"""The bucket plan (mxnet_ssp.ps.buckets): which arrays share a bucket, where each lies, and
+"""The bucket plan (mxnet_ssp.core.buckets): which arrays share a bucket, where each lies, and
 the keys a store may give buckets.  Expected layouts are worked out by hand."""
 import pytest
 
-from mxnet_ssp.ps.buckets import ArrayInfo, BucketPlan, int_keys_on, plan_buckets
+from mxnet_ssp.core.buckets import ArrayInfo, BucketPlan, int_keys_on, plan_buckets
 
 
 def arr(key, size, group=(0, '<f4', 1.0, 1.0), itemsize=4, eligible=True, shape=None):
