@@ -132,6 +132,7 @@ class SSPKVStore(KVStoreBase):
         self._sent_optimizer = None
         self._first_keys = []             # the first step's pushed keys, in order
         self._first_seen = set()
+        self._sparse_pushed = set()       # keys whose first-step gradients were sparse
         self.last_release = None
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         _process.adopt(self)      # closed and freed at exit in the same phase on every worker
@@ -298,10 +299,12 @@ class SSPKVStore(KVStoreBase):
         arrays (when the first step's end shows only at the second step's first push); with
         copies, those pulls land in the copies.
         """
-        for k in keys:
+        for k, v in zip(keys, as_values(key, value)):
             if k not in self._first_seen:
                 self._first_seen.add(k)
                 self._first_keys.append(k)
+            if (v[0] if isinstance(v, (list, tuple)) else v).stype != 'default':
+                self._sparse_pushed.add(k)        # pushed by rows: keeps its own key
         if self._bucket_bytes <= 0:
             return value
 
@@ -383,7 +386,8 @@ class SSPKVStore(KVStoreBase):
         arrays = []
         for k in pushed:
             shape, dtype, stype, sid = self._arrays.get(k, ((), None, None, None))
-            eligible = stype == 'default' and sid is not None and k not in RESERVED_KEYS
+            eligible = (stype == 'default' and sid is not None and k not in RESERVED_KEYS
+                        and k not in self._sparse_pushed)
             group = ((self._server_of(sid), dtype.str)
                      + server_multipliers(self._sent_optimizer, sid)) if eligible else ()
             arrays.append(ArrayInfo(k, shape, int(np.prod(shape)),
