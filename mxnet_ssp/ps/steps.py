@@ -29,6 +29,7 @@ class StepTracker:
         self.expected = set()
         self.pushed = []
         self._pushed_set = set()
+        self._hits = 0                    # expected keys pushed in this step
         self.learned = False
         self.string_keys = False
         self.shapes = {}
@@ -40,6 +41,7 @@ class StepTracker:
         the shapes the keys were initialized with.
         """
         self.expected.update(keys)
+        self._hits = len(self.expected & self._pushed_set)
         self.string_keys = self.string_keys or any(isinstance(k, str) for k in keys)
         for k, v in zip(keys, values or ()):
             v = v[0] if isinstance(v, (list, tuple)) else v
@@ -58,11 +60,14 @@ class StepTracker:
 
     def on_push(self, keys):
         """Record pushes of `keys`; return True when they complete the current step."""
+        expected = self.expected
         for k in keys:
             if k not in self._pushed_set:
                 self._pushed_set.add(k)
                 self.pushed.append(k)
-        if self.expected and self.expected <= self._pushed_set:
+                if k in expected:
+                    self._hits += 1
+        if expected and self._hits == len(expected):
             self._reset()
             return True
         return False
@@ -74,6 +79,7 @@ class StepTracker:
     def _reset(self):
         self.pushed = []
         self._pushed_set = set()
+        self._hits = 0
 
 
 class Step:
