@@ -84,9 +84,6 @@ class Bucket:
     def nbytes(self):
         return self.length * self.itemsize
 
-    def header_slice(self):
-        return slice(self.payload, self.length)
-
     def __repr__(self):
         return 'Bucket(%r, %d members, %d elements, server %r)' % (
             self.key, len(self.members), self.payload, self.server)
@@ -131,14 +128,12 @@ def plan_buckets(arrays, bucket_bytes, bigarray_bound=DEFAULT_BIGARRAY_BOUND):
     ----------
     bucket_bytes : int
         At most this many bytes per bucket (header included); arrays above half of it keep
-        their own key.  0: no buckets.
+        their own key.  0: no buckets (no array fits).
     bigarray_bound : int
         MXNet's ``MXNET_KVSTORE_BIGARRAY_BOUND``: a bucket stays below it.
 
     A bucket of a single member would be no gain: that array keeps its own key.
     """
-    if bucket_bytes <= 0:
-        return BucketPlan([])
     open_buckets = {}                     # group -> (members, elements so far, itemsize)
     closed = []
 

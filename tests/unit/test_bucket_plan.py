@@ -2,7 +2,7 @@
 the keys a store may give buckets.  Expected layouts are worked out by hand."""
 import pytest
 
-from mxnet_ssp.core.buckets import ArrayInfo, BucketPlan, int_keys_on, plan_buckets
+from mxnet_ssp.core.buckets import ArrayInfo, Bucket, BucketPlan, Member, int_keys_on, plan_buckets
 
 
 def arr(key, size, group=(0, '<f4', 1.0, 1.0), itemsize=4, eligible=True, shape=None):
@@ -21,7 +21,10 @@ def test_small_arrays_fill_buckets_in_push_order_with_a_header_each():
     # the fifth alone would be a bucket of one: it keeps its own key
     assert plan.bucket_of(4) is None
     b = plan.buckets[0]
+    assert plan and len(plan) == 1
     assert (b.payload, b.length, b.nbytes, b.number) == (240, 244, 976, 0)
+    assert b.group == (0, '<f4', 1.0, 1.0) and b.server == 0
+    assert b.key is None and b.index is None             # the store gives keys
     assert plan.bucket_of(2) == (b, b.members[2])
 
 
@@ -84,5 +87,38 @@ def test_int_keys_on_a_server_from_the_top_skipping_taken_ones():
         return k % 3
     assert int_keys_on(1, 3, 20, server_of, taken={19}) == [16, 13, 10]
     assert int_keys_on(2, 2, 20, server_of, taken=set()) == [20, 17]
-    with pytest.raises(ValueError, match='no room for 3 bucket keys on server 0 below key 5'):
+    with pytest.raises(ValueError, match='^no room for 3 bucket keys on server 0 below key 5$'):
         int_keys_on(0, 3, 5, server_of, taken={0})
+    # key 0 is a key like any other
+    assert int_keys_on(0, 3, 2, lambda k: 0, taken=set()) == [2, 1, 0]
+
+
+def test_a_bucket_may_fill_exactly_to_its_size_and_not_one_element_more():
+    # 1000 bytes: 250 float32 elements, header included
+    exact = plan_buckets([arr(0, 100), arr(1, 100), arr(2, 47)], 1000)
+    assert layout(exact) == [[(0, 0, 100), (1, 100, 100), (2, 200, 47)]]      # 247 + 3 = 250
+    over = plan_buckets([arr(0, 100), arr(1, 100), arr(2, 48)], 1000)
+    assert layout(over) == [[(0, 0, 100), (1, 100, 100)]]                     # 248 + 3 > 250
+
+
+def test_a_bucket_stays_exactly_below_the_bigarray_bound():
+    fits = plan_buckets([arr(0, 48), arr(1, 49)], 10 ** 6, bigarray_bound=100)
+    assert layout(fits) == [[(0, 0, 48), (1, 48, 49)]]                       # 97 + 2 = 99
+    too_big = plan_buckets([arr(0, 48), arr(1, 50)], 10 ** 6, bigarray_bound=100)
+    assert layout(too_big) == []                                              # 98 + 2 = 100
+
+
+def test_describe_sums_each_server_and_names_a_single_bucket():
+    one = plan_buckets([arr(0, 12500), arr(1, 12498)], 10 ** 6)
+    assert one.describe() == '1 bucket holding 2 arrays (server 0: 100.0 kB)'
+    a, b = (0, '|i1', 1.0, 1.0), (0, '|i1', 1.0, 0.0)      # one-byte elements
+    two = plan_buckets([arr(0, 500, a, 1), arr(1, 500, a, 1), arr(2, 270, b, 1),
+                        arr(3, 275, b, 1)], 10 ** 6)
+    # 1002 + 547 = 1549 bytes, both on server 0: 1.5 kB (1550 would read 1.6)
+    assert two.describe() == '2 buckets holding 4 arrays (server 0: 1.5 kB)'
+
+
+def test_repr_names_key_members_elements_and_server():
+    b = Bucket([Member(7, (3,), 0, 3), Member(8, (2,), 3, 2)], (1, '<f4', 1.0, 1.0), 4)
+    b.key = 42
+    assert repr(b) == 'Bucket(42, 2 members, 5 elements, server 1)'
