@@ -250,7 +250,7 @@ class ServerOptimizer(SavedState):
         """A new state for `bucket`'s payload; members with a state in `saved` (a checkpoint
         loaded before the bucket's first push: member index -> state) take theirs."""
         state = create(bucket.index, weight[0:bucket.payload])
-        for sid, part, _ in bucket.parts():
+        for sid, part in bucket.parts():
             member_state = saved.pop(sid, None)
             if member_state is not None:
                 copy_state(member_state, state_part(state, part, bucket.payload))
@@ -270,8 +270,9 @@ class ServerOptimizer(SavedState):
         if is_refresh(grad):
             weight[:] = ks.weight
             clock.pulled_by(m)
+            bucket = self._buckets.get(k)
             self._record(k, m, None, clock.version, False,
-                         None if k not in self._buckets else [p[0] for p in self._buckets[k].members])
+                         None if bucket is None else [sid for sid, _ in bucket.parts()])
             return
         tau, applied = clock.receive(m)
         backup = weight if self._needs_backup else None     # what the sender last pulled
@@ -300,7 +301,8 @@ class ServerOptimizer(SavedState):
 
     def _update_slot_bucket(self, bucket, ks, grad, backup, tau, m, applied):
         """Slot mode, a bucket: as :meth:`_update_slot` over the payload or its members.
-        Returns the indices of the members the push carries, and each member's tau."""
+        Returns the indices of the members the push carries, and each member's tau (None
+        when all have the bucket's)."""
         opt, payload = self.optimizer, bucket.payload
         flags = bucket.flags(grad)
         carried = [sid for i, (sid, _, _, _) in enumerate(bucket.members)
@@ -309,7 +311,7 @@ class ServerOptimizer(SavedState):
         # each member's tau: the bucket's, unless the takeover left this worker's members
         # pulled at different versions (then once, member by member)
         offsets = ks.offsets.pop(m, None)
-        taus = [tau] * len(bucket.members) if offsets is None else [tau + d for d in offsets]
+        taus = None if offsets is None else [tau + d for d in offsets]
 
         def views(part):
             return (ks.weight[part], state_part(ks.state, part, payload), grad[part],
@@ -327,8 +329,8 @@ class ServerOptimizer(SavedState):
 
             def add(index, part, i):
                 w, st, g, b = views(part)
-                ks.acc[part] += self._prepared(index, w, st, g, b, tau if i is None else taus[i],
-                                               m)
+                t = tau if taus is None else taus[i]
+                ks.acc[part] += self._prepared(index, w, st, g, b, t, m)
             bucket.run(opt, flags, add, each=offsets is not None)
             ks.acc_flags |= True if flags is None else flags
             if applied:
@@ -347,7 +349,7 @@ class ServerOptimizer(SavedState):
 
         def one(index, part, i):
             w, st, g, b = views(part)
-            t = float(tau if i is None else taus[i])
+            t = float(tau if taus is None else taus[i])
             if self._apply_one is not None:
                 self._apply_one(index, w, g, st, b, t, m)
             else:
@@ -400,7 +402,7 @@ class ServerOptimizer(SavedState):
     def _adopt_members(self, bucket, ks):
         """Slot mode: the bucket's first push takes over its members' keys on this server."""
         entries = []
-        for i, (sid, part, _) in enumerate(bucket.parts()):
+        for i, (sid, part) in enumerate(bucket.parts()):
             member = self._keys.pop(sid, None)
             if member is not None:
                 entries.append((i, part, dict(
@@ -419,12 +421,12 @@ class ServerOptimizer(SavedState):
         push counts as one gradient of each of `members`, the parameters it carries (their
         taus: `taus`, one per member of the bucket, or all `tau`)."""
         keys = [k] if members is None else members
-        if members is not None and taus is not None and tau is not None:
-            bucket = self._buckets[k]
-            tau_of = {sid: t for (sid, _, _, _), t in zip(bucket.members, taus)}
-        else:
-            tau_of = {}
-        if tau is not None:
+        tau_of = {}
+        if taus is not None and tau is not None:
+            tau_of = {sid: t for (sid, _, _, _), t in zip(self._buckets[k].members, taus)}
+        if tau is not None and not tau_of:
+            self._hist[tau] = self._hist.get(tau, 0) + len(keys)
+        elif tau is not None:
             for key in keys:
                 t = tau_of.get(key, tau)
                 self._hist[t] = self._hist.get(t, 0) + 1

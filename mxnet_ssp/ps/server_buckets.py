@@ -18,9 +18,8 @@ did before buckets (:mod:`mxnet_ssp.ps.server_state`).
 
 This module must import in a server process while ``import mxnet`` has not returned.
 """
-import numpy as np
 
-__all__ = ['ServerBucket', 'state_part', 'map_state', 'copy_state']
+__all__ = ['ServerBucket', 'state_part', 'copy_state']
 
 
 class ServerBucket:
@@ -68,8 +67,8 @@ class ServerBucket:
         return all(counts.get(sid, 0) == first for sid, _, _, _ in self.members)
 
     def parts(self):
-        """``(member index, slice, shape)`` of every member."""
-        return [(sid, slice(off, off + size), shape) for sid, off, size, shape in self.members]
+        """``(member index, slice of the payload)`` of every member."""
+        return [(sid, slice(off, off + size)) for sid, off, size, _ in self.members]
 
 
 class _DictPart(dict):
@@ -99,19 +98,6 @@ def state_part(state, part, payload):
     if hasattr(state, 'asnumpy'):
         return state[part]
     return state                          # a number the rule keeps per key
-
-
-def map_state(state, fn):
-    """`state` with every array replaced by ``fn(array)`` (tuples, lists and dicts kept)."""
-    if state is None:
-        return None
-    if isinstance(state, (list, tuple)):
-        return type(state)(map_state(s, fn) for s in state)
-    if isinstance(state, dict):
-        return {k: map_state(v, fn) for k, v in state.items()}
-    if hasattr(state, 'asnumpy') or isinstance(state, np.ndarray):
-        return fn(state)
-    return state
 
 
 def copy_state(src, dst):

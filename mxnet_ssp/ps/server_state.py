@@ -63,14 +63,14 @@ class SavedState:
         nd.waitall()
         keys = {}
         for k, ks in self._keys.items():
-            for sid, part, shape in self._members(k):
-                keys[sid] = dict(ks.clock.state(), weight=_part(ks.weight, part, shape),
-                                 state=_to_numpy(self._state_of(k, ks.state, part, shape)),
-                                 acc=None if ks.acc is None else _part(ks.acc, part, shape))
+            for sid, part in self._members(k):
+                keys[sid] = dict(ks.clock.state(), weight=_part(ks.weight, part),
+                                 state=_to_numpy(self._state_of(k, ks.state, part)),
+                                 acc=None if ks.acc is None else _part(ks.acc, part))
         plain = {}
         for i, st in self._states.items():
-            for sid, part, shape in self._members(i):
-                plain[sid] = _to_numpy(self._state_of(i, st, part, shape))
+            for sid, part in self._members(i):
+                plain[sid] = _to_numpy(self._state_of(i, st, part))
         opt = self.optimizer
         counts = {i: c for i, c in opt._index_update_count.items() if i not in self._buckets}
         blob = {'format': 1, 'slots': self.slots, 'num_workers': self.num_workers,
@@ -83,14 +83,14 @@ class SavedState:
             pickle.dump(blob, f)
 
     def _members(self, index):
-        """``(index, part, shape)`` of each array a key holds: a bucket's members, or the key
-        itself (part None)."""
+        """``(index, part)`` of each array a key holds: a bucket's members, or the key itself
+        (part None)."""
         bucket = self._buckets.get(index)
         if bucket is None:
-            return [(index, None, None)]
+            return [(index, None)]
         return bucket.parts()
 
-    def _state_of(self, index, state, part, shape):
+    def _state_of(self, index, state, part):
         """The state of one array of key `index`, or the key's whole state.  Flat, as MXNet's
         server holds every key's weight (``KVStoreDistServer`` stores 1-D arrays), so the
         entry is what the array's own key would have saved."""
@@ -105,8 +105,8 @@ class SavedState:
             return {}
         out = {}
         for k, ks in self._keys.items():
-            for sid, part, shape in self._members(k):
-                out[sid] = {m: _part(ref, part, shape) for m, ref in ks.slot_refs.items()}
+            for sid, part in self._members(k):
+                out[sid] = {m: _part(ref, part) for m, ref in ks.slot_refs.items()}
         return out
 
     def _load(self, prefix):
@@ -155,7 +155,7 @@ class SavedState:
     def _restore_bucket(self, bucket, ks):
         """Slot mode: restore a bucket from its members' entries in a loaded file."""
         entries = []
-        for i, (sid, part, _) in enumerate(bucket.parts()):
+        for i, (sid, part) in enumerate(bucket.parts()):
             if sid in self._pending_load:
                 saved = self._pending_load.pop(sid)
                 entries.append((i, part, dict(saved, state=_from_numpy(saved['state']))))
@@ -210,7 +210,7 @@ class SavedState:
         ks.restore = restore
 
 
-def _part(array, part, shape):
+def _part(array, part):
     """`array` (part None) or its elements `part` (flat, as the server holds keys), as a
     NumPy array."""
     if part is None:
