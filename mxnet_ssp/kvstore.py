@@ -129,6 +129,7 @@ class SSPKVStore(KVStoreBase):
         self._packer = None
         self._waiting = {}                # bucket number -> [(member, out)] to unpack
         self._pulled_in_step = set()      # buckets pulled in this (fast) step
+        self._loop = None                 # (caller's frame, buckets it completes): see _loop_of
         self._sent_optimizer = None
         self._first_keys = []             # the first step's pushed keys, in order
         self._first_seen = set()
@@ -219,7 +220,7 @@ class SSPKVStore(KVStoreBase):
         if self._first_keys is not None:
             value = self._first_step(key, keys, value)
         if self._plan:
-            own = self._stage(keys, as_values(key, value), None, step, priority)
+            own = self._stage(keys, as_values(key, value), None, step, priority, ())
             if own:
                 self._kv.push(self._keys.mine(own[0]), own[1], priority=priority)
         else:
@@ -251,7 +252,8 @@ class SSPKVStore(KVStoreBase):
         if self._first_keys is not None:
             value = self._first_step(key, keys, value)
         if self._plan:
-            own = self._stage(keys, as_values(key, value), as_values(key, out), step, priority)
+            own = self._stage(keys, as_values(key, value), as_values(key, out), step, priority,
+                              self._loop_of(sys._getframe(1)))
             if own:
                 own_keys, own_values, own_outs = own
                 if step.fast:
@@ -445,9 +447,14 @@ class SSPKVStore(KVStoreBase):
         nd.waitall()
         return values
 
-    def _stage(self, keys, values, outs, step, priority):
+    def _stage(self, keys, values, outs, step, priority, loop):
         """Pack the bucketed arrays of a push; push the buckets now complete.  Returns the
-        keys that keep their own (and their values and outs), or None."""
+        keys that keep their own (and their values and outs), or None.
+
+        The arrays are copied into their buckets many at a time: at a bucket's push, or at
+        the end of this call for a bucket not complete by then, unless its number is in
+        `loop` (the buckets that the caller's loop over the parameters completes, in which
+        nothing writes to a gradient between two calls: see :meth:`_loop_of`)."""
         own = ([], [], [])
         complete = []
         of_key = self._plan.of_key
@@ -459,7 +466,7 @@ class SSPKVStore(KVStoreBase):
                 own[2].append(None if outs is None else outs[i])
                 continue
             bucket, member = found
-            if self._packer.stage(bucket, member, values[i]):
+            if self._packer.stage(bucket, member, values[i], defer=True):
                 complete.append(bucket)
             if outs is not None:
                 if step.fast:
@@ -468,7 +475,26 @@ class SSPKVStore(KVStoreBase):
                     step.deferred.append((k, outs[i], priority, True))
         for bucket in complete:
             self._flush(bucket, step, priority)
+        for bucket in self._packer.deferring():
+            if bucket.number not in loop:
+                self._packer.gather(bucket)
         return own if own[0] else None
+
+    def _loop_of(self, frame):
+        """The numbers of the buckets that the loop calling :meth:`pushpull` will complete,
+        if `frame` (the caller's) is a loop known to call it once per parameter and do nothing
+        else in between: gluon.Trainer's and Module's (MXNet 1.9.1).  Then a bucket's members
+        can wait for its last one and be copied in one operation.  Otherwise an empty set."""
+        loop = self._loop
+        if loop is not None and loop[0] is frame:
+            return loop[1]
+        pushed = _keys_pushed_by(frame)
+        if pushed is None:
+            return ()
+        numbers = frozenset(b.number for b in self._plan.buckets
+                            if self._packer.needs(b) <= pushed)
+        self._loop = (frame, numbers)
+        return numbers
 
     def _flush(self, bucket, step, priority):
         """Push `bucket`; on the fast path pull it at once and unpack what waits for it."""
@@ -477,8 +503,9 @@ class SSPKVStore(KVStoreBase):
         if step.fast:
             self._kv.pull(key, out=self._packer.recv(bucket), priority=priority)
             self._pulled_in_step.add(bucket.number)
-            for member, out in self._waiting.pop(bucket.number, ()):
-                self._packer.scatter(bucket, member, out)
+            waiting = self._waiting.pop(bucket.number, ())
+            self._packer.scatter(bucket, waiting)
+            for member, out in waiting:
                 step.pulled([member.key], out)
 
     def _finish_step(self, priority):
@@ -488,14 +515,18 @@ class SSPKVStore(KVStoreBase):
             for bucket in self._packer.pending():
                 self._flush(bucket, step, priority)
         self._pulled_in_step = set()
+        self._loop = None
         self._end_step()
         if self._plan is None:
             self._learn_plan()
 
     def _pull_through_buckets(self, key, out, priority, ignore_sparse, step, pulled=None):
         """Pull `key` (or a list), the bucketed ones from their bucket.  `step`: the fast step
-        in progress that pushed them; `pulled`: the buckets already pulled at this release."""
+        in progress that pushed them; `pulled`: at a release, bucket number -> the (member,
+        out) pairs to unpack from the bucket, which the caller unpacks once it has issued every
+        pull (each bucket is pulled once)."""
         own_keys, own_outs = [], []
+        unpack = {} if pulled is None else pulled
         for k, o in zip(as_list(key), as_values(key, out)):
             found = self._plan.bucket_of(k)
             if found is None:
@@ -506,16 +537,16 @@ class SSPKVStore(KVStoreBase):
             if step is not None and bucket.number not in self._pulled_in_step:
                 self._waiting.setdefault(bucket.number, []).append((member, o))
                 continue
-            if step is None and (pulled is None or bucket.number not in pulled):
+            if step is None and bucket.number not in unpack:
                 if pulled is not None and self._keys.slot_mode:
                     self._push_refresh(bucket.key, priority)
                 self._kv.pull(self._keys.mine(bucket.key), out=self._packer.recv(bucket),
                               priority=priority)
-                if pulled is not None:
-                    pulled.add(bucket.number)
-            self._packer.scatter(bucket, member, o)
+            unpack.setdefault(bucket.number, []).append((member, o))
             if step is not None:
                 step.pulled([k], o)
+        if pulled is None:
+            self._unpack(unpack)
         if own_keys:
             if pulled is not None and self._keys.slot_mode:
                 self._push_refresh(own_keys, priority)
@@ -523,6 +554,12 @@ class SSPKVStore(KVStoreBase):
                           ignore_sparse=ignore_sparse)
             if step is not None:
                 step.pulled(own_keys, own_outs)
+
+    def _unpack(self, unpack):
+        """Copy the pulled weights out of their buckets: `unpack` maps a bucket number to its
+        (member, out) pairs."""
+        for number, pairs in unpack.items():
+            self._packer.scatter(self._plan.buckets[number], pairs)
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
         """Passed to MXNet's store for ``dist_async`` with a plain optimizer; else refused."""
@@ -707,7 +744,7 @@ class SSPKVStore(KVStoreBase):
         if step.fast:
             authorized_at, visible = step.authorized_at, self._next_visible
         else:
-            pulled = set()                # buckets pulled at this release
+            pulled = {}                   # buckets pulled at this release: what to unpack
             for key, out, priority, ignore_sparse in step.deferred:
                 if self._plan and any(self._plan.bucket_of(k) for k in as_list(key)):
                     self._pull_through_buckets(key, out, priority, ignore_sparse, None, pulled)
@@ -716,6 +753,7 @@ class SSPKVStore(KVStoreBase):
                     self._push_refresh(key, priority)
                 self._kv.pull(self._keys.mine(key), out=out, priority=priority,
                               ignore_sparse=ignore_sparse)
+            self._unpack(pulled)
             authorized_at, visible = reported_at + (t2 - t1), release.t_slowest
         self.last_release = release
         self.visible_clock = visible
@@ -796,6 +834,32 @@ class SSPKVStore(KVStoreBase):
             logger.info(summary)
         else:   # the script configured no logging: the summary is still promised
             sys.stderr.write(summary + '\n')
+
+
+def _keys_pushed_by(frame):
+    """The keys that `frame`'s loop pushes in one pass, if `frame` runs a loop of MXNet 1.9.1
+    known to call the store's ``pushpull`` once per parameter with nothing between the calls
+    that writes to an array: ``gluon.Trainer._allreduce_grads`` (keys: the parameters'
+    indices) and ``model._update_params_on_kvstore`` (Module; keys: the parameters' names).
+    Otherwise None."""
+    if not _LOOPS:
+        # looked up at the first use: this module is imported while MXNet is importing
+        from mxnet.gluon.trainer import Trainer
+        from mxnet import model
+        _LOOPS.update({Trainer._allreduce_grads.__code__: 'trainer',
+                       model._update_params_on_kvstore.__code__: 'module'})
+    kind = _LOOPS.get(frame.f_code)
+    if kind == 'trainer':
+        trainer = frame.f_locals['self']
+        return {i for i, p in enumerate(trainer._params) if p.grad_req != 'null'}
+    if kind == 'module':
+        local = frame.f_locals
+        return {name for name, grads in zip(local['param_names'], local['grad_arrays'])
+                if grads[0] is not None}
+    return None
+
+
+_LOOPS = {}      # code object -> which loop of MXNet's it is
 
 
 def _store_class(name):

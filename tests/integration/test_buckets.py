@@ -46,6 +46,7 @@ CASES = [   # (api, store, rule, servers); the default run takes one of each kin
     ('trainer', 'dist_async', 'sgd', 1),
     ('trainer', 'dist_async', 'dcasgd-a', 1),            # slot mode
     ('module', 'dist_ssp', 'sgd', 2),                     # string keys, two servers
+    ('raw', 'dist_async', 'sgd', 1),                      # push/pull, arrays reused at once
     pytest.param('trainer', 'dist_ssp', 'adam', 1, marks=pytest.mark.slow),
     pytest.param('trainer', 'dist_async', 'sasgd', 2, marks=pytest.mark.slow),
     pytest.param('trainer', 'dist_dssp', 'rmsprop', 2, marks=pytest.mark.slow),
@@ -60,7 +61,10 @@ def test_buckets_give_the_bits_of_one_key_per_array(tmp_path, api, store, rule, 
     (on_info, on, _), = train(tmp_path, 'on', 4 << 20, args, servers=servers)
     assert off_info['buckets'] == 0
     # every trained array is small: all but the frozen one and a lone lr_mult 0.5 weight
-    assert on_info['buckets'] >= 1 and on_info['bucketed'] >= 5, on_info
+    # (with 2 servers the groups are split by server, and one more array is alone in its own)
+    assert on_info['buckets'] >= 1 and on_info['bucketed'] >= 6 - servers, on_info
+    if api == 'raw':
+        assert on_info['bucketed'] == 6, on_info
     assert on_info['clock'] == off_info['clock'] == 5
     assert_same_bits(off, on)
     if api == 'trainer':

@@ -19,7 +19,7 @@ import numpy as np
 
 def parse_args():
     p = argparse.ArgumentParser()
-    p.add_argument('--api', choices=['trainer', 'module'], default='trainer')
+    p.add_argument('--api', choices=['trainer', 'module', 'raw'], default='trainer')
     p.add_argument('--store', default='dist_async')
     p.add_argument('--rule', default='sgd',
                    choices=['sgd', 'adam', 'sasgd', 'dcasgd-a', 'rmsprop', 'lamb'])
@@ -120,13 +120,48 @@ def train_module(args, kv, opt):
     return {k: v.asnumpy() for k, v in args_.items()}
 
 
+RAW_SHAPES = [(6, 5), (6,), (4, 6), (4,), (3, 4), (3,)]
+
+
+def train_raw(args, kv, opt):
+    """The store's own push and pull, as a script would call them: the first two keys in
+    one list push, the others one by one; each gradient is overwritten right after its push
+    (MXNet's push takes the value it is given at the call, so the overwrite must not reach
+    the servers); in the middle of a step, a key not pushed yet is pulled."""
+    import mxnet as mx
+    rs = np.random.RandomState(3)
+    keys = list(range(len(RAW_SHAPES)))
+    weights = [mx.nd.array(rs.uniform(-1, 1, s)) for s in RAW_SHAPES]
+    kv.set_optimizer(opt)
+    kv.init(keys, weights)
+    grads = [mx.nd.zeros(s) for s in RAW_SHAPES]
+    scratch = mx.nd.zeros(RAW_SHAPES[-1])
+    for step in range(1, args.steps + 1):
+        rs = np.random.RandomState(1000 * kv.rank + step)
+        for g, s in zip(grads, RAW_SHAPES):
+            g[:] = rs.uniform(-1, 1, s)
+        kv.push(keys[:2], grads[:2])
+        for g in grads[:2]:
+            g[:] = 1e6
+        for k in keys[2:]:
+            # the last key from a fresh array: MXNet's own store pulls a key into the array
+            # last pushed to it (on the CPU), so the pull below would land on the gradient
+            kv.push(k, grads[k] if k != keys[-1] else grads[k].copy())
+            grads[k][:] = 1e6
+            if k == 3:                # a key of the step not pushed yet: its weights, now
+                kv.pull(keys[-1], out=scratch)
+        kv.pull(keys, out=weights)
+    return {'w%d' % k: w.asnumpy() for k, w in zip(keys, weights)}
+
+
 def main():
     args = parse_args()
     import mxnet_ssp
     kv = mxnet_ssp.create(args.store)
     opt = make_optimizer(args.rule)
     os.makedirs(args.out, exist_ok=True)
-    params = train_trainer(args, kv, opt) if args.api == 'trainer' else train_module(args, kv, opt)
+    train = {'trainer': train_trainer, 'module': train_module, 'raw': train_raw}[args.api]
+    params = train(args, kv, opt)
     np.savez(os.path.join(args.out, 'params-%d.npz' % kv.rank), **params)
     plan = kv._plan
     with open(os.path.join(args.out, 'info-%d.json' % kv.rank), 'w') as f:

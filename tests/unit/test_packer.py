@@ -1,0 +1,234 @@
+"""The worker's bucket buffers (mxnet_ssp.ps.packer) on real NDArrays, and how the store tells
+the parameter loops of gluon.Trainer and Module (whose members may be copied late, many at a
+time) from any other caller (whose arrays are copied before the call returns)."""
+import sys
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import gluon, nd
+
+from mxnet_ssp.core.buckets import ArrayInfo, plan_buckets
+from mxnet_ssp.kvstore import _keys_pushed_by
+from mxnet_ssp.ps.packer import Packer
+
+SHAPES = {0: (2, 3), 1: (4,), 2: (1, 2, 2)}
+
+
+def make_packer(dtype='float32', shapes=SHAPES):
+    group = (0, np.dtype(dtype).str, 1.0, 1.0)
+    infos = [ArrayInfo(k, s, int(np.prod(s)), np.dtype(dtype).itemsize, group, True)
+             for k, s in shapes.items()]
+    plan = plan_buckets(infos, 1 << 20)
+    assert len(plan) == 1
+    return plan, Packer(plan, [np.dtype(dtype)])
+
+
+def grads(dtype='float32', base=1.0):
+    return {k: nd.array(np.arange(np.prod(s)).reshape(s) + 10 * k + base, dtype=dtype)
+            for k, s in SHAPES.items()}
+
+
+def payload(bucket, send):
+    """member key -> its part of the send buffer, as NumPy, and the header."""
+    flat = send.asnumpy()
+    parts = {m.key: flat[m.offset:m.offset + m.size].reshape(m.shape) for m in bucket.members}
+    return parts, flat[bucket.payload:bucket.length]
+
+
+def stage_all(plan, packer, values, defer):
+    bucket = plan.buckets[0]
+    done = [packer.stage(bucket, m, values[m.key], defer=defer) for m in bucket.members]
+    return bucket, done
+
+
+@pytest.mark.parametrize('defer', [False, True])
+def test_every_member_lands_in_its_place_with_a_full_header(defer):
+    plan, packer = make_packer()
+    g = grads()
+    bucket, done = stage_all(plan, packer, g, defer)
+    assert done == [False, False, True]           # complete at the last member only
+    parts, header = payload(bucket, packer.take(bucket))
+    for k in SHAPES:
+        np.testing.assert_array_equal(parts[k], g[k].asnumpy())
+    np.testing.assert_array_equal(header, [1, 1, 1])
+    assert packer.pending() == [] and packer.deferring() == []
+
+
+def test_a_staged_array_is_read_at_once_unless_deferred():
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    g = grads()
+    packer.stage(bucket, bucket.members[0], g[0])                 # copied now
+    packer.stage(bucket, bucket.members[1], g[1], defer=True)     # copied at the push
+    assert packer.deferring() == [bucket]
+    expected0, expected2 = g[0].asnumpy(), g[2].asnumpy()
+    g[0][:] = -1
+    g[1][:] = -2
+    packer.stage(bucket, bucket.members[2], g[2], defer=True)
+    parts, _ = payload(bucket, packer.take(bucket))
+    np.testing.assert_array_equal(parts[0], expected0)
+    np.testing.assert_array_equal(parts[1], np.full(4, -2.0))
+    np.testing.assert_array_equal(parts[2], expected2)
+
+
+def test_gather_copies_the_deferred_members_before_anything_writes_to_them():
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    g = grads()
+    packer.stage(bucket, bucket.members[0], g[0], defer=True)
+    packer.stage(bucket, bucket.members[1], g[1], defer=True)
+    expected = {k: g[k].asnumpy() for k in (0, 1)}
+    packer.gather(bucket)
+    assert packer.deferring() == []
+    g[0][:] = -1
+    g[1][:] = -1
+    parts, header = payload(bucket, packer.take(bucket))
+    np.testing.assert_array_equal(parts[0], expected[0])
+    np.testing.assert_array_equal(parts[1], expected[1])
+    np.testing.assert_array_equal(parts[2], np.zeros((1, 2, 2)))  # not pushed: zeros, flag 0
+    np.testing.assert_array_equal(header, [1, 1, 0])
+
+
+def test_a_member_staged_again_keeps_its_latest_value():
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    first, second = grads(base=1.0), grads(base=100.0)
+    packer.stage(bucket, bucket.members[0], first[0], defer=True)
+    packer.stage(bucket, bucket.members[0], second[0])            # at once: forgets the first
+    packer.stage(bucket, bucket.members[1], first[1])
+    packer.stage(bucket, bucket.members[1], second[1], defer=True)
+    parts, _ = payload(bucket, packer.take(bucket))
+    np.testing.assert_array_equal(parts[0], second[0].asnumpy())
+    np.testing.assert_array_equal(parts[1], second[1].asnumpy())
+
+
+@pytest.mark.parametrize('dtype', ['float16', 'float64'])
+def test_types_mxnet_cannot_copy_many_at_a_time_are_copied_at_once(dtype):
+    # MXNet's CPU amp_multicast fails for these types (at run time, inside the engine)
+    plan, packer = make_packer(dtype)
+    bucket = plan.buckets[0]
+    g = grads(dtype)
+    expected = {k: v.asnumpy() for k, v in g.items()}
+    for m in bucket.members:
+        packer.stage(bucket, m, g[m.key], defer=True)
+        g[m.key][:] = -1
+    assert packer.deferring() == []
+    parts, _ = payload(bucket, packer.take(bucket))
+    for k in SHAPES:
+        np.testing.assert_array_equal(parts[k], expected[k])
+
+
+def test_an_array_of_another_type_is_converted_by_a_copy_of_its_own():
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    g = grads()
+    g[1] = g[1].astype('float64')
+    for m in bucket.members:
+        packer.stage(bucket, m, g[m.key], defer=True)
+    assert set(packer.buffers(bucket).deferred) == {0, 2}
+    parts, _ = payload(bucket, packer.take(bucket))
+    np.testing.assert_array_equal(parts[1], g[1].asnumpy().astype(np.float32))
+
+
+def test_the_devices_of_a_member_are_summed_at_once():
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    a = nd.ones((2, 3), ctx=mx.cpu(0))
+    b = nd.full((2, 3), 2.0, ctx=mx.cpu(1))
+    packer.stage(bucket, bucket.members[0], [a, b], defer=True)
+    a[:] = 100
+    assert packer.deferring() == []
+    parts, _ = payload(bucket, packer.take(bucket))
+    np.testing.assert_array_equal(parts[0], np.full((2, 3), 3.0))
+
+
+def test_the_two_buffers_take_turns_so_a_pull_never_lands_on_gradients_being_gathered():
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    other = packer.recv(bucket)                   # before any push: the one not being filled
+    first, second = grads(base=1.0), grads(base=100.0)
+    stage_all(plan, packer, first, defer=False)
+    sent = packer.take(bucket)
+    assert sent is not other and packer.recv(bucket) is sent
+    packer.stage(bucket, bucket.members[0], second[0])           # the next step's gradient
+    sent[:] = 7.0                                 # the pull lands in the array pushed last
+    for m in bucket.members[1:]:
+        packer.stage(bucket, m, second[m.key], defer=True)
+    sent_again = packer.take(bucket)
+    assert sent_again is other and packer.recv(bucket) is other
+    parts, header = payload(bucket, sent_again)
+    for k in SHAPES:
+        np.testing.assert_array_equal(parts[k], second[k].asnumpy())
+    np.testing.assert_array_equal(header, [1, 1, 1])
+
+
+def test_scatter_copies_each_member_to_every_array_it_is_given():
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    recv = packer.recv(bucket)
+    recv[:] = nd.arange(bucket.length)
+    flat = recv.asnumpy()
+    outs = {0: nd.zeros((2, 3)),
+            1: [nd.zeros(4), nd.zeros(4, ctx=mx.cpu(1)), nd.zeros(4, dtype='float16')],
+            2: nd.zeros((1, 2, 2))}
+    packer.scatter(bucket, [(m, outs[m.key]) for m in bucket.members])
+    for m in bucket.members:
+        want = flat[m.offset:m.offset + m.size].reshape(m.shape)
+        for o in (outs[m.key] if isinstance(outs[m.key], list) else [outs[m.key]]):
+            np.testing.assert_array_equal(o.asnumpy(), want.astype(o.dtype))
+
+
+def test_a_float16_bucket_scatters_too():
+    plan, packer = make_packer('float16')
+    bucket = plan.buckets[0]
+    packer.recv(bucket)[:] = 0.5
+    outs = [nd.zeros(m.shape, dtype='float16') for m in bucket.members]
+    packer.scatter(bucket, list(zip(bucket.members, outs)))
+    for o in outs:
+        np.testing.assert_array_equal(o.asnumpy(), np.full(o.shape, 0.5, np.float16))
+
+
+# -- which callers' members may wait -------------------------------------------------------
+
+class Recorder:
+    """Takes a store's place in MXNet's loops and records what the store would see."""
+
+    def __init__(self):
+        self.seen = []
+
+    def pushpull(self, key, value, out=None, priority=0):
+        self.seen.append((key, _keys_pushed_by(sys._getframe(1))))
+
+    def push(self, key, value, priority=0):
+        self.seen.append((key, 'push'))
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        pass
+
+
+def test_gluon_trainers_loop_is_known_with_the_indices_it_pushes():
+    params = gluon.ParameterDict()
+    for name, req in [('a', 'write'), ('b', 'null'), ('c', 'add'), ('d', 'write')]:
+        p = params.get(name, shape=(2,), grad_req=req)
+        p.initialize(ctx=mx.cpu())
+    trainer = gluon.Trainer(params, 'sgd', kvstore=None)
+    recorder = Recorder()
+    trainer._kvstore, trainer._update_on_kvstore = recorder, True
+    trainer._allreduce_grads()
+    assert recorder.seen == [(0, {0, 2, 3}), (2, {0, 2, 3}), (3, {0, 2, 3})]
+
+
+def test_modules_loop_is_known_with_the_names_it_pushes():
+    recorder = Recorder()
+    params = [[nd.zeros(2)], [nd.zeros(3)], [nd.zeros(1)]]
+    grads = [[nd.zeros(2)], [None], [nd.zeros(1)]]
+    mx.model._update_params_on_kvstore(params, grads, recorder, ['w', 'frozen', 'b'])
+    assert recorder.seen == [('w', {'w', 'b'}), ('b', {'w', 'b'})]
+
+
+def test_any_other_caller_is_not_a_known_loop():
+    recorder = Recorder()
+    for k in range(2):
+        recorder.pushpull(k, nd.zeros(1))
+    assert recorder.seen == [(0, None), (1, None)]
