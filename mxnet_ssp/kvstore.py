@@ -246,6 +246,20 @@ class SSPKVStore(KVStoreBase):
 
     def pushpull(self, key, value, out=None, priority=0):
         """Push `value` and pull the updated weights into `out` (or `value`)."""
+        step = self._step
+        if (step is not None and self._plan and not self._closed
+                and not isinstance(key, (list, tuple)) and key in self._plan.of_key
+                and not self._tracker.in_step(key)):
+            # one bucketed key in a step in progress, as gluon.Trainer and Module push every
+            # step: what _begin and _stage do for it, without their other cases
+            bucket, member = self._plan.of_key[key]
+            self._stage_one(key, bucket, member, value, value if out is None else out, step,
+                            priority)
+            if bucket.number not in self._loop_of(sys._getframe(1)):
+                self._packer.gather(bucket)
+            if self._tracker.on_push((key,)):
+                self._finish_step(priority)
+            return
         keys = as_list(key)
         out = value if out is None else out
         step = self._begin(keys)
@@ -456,7 +470,6 @@ class SSPKVStore(KVStoreBase):
         `loop` (the buckets that the caller's loop over the parameters completes, in which
         nothing writes to a gradient between two calls: see :meth:`_loop_of`)."""
         own = ([], [], [])
-        complete = []
         of_key = self._plan.of_key
         for i, k in enumerate(keys):
             found = of_key.get(k)
@@ -464,21 +477,25 @@ class SSPKVStore(KVStoreBase):
                 own[0].append(k)
                 own[1].append(values[i])
                 own[2].append(None if outs is None else outs[i])
-                continue
-            bucket, member = found
-            if self._packer.stage(bucket, member, values[i], defer=True):
-                complete.append(bucket)
-            if outs is not None:
-                if step.fast:
-                    self._waiting.setdefault(bucket.number, []).append((member, outs[i]))
-                else:
-                    step.deferred.append((k, outs[i], priority, True))
-        for bucket in complete:
-            self._flush(bucket, step, priority)
+            else:
+                self._stage_one(k, found[0], found[1], values[i],
+                                None if outs is None else outs[i], step, priority)
         for bucket in self._packer.deferring():
             if bucket.number not in loop:
                 self._packer.gather(bucket)
         return own if own[0] else None
+
+    def _stage_one(self, key, bucket, member, value, out, step, priority):
+        """Stage `key`'s `value` in its bucket (deferred: see :meth:`_stage`), note where its
+        weights go (`out`, or None for a push), and push the bucket if now complete."""
+        complete = self._packer.stage(bucket, member, value, defer=True)
+        if out is not None:
+            if step.fast:
+                self._waiting.setdefault(bucket.number, []).append((member, out))
+            else:
+                step.deferred.append((key, out, priority, True))
+        if complete:
+            self._flush(bucket, step, priority)
 
     def _loop_of(self, frame):
         """The numbers of the buckets that the loop calling :meth:`pushpull` will complete,
@@ -505,8 +522,7 @@ class SSPKVStore(KVStoreBase):
             self._pulled_in_step.add(bucket.number)
             waiting = self._waiting.pop(bucket.number, ())
             self._packer.scatter(bucket, waiting)
-            for member, out in waiting:
-                step.pulled([member.key], out)
+            step.pulled([m.key for m, _ in waiting], [out for _, out in waiting])
 
     def _finish_step(self, priority):
         """The step's last push: push the buckets still holding gradients, then end it."""
