@@ -10,11 +10,21 @@ and the simulator see identical compute times, iteration by iteration.
 
 Only the compute is emulated: the parameter-server traffic, the store types,
 the staleness of every gradient and the accuracy stay real.
+
+Besides the lab's named clusters (:data:`SCENARIOS`), a user describes their own
+(:func:`get_scenario`): a one-line spec such as
+``workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%``, or a JSON or TOML file with the
+same keys (:data:`SPEC_KEYS`).
 """
+import json
+import math
+import os
 import random
+import re
 from dataclasses import dataclass
 
-__all__ = ['Scenario', 'ComputeStream', 'SCENARIOS', 'get_scenario']
+__all__ = ['Scenario', 'ComputeStream', 'SCENARIOS', 'SPEC_KEYS', 'SPEC_EXAMPLE',
+           'get_scenario', 'parse_spec', 'load_file', 'ScenarioError']
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,37 @@ class Scenario:
             raise ValueError('scenario %s has ranks 0..%d, not %r'
                              % (self.name, self.workers - 1, rank))
         return ComputeStream(self, rank, seed)
+
+    @property
+    def max_factor(self):
+        """The largest persistent slowdown (1.0 if none)."""
+        return max([1.0] + [f for _, f in self.slow])
+
+    @property
+    def mean_episode_factor(self):
+        """The long-run mean slowdown that episodes add (1.0 without them): the share of
+        iterations in an episode, times its factor."""
+        if not self.episode_rate:
+            return 1.0
+        length = (self.episode_length[0] + self.episode_length[1]) / 2.0
+        share = self.episode_rate * length / (1.0 + self.episode_rate * length)
+        return 1.0 + share * (self.episode_factor - 1.0)
+
+    def spec(self):
+        """The one-line form that :func:`get_scenario` reads back into this scenario: the
+        name of a built-in one, else every setting (what a job's processes are given)."""
+        if SCENARIOS.get(self.name) == self:
+            return self.name
+        parts = ['name=%s' % self.name, 'workers=%d' % self.workers,
+                 'base_ms=%r' % (1e3 * self.base_s),
+                 'factors=%s' % ':'.join('%r' % self.factor(r) for r in range(self.workers))]
+        if self.jitter:
+            parts.append('jitter=%r' % self.jitter)
+        if self.episode_rate:
+            parts += ['episode_rate=%r' % self.episode_rate,
+                      'episode_factor=%r' % self.episode_factor,
+                      'episode_length=%d-%d' % tuple(self.episode_length)]
+        return ','.join(parts)
 
     def summary(self):
         """One line for reports and logs."""
@@ -123,10 +164,185 @@ SCENARIOS = {s.name: s for s in (
 )}
 
 
-def get_scenario(name):
-    """The scenario called `name`; ValueError naming the accepted ones otherwise."""
+# ---------------------------------------------------------------- the user's own cluster
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be read: the message names the setting, the value and what
+    is accepted."""
+
+
+#: The settings of a scenario spec or file, and what each accepts.
+SPEC_KEYS = {
+    'name': 'letters, digits, ".", "_" or "-", at most 40 (default: the file name, or '
+            '"custom"); not the name of a built-in scenario',
+    'workers': 'an integer from 2 to 16',
+    'base_ms': 'the compute milliseconds of one iteration of a normal worker, > 0 and '
+               '<= 60000',
+    'factors': "each rank's compute time relative to base_ms, one per worker, each in "
+               "[0.1, 100] (spec: 1:1.3:1.8:3; file: a list); default all 1",
+    'jitter': 'the relative standard deviation of an iteration, in [0, 1): a fraction or a '
+              'percentage (0.1 or 10%); default 0',
+    'episode_rate': 'the probability per iteration that a worker starts a slow episode, in '
+                    '[0, 1); default 0 (none)',
+    'episode_factor': 'the slowdown during an episode, in [1, 100]; default 1',
+    'episode_length': 'the range of an episode\'s length in iterations, 1 <= A <= B <= '
+                      '100000 (spec: A-B; file: [A, B])',
+    'description': 'free text for reports (file only)',
+}
+SPEC_EXAMPLE = 'workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%'
+NAME_RE = re.compile(r'^[A-Za-z0-9._-]{1,40}$')
+
+
+def get_scenario(value):
+    """The scenario `value` names or describes: a built-in name (:data:`SCENARIOS`), a
+    one-line spec (``key=value`` pairs separated by commas, :data:`SPEC_KEYS`), or the path
+    of a ``.json`` or ``.toml`` file with the same keys.  Raises :class:`ScenarioError`
+    (a ValueError) naming what is wrong and what is accepted."""
+    if isinstance(value, Scenario):
+        return value
+    text = str(value).strip()
+    if text in SCENARIOS:
+        return SCENARIOS[text]
+    if '=' in text:
+        return parse_spec(text)
+    if text.lower().endswith(('.json', '.toml')) or os.path.isfile(text):
+        return load_file(text)
+    raise ScenarioError('emulated scenario %r is not known: expected one of %s, a spec '
+                        'such as %s (keys: %s), or a .json or .toml file with those keys'
+                        % (text, ', '.join(SCENARIOS), SPEC_EXAMPLE, ', '.join(SPEC_KEYS)))
+
+
+def parse_spec(text, where='scenario spec'):
+    """The scenario of a one-line spec, e.g. :data:`SPEC_EXAMPLE`."""
+    settings = {}
+    for item in text.split(','):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, raw = item.partition('=')
+        key = key.strip().lower()
+        if not sep:
+            raise ScenarioError('%s %r: %r is not key=value (keys: %s)'
+                                % (where, text, item, ', '.join(SPEC_KEYS)))
+        if key == 'description':
+            raise ScenarioError('%s: description is accepted in a file only (a spec splits '
+                                'at commas)' % where)
+        if key in settings:
+            raise ScenarioError('%s: %s is given twice' % (where, key))
+        raw = raw.strip()
+        if key == 'factors':
+            settings[key] = raw.split(':') if raw else []
+        elif key == 'episode_length':
+            settings[key] = raw.split('-')
+        else:
+            settings[key] = raw
+    return _build(settings, where, default_name='custom')
+
+
+def load_file(path):
+    """The scenario of a JSON or TOML file (a table of :data:`SPEC_KEYS`)."""
+    where = 'scenario file %s' % path
     try:
-        return SCENARIOS[name]
-    except KeyError:
-        raise ValueError('emulated scenario %r is not known: expected one of %s'
-                         % (name, ', '.join(SCENARIOS))) from None
+        with open(path, 'rb') as f:
+            data = f.read()
+    except OSError as err:
+        raise ScenarioError('%s cannot be read: %s' % (where, err.strerror or err)) from None
+    if path.lower().endswith('.toml'):
+        try:
+            import tomllib
+        except ImportError:                     # Python < 3.11
+            try:
+                import tomli as tomllib
+            except ImportError:
+                raise ScenarioError('%s: reading TOML needs Python 3.11 or the tomli package; '
+                                    'or write the same keys as JSON' % where) from None
+        try:
+            settings = tomllib.loads(data.decode('utf-8'))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            raise ScenarioError('%s is not valid TOML: %s' % (where, err)) from None
+    else:
+        try:
+            settings = json.loads(data.decode('utf-8'))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise ScenarioError('%s is not valid JSON: %s' % (where, err)) from None
+    if not isinstance(settings, dict):
+        raise ScenarioError('%s: expected a table of settings (%s), got %s'
+                            % (where, ', '.join(SPEC_KEYS), type(settings).__name__))
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return _build(settings, where, default_name=stem)
+
+
+def _number(where, key, raw, low, high, low_open=False, high_open=False, percent=False):
+    text = raw.strip() if isinstance(raw, str) else raw
+    scale = 1.0
+    if percent and isinstance(text, str) and text.endswith('%'):
+        text, scale = text[:-1], 0.01
+    try:
+        if isinstance(text, bool):
+            raise ValueError
+        value = float(text) * scale
+    except (TypeError, ValueError):
+        value = None
+    if (value is None or not math.isfinite(value) or value < low or value > high
+            or (low_open and value == low) or (high_open and value == high)):
+        raise ScenarioError('%s: %s = %r: expected %s' % (where, key, raw, SPEC_KEYS[key]))
+    return value
+
+
+def _integer(where, key, raw, low, high):
+    try:
+        if isinstance(raw, (bool, float)):
+            raise ValueError
+        value = int(raw.strip() if isinstance(raw, str) else raw)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not low <= value <= high:
+        raise ScenarioError('%s: %s = %r: expected %s' % (where, key, raw, SPEC_KEYS[key]))
+    return value
+
+
+def _build(settings, where, default_name):
+    unknown = sorted(set(settings) - set(SPEC_KEYS))
+    if unknown:
+        raise ScenarioError('%s: unknown setting%s %s; accepted: %s'
+                            % (where, 's' if len(unknown) > 1 else '', ', '.join(unknown),
+                               ', '.join(SPEC_KEYS)))
+    for key in ('workers', 'base_ms'):
+        if key not in settings:
+            raise ScenarioError('%s: %s is required (%s)' % (where, key, SPEC_KEYS[key]))
+    name = settings.get('name', default_name)
+    if not isinstance(name, str) or not NAME_RE.match(name) or name in SCENARIOS:
+        raise ScenarioError('%s: name = %r: expected %s' % (where, name, SPEC_KEYS['name']))
+    workers = _integer(where, 'workers', settings['workers'], 2, 16)
+    base_ms = _number(where, 'base_ms', settings['base_ms'], 0.0, 60000.0, low_open=True)
+    factors = settings.get('factors', [1.0] * workers)
+    if not isinstance(factors, (list, tuple)) or len(factors) != workers:
+        raise ScenarioError('%s: factors = %r: expected %d values (one per worker), each %s'
+                            % (where, factors, workers, 'in [0.1, 100]'))
+    factors = [_number(where, 'factors', f, 0.1, 100.0) for f in factors]
+    jitter = _number(where, 'jitter', settings.get('jitter', 0), 0.0, 1.0, high_open=True,
+                     percent=True)
+    rate = _number(where, 'episode_rate', settings.get('episode_rate', 0), 0.0, 1.0,
+                   high_open=True)
+    factor = _number(where, 'episode_factor', settings.get('episode_factor', 1), 1.0, 100.0)
+    length = settings.get('episode_length', (0, 0) if not rate else None)
+    if rate:
+        if not isinstance(length, (list, tuple)) or len(length) != 2:
+            raise ScenarioError('%s: episode_length = %r: expected %s (required with '
+                                'episode_rate)' % (where, length, SPEC_KEYS['episode_length']))
+        length = tuple(_integer(where, 'episode_length', x, 1, 100000) for x in length)
+        if length[0] > length[1]:
+            raise ScenarioError('%s: episode_length = %d-%d: expected %s'
+                                % ((where,) + length + (SPEC_KEYS['episode_length'],)))
+    elif 'episode_factor' in settings or 'episode_length' in settings:
+        raise ScenarioError('%s: episode_factor and episode_length need episode_rate > 0'
+                            % where)
+    description = settings.get('description', '')
+    if not isinstance(description, str):
+        raise ScenarioError('%s: description = %r: expected %s'
+                            % (where, description, SPEC_KEYS['description']))
+    scenario = Scenario(name, description or 'your cluster', workers, base_ms / 1e3,
+                        slow=tuple((r, f) for r, f in enumerate(factors) if f != 1.0),
+                        jitter=jitter, episode_rate=rate, episode_factor=factor,
+                        episode_length=tuple(length))
+    return scenario

@@ -25,7 +25,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .profiles import SCENARIOS, get_scenario
+from .profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from ..core.sync import BOUNDED, MODES, SyncPolicy
 
 __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
@@ -363,6 +363,13 @@ def _parse_times(text):
         raise argparse.ArgumentTypeError('expected comma-separated seconds, got %r' % text)
 
 
+def _parse_scenario(value):
+    try:
+        return get_scenario(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def main(argv=None):
     """Command line: simulate several policies and print a markdown table.
 
@@ -382,9 +389,11 @@ def main(argv=None):
     parser.add_argument('--times', type=_parse_times, default=None,
                         help='per-iteration compute time of each worker, comma-separated '
                              '(default: %s)' % ','.join('%g' % t for t in DEFAULT_TIMES))
-    parser.add_argument('--scenario', choices=sorted(SCENARIOS), default=None,
-                        help="an emulated cluster of mxnet_ssp.lab.profiles instead of --times "
-                             "(the compute times train_cifar.py's --emulate sleeps to)")
+    parser.add_argument('--scenario', type=_parse_scenario, default=None,
+                        help="an emulated cluster instead of --times (the compute times "
+                             "train_cifar.py's --emulate sleeps to): %s, a spec such as %s, or "
+                             "a .json/.toml file of the same keys (docs/lab.md)"
+                             % (', '.join(SCENARIOS), SPEC_EXAMPLE.replace('%', '%%')))
     limit = parser.add_mutually_exclusive_group()
     limit.add_argument('--wall-time', type=float, default=None,
                        help='simulated seconds (default: 300 unless --iterations)')
@@ -421,8 +430,7 @@ def main(argv=None):
                   else '%d iterations per worker' % args.iterations)
     if args.scenario:
         print('scenario %s: %s; latency %g s, %s, seed %d\n' % (
-            args.scenario, SCENARIOS[args.scenario].summary(), args.latency, limit_text,
-            args.seed))
+            args.scenario.name, args.scenario.summary(), args.latency, limit_text, args.seed))
     else:
         print('%d workers, compute times %s s, jitter %g, latency %g s, %s, seed %d\n' % (
             len(times), ', '.join('%g' % t for t in times), args.jitter, args.latency,

@@ -931,24 +931,28 @@ def test_bad_emulate(capsys):
 
 
 @pytest.mark.integration
-def test_emulated_job_pads_every_pass_to_the_profile(tmp_path):
+@pytest.mark.parametrize('emulate', ['mixed-2', 'name=pair,workers=2,base_ms=15,factors=1:2.5,'
+                                                'jitter=1%'])
+def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     """Each worker's compute (real pass + sleep) is the profile's draw for its rank, seed and
-    iteration, and the draws are logged as emulated_s (2 workers, mixed-2, dist_dssp with
-    DC-ASGD-a on the servers: the stores' metrics and the servers' state are written)."""
-    from mxnet_ssp.lab.profiles import SCENARIOS
+    iteration, and the draws are logged as emulated_s (2 workers, mixed-2 or the same cluster
+    described by a spec, dist_dssp with DC-ASGD-a on the servers: the stores' metrics and the
+    servers' state are written)."""
+    from mxnet_ssp.lab.profiles import get_scenario
+    scenario = get_scenario(emulate)
     save = tmp_path / 'run'
     run_job(tmp_path, ['--dataset', 'mnist5k', '--kvstore', 'dist_dssp', '--staleness', '1,4',
                        '--optimizer', 'dcasgd_pw', '--adaptive',
-                       '--emulate', 'mixed-2', '--seed', '5', '--num-iterations', '25',
+                       '--emulate', emulate, '--seed', '5', '--num-iterations', '25',
                        '--batch-size', '16', '--save-dir', str(save), '--save-period', '0'])
     summary = json.loads((save / 'summary.json').read_text())
-    assert summary['emulate'] == 'mixed-2' and summary['iterations_per_worker'] == {
+    assert summary['emulate'] == emulate and summary['iterations_per_worker'] == {
         '0': 25, '1': 25}
     for name in STORE_RUNS['dist_dssp'][1] + ['model-final.states.server-0']:
         assert (save / name).is_file(), (name, sorted(os.listdir(save)))
     for rank in (0, 1):
         records = read_jsonl(save / ('train-worker%d.jsonl' % rank))
-        stream = SCENARIOS['mixed-2'].stream(rank, 5)
+        stream = scenario.stream(rank, 5)
         expected = [round(stream.next(), 6) for _ in records]
         assert [r['emulated_s'] for r in records] == expected
         for r in records:       # padded to the draw, or the real pass was longer
@@ -956,7 +960,7 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path):
                 max(r['emulated_s'], r['compute_s']), abs=2e-6)
     slow = read_jsonl(save / 'train-worker1.jsonl')
     assert statistics.median(r['emulated_s'] for r in slow) == pytest.approx(
-        2.5 * SCENARIOS['mixed-2'].base_s, rel=0.05)
+        2.5 * scenario.base_s, rel=0.05)
 
 
 def test_balance_bounds_that_admit_no_split_exit_2(capsys):

@@ -231,8 +231,48 @@ def test_preset_emulated_plans_every_scenario_into_its_own_directory(tmp_path, c
     assert '--emulate jitter-8' in out and '--emulate mixed-2' not in out
 
 
+def test_preset_emulated_runs_the_users_own_cluster_sized_from_it(tmp_path, capsys):
+    from mxnet_ssp.experiments.reproduce.cli import main
+    (tmp_path / 'four.toml').write_text('workers = 4\nbase_ms = 15\nfactors = [1, 1.3, 1.8, 3]\n'
+                                        'jitter = "10%"\n')
+    assert main(['--preset', 'emulated', '--scenario', str(tmp_path / 'four.toml'), '--out',
+                 str(tmp_path / 'lab'), '--dry-run']) == 0
+    commands = [line for line in capsys.readouterr().out.splitlines() if 'train_cifar' in line]
+    spec = 'name=four,workers=4,base_ms=15.0,factors=1.0:1.3:1.8:3.0,jitter=0.1'
+    assert len(commands) == len(LAB_ARMS) * 5
+    for c in commands:
+        assert str(tmp_path / 'lab' / 'four' / 'runs') in c and ' -n 4 ' in c
+        # the processes get every setting, not the file; 800 iterations with 4 workers
+        assert ' --emulate %s ' % spec in c and c.endswith(' --num-iterations 800')
+        assert ' --num-epochs 26 ' in c         # 4000 samples / 4 workers / 32 = 31 batches
+
+
+@pytest.mark.parametrize('workers,iterations,epochs', [
+    (2, 1000, 17), (3, 900, 22), (4, 800, 26), (8, 600, 40), (16, 400, 58)])
+def test_a_lab_preset_follows_from_its_scenarios_workers(workers, iterations, epochs):
+    from mxnet_ssp.experiments.reproduce.presets import lab_preset
+    from mxnet_ssp.lab.profiles import get_scenario
+    scenario = get_scenario('workers=%d,base_ms=60,factors=%s' % (
+        workers, ':'.join(['1'] * (workers - 1) + ['2.5'])))
+    preset = lab_preset(scenario)
+    assert (preset.workers, preset.num_iterations, preset.epochs) == (workers, iterations, epochs)
+    assert get_scenario(preset.emulate) == scenario
+    # 10 s of start-up, then the slow worker's 150 ms or the machine's share, + 10 ms
+    run_s = 10 + iterations * (max(0.150, 0.012 * workers) + 0.010)
+    assert preset.timeout_s == max(900, 60 * math.ceil(5 * run_s / 60))
+    assert preset.cost.startswith('45 runs of about %.0f s' % run_s)
+
+
+def test_the_built_in_lab_presets_keep_their_measured_sizes():
+    assert [(PRESETS['emulated-' + n].num_iterations, PRESETS['emulated-' + n].epochs,
+             PRESETS['emulated-' + n].timeout_s) for n in SCENARIOS] == [
+        (1000, 17, 900), (600, 40, 900), (600, 40, 900), (600, 40, 900)]
+
+
 @pytest.mark.parametrize('argv,words', [
     (['--preset', 'emulated', '--scenario', 'mixed-9'], ['--scenario', 'mixed-9', 'jitter-8']),
+    (['--preset', 'emulated', '--scenario', 'workers=20,base_ms=5'],
+     ["--scenario 'workers=20,base_ms=5' is not valid", 'from 2 to 16']),
     (['--preset', 'quick', '--scenario', 'mixed-2'], ['--scenario', 'without --preset emulated']),
     (['--preset', 'emulated'], ['--out is required']),
 ])

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from mxnet_ssp.lab.profiles import SCENARIOS, Scenario, get_scenario
+from mxnet_ssp.lab.profiles import SCENARIOS, Scenario, ScenarioError, get_scenario
 
 
 def documented(scenario, seed, rank, n, scale=1.0):
@@ -78,9 +78,111 @@ def test_a_rank_outside_the_scenario_is_named(rank):
 def test_an_unknown_scenario_names_the_known_ones():
     with pytest.raises(ValueError) as err:
         get_scenario('mixed-4')
-    assert str(err.value) == ("emulated scenario 'mixed-4' is not known: expected one of "
-                              "mixed-2, straggler-8, transient-8, jitter-8")
+    assert str(err.value) == (
+        "emulated scenario 'mixed-4' is not known: expected one of mixed-2, straggler-8, "
+        "transient-8, jitter-8, a spec such as workers=4,base_ms=15,factors=1:1.3:1.8:3,"
+        "jitter=10% (keys: name, workers, base_ms, factors, jitter, episode_rate, "
+        "episode_factor, episode_length, description), or a .json or .toml file with those "
+        "keys")
     assert get_scenario('jitter-8') is SCENARIOS['jitter-8']
+
+
+# -- the user's own cluster ----------------------------------------------------------------
+
+def test_a_spec_describes_a_cluster_and_reads_back_from_its_canonical_form():
+    sc = get_scenario(' workers=4, base_ms=15, factors=1:1.3:1.8:3, jitter=10% ')
+    assert (sc.name, sc.workers, sc.base_s, sc.jitter) == ('custom', 4, 0.015, 0.1)
+    assert sc.times() == pytest.approx([0.015, 0.0195, 0.027, 0.045])
+    assert sc.slow == ((1, 1.3), (2, 1.8), (3, 3.0))
+    assert sc.max_factor == 3.0 and sc.mean_episode_factor == 1.0
+    assert get_scenario(sc.spec()) == sc
+    assert SCENARIOS['mixed-2'].spec() == 'mixed-2'
+    # the same settings draw the same compute times in every process
+    again = get_scenario(sc.spec())
+    assert ([sc.stream(3, 7).next() for _ in range(5)]
+            == [again.stream(3, 7).next() for _ in range(5)])
+
+
+def test_episodes_in_a_spec_and_their_mean_slowdown():
+    sc = get_scenario('name=shared,workers=3,base_ms=40,episode_rate=0.01,episode_factor=4,'
+                      'episode_length=20-60')
+    assert (sc.name, sc.episode_rate, sc.episode_factor, sc.episode_length) == (
+        'shared', 0.01, 4.0, (20, 60))
+    # an episode of 40 iterations on average starts after 100 normal ones: 40/140 of the time
+    assert sc.mean_episode_factor == pytest.approx(1 + 3 * 40 / 140.0)
+    assert get_scenario(sc.spec()) == sc
+    assert sc.stream(2, 0).next() > 0
+
+
+def test_a_json_and_a_toml_file_give_the_same_cluster(tmp_path):
+    (tmp_path / 'lab4.json').write_text(
+        '{"workers": 4, "base_ms": 15, "factors": [1, 1.3, 1.8, 3], "jitter": 0.1, '
+        '"description": "our 4 boxes"}')
+    (tmp_path / 'lab4.toml').write_text(
+        'workers = 4\nbase_ms = 15\nfactors = [1, 1.3, 1.8, 3]\njitter = "10%"\n'
+        'description = "our 4 boxes"\n')
+    a = get_scenario(str(tmp_path / 'lab4.json'))
+    b = get_scenario(str(tmp_path / 'lab4.toml'))
+    assert a == b and a.name == 'lab4' and a.description == 'our 4 boxes'
+    assert a.times() == pytest.approx([0.015, 0.0195, 0.027, 0.045])
+    assert get_scenario(a.spec()).times() == a.times()
+
+
+@pytest.mark.parametrize('value,words', [
+    ('workers=1,base_ms=5', "workers = '1': expected an integer from 2 to 16"),
+    ('workers=17,base_ms=5', "workers = '17': expected an integer from 2 to 16"),
+    ('workers=2.5,base_ms=5', "workers = '2.5'"),
+    ('workers=2,base_ms=0', "base_ms = '0': expected the compute milliseconds"),
+    ('workers=2,base_ms=nan', "base_ms = 'nan'"),
+    ('workers=2,base_ms=60001', "base_ms = '60001'"),
+    ('workers=2', 'base_ms is required'),
+    ('base_ms=2', 'workers is required'),
+    ('workers=2,base_ms=5,factors=1', "factors = ['1']: expected 2 values (one per worker)"),
+    ('workers=2,base_ms=5,factors=1:0.05', "factors = '0.05': expected each rank's compute"),
+    ('workers=2,base_ms=5,jitter=1', "jitter = '1': expected the relative standard deviation"),
+    ('workers=2,base_ms=5,jitter=-1%', "jitter = '-1%'"),
+    ('workers=2,base_ms=5,episode_rate=1', "episode_rate = '1'"),
+    ('workers=2,base_ms=5,episode_rate=0.1', 'episode_length = None'),
+    ('workers=2,base_ms=5,episode_rate=0.1,episode_length=5-2', 'episode_length = 5-2'),
+    ('workers=2,base_ms=5,episode_rate=0.1,episode_length=0-2', "episode_length = '0'"),
+    ('workers=2,base_ms=5,episode_rate=0.1,episode_length=1-2,episode_factor=0.5',
+     "episode_factor = '0.5'"),
+    ('workers=2,base_ms=5,episode_factor=3', 'episode_factor and episode_length need'),
+    ('workers=2,base_ms=5,speed=3', 'unknown setting speed; accepted: name, workers'),
+    ('workers=2,base_ms=5,workers=3', 'workers is given twice'),
+    ('workers=2,base_ms=5,fast', "'fast' is not key=value"),
+    ('workers=2,base_ms=5,name=mixed-2', "name = 'mixed-2': expected letters"),
+    ('workers=2,base_ms=5,name=a b', "name = 'a b'"),
+    ('workers=2,base_ms=5,description=x', 'description is accepted in a file only'),
+])
+def test_a_bad_spec_names_the_setting_the_value_and_what_is_accepted(value, words):
+    with pytest.raises(ScenarioError) as err:
+        get_scenario(value)
+    assert words in str(err.value)
+    assert str(err.value).startswith('scenario spec')
+
+
+@pytest.mark.parametrize('name,text,words', [
+    ('a.json', '{"workers": 2', 'is not valid JSON'),
+    ('a.json', '[2, 3]', 'expected a table of settings'),
+    ('a.json', '{"workers": true, "base_ms": 3}', 'workers = True'),
+    ('a.json', '{"workers": 2, "base_ms": 3, "factors": "1:2"}', "factors = '1:2'"),
+    ('a.json', '{"workers": 2, "base_ms": 3, "description": 5}', 'description = 5'),
+    ('a.toml', 'workers = ', 'is not valid TOML'),
+    ('mixed-2.json', '{"workers": 2, "base_ms": 3}', "name = 'mixed-2'"),
+])
+def test_a_bad_file_names_the_file_and_the_setting(tmp_path, name, text, words):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as err:
+        get_scenario(str(path))
+    assert str(err.value).startswith('scenario file %s' % path) and words in str(err.value)
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(ScenarioError) as err:
+        get_scenario(str(tmp_path / 'nope.toml'))
+    assert 'nope.toml cannot be read' in str(err.value)
 
 
 def test_summary_names_every_part_of_the_scenario():

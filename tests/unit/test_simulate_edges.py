@@ -237,13 +237,15 @@ def test_main_help(capsys, monkeypatch):
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith('usage: python -m mxnet_ssp.lab.simulate [-h] [--times TIMES] '
-                          '[--scenario {jitter-8,mixed-2,straggler-8,transient-8}] ')
+                          '[--scenario SCENARIO] ')
     flat = ' '.join(out.split())
     for text in [
             '\nDiscrete-event simulation of ASP / SSP / DSSP workers (no MXNet).\n',
             'per-iteration compute time of each worker, comma-separated (default: 1,1,1,2.5)',
-            "an emulated cluster of mxnet_ssp.lab.profiles instead of --times "
-            "(the compute times train_cifar.py's --emulate sleeps to)",
+            "an emulated cluster instead of --times (the compute times train_cifar.py's "
+            "--emulate sleeps to): mixed-2, straggler-8, transient-8, jitter-8, a spec such as "
+            "workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%, or a .json/.toml file of the "
+            "same keys (docs/lab.md)",
             '--wall-time WALL_TIME simulated seconds (default: 300 unless --iterations)',
             '--iterations ITERATIONS run every worker for this many iterations instead',
             '--latency LATENCY push->release control latency in seconds (default: 0)',
@@ -279,7 +281,23 @@ def test_main_errors(capsys, argv, message):
 
 def test_main_scenario_choices(capsys):
     line = main_error(capsys, ['--scenario', 'bogus'])
-    assert line.startswith("%s: error: argument --scenario: invalid choice: 'bogus'" % PROG)
+    assert line.startswith("%s: error: argument --scenario: emulated scenario 'bogus' is not "
+                           "known: expected one of mixed-2, straggler-8" % PROG)
+    line = main_error(capsys, ['--scenario', 'workers=2,base_ms=-3'])
+    assert line.startswith("%s: error: argument --scenario: scenario spec: base_ms = '-3'"
+                           % PROG)
+
+
+def test_main_scenario_of_the_users_own_cluster(capsys):
+    """A spec runs as the built-in scenario with the same settings would, under its own
+    name (which seeds the draws): the same table as mixed-2 when named mixed-2's way."""
+    spec = 'name=duo,workers=2,base_ms=15,factors=1:2.5,jitter=1%'
+    out = run_main(capsys, ['--scenario', spec, '--iterations', '20', 'asp', 'ssp:1'])
+    assert out.startswith('scenario duo: 2 workers, base 15 ms, worker 1 x2.5, jitter 1%; '
+                          'latency 0 s, 20 iterations per worker, seed 0')
+    assert '| asp | 20 / 20 |' in out and '| ssp:1 | 20 / 20 |' in out
+    r = simulate(None, 'asp', iterations=20, scenario=spec)
+    assert r.times == [0.015, 0.0375] and r.iterations == [20, 20]
 
 
 # -- simulate(): argument checks, each message in full -------------------------------------

@@ -165,8 +165,11 @@ CASES = {
                                   [DA + '--slowdown 3:2',
                                    ('--kvstore local --slowdown 0:2', LOCAL)],
                                   ['--slowdown', 'worker(s)']),
-    'Value --emulate': case([DA + '--emulate nowhere'],
-                            [(DA + '--emulate mixed-2', W2), (DA + '--emulate jitter-8', W8)]),
+    'Parsed --emulate': case([DA + '--emulate nowhere', DA + '--emulate workers=1,base_ms=5',
+                              DA + '--emulate {tmp}/missing.json'],
+                             [(DA + '--emulate mixed-2', W2), (DA + '--emulate jitter-8', W8),
+                              (DA + '--emulate workers=4,base_ms=15,factors=1:1.3:1.8:3,'
+                                    'jitter=10%', W4)]),
     '_check_emulate_alone': case([(DA + '--emulate mixed-2 --slowdown 1:2', W2)],
                                  [(DA + '--emulate mixed-2 --slowdown=', W2)],
                                  ['--emulate', '--slowdown']),
@@ -281,9 +284,12 @@ MESSAGES = {
          "RANK:FACTOR[,RANK:FACTOR] with integer ranks >= 0 and factors >= 1 (e.g. 1:2.5)"),
     '_check_slowdown_ranks':
         "--slowdown '5:2,4:2' names rank 4 but the job has 4 worker(s) (ranks 0..3)",
-    'Value --emulate':
-        ("--emulate 'nowhere' is not valid: expected one of mixed-2, straggler-8, transient-8, "
-         "jitter-8"),
+    'Parsed --emulate':
+        ("--emulate 'nowhere' is not valid: emulated scenario 'nowhere' is not known: expected "
+         "one of mixed-2, straggler-8, transient-8, jitter-8, a spec such as "
+         "workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10% (keys: name, workers, base_ms, "
+         "factors, jitter, episode_rate, episode_factor, episode_length, description), or a "
+         ".json or .toml file with those keys"),
     '_check_emulate_alone':
         ("--emulate and --slowdown are exclusive: the scenario mixed-2 sets every worker's "
          "compute time"),

@@ -11,7 +11,7 @@ import tempfile
 from .files import read_json, write_json
 from .grid import UsageError, bad_option, plan, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
-from ...lab.profiles import SCENARIOS
+from ...lab.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from .presets import ARM_FORMS, LAB_PREFIX, PRESETS, SUITE
 from .report import write_report, write_suite_report
 from .runner import (Stop, check_dataset, check_gpus, check_train_script, is_done, prepare_subset, run_grid,
@@ -35,8 +35,11 @@ def build_parser():
                'again to continue).' % ', '.join(PRESETS))
     p.add_argument('--preset', help='the grid: %s, or %s for every emulated scenario '
                                     '(docs/lab.md)' % (', '.join(PRESETS), SUITE))
-    p.add_argument('--scenario', help='with --preset %s: run only this scenario (%s)'
-                                      % (SUITE, ', '.join(SCENARIOS)))
+    p.add_argument('--scenario', help='with --preset %s: run only this scenario: %s, your '
+                                      'own cluster as a spec such as %s, or a .json/.toml '
+                                      'file of the same keys (docs/lab.md)'
+                                      % (SUITE, ', '.join(SCENARIOS),
+                                         SPEC_EXAMPLE.replace('%', '%%')))
     p.add_argument('--out', help='output directory (created; a grid there is continued)')
     p.add_argument('--trials', help='trials per paradigm (default: the preset\'s)')
     p.add_argument('--epochs-scale', help='multiply the epochs (and lr decay epochs) by this')
@@ -180,8 +183,12 @@ def run_suite(parser, args, num_gpus, command_line):
         if args.preset != SUITE:
             raise bad_option('--scenario', args.scenario, 'nothing without --preset %s (the '
                              'preset emulated-<scenario> runs one scenario)' % SUITE)
-        if args.scenario is not None and args.scenario not in SCENARIOS:
-            raise bad_option('--scenario', args.scenario, 'one of %s' % ', '.join(SCENARIOS))
+        scenarios = list(SCENARIOS.values())
+        if args.scenario is not None:
+            try:
+                scenarios = [get_scenario(args.scenario)]
+            except ValueError as err:
+                raise UsageError('--scenario %r is not valid: %s' % (args.scenario, err)) from None
         if not args.out:
             raise UsageError('--out is required: the directory for the runs, plots and report')
         out = check_out(args.out, create=not args.dry_run)
@@ -190,11 +197,12 @@ def run_suite(parser, args, num_gpus, command_line):
         sys.stderr.write('%s: error: %s\n' % (parser.prog, err))
         return EXIT_USAGE
     codes = []
-    names = [args.scenario] if args.scenario else list(SCENARIOS)
-    for name in names:
+    names = [sc.name for sc in scenarios]
+    for scenario in scenarios:
         one = argparse.Namespace(**vars(args))
-        one.preset, one.scenario = LAB_PREFIX + name, None
-        one.out = os.path.join(out, name)
+        one.preset, one.scenario = LAB_PREFIX + scenario.name, None
+        one.lab_scenario = scenario
+        one.out = os.path.join(out, scenario.name)
         codes.append(run_preset(parser, one, num_gpus, command_line))
         if codes[-1] not in (EXIT_OK, EXIT_FAILED):      # bad input or interrupted
             return codes[-1]

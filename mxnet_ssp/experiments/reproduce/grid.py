@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ...launch.gpus import MAP_FORM, parse_gpu_map
 from ...launch.settings import LaunchError
-from .presets import ARM_FORMS, PRESETS, SSP_RE, parse_arm
+from .presets import ARM_FORMS, PRESETS, SSP_RE, lab_preset, parse_arm
 
 
 #: the training script every run starts (by module: it is installed with the package);
@@ -115,9 +115,13 @@ def _check_slowdown(text, workers):
 
 def resolve_grid(args):
     """Apply the command line `args` to their preset; raise :class:`UsageError` on bad input."""
-    if args.preset not in PRESETS:
+    scenario = getattr(args, 'lab_scenario', None)    # --preset emulated --scenario
+    if scenario is not None:
+        preset = lab_preset(scenario)
+    elif args.preset not in PRESETS:
         raise bad_option('--preset', args.preset, 'one of %s' % ', '.join(PRESETS))
-    preset = PRESETS[args.preset]
+    else:
+        preset = PRESETS[args.preset]
     scale = 1.0 if args.epochs_scale is None else _positive_float(
         '--epochs-scale', args.epochs_scale, 'a number > 0 (e.g. 0.1 for a tenth of the epochs)')
     epochs = max(1, int(round(preset.epochs * scale)))

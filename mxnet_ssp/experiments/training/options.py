@@ -14,7 +14,7 @@ from collections import namedtuple
 
 from ... import config
 from ...core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
-from ...lab.profiles import SCENARIOS
+from ...lab.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from .checkpoint import checkpoint_info
 from .models import MODELS, check_model
 
@@ -127,8 +127,9 @@ def build_parser():
     g.add_argument('--emulate', default=None, metavar='SCENARIO',
                    help='emulated compute: pad every forward/backward pass, by sleeping, to '
                         'the compute time the scenario draws for this worker and iteration '
-                        '(%s; see docs/lab.md); the job must have the scenario\'s number of '
-                        'workers' % ', '.join(SCENARIOS))
+                        '(%s, a spec such as %s, or a .json/.toml file of the same keys; see '
+                        'docs/lab.md); the job must have the scenario\'s number of workers'
+                        % (', '.join(SCENARIOS), SPEC_EXAMPLE.replace('%', '%%')))
     g = p.add_argument_group('output')
     g.add_argument('--save-dir', default=os.path.join('.', 'results', 'run'),
                    help='directory for metrics, logs of the stores and checkpoints')
@@ -433,9 +434,12 @@ def _check_emulate_alone(args, job):
     return None
 
 
+def _scenario_or_none(value):
+    return None if value is None else get_scenario(value)
+
+
 def _check_emulate_workers(args, job):
-    """--emulate's scenario has the job's number of workers; sets ``args.scenario``."""
-    args.scenario = None if args.emulate is None else SCENARIOS[args.emulate]
+    """--emulate's scenario (``args.scenario``) has the job's number of workers."""
     if (args.scenario is not None and args.kvstore.startswith('dist')
             and job.num_workers != args.scenario.workers):
         return ('--emulate %s is for %d workers but the job has %d (launch it with -n %d)'
@@ -502,7 +506,7 @@ CHECKS = (
     Parsed('--slowdown', parse_slowdown, 'slowdown_factors',
            'RANK:FACTOR[,RANK:FACTOR] with integer ranks >= 0 and factors >= 1 (e.g. 1:2.5)'),
     _check_slowdown_ranks,
-    Value('--emulate', _optional(_one_of(SCENARIOS)), _listing(SCENARIOS)),
+    Parsed('--emulate', _scenario_or_none, 'scenario', None),
     _check_emulate_alone,
     _check_emulate_workers,
     Parsed('--save-dir', check_save_dir, None, 'a directory that can be created or written'),
