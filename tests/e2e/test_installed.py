@@ -31,6 +31,7 @@ TOOLS = {
     'mxnet-ssp-compare': 'mxnet_ssp.experiments.compare_paradigms',
     'mxnet-ssp-reproduce': 'mxnet_ssp.reproduce',
     'mxnet-ssp-launch': 'mxnet_ssp.launch',
+    'mxnet-ssp-advise': 'mxnet_ssp.lab.advise',
 }
 
 
@@ -125,6 +126,7 @@ def test_tools_run_outside_the_checkout(tmp_path):
 
     assert '--ssp-staleness' in run('mxnet-ssp-compare', '--help').stdout
     assert '--kvstore' in run('mxnet-ssp-train', '--help').stdout
+    assert 'RUN_DIR' in run('mxnet-ssp-advise', '--help').stdout
 
     # a short training run, in one process
     save = work / 'run'

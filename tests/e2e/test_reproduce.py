@@ -12,6 +12,7 @@
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,7 +25,8 @@ from mxnet_ssp.experiments.reproduce.files import write_json
 from mxnet_ssp.experiments.reproduce.grid import MARKER, resolve_grid, run_dir, run_signature, trial_seed
 from mxnet_ssp.experiments.reproduce.presets import PRESETS, parse_arm
 from mxnet_ssp.experiments.reproduce.report import write_report
-from mxnet_ssp.experiments.reproduce.runner import check_dataset, prepare_subset, run_env, subset_dir
+from mxnet_ssp.experiments.reproduce.runner import (check_dataset, eta_text, prepare_subset,
+                                                     run_env, subset_dir)
 
 from conftest import ROOT  # noqa: E402  (the checkout)
 HAVE_MATPLOTLIB = importlib.util.find_spec('matplotlib') is not None
@@ -238,6 +240,13 @@ def test_check_dataset(tmp_path):
     assert check_dataset(grid, download=False) == []
 
 
+def test_eta_from_the_runs_done_so_far():
+    assert eta_text([], 5) == '' and eta_text([10.0], 0) == ''
+    assert eta_text([50.0, 70.0], 1) == '; 1 run left, about 1 min to go'
+    assert eta_text([60.0, 120.0], 30) == '; 30 runs left, about 45 min to go'
+    assert eta_text([100.0], 60) == '; 60 runs left, about 1.7 h to go'
+
+
 def test_run_env():
     env = run_env('/r', {'PATH': '/bin', 'DMLC_ROLE': 'worker', 'MXNET_SSP_STALENESS': '9',
                             'PYTHONPATH': '/x'})
@@ -313,6 +322,13 @@ def test_runner_resumes_and_redoes_half_written_runs(fake):
     proc, started = fake('--no-plots')
     assert proc.returncode == 0, proc.stdout
     assert len(started) == 6 and 'started 6 run(s)' in proc.stdout
+    # the cost before it starts, then what is left after each run (the last says nothing)
+    assert ('6 run(s) to do, 0 finished earlier; the whole grid\'s cost: %s'
+            % PRESETS['tiny'].cost) in proc.stdout
+    for left in range(5, 0, -1):
+        assert re.search(r'\[%d/6\] .*: done in .*; %d runs? left, about \d+ min to go'
+                         % (6 - left, left), proc.stdout), proc.stdout
+    assert re.search(r'\[6/6\] .*: done in [^;]*\n', proc.stdout), proc.stdout
     report = (fake.out / 'report.md').read_text()
     assert [r[0] for r in _table(report, 'Time to reach')] == ['BSP', 'ASP', 'DSSP [3,15]']
     marker = json.loads((fake.out / 'runs' / 'asp' / 'trial2' / 'run.json').read_text())
@@ -335,6 +351,7 @@ def test_runner_resumes_and_redoes_half_written_runs(fake):
     # more trials later: only the new ones run; the dry run says what would happen
     proc, started = fake('--no-plots', trials='3')
     assert len(started) == 3 and 'started 3 run(s), skipped 6' in proc.stdout
+    assert '3 run(s) to do, 6 finished earlier' in proc.stdout
     proc, started = fake('--dry-run', trials='3')
     assert started == [] and proc.stdout.count('finished, would be skipped') == 9
 

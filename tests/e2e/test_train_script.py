@@ -961,6 +961,13 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     slow = read_jsonl(save / 'train-worker1.jsonl')
     assert statistics.median(r['emulated_s'] for r in slow) == pytest.approx(
         2.5 * scenario.base_s, rel=0.05)
+    # the advisor reads the same logs back: each worker's compute, and an overhead per step
+    from mxnet_ssp.lab import advise
+    fit = advise.fit_run(str(save))
+    assert fit.iterations == [20, 20]
+    assert fit.compute_s == pytest.approx(scenario.times(), rel=0.1)
+    assert 0 < fit.overhead_s < 0.5
+    assert advise.main([str(save), '--seeds', '1']) == 0
 
 
 def test_balance_bounds_that_admit_no_split_exit_2(capsys):

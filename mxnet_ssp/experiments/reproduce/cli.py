@@ -12,7 +12,7 @@ from .files import read_json, write_json
 from .grid import UsageError, bad_option, plan, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
 from ...lab.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
-from .presets import ARM_FORMS, LAB_PREFIX, PRESETS, SUITE
+from .presets import ARM_FORMS, LAB_PREFIX, PRESETS, SUITE, lab_preset
 from .report import write_report, write_suite_report
 from .runner import (Stop, check_dataset, check_gpus, check_train_script, is_done, prepare_subset, run_grid,
                      subset_dir)
@@ -212,6 +212,12 @@ def run_suite(parser, args, num_gpus, command_line):
     return max(codes)
 
 
+def _preset_cost(args):
+    """The cost line of the preset `args` runs (for its default grid)."""
+    scenario = getattr(args, 'lab_scenario', None)
+    return lab_preset(scenario).cost if scenario is not None else PRESETS[args.preset].cost
+
+
 def run_preset(parser, args, num_gpus, command_line):
     """One preset's grid: check, run what is not finished, report; returns the exit code."""
     try:
@@ -257,7 +263,8 @@ def run_preset(parser, args, num_gpus, command_line):
         try:
             if grid.data_fraction < 1:
                 prepare_subset(out, grid)
-            started, skipped, failed, aborted = run_grid(grid, out, args.keep_checkpoints)
+            started, skipped, failed, aborted = run_grid(grid, out, args.keep_checkpoints,
+                                                         _preset_cost(args))
         except (Stop, KeyboardInterrupt) as stop:
             signum = getattr(stop, 'signum', signal.SIGINT)
             logger.error('interrupted by %s; run the same command again to continue',

@@ -320,10 +320,26 @@ def _prune_checkpoints(directory):
         os.unlink(path)
 
 
-def run_grid(grid, out, keep_checkpoints=False):
-    """Run every unfinished run of the grid; return (started, skipped, failed, aborted)."""
+def eta_text(durations, left):
+    """How long the `left` runs still to do should take, from the `durations` (seconds) of
+    the runs done in this invocation (their mean); '' before the first."""
+    if not durations or not left:
+        return ''
+    seconds = left * sum(durations) / len(durations)
+    return '; %d run%s left, about %s to go' % (
+        left, '' if left == 1 else 's',
+        '%.0f min' % (seconds / 60.0) if seconds < 5400 else '%.1f h' % (seconds / 3600.0))
+
+
+def run_grid(grid, out, keep_checkpoints=False, cost=None):
+    """Run every unfinished run of the grid; return (started, skipped, failed, aborted).
+    Logs `cost` (the preset's estimate) first, then after each run an ETA."""
     runs = plan(grid, out)
+    todo = sum(1 for run in runs if not is_done(run[2], run[4]))
+    logger.info('%d run(s) to do, %d finished earlier%s', todo, len(runs) - todo,
+                '' if cost is None else '; the whole grid\'s cost: %s' % cost)
     started = skipped = failed = 0
+    durations = []
     aborted = None
     for index, (arm, trial, directory, command, signature) in enumerate(runs, 1):
         tag = '[%d/%d] %s trial %d' % (index, len(runs), arm.name, trial)
@@ -338,6 +354,8 @@ def run_grid(grid, out, keep_checkpoints=False):
         logger.info('%s: running (%s)', tag, os.path.relpath(directory, out))
         started += 1
         marker = execute_run(grid, arm, trial, directory, command)
+        durations.append(marker['duration_s'])
+        eta = eta_text(durations, todo - started)
         if marker['status'] == 'ok':
             if not keep_checkpoints:
                 _prune_checkpoints(directory)
@@ -347,13 +365,13 @@ def run_grid(grid, out, keep_checkpoints=False):
             reached = time_to_target(curve, grid.targets[0])
             final = summary.get('final_accuracy')
             final_text = '-' if final is None else '%.4f' % final
-            logger.info('%s: done in %.1f s, final accuracy %s, time to %g: %s', tag,
+            logger.info('%s: done in %.1f s, final accuracy %s, time to %g: %s%s', tag,
                         marker['duration_s'], final_text,
-                        grid.targets[0], '-' if reached is None else '%.1f s' % reached)
+                        grid.targets[0], '-' if reached is None else '%.1f s' % reached, eta)
         else:
             failed += 1
-            logger.error('%s: FAILED after %.1f s: %s (see %s)', tag, marker['duration_s'],
-                         marker['reason'], os.path.join(directory, 'job.log'))
+            logger.error('%s: FAILED after %.1f s: %s (see %s)%s', tag, marker['duration_s'],
+                         marker['reason'], os.path.join(directory, 'job.log'), eta)
             if _is_usage_failure(marker['exit_code'], directory):
                 aborted = ('%s trial %d failed on its settings (%s); the remaining runs would '
                            'fail the same way and were not started'

@@ -1,0 +1,397 @@
+"""``mxnet-ssp-advise RUN_DIR``: which paradigm for this cluster, from the metrics of a real run.
+
+A job already writes, per worker, what each iteration cost: ``train-worker<rank>.jsonl``
+(mxnet-ssp-train's ``--save-dir``: the compute of each pass, padded or slowed as the job was
+told, and the store's step) or ``worker-<rank>.jsonl`` (the metrics of an SSP/DSSP store,
+``MXNET_SSP_METRICS_DIR``: when each step's pushes went out and came back).  From a few hundred
+iterations of any store, :func:`fit_run` fits
+
+* each worker's compute per iteration (median) and its jitter (median absolute deviation,
+  relative), and
+* the step's overhead: the push and pull that every paradigm pays once per iteration
+  (train logs: the smallest per-worker median of the step time, which is the slowest
+  worker's under BSP and everybody's under ASP; store metrics: the median push time),
+
+into a :class:`~mxnet_ssp.lab.profiles.Scenario` of the compute, and keeps the step times of
+the worker that waited least as samples of the overhead.  Every simulated iteration is a
+compute draw plus a step time drawn from those samples: without the step times' noise the
+simulator runs DSSP's ``paper`` mode like ASP, which the real store does not (docs/results.md,
+"Simulator vs lab").  :func:`predict` then runs the simulator (:mod:`mxnet_ssp.lab.simulate`) for every paradigm
+over the same fixed wall time and several seeds, and :func:`recommend` picks the least stale
+paradigm within 10% of the best throughput.
+
+What this cannot know, and says: how much accuracy per update the staleness costs the
+user's model (the recommendation takes the least stale of the fast ones for that reason);
+slow episodes that the run did not show; how the overhead grows with more workers or
+servers.  :func:`check_lab` measures the simulator's error out of sample: fitted on a lab
+scenario's ASP runs only, it predicts how long each other paradigm's runs took.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import re
+import statistics
+import sys
+import types
+from dataclasses import dataclass, field
+
+from .profiles import Scenario
+from .simulate import simulate
+
+__all__ = ['Fit', 'Prediction', 'fit_run', 'predict', 'recommend', 'format_advice',
+           'check_lab', 'main', 'PARADIGMS']
+
+#: (label, simulator policy, balanced): what the advisor compares.  BSP is SSP with s = 0;
+#: "+ balance" sizes each worker's batch to its speed (docs/balance.md), so every worker's
+#: iteration takes the same time: W / sum(1 / t_i).
+PARADIGMS = (('BSP', 'ssp:0', False), ('ASP', 'asp', False),
+             ('SSP s=1', 'ssp:1', False), ('SSP s=2', 'ssp:2', False),
+             ('SSP s=3', 'ssp:3', False), ('SSP s=6', 'ssp:6', False),
+             ('SSP s=15', 'ssp:15', False),
+             ('DSSP [3,15]', 'dssp:3:15:bounded', False),
+             ('DSSP [3,15] paper', 'dssp:3:15:paper', False),
+             ('DSSP [3,15] threshold', 'dssp:3:15:threshold', False),
+             ('BSP + balance', 'ssp:0', True), ('SSP s=3 + balance', 'ssp:3', True))
+WITHIN = 0.10          # "as fast": within 10% of the best throughput
+WARMUP = 5             # iterations of each worker left out (start-up, first pulls)
+MIN_ITERATIONS = 20    # per worker, after the warm-up
+TRAIN_RE = re.compile(r'^train-worker(\d+)\.jsonl$')
+STORE_RE = re.compile(r'^worker-(\d+)\.jsonl$')
+
+
+class AdviseError(ValueError):
+    """The run directory cannot be read or fitted: the message says what is missing."""
+
+
+@dataclass
+class Fit:
+    """What a run says about its cluster."""
+    source: str               # 'train log' or 'store metrics'
+    compute_s: list           # per rank: median compute per iteration (s)
+    jitter: float             # median over workers of the relative MAD of their compute
+    overhead_s: float         # per iteration, every paradigm
+    iterations: list          # per rank: iterations used for the fit
+    slow_share: float         # share of iterations over twice their worker's median
+    step_samples: list = field(default_factory=list)   # overhead draws (s); [] -> overhead_s
+
+    @property
+    def workers(self):
+        return len(self.compute_s)
+
+    def scenario(self, balanced=False, name='fitted'):
+        """The fitted compute as a :class:`Scenario` (without the step overhead)."""
+        times = list(self.compute_s)
+        if balanced:
+            times = [len(times) / sum(1.0 / t for t in times)] * len(times)
+        base = min(times)
+        return Scenario(name, 'fitted from a run', len(times), base,
+                        slow=tuple((r, t / base) for r, t in enumerate(times) if t != base),
+                        jitter=min(self.jitter, 0.99))
+
+
+@dataclass
+class Prediction:
+    """One paradigm's simulated outcome (over the seeds: median, and min-max)."""
+    label: str
+    policy: str
+    balanced: bool
+    throughput: float         # iterations of all workers per second
+    throughput_range: tuple
+    fast_wait: float          # share of the wall time the fastest workers wait
+    mean_lead: float          # staleness: lead at release, mean
+    p95_lead: int
+
+
+class _WithSteps:
+    """What the simulator draws for a fitted cluster: each iteration a compute draw of the
+    fitted scenario plus a step time drawn from the run's samples (seeded per worker)."""
+
+    jitter = 0.0
+
+    def __init__(self, fit, balanced=False):
+        self.compute = fit.scenario(balanced=balanced)
+        self.name = self.compute.name
+        self.workers = self.compute.workers
+        self.steps = list(fit.step_samples) or [fit.overhead_s]
+
+    def times(self):
+        overhead = statistics.median(self.steps)
+        return [t + overhead for t in self.compute.times()]
+
+    def stream(self, rank, seed):
+        compute = self.compute.stream(rank, seed)
+        rng = random.Random('steps:%s:%d' % (seed, rank))
+        steps = self.steps
+        return types.SimpleNamespace(next=lambda: compute.next() + rng.choice(steps))
+
+
+def _read_jsonl(path):
+    rows = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                raise AdviseError('%s line %d is not JSON' % (path, number)) from None
+    return rows
+
+
+def _mad(values):
+    m = statistics.median(values)
+    return statistics.median(abs(v - m) for v in values)
+
+
+def read_run(run_dir):
+    """``(source, {rank: records})`` of `run_dir`'s per-worker metrics."""
+    if not os.path.isdir(run_dir):
+        raise AdviseError('%s is not a directory' % run_dir)
+    names = os.listdir(run_dir)
+    for source, pattern in (('train log', TRAIN_RE), ('store metrics', STORE_RE)):
+        files = {int(m.group(1)): os.path.join(run_dir, n)
+                 for n in names for m in [pattern.match(n)] if m}
+        if files:
+            return source, {r: _read_jsonl(p) for r, p in sorted(files.items())}
+    raise AdviseError('%s has no train-worker<rank>.jsonl (mxnet-ssp-train\'s --save-dir) and '
+                      'no worker-<rank>.jsonl (MXNET_SSP_METRICS_DIR of a dist_ssp or '
+                      'dist_dssp job)' % run_dir)
+
+
+def _samples(source, records):
+    """(compute per iteration, overhead per iteration) samples of one worker."""
+    if source == 'train log':
+        rows = [r for r in records if 'compute_s' in r and 'step_s' in r][WARMUP:]
+        return ([r['compute_s'] + r.get('sleep_s', 0.0) for r in rows],
+                [r['step_s'] for r in rows])
+    rows = sorted((r for r in records if 'reported_at' in r and 'released_at' in r),
+                  key=lambda r: r['clock'])[WARMUP:]
+    compute = [b['reported_at'] - b.get('push_s', 0.0) - a['released_at']
+               for a, b in zip(rows, rows[1:]) if b['clock'] == a['clock'] + 1]
+    return [max(0.0, c) for c in compute], [r.get('push_s', 0.0) for r in rows[1:]]
+
+
+def fit_run(run_dir):
+    """The :class:`Fit` of the run in `run_dir` (see the module's docstring)."""
+    source, per_rank = read_run(run_dir)
+    ranks = sorted(per_rank)
+    if ranks != list(range(len(ranks))) or len(ranks) < 2:
+        raise AdviseError('%s: expected the metrics of ranks 0..W-1 with W >= 2, found ranks %s'
+                          % (run_dir, ranks))
+    compute, steps, counts = [], [], []
+    for rank in ranks:
+        c, o = _samples(source, per_rank[rank])
+        if len(c) < MIN_ITERATIONS or not o:
+            raise AdviseError('%s: worker %d has %d usable iterations; the fit needs at least '
+                              '%d after the first %d' % (run_dir, rank, len(c), MIN_ITERATIONS,
+                                                          WARMUP))
+        compute.append(c)
+        steps.append(o)
+        counts.append(len(c))
+    least = min(steps, key=statistics.median)     # the worker that waited least
+    medians = [statistics.median(c) for c in compute]
+    if min(medians) <= 0:
+        raise AdviseError('%s: a worker\'s median compute is 0 s' % run_dir)
+    jitter = statistics.median(1.4826 * _mad(c) / m for c, m in zip(compute, medians))
+    slow = sum(sum(1 for x in c if x > 2 * m) for c, m in zip(compute, medians))
+    return Fit(source, medians, jitter, statistics.median(least), counts,
+               slow / float(sum(counts)), least)
+
+
+def predict(fit, wall_time=None, seeds=3, paradigms=PARADIGMS):
+    """A :class:`Prediction` per paradigm: the simulator over `wall_time` seconds (default:
+    2,000 iterations of the slowest worker) with each seed's compute draws."""
+    if wall_time is None:
+        wall_time = 2000 * max(_WithSteps(fit).times())
+    out = []
+    for label, policy, balanced in paradigms:
+        sc = _WithSteps(fit, balanced)
+        results = [simulate(None, policy, wall_time=wall_time, scenario=sc, seed=seed)
+                   for seed in range(seeds)]
+        rates = [r.iterations_per_second for r in results]
+        fast = [r.fast_wait_fraction for r in results] if not balanced else [
+            sum(r.wait_fraction(i) for i in range(fit.workers)) / fit.workers for r in results]
+        out.append(Prediction(label, policy, balanced, statistics.median(rates),
+                              (min(rates), max(rates)), statistics.median(fast),
+                              statistics.median(r.mean_lead for r in results),
+                              int(statistics.median(r.lead_quantile(0.95) for r in results))))
+    return out
+
+
+def recommend(predictions, within=WITHIN):
+    """The least stale prediction (mean lead, then throughput) among those within `within`
+    of the best throughput."""
+    best = max(p.throughput for p in predictions)
+    fast = [p for p in predictions if p.throughput >= (1 - within) * best]
+    return min(fast, key=lambda p: (p.mean_lead, -p.throughput))
+
+
+def format_advice(run_dir, fit, predictions, choice):
+    best = max(p.throughput for p in predictions)
+    lines = ['%s: %d workers, %s, %s iterations per worker fitted' % (
+        run_dir, fit.workers, fit.source, '/'.join(str(n) for n in fit.iterations)),
+        'compute per iteration (median): %s ms; jitter %.0f%%; step overhead %.1f ms per '
+        'iteration' % (', '.join('%.1f' % (1e3 * c) for c in fit.compute_s), 100 * fit.jitter,
+                       1e3 * fit.overhead_s), '',
+        '| paradigm | iterations/s (all workers) | / best | fastest workers waiting | '
+        'staleness: mean lead | p95 lead |',
+        '|---|---:|---:|---:|---:|---:|']
+    for p in predictions:
+        lines.append('| %s%s | %.1f [%.1f-%.1f] | %.2f | %.0f%% | %.2f | %d |' % (
+            p.label, ' (recommended)' if p is choice else '', p.throughput,
+            p.throughput_range[0], p.throughput_range[1], p.throughput / best,
+            100 * p.fast_wait, p.mean_lead, p.p95_lead))
+    lines += ['', 'Recommended: %s, the least stale paradigm within %d%% of the best '
+              'throughput (%.1f of %.1f iterations/s).' % (
+                  choice.label, 100 * WITHIN, choice.throughput, best), '',
+              'Simulated over a fixed wall time with the fitted compute times (each worker\'s '
+              'median, jitter as above) plus, every iteration, a step time drawn from those of '
+              'the worker that waited least (the overhead every paradigm pays); "+ balance" '
+              'gives every worker a batch in proportion to its speed. What this cannot know: '
+              'how much accuracy per update staleness costs your model (hence the least stale '
+              'of the fast ones); slow episodes the run did not show%s; how the overhead grows '
+              'with more workers or servers. Measured error of these predictions: docs/lab.md '
+              '("Advice from a real run").' % (
+                  ' (%.1f%% of its iterations took over twice their worker\'s median)'
+                  % (100 * fit.slow_share) if fit.slow_share >= 0.01 else '')]
+    return '\n'.join(lines)
+
+
+# -- the simulator's error, out of sample ----------------------------------------------------
+
+def _finish_times(run_dir):
+    """Each worker's finish time (s) in a finished lab run, counted from the start of the first
+    iteration of any worker, from the train logs; and the iterations per worker."""
+    _, per_rank = read_run(run_dir)
+    rows = [per_rank[r] for r in sorted(per_rank)]
+    first = min(r[0]['time'] - r[0].get('compute_s', 0) - r[0].get('sleep_s', 0)
+                - r[0].get('step_s', 0) for r in rows)
+    return [r[-1]['time'] - first for r in rows], min(len(r) for r in rows)
+
+
+def predicted_finish_times(fit, policy, iterations, seed, balanced=False):
+    """Each worker's simulated finish time with `iterations` iterations each: its compute
+    draws (the stream the simulator used) plus the time it waited."""
+    sc = _WithSteps(fit, balanced)
+    result = simulate(None, policy, iterations=iterations, scenario=sc, seed=seed)
+    finish = []
+    for rank in range(sc.workers):
+        stream = sc.stream(rank, seed)
+        finish.append(sum(stream.next() for _ in range(iterations)) + result.wait[rank])
+    return finish
+
+
+def _arm_policy(arm):
+    """(simulator policy, balanced) of a lab arm's directory name; None for arms that are not
+    a timing of their own (asp-lrtau: ASP's timing, another update rule)."""
+    match = re.match(r'^(bsp|asp|ssp(\d+)|dssp(?:(\d+)-(\d+))?(?:-(paper|threshold))?)'
+                     r'(-balance)?$', arm)
+    if not match:
+        return None
+    name, balanced = match.group(1), bool(match.group(6))
+    if name == 'bsp':
+        return 'ssp:0', balanced
+    if name == 'asp':
+        return 'asp', balanced
+    if match.group(2):
+        return 'ssp:%s' % match.group(2), balanced
+    low, high = (match.group(3), match.group(4)) if match.group(3) else ('3', '15')
+    return 'dssp:%s:%s:%s' % (low, high, match.group(5) or 'bounded'), balanced
+
+
+def check_lab(scenario_dir, seeds=3):
+    """Fit on the ASP runs of a lab scenario's directory (``<out>/<scenario>`` of
+    ``mxnet-ssp-reproduce --preset emulated``) and predict when each worker of every run
+    finished (the lab runs a fixed number of iterations per worker).  Returns rows of
+    (arm, trial, measured finish times, predicted finish times), one time per worker."""
+    runs = os.path.join(scenario_dir, 'runs')
+    asp = os.path.join(runs, 'asp')
+    if not os.path.isdir(asp):
+        raise AdviseError('%s has no runs/asp: run the lab\'s asp paradigm first' % scenario_dir)
+    fits = [fit_run(os.path.join(asp, t)) for t in sorted(os.listdir(asp))]
+    if not fits:
+        raise AdviseError('%s has no ASP trial' % asp)
+    fit = Fit('train log', [statistics.median(f.compute_s[r] for f in fits)
+                            for r in range(fits[0].workers)],
+              statistics.median(f.jitter for f in fits),
+              statistics.median(f.overhead_s for f in fits), fits[0].iterations, 0.0,
+              [x for f in fits for x in f.step_samples])
+    rows = []
+    for arm in sorted(os.listdir(runs)):
+        found = _arm_policy(arm)
+        if found is None:
+            continue
+        policy, balanced = found
+        for trial in sorted(os.listdir(os.path.join(runs, arm))):
+            try:
+                measured, iterations = _finish_times(os.path.join(runs, arm, trial))
+            except (AdviseError, IndexError, KeyError):
+                continue                  # a run that did not finish
+            per_seed = [predicted_finish_times(fit, policy, iterations, s, balanced)
+                        for s in range(seeds)]
+            predicted = [statistics.median(p[r] for p in per_seed)
+                         for r in range(len(measured))]
+            rows.append((arm, trial, measured, predicted))
+    return rows
+
+
+def format_check(scenario_dir, rows):
+    lines = ['%s: fitted on runs/asp only; when each worker finished, predicted' % scenario_dir,
+             '', '| paradigm | trial | finish s per worker, measured | predicted | error per '
+             'worker |', '|---|---|---|---|---|']
+    errors = []
+    for arm, trial, measured, predicted in rows:
+        err = [p / m - 1.0 for m, p in zip(measured, predicted)]
+        if arm != 'asp':
+            errors += [abs(e) for e in err]
+        lines.append('| %s | %s | %s | %s | %s |' % (
+            arm, trial, ', '.join('%.1f' % m for m in measured),
+            ', '.join('%.1f' % p for p in predicted),
+            ', '.join('%+.1f%%' % (100 * e) for e in err)))
+    if errors:
+        lines += ['', 'paradigms other than ASP: median |error| %.1f%%, max %.1f%% (%d worker '
+                  'finish times)' % (100 * statistics.median(errors), 100 * max(errors),
+                                     len(errors))]
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog='mxnet-ssp-advise',
+        description='Which paradigm for this cluster: fit each worker\'s compute and the step '
+                    'overhead from a real run\'s metrics, simulate every paradigm over the same '
+                    'wall time, and recommend the least stale one within 10%% of the best '
+                    'throughput.')
+    p.add_argument('run_dir', metavar='RUN_DIR',
+                   help="a job's mxnet-ssp-train --save-dir (train-worker<rank>.jsonl), or the "
+                        'MXNET_SSP_METRICS_DIR of a dist_ssp/dist_dssp job (worker-<rank>.jsonl)')
+    p.add_argument('--wall-time', type=float, default=None,
+                   help='simulated seconds (default: 2,000 iterations of the slowest worker)')
+    p.add_argument('--seeds', type=int, default=3, help='compute draws per paradigm (default 3)')
+    p.add_argument('--check-lab', action='store_true',
+                   help='RUN_DIR is a lab scenario directory (<out>/<scenario> of '
+                        'mxnet-ssp-reproduce --preset emulated): fit on its ASP runs and '
+                        'report how far the predicted duration of every other run is')
+    args = p.parse_args(argv)
+    if args.seeds < 1:
+        p.error('--seeds %r is not valid: expected an integer >= 1' % args.seeds)
+    if args.wall_time is not None and not (math.isfinite(args.wall_time) and args.wall_time > 0):
+        p.error('--wall-time %r is not valid: expected seconds > 0' % args.wall_time)
+    try:
+        if args.check_lab:
+            print(format_check(args.run_dir, check_lab(args.run_dir, args.seeds)))
+            return 0
+        fit = fit_run(args.run_dir)
+        predictions = predict(fit, args.wall_time, args.seeds)
+    except AdviseError as err:
+        sys.stderr.write('mxnet-ssp-advise: error: %s\n' % err)
+        return 2
+    print(format_advice(args.run_dir, fit, predictions, recommend(predictions)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
