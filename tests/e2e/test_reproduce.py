@@ -113,6 +113,26 @@ def test_collect_run_and_report_from_synthetic_runs(tmp_path):
     assert [a['median_trial'] for a in results['arms']] == [2, 2, 2, 2]
 
 
+def test_collect_run_reads_cpu_use_and_sleep_lateness(tmp_path):
+    run = tmp_path / 'run'
+    run.mkdir()
+    (run / 'summary.json').write_text(json.dumps({'final_accuracy': 0.9, 'wall_time_s': 10.0}))
+    for rank, (cpu0, cpu1) in enumerate([(1.0, 4.0), (2.0, 4.0)]):
+        with open(str(run / ('train-worker%d.jsonl' % rank)), 'w') as f:
+            for i in range(11):
+                f.write(json.dumps({'rank': rank, 'iteration': i + 1, 'time': 100.0 + i,
+                                    'compute_s': 0.5, 'step_s': 0.1,
+                                    'sleep_s': 0.4 if i % 2 else 0.0,
+                                    'sleep_late_s': 0.001 * i if i % 2 else 0.0,
+                                    'cpu_s': cpu0 + (cpu1 - cpu0) * i / 10.0}) + '\n')
+    from mxnet_ssp.experiments.reproduce.collect import collect_run
+    result = collect_run(str(run), parse_arm('asp'))
+    assert result['cpu_s'] == {0: 3.0, 1: 2.0}
+    assert result['worker_cores'] == 0.5                    # 5 CPU-seconds over 10 s
+    # only the iterations that slept count: 1, 3, 5, 7, 9 ms late on both workers
+    assert result['sleep_late_ms'] == {'p50': 5.0, 'p90': 9.0, 'p99': 9.0}
+
+
 @pytest.mark.parametrize('dataset,folder,train,test,key', [
     ('cifar10', 'cifar-10-batches-py', ['data_batch_%d' % i for i in range(1, 6)], 'test_batch',
      b'labels'),

@@ -958,6 +958,9 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
         for r in records:       # padded to the draw, or the real pass was longer
             assert r['compute_s'] + r['sleep_s'] == pytest.approx(
                 max(r['emulated_s'], r['compute_s']), abs=2e-6)
+            assert r['sleep_late_s'] >= 0 and (r['sleep_s'] > 0 or r['sleep_late_s'] == 0)
+        cpu = [r['cpu_s'] for r in records]          # the process's CPU, never decreasing
+        assert cpu == sorted(cpu) and cpu[-1] > cpu[0]
     slow = read_jsonl(save / 'train-worker1.jsonl')
     assert statistics.median(r['emulated_s'] for r in slow) == pytest.approx(
         2.5 * scenario.base_s, rel=0.05)

@@ -57,6 +57,17 @@ def collect_run(directory, arm):
         if 'emulated_s' in recs[0]:       # passes longer than the profile (not padded)
             result.setdefault('overruns', {})[r] = sum(
                 1 for x in recs if x['compute_s'] > x['emulated_s'])
+        if 'cpu_s' in recs[-1]:           # this worker's process CPU over its iterations
+            result.setdefault('cpu_s', {})[r] = recs[-1]['cpu_s'] - recs[0]['cpu_s']
+    late = [x['sleep_late_s'] for r in ranks for x in logs[r]
+            if x.get('sleep_s', 0.0) > 0 and 'sleep_late_s' in x]
+    if late:         # how late the emulated compute's sleeps woke: CPU contention
+        result['sleep_late_ms'] = {'p%d' % q: round(1e3 * float(np.percentile(late, q)), 3)
+                                   for q in (50, 90, 99)}
+    if result.get('cpu_s') and result['train_time_s']:
+        # the cores the workers kept busy on average (scheduler and servers not counted)
+        result['worker_cores'] = round(sum(result['cpu_s'].values())
+                                       / float(result['train_time_s']), 3)
     steps = [x['step_s'] for r in ranks for x in logs[r]]
     if steps:        # the step-time distribution (the lab's simulator check draws from it)
         result['step_quantiles_ms'] = [round(1e3 * v, 4) for v in

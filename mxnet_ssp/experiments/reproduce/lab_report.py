@@ -19,7 +19,7 @@ def lab_sections(grid, rows):
     if not grid.emulate:
         return []
     scenario = get_scenario(grid.emulate)
-    return (_scenario(grid, scenario, rows) + _medians(grid, scenario, rows)
+    return (_scenario(grid, scenario, rows) + _machine(rows) + _medians(grid, scenario, rows)
             + verdict_table(rows, grid.targets[-1]) + _balance(rows, grid.targets[-1])
             + _simulator(grid, scenario, rows))
 
@@ -40,6 +40,31 @@ def _scenario(grid, scenario, rows):
         'staleness of every gradient, and the test accuracy.',
         '- Passes longer than their profile time (not padded, so the iteration ran longer): '
         '%d of %d iterations.' % (sum(overruns), sum(iterations)), '']
+
+
+def _machine(rows):
+    """Per paradigm: the cores its workers kept busy and how late the emulated compute's
+    sleeps woke (medians over the trials): arms that load the machine differently see
+    different contention, in their step times and in Algorithm 2's timestamps."""
+    lines = ['## The machine under each paradigm', '',
+             'Medians over the trials: the cores the workers\' processes kept busy (their CPU '
+             'time over the training time; scheduler, servers and controller not counted), and '
+             'how much later than asked the emulated compute\'s sleeps woke (50th and 99th '
+             'percentile over all iterations that slept). Runs from before these were recorded '
+             'show "-".', '',
+             '| paradigm | worker cores busy | sleep late, p50 (ms) | sleep late, p99 (ms) |',
+             '|---|---:|---:|---:|']
+    for row in rows:
+        trials = [t for t in row['trials'] if t['status'] == 'ok']
+        cores = [t['worker_cores'] for t in trials if t.get('worker_cores') is not None]
+        late = [t['sleep_late_ms'] for t in trials if t.get('sleep_late_ms')]
+
+        def med(values, fmt):
+            return fmt % float(np.median(values)) if values else '-'
+        lines.append('| %s | %s | %s | %s |' % (
+            row['arm'].label, med(cores, '%.2f'), med([x['p50'] for x in late], '%.2f'),
+            med([x['p99'] for x in late], '%.2f')))
+    return lines + ['']
 
 
 def _cell(interval, fmt='%.1f', reached=None):

@@ -385,8 +385,12 @@ class Training:
             sleep_s = max(0.0, emulated_s - compute_s)
         else:
             sleep_s = (self.slowdown - 1.0) * compute_s
+        late_s = 0.0
         if sleep_s > 0:
+            t_sleep = time.perf_counter()
             time.sleep(sleep_s)
+            # how late the sleep woke: CPU contention shows here first
+            late_s = max(0.0, time.perf_counter() - t_sleep - sleep_s)
         t1 = time.perf_counter()
         self.record_balance(t1 - t0, len(yb))
         self.trainer.step(1)                 # rescale_grad = 1 / batch_size already
@@ -399,6 +403,8 @@ class Training:
                              batch=len(yb),
                              loss=round(loss_value, 6), sleep_s=round(sleep_s, 6),
                              lr=self.lr, train_accuracy=round(correct / float(len(yb)), 6),
+                             sleep_late_s=round(late_s, 6),
+                             cpu_s=round(time.process_time(), 4),
                              **({} if emulated_s is None else
                                 {'emulated_s': round(emulated_s, 6)}))
         if self.progress is not None:
