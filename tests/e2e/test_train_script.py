@@ -944,7 +944,8 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     run_job(tmp_path, ['--dataset', 'mnist5k', '--kvstore', 'dist_dssp', '--staleness', '1,4',
                        '--optimizer', 'dcasgd_pw', '--adaptive',
                        '--emulate', emulate, '--seed', '5', '--num-iterations', '25',
-                       '--batch-size', '16', '--save-dir', str(save), '--save-period', '0'])
+                       '--batch-size', '16', '--save-dir', str(save), '--save-period', '0',
+                       '--snapshot-every', '0.2'])
     summary = json.loads((save / 'summary.json').read_text())
     assert summary['emulate'] == emulate and summary['iterations_per_worker'] == {
         '0': 25, '1': 25}
@@ -964,6 +965,16 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     slow = read_jsonl(save / 'train-worker1.jsonl')
     assert statistics.median(r['emulated_s'] for r in slow) == pytest.approx(
         2.5 * scenario.base_s, rel=0.05)
+    # worker 0's weights every 0.2 s of training, evaluated at the end: one per period passed
+    fixed = read_jsonl(save / 'eval_fixed.jsonl')
+    times = [e['elapsed_s'] for e in fixed]
+    assert fixed and all(0 <= e['accuracy'] <= 1 for e in fixed)
+    assert all(b - a > 0 for a, b in zip(times, times[1:])) and times[0] >= 0.2
+    assert [int(t / 0.2) for t in times] == sorted(set(int(t / 0.2) for t in times))
+    from mxnet_ssp.experiments.reproduce.collect import collect_run
+    from mxnet_ssp.experiments.reproduce.presets import parse_arm
+    run = collect_run(str(save), parse_arm('dssp'))
+    assert run['curve_source'] == 'fixed' and [t for t, _ in run['curve']] == times
     # the advisor reads the same logs back: each worker's compute, and an overhead per step
     from mxnet_ssp.lab import advise
     fit = advise.fit_run(str(save))

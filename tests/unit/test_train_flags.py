@@ -58,6 +58,10 @@ CASES = {
     'Value --num-gpus': case(['--num-gpus -1'], ['--num-gpus 0']),
     'Value --num-data-workers': case(['-j -1'], ['-j 0']),
     'Value --save-period': case(['--save-period -1'], ['--save-period 0']),
+    'Value --snapshot-every': case(['--snapshot-every 0.01', '--snapshot-every -1',
+                                    '--snapshot-every 3601', '--snapshot-every nan'],
+                                   ['--snapshot-every 0', '--snapshot-every 0.05',
+                                    '--snapshot-every 3600']),
     'Value --log-interval': case(['--log-interval -1'], ['--log-interval 0']),
     'Value --lr-decay-period': case(['--lr-decay-period -1'], ['--lr-decay-period 0']),
     'Value --num-iterations': case(['--num-iterations 0'], ['--num-iterations 1']),
@@ -209,6 +213,8 @@ MESSAGES = {
     'Value --num-gpus': '--num-gpus -1 is not valid: expected an integer >= 0',
     'Value --num-data-workers': '--num-data-workers -1 is not valid: expected an integer >= 0',
     'Value --save-period': '--save-period -1 is not valid: expected an integer >= 0',
+    'Value --snapshot-every':
+        '--snapshot-every 0.01 is not valid: expected 0 (off) or seconds in [0.05, 3600]',
     'Value --log-interval': '--log-interval -1 is not valid: expected an integer >= 0',
     'Value --lr-decay-period': '--lr-decay-period -1 is not valid: expected an integer >= 0',
     'Value --num-iterations':

@@ -18,7 +18,9 @@ def collect_run(directory, arm):
     Returns
     -------
     dict
-        ``curve`` [(seconds, accuracy)], ``final_accuracy``, ``train_time_s``,
+        ``curve`` [(seconds, accuracy)]: the evaluations at fixed wall-clock times
+        (``eval_fixed.jsonl``, ``--snapshot-every``) where the run has them, else worker 0's
+        per-epoch ones (``curve_epochs``; ``curve_source`` says which), ``final_accuracy``, ``train_time_s``,
         per-rank ``iterations``, ``it_per_s``, ``compute_ms`` (median compute
         plus emulated slowdown), ``step_ms`` (median push/pull/wait), the
         leads from the train logs, the stores' leads at release, grants and
@@ -27,7 +29,10 @@ def collect_run(directory, arm):
     """
     summary = read_json(os.path.join(directory, 'summary.json')) or {}
     evals = read_jsonl(os.path.join(directory, 'eval.jsonl'))
-    curve = [(float(e['elapsed_s']), float(e['accuracy'])) for e in evals]
+    curve = epochs = [(float(e['elapsed_s']), float(e['accuracy'])) for e in evals]
+    fixed = read_jsonl(os.path.join(directory, 'eval_fixed.jsonl'))
+    if fixed:         # --snapshot-every: evaluations at fixed wall-clock times decide
+        curve = [(float(e['elapsed_s']), float(e['accuracy'])) for e in fixed]
     logs = {}
     for path in glob.glob(os.path.join(directory, 'train-worker*.jsonl')):
         records = read_jsonl(path)
@@ -35,8 +40,8 @@ def collect_run(directory, arm):
             logs[int(records[0]['rank'])] = records
     ranks = sorted(logs)
     result = {
-        'curve': curve,
-        'final_accuracy': summary.get('final_accuracy', curve[-1][1] if curve else None),
+        'curve': curve, 'curve_source': 'fixed' if fixed else 'epochs', 'curve_epochs': epochs,
+        'final_accuracy': summary.get('final_accuracy', epochs[-1][1] if epochs else None),
         'train_time_s': summary.get('wall_time_s'),
         'iterations': {r: logs[r][-1]['iteration'] for r in ranks},
         'it_per_s': {}, 'compute_ms': {}, 'step_ms': {},

@@ -22,6 +22,7 @@ import numpy as np
 from ... import config as cfg
 from .files import read_json, read_jsonl, write_json
 from .grid import MARKER, plan, run_signature, trial_seed
+from .presets import LAB_SNAPSHOT_S
 from .stats import time_to_target
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,9 @@ def check_train_script(grid, keep_checkpoints=False):
     grid.extra_flags = [part for flag in OPTIONAL_FLAGS if flag[0] in known
                         and not (keep_checkpoints and flag[0] == '--save-period')
                         for part in flag]
+    if grid.emulate and '--snapshot-every' in known:
+        # the lab's times to target: evaluations at fixed wall-clock times, for every arm
+        grid.extra_flags += ['--snapshot-every', '%g' % LAB_SNAPSHOT_S]
     return problems
 
 

@@ -280,6 +280,9 @@ class Training:
         self.eval_log = (JsonLines(os.path.join(self.save_dir, 'eval.jsonl'), appending)
                          if self.rank == 0 else None)
         self.start = time.time()
+        self.snapshots = []               # --snapshot-every: (elapsed s, iteration, weights)
+        self.snapshot_bytes = 0
+        self.next_snapshot = self.args.snapshot_every
         self.progress = make_progress(self.rank, self.total_iters,
                                       min(self.iteration, self.total_iters),
                                       self.args.no_progress)
@@ -407,6 +410,8 @@ class Training:
                              cpu_s=round(time.process_time(), 4),
                              **({} if emulated_s is None else
                                 {'emulated_s': round(emulated_s, 6)}))
+        if self.rank == 0 and self.next_snapshot:
+            self.take_snapshot()
         if self.progress is not None:
             self.progress.update(1)
             self.progress.set_postfix(epoch=epoch, loss='%.3f' % loss_value, refresh=False)
@@ -414,6 +419,48 @@ class Training:
             logger.info('epoch %d iteration %d loss %.4f compute %.1f ms step %.1f ms',
                         epoch, iteration, loss_value, 1e3 * compute_s, 1e3 * step_s)
         return loss_value, correct
+
+    #: --snapshot-every keeps at most this many bytes of weights (then stops, with a warning)
+    SNAPSHOT_BYTES = 512 << 20
+
+    def take_snapshot(self):
+        """Worker 0, --snapshot-every: at the first iteration end past the next multiple of
+        the period, keep a copy of the weights (evaluated at the end: :meth:`eval_snapshots`)."""
+        elapsed = time.time() - self.start
+        if elapsed < self.next_snapshot:
+            return
+        weights = [p.data(self.ctx[0]).asnumpy() for p in self.params]
+        self.snapshot_bytes += sum(w.nbytes for w in weights)
+        if self.snapshot_bytes > self.SNAPSHOT_BYTES:
+            logger.warning('--snapshot-every: the copies would pass %d MB; no more are taken '
+                           'after %.1f s', self.SNAPSHOT_BYTES >> 20, elapsed)
+            self.next_snapshot = 0
+            return
+        self.snapshots.append((round(elapsed, 4), self.iteration, weights))
+        period = self.args.snapshot_every
+        self.next_snapshot = (math.floor(elapsed / period) + 1) * period
+
+    def eval_snapshots(self):
+        """Worker 0: the test accuracy of every snapshot, into ``eval_fixed.jsonl``; the
+        network gets its final weights back."""
+        if not self.snapshots:
+            return
+        final = [p.data(self.ctx[0]).copy() for p in self.params]
+        log = JsonLines(os.path.join(self.save_dir, 'eval_fixed.jsonl'))
+        try:
+            for elapsed, iteration, weights in self.snapshots:
+                # written into the arrays (Parameter.set_data would reset a dist store)
+                for p, w in zip(self.params, weights):
+                    for array in p.list_data():
+                        array[:] = w
+                log.write(elapsed_s=elapsed, iteration=iteration,
+                          accuracy=evaluate(self.net, self.eval_loader, ctx=self.ctx[0]))
+        finally:
+            log.close()
+        for p, w in zip(self.params, final):
+            for array in p.list_data():
+                array[:] = w
+        self.snapshots = []
 
     def finish(self):
         """Wait for every worker; worker 0 then reads the final weights, evaluates them,
@@ -431,6 +478,7 @@ class Training:
         if distributed and kv.type != 'dist_sync':
             read_server_weights(kv, self.params)
         self.accuracy = self.record_eval(self.epoch, final=True)
+        self.eval_snapshots()
         save_checkpoint(self.net, self.trainer, kv, self.save_dir, 'model-final',
                         self.checkpoint_meta(self.epoch))
         self.eval_log.close()

@@ -133,6 +133,10 @@ def build_parser():
     g = p.add_argument_group('output')
     g.add_argument('--save-dir', default=os.path.join('.', 'results', 'run'),
                    help='directory for metrics, logs of the stores and checkpoints')
+    g.add_argument('--snapshot-every', type=float, default=0.0, metavar='SECONDS',
+                   help='worker 0 keeps a copy of its weights every SECONDS of training and, '
+                        'at the end, evaluates each into eval_fixed.jsonl: test accuracy at '
+                        'fixed wall-clock times, the same for every store (0: off)')
     g.add_argument('--save-period', type=int, default=10,
                    help='worker 0 saves a checkpoint every this many epochs (0: only the '
                         'final one)')
@@ -464,6 +468,8 @@ CHECKS = (
     Value('--num-gpus', _at_least(0), 'an integer >= 0'),
     Value('--num-data-workers', _at_least(0), 'an integer >= 0'),
     Value('--save-period', _at_least(0), 'an integer >= 0'),
+    Value('--snapshot-every', _number(lambda x: x == 0 or 0.05 <= x <= 3600),
+          '0 (off) or seconds in [0.05, 3600]'),
     Value('--log-interval', _at_least(0), 'an integer >= 0'),
     Value('--lr-decay-period', _at_least(0), 'an integer >= 0'),
     Value('--num-iterations', _optional(_at_least(1)), 'an integer >= 1 (or omit it)'),
