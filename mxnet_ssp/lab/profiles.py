@@ -251,11 +251,8 @@ def load_file(path):
         try:
             import tomllib
         except ImportError:                     # Python < 3.11
-            try:
-                import tomli as tomllib
-            except ImportError:
-                raise ScenarioError('%s: reading TOML needs Python 3.11 or the tomli package; '
-                                    'or write the same keys as JSON' % where) from None
+            raise ScenarioError('%s: reading TOML needs Python 3.11 or later; write the same '
+                                'keys as JSON' % where) from None
         try:
             settings = tomllib.loads(data.decode('utf-8'))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
