@@ -162,3 +162,9 @@ def test_paired_difference():
 ])
 def test_fmt_interval(interval, fmt, text):
     assert P.fmt_interval(interval, fmt) == text
+
+
+def test_an_undefined_ratio_is_a_pair_of_unknown_order_and_quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        assert P.seed_ratios({1: 0.0, 2: 3.0}, {1: 0.0, 2: 0.0}) == ([0.0, INF], [INF, INF])

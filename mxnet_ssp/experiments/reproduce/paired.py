@@ -120,18 +120,14 @@ def common_seeds(a, b):
 
 def seed_ratios(a, b):
     """(lowest, highest) ratio ``a[k] / b[k]`` of every common seed k of two dicts of times
-    (seconds, inf for never): equal unless neither reached the target, (0, inf) then."""
+    (seconds, inf for never): equal where the ratio is defined, (0, inf) where it is not
+    (neither reached the target, inf / inf; or 0 / 0)."""
     lows, highs = [], []
     for k in common_seeds(a, b):
-        x, y = float(a[k]), float(b[k])
-        if math.isinf(x) and math.isinf(y):
-            lows.append(0.0)
-            highs.append(math.inf)
-        else:
-            with np.errstate(divide='ignore'):
-                r = float(np.float64(x) / np.float64(y))
-            lows.append(r)
-            highs.append(r)
+        with np.errstate(divide='ignore', invalid='ignore'):
+            r = float(np.float64(a[k]) / np.float64(b[k]))
+        lows.append(0.0 if math.isnan(r) else r)
+        highs.append(math.inf if math.isnan(r) else r)
     return lows, highs
 
 

@@ -207,8 +207,7 @@ def _claim(title, parts, rule, paired=paired_ratio, unpaired=ratio_interval, fmt
     verdict = _all([rule(iv) for _, iv in decided]) if decided else INCONCLUSIVE
 
     def text(pairs):
-        return '; '.join(('%s: %s' % (label, iv)) if label else iv
-                         for label, iv in pairs) or 'no trials'
+        return '; '.join('%s: %s' % pair for pair in pairs) or 'no trials'
     evidence = text([(label, fmt_interval(iv, fmt)) for label, iv in decided])
     second = text([(label, _fmt_interval(unpaired(list(a.values()), list(b.values()),
                                                   level=level) if a and b else None, fmt))
