@@ -131,7 +131,8 @@ def claim_power(n, spread=0.2, world=None, correlation=0.0, accuracy_spread=0.00
             for key, tally in counts.items()}
 
 
-def coverage_table(ns=(3, 5, 6, 8, 10), spread=0.2, seed=0, reps=20000, bootstrap_reps=2000):
+def coverage_table(ns=(3, 5, 6, 8, 10), spread=0.2, seed=0, reps=20000,
+                   bootstrap_reps=5000):
     """Markdown lines: each method's measured coverage at 95% for `ns` trials."""
     head = '| interval (95% asked) | ' + ' | '.join('%d trials' % n for n in ns) + ' |'
     lines = [head, '|---' + '|---:' * len(ns) + '|']

@@ -20,7 +20,7 @@ Conventions, stated once:
   :data:`MIN_TRIALS` values for 95%), the interval is ``[min, max]`` with its own lower
   coverage, and :attr:`Interval.decisive` is false: it is shown, it decides nothing.  A
   percentile bootstrap of a median picks order statistics too, but narrower ones: with 6
-  values its 95% interval covers about 88% (``design.interval_coverage``), which is why it is
+  values its 95% interval covers 87.5% (``design.interval_coverage``), which is why it is
   not used here.
 - **Point.** The median: the middle value, or for an even count the midpoint of the two middle
   ones (for ratios their geometric mean, the midpoint of the log-ratios).  With pairs of
