@@ -5,6 +5,7 @@ import statistics
 
 import pytest
 
+from mxnet_ssp.experiments.reproduce import paired as P
 from mxnet_ssp.experiments.reproduce import verdicts as V
 from mxnet_ssp.experiments.reproduce.grid import run_command, resolve_grid
 from mxnet_ssp.experiments.reproduce.presets import LAB_ARMS, PRESETS, parse_arm
@@ -146,11 +147,11 @@ def test_a_lab_preset_refuses_a_slowdown_or_other_worker_counts():
 # --- statistics and verdicts --------------------------------------------------------------
 
 def test_median_interval_keeps_infinite_times():
-    assert V.median_interval([]) is None
-    point, low, high = V.median_interval([3.0, 1.0, 2.0, 5.0, 4.0])
-    assert point == 3.0 and 1.0 <= low <= 3.0 <= high <= 5.0
-    point, low, high = V.median_interval([1.0, math.inf, math.inf, math.inf, 2.0])
-    assert math.isinf(point) and math.isinf(high)
+    assert P.median_interval([]) is None
+    # five values: [min, max], covering 15/16, short of 95%
+    assert P.median_interval([3.0, 1.0, 2.0, 5.0, 4.0]) == (3.0, 1.0, 5.0, 15 / 16, 0.95)
+    point, low, high, _, _ = P.median_interval([1.0, math.inf, math.inf, math.inf, 2.0])
+    assert math.isinf(point) and low == 1.0 and math.isinf(high)
 
 
 def trial(seed, reach_at, final=0.94):
@@ -168,13 +169,15 @@ def rows_for(times, finals=None):
 
 
 def by_claim(result):
-    return {claim.split(' (')[0]: verdict for claim, verdict, _ in result}
+    return {v.claim.split(' (')[0]: v.verdict for v in result}
 
 
 def test_verdicts_support_the_paper_when_the_data_do():
-    times = {'bsp': [100, 104, 98, 101, 99], 'asp': [50, 51, 49, 52, 50],
-             'ssp3': [80, 82, 79, 81, 80], 'ssp6': [75, 76, 74, 77, 75],
-             'dssp': [51, 50, 52, 49, 50]}
+    # two SSP thresholds ask 97.5% of each comparison: 8 seeds ([min, max] at 99.2%)
+    times = {'bsp': [100, 104, 98, 101, 99, 100, 103, 97],
+             'asp': [50, 51, 49, 52, 50, 50, 51, 49],
+             'ssp3': [80, 82, 79, 81, 80, 80, 81, 79], 'ssp6': [75, 76, 74, 77, 75, 75, 76, 74],
+             'dssp': [51, 50, 52, 49, 50, 50, 51, 49]}
     got = by_claim(V.verdicts(rows_for(times), 0.93))
     assert got == {'BSP slower than every SSP': 'supported',
                    'every SSP slower than DSSP': 'supported',
@@ -186,9 +189,10 @@ def test_verdicts_support_the_paper_when_the_data_do():
 
 def test_verdicts_refute_the_paper_when_the_data_do():
     # DSSP as slow as BSP, ASP never reaches the target, SSP faster than BSP
-    times = {'bsp': [100, 101, 99, 100, 102], 'asp': [None] * 5,
-             'ssp3': [60, 61, 59, 60, 62], 'ssp6': [120, 121, 119, 122, 120],
-             'dssp': [100, 99, 101, 100, 98]}
+    times = {'bsp': [100, 101, 99, 100, 102, 100, 101, 99], 'asp': [None] * 8,
+             'ssp3': [60, 61, 59, 60, 62, 60, 61, 59],
+             'ssp6': [120, 121, 119, 122, 120, 120, 121, 119],
+             'dssp': [100, 99, 101, 100, 98, 100, 99, 101]}
     got = by_claim(V.verdicts(rows_for(times, {'dssp': 0.94}), 0.93))
     assert got['BSP slower than every SSP'] == 'refuted'        # ssp6 is slower than BSP
     assert got['every SSP slower than DSSP'] == 'refuted'       # ssp3 beats DSSP
@@ -198,11 +202,18 @@ def test_verdicts_refute_the_paper_when_the_data_do():
     assert got["DSSP's final accuracy >= ASP's"] == 'supported'  # 0.94 vs 0.6
 
 
-def test_overlapping_trials_are_inconclusive():
-    times = {'bsp': [60, 140, 90, 110, 100], 'asp': [40, 120, 70, 100, 60],
-             'ssp3': [50, 130, 80, 105, 90], 'dssp': [45, 125, 75, 100, 85]}
-    got = by_claim(V.verdicts(rows_for(times), 0.93))
-    assert got['BSP slower than every SSP'] == 'inconclusive'
+def test_trials_that_overlap_across_seeds_are_decided_seed_by_seed():
+    # the arms' ranges overlap, but on every seed BSP is slower than SSP s=3 (ratios
+    # 1.05-1.2): paired, supported; unpaired, the medians' ratio straddles 1
+    times = {'bsp': [60, 140, 90, 110, 100, 70], 'asp': [40, 120, 70, 100, 60, 50],
+             'ssp3': [50, 130, 80, 105, 90, 60], 'dssp': [45, 125, 75, 100, 85, 55]}
+    result = V.verdicts(rows_for(times), 0.93)
+    got = by_claim(result)
+    assert got['BSP slower than every SSP'] == 'supported'
+    unpaired = result[0].unpaired              # 'ssp3: 1.11 [low, high]'
+    low = float(unpaired.split('[')[1].split(',')[0])
+    assert low < 1.0
+    # BSP / DSSP is 1.1-1.33 per seed: straddles 1.3
     assert got['DSSP at least 1.3x faster than BSP'] == 'inconclusive'
 
 
@@ -306,14 +317,14 @@ def test_balance_arms_and_their_verdict():
     assert arm.train_flags()[-1] == '--balance'
     with pytest.raises(ValueError, match='twice'):
         parse_arm('bsp-balance-balance')
-    times = {'asp': [50, 51, 49, 52, 50], 'bsp': [100, 101, 99, 100, 102],
-             'bsp-balance': [40, 41, 39, 42, 40], 'ssp3-balance': [70, 71, 69, 72, 70]}
-    got = {a.name: (verdict, base) for a, verdict, _, base, _ in
+    times = {'asp': [50, 51, 49, 52, 50, 50], 'bsp': [100, 101, 99, 100, 102, 100],
+             'bsp-balance': [40, 41, 39, 42, 40, 40], 'ssp3-balance': [70, 71, 69, 72, 70, 70]}
+    got = {a.name: (verdict, base) for a, verdict, _, _, base, _ in
            V.balance_verdicts(rows_for(times), 0.93)}
     assert got == {'bsp-balance': ('supported', 'bsp'), 'ssp3-balance': ('refuted', 'ssp3')}
     # the paper's claims compare the plain stores: balanced arms are not SSP thresholds
-    times.update({'ssp3': [80, 82, 79, 81, 80], 'dssp': [51, 50, 52, 49, 50]})
-    evidence = {c.split(' (')[0]: e for c, _, e in V.verdicts(rows_for(times), 0.93)}
+    times.update({'ssp3': [80, 82, 79, 81, 80, 80], 'dssp': [51, 50, 52, 49, 50, 50]})
+    evidence = {v.claim.split(' (')[0]: v.evidence for v in V.verdicts(rows_for(times), 0.93)}
     assert evidence['every SSP slower than DSSP'].startswith('ssp3: ')
     assert 'balance' not in evidence['every SSP slower than DSSP']
 
@@ -325,22 +336,23 @@ def test_the_verdict_table_has_a_column_per_dssp_mode_that_ran():
     for row in rows:
         row['ok'] = len(row['trials'])
     header = [line for line in verdict_table(rows, 0.93) if line.startswith('| claim')]
-    assert header == ['| claim | DSSP bounded | evidence |']
+    assert header == ['| claim | DSSP bounded | evidence (paired) | unpaired |']
     assert verdict_table([r for r in rows if r['arm'].family != 'dssp'], 0.93) == []
 
 
-def test_fewer_than_three_trials_give_no_interval_and_no_verdict():
-    # two trials each that would support every claim with five
-    times = {'bsp': [100, 104], 'asp': [50, 51], 'ssp3': [80, 82], 'ssp6': [75, 76],
-             'dssp': [51, 50]}
+def test_fewer_than_six_trials_give_no_95_percent_interval_and_no_verdict():
+    # five trials each that would support every claim with six (one SSP threshold: 95%)
+    times = {'bsp': [100, 104, 98, 101, 99], 'asp': [50, 51, 49, 52, 50],
+             'ssp3': [80, 82, 79, 81, 80], 'dssp': [51, 50, 52, 49, 50]}
     got = by_claim(V.verdicts(rows_for(times), 0.93))
     assert set(got.values()) == {'inconclusive'}
-    point, low, high = V.median_interval([3.0, 1.0])
-    assert point == 1.0 and math.isnan(low) and math.isnan(high)
-    point, low, high = V.ratio_interval([2.0, 2.0, 2.0], [1.0, 1.0])
+    # [min, max] is shown with its own coverage
+    assert P.median_interval([3.0, 1.0]) == (2.0, 1.0, 3.0, 0.5, 0.95)
+    assert P.fmt_interval(P.median_interval([3.0, 1.0])) == '2.00 [1.00, 3.00] 50% < 95%'
+    point, low, high = V.ratio_interval([2.0] * 6, [1.0] * 5)
     assert point == 2.0 and math.isnan(low) and math.isnan(high)
     assert V._fmt_interval((2.0, math.nan, math.nan)) == '2.00 [-, -]'
-    # a third trial each is enough to decide again
+    # a sixth trial each is enough to decide again
     times = {name: ts + [ts[0]] for name, ts in times.items()}
     assert set(by_claim(V.verdicts(rows_for(times), 0.93)).values()) == {'supported'}
 
@@ -349,14 +361,16 @@ def test_the_medians_table_renders_with_and_without_intervals():
     import types
     from mxnet_ssp.experiments.reproduce.lab_report import _medians
     from mxnet_ssp.lab.profiles import get_scenario
-    rows = rows_for({'asp': [50, 51, 49], 'bsp': [100, 104]})
+    rows = rows_for({'asp': [50, 51, 49, 52, 48, 50], 'bsp': [100, 104]})
     for row in rows:
         for t in row['trials']:
             t.update(it_per_s={0: 10.0, 1: 4.0}, idle_share={0: 0.2, 1: 0.1},
                      staleness={'mean': 1.5})
     lines = _medians(types.SimpleNamespace(targets=(0.93,)), get_scenario('mixed-2'), rows)
     text = '\n'.join(lines)
-    assert '[95% interval]' in text and 'fewer than 3 trials' in text
-    assert '| ASP | 50.0 [49.0, 51.0] (3/3) | 0.940 [0.940, 0.940] | 0.20 | - | - / - | 1.50 |' \
-        in lines
-    assert '| BSP | 100.0 [-, -] (2/2) |' in text
+    assert '## Medians with their intervals' in text and 'at least 6 trials' in text
+    # six trials: [min, max] at 31/32; the median of an even count is the middle two's mean
+    assert ('| ASP | 50.0 [48.0, 52.0] 96.9% (6/6) | 0.940 [0.940, 0.940] 96.9% | 0.20 | - | '
+            '- / - | 1.50 |') in lines
+    # two trials: [min, max] at 50%, marked
+    assert '| BSP | 102.0 [100.0, 104.0] 50% < 95% (2/2) |' in text

@@ -1,12 +1,13 @@
-"""mxnet_ssp.experiments.reproduce.verdicts at its boundaries: the bootstrap's order statistics,
-the minimum number of trials, every claim's margin (just below, at and just above), the
-formatting of intervals, and the simulator-vs-lab arithmetic.
+"""mxnet_ssp.experiments.reproduce.verdicts at its boundaries: the claims decided seed by seed
+(every claim's margin just below, at and just above it, the level a family of comparisons
+asks for, never-reached trials), the unpaired bootstrap's order statistics, the minimum
+number of trials, and the simulator-vs-lab arithmetic.
 
 Expected values are worked out by hand (in the comments) or by a brute force written here,
-never by the module's own helpers.  Synthetic trials with equal times make an interval a
-point (every resampled median is that time); three distinct values ``lo < mid < hi`` against
-a constant give the interval ``[lo, hi] / constant``: each extreme is the median of a resample
-of three with probability 7/27 (two or three of the three draws), far above the 2.5% tails.
+never by the module's own helpers.  The paired intervals are order statistics of the per-seed
+ratios (mxnet_ssp/experiments/reproduce/paired.py): with 6 seeds and one comparison they are
+[min, max] at 31/32 = 96.9%; with 8 seeds [min, max] at 254/256 = 99.2%, which is also what
+two comparisons (97.5% each) need.  Six seeds cannot serve two comparisons.
 """
 import itertools
 import math
@@ -14,12 +15,12 @@ import operator
 import random
 import types
 import warnings
-from math import comb
 
 import numpy as np
 import pytest
 
 from mxnet_ssp.experiments.reproduce import verdicts as V
+from mxnet_ssp.experiments.reproduce.paired import Interval
 from mxnet_ssp.experiments.reproduce.presets import parse_arm
 from mxnet_ssp.lab.profiles import Scenario
 
@@ -49,9 +50,9 @@ def rows_for(times, accuracies=None):
 
 
 def claims(times, accuracies=None, dssp_name='dssp'):
-    """{claim without its parenthesis: (verdict, evidence)}"""
-    return {c.split(' (')[0]: (v, e)
-            for c, v, e in V.verdicts(rows_for(times, accuracies), TARGET, dssp_name)}
+    """{claim without its parenthesis: (verdict, paired evidence)}"""
+    return {v.claim.split(' (')[0]: (v.verdict, v.evidence)
+            for v in V.verdicts(rows_for(times, accuracies), TARGET, dssp_name)}
 
 
 def same(interval, expected):
@@ -68,16 +69,15 @@ def same(interval, expected):
 # the documented constants
 # ---------------------------------------------------------------------------
 def test_the_margins_fixed_before_the_lab_ran():
-    # docs/lab.md: 95% intervals, 2,000 resamples, [0.9, 1.1], -0.005, <= 1.1, >= 1.3, 15%,
-    # fewer than 3 trials give no interval
-    assert (V.LEVEL, V.RESAMPLES, V.MIN_TRIALS) == (0.95, 2000, 3)
+    # docs/lab.md: 95% intervals, 2,000 resamples for the unpaired reading, [0.9, 1.1],
+    # -0.005, <= 1.1, >= 1.3, 15%, fewer than 6 trials give no 95% interval
+    assert (V.LEVEL, V.RESAMPLES, V.MIN_TRIALS) == (0.95, 2000, 6)
     assert (V.SAME_TIME, V.ACCURACY_MARGIN, V.TUNED_MARGIN, V.SPEEDUP, V.SIM_TOLERANCE) == (
         0.10, 0.005, 0.10, 1.3, 0.15)
     assert (V.SUPPORTED, V.REFUTED, V.INCONCLUSIVE) == (S, R, I)
 
-
 # ---------------------------------------------------------------------------
-# order statistics of the bootstrap
+# the unpaired reading: order statistics of the bootstrap
 # ---------------------------------------------------------------------------
 def test_median_is_the_lower_middle_value():
     assert V._median([3.0, 1.0, 2.0]) == 2.0
@@ -125,11 +125,6 @@ def _replay_medians(rng, values):
             for row in rng.integers(0, n, size=(2000, n)).tolist()]
 
 
-def _replay(values, seed):
-    medians = sorted(_replay_medians(np.random.default_rng(seed), values))
-    return medians[49], medians[1950]
-
-
 def test_resampled_medians_are_2000_lower_medians():
     values = [5.0, 1.0, 4.0, 2.0]
     got = V._resampled_medians(values, np.random.default_rng(3))
@@ -149,34 +144,6 @@ def test_resampled_medians_are_2000_lower_medians():
         assert abs(seen - p) < 4 * math.sqrt(p * (1 - p) / 2000) + 1e-9, (m, seen, p)
 
 
-def test_median_interval_of_1_to_7_is_2_to_6_by_the_exact_distribution():
-    # the lower median of 7 draws from 1..7 is the 4th smallest: P(median <= k) is the chance
-    # that at least 4 of the 7 draws are <= k
-    def cdf(k):
-        p = k / 7
-        return sum(comb(7, j) * p ** j * (1 - p) ** (7 - j) for j in range(4, 8))
-    assert cdf(1) < 0.015 and cdf(2) > 0.1          # 2.5% lies well inside median = 2
-    assert cdf(5) < 0.9 and cdf(6) > 0.985          # 97.5% lies well inside median = 6
-    assert V.median_interval([7.0, 3.0, 1.0, 5.0, 2.0, 6.0, 4.0]) == (4.0, 2.0, 6.0)
-
-
-@pytest.mark.parametrize('n', [8, 15])
-@pytest.mark.parametrize('seed', [0, 1, 5])
-def test_median_interval_is_a_seeded_replay(n, seed):
-    values = [float(x) for x in range(1, n + 1)]
-    low, high = _replay(values, seed)
-    assert V.median_interval(values, seed=seed) == (float((n + 1) // 2), low, high)
-
-
-def test_median_interval_uses_seed_0_by_default():
-    values = [float(x) for x in range(1, 16)]
-    assert _replay(values, 0) != _replay(values, 1)     # the seed shows here
-    assert V.median_interval(values) == (8.0,) + _replay(values, 0)
-    # 1..8 with seed 0: the 1950th of the sorted medians is 7, the one before it 6 -- the
-    # upper bound sits on the boundary between the two
-    medians = sorted(_replay_medians(np.random.default_rng(0), list(range(1, 9))))
-    assert (medians[1949], medians[1950]) == (6, 7)
-    assert V.median_interval([float(x) for x in range(1, 9)])[2] == 7.0
 
 
 A9 = [100.0 + 3 * i for i in range(9)]
@@ -210,63 +177,69 @@ def test_difference_interval_is_a_seeded_replay(seed):
 
 
 def test_intervals_of_constant_lists_are_points():
-    assert V.median_interval([2.5] * 3) == (2.5, 2.5, 2.5)
-    assert V.ratio_interval([3.0] * 3, [2.0] * 4) == (1.5, 1.5, 1.5)
-    assert V.difference_interval([3.0] * 4, [2.0] * 3) == (1.0, 1.0, 1.0)
-    # three distinct values: the extremes (see the module docstring above)
-    assert V.median_interval([30.0, 10.0, 20.0]) == (20.0, 10.0, 30.0)
-    assert V.ratio_interval([90.0, 110.0, 100.0], [100.0] * 3) == (1.0, 0.9, 1.1)
-    assert V.difference_interval([0.0, 0.01, 0.02], [0.005] * 3) == pytest.approx(
+    assert V.ratio_interval([3.0] * 6, [2.0] * 7) == (1.5, 1.5, 1.5)
+    assert V.difference_interval([3.0] * 7, [2.0] * 6) == (1.0, 1.0, 1.0)
+    # three distinct values twice each: the extremes.  The lower median of a resample of 6 is
+    # its 3rd smallest: 90 with P(at least 3 of 6 draws are 90) = 0.32, 110 with P(at least 4
+    # of 6 are 110) = 0.10, both far above the 2.5% tails
+    assert V.ratio_interval([90.0, 110.0, 100.0] * 2, [100.0] * 6) == (1.0, 0.9, 1.1)
+    assert V.difference_interval([0.0, 0.01, 0.02] * 2, [0.005] * 6) == pytest.approx(
         (0.005, -0.005, 0.015))
+
+
+def test_the_level_asked_moves_the_order_statistics():
+    # 41 resampled values of the ratio would be needed to pin it by hand; instead: a wider
+    # level never gives a narrower interval, and 95% is the default
+    a, b = [float(x) for x in range(100, 120)], [float(x) for x in range(50, 70)]
+    _, low95, high95 = V.ratio_interval(a, b)
+    _, low99, high99 = V.ratio_interval(a, b, level=1 - 0.05 / 3)
+    assert low99 <= low95 < high95 <= high99 and (low99, high99) != (low95, high95)
+    assert V.ratio_interval(a, b, level=0.95) == V.ratio_interval(a, b)
+    # the 98.3% percentile interval of 0..40: tails 0.0083 * 40 = 0.33 -> 0, 39.67 -> 40
+    assert V._interval(list(range(41)), 1 - 0.05 / 3) == (0.0, 40.0)
 
 
 def test_infinite_times():
     # never reached everywhere: inf / inf is undefined, the interval too
-    same(V.ratio_interval([INF] * 3, [INF] * 3), (NAN, NAN, NAN))
+    same(V.ratio_interval([INF] * 6, [INF] * 6), (NAN, NAN, NAN))
     # never reached on one side only: infinite or zero ratios, not undefined
-    assert V.ratio_interval([INF] * 3, [1.0] * 3) == (INF, INF, INF)
-    assert V.ratio_interval([1.0] * 3, [INF] * 3) == (0.0, 0.0, 0.0)
-    same(V.ratio_interval([INF] * 2, [INF] * 3), (NAN, NAN, NAN))
-    # a median of inf with an infinite upper bound (sorted 1, 2, inf, inf, inf); the lower
-    # bound is 1: a resample of 5 has the median 1 when at least 3 draws are 1, with
-    # probability (10 * 16 + 5 * 4 + 1) / 5^5 = 5.8%, above the 2.5% tail
-    assert V.median_interval([1.0, INF, INF, INF, 2.0]) == (INF, 1.0, INF)
+    assert V.ratio_interval([INF] * 6, [1.0] * 6) == (INF, INF, INF)
+    assert V.ratio_interval([1.0] * 6, [INF] * 6) == (0.0, 0.0, 0.0)
+    same(V.ratio_interval([INF] * 5, [INF] * 6), (NAN, NAN, NAN))
 
 
 def test_undefined_and_infinite_ratios_are_computed_quietly():
     # inf / inf (invalid) and x / 0 (divide) give nan and inf without a RuntimeWarning
     with warnings.catch_warnings():
         warnings.simplefilter('error')
-        same(V.ratio_interval([INF] * 3, [INF] * 3), (NAN, NAN, NAN))
-        assert V.ratio_interval([1.0] * 3, [0.0] * 3) == (INF, INF, INF)
-        same(V.ratio_interval([0.0] * 3, [0.0] * 3), (NAN, NAN, NAN))
+        same(V.ratio_interval([INF] * 6, [INF] * 6), (NAN, NAN, NAN))
+        assert V.ratio_interval([1.0] * 6, [0.0] * 6) == (INF, INF, INF)
+        same(V.ratio_interval([0.0] * 6, [0.0] * 6), (NAN, NAN, NAN))
 
 
 # ---------------------------------------------------------------------------
-# fewer than MIN_TRIALS values: no interval
+# fewer than MIN_TRIALS values: no unpaired interval
 # ---------------------------------------------------------------------------
 def test_no_values_no_interval():
-    assert V.median_interval([]) is None
-    assert V.ratio_interval([], [1.0] * 3) is None
-    assert V.ratio_interval([1.0] * 3, []) is None
-    assert V.difference_interval([], [1.0] * 3) is None
-    assert V.difference_interval([1.0] * 3, []) is None
+    assert V.ratio_interval([], [1.0] * 6) is None
+    assert V.ratio_interval([1.0] * 6, []) is None
+    assert V.difference_interval([], [1.0] * 6) is None
+    assert V.difference_interval([1.0] * 6, []) is None
 
 
-@pytest.mark.parametrize('n,m,defined', [(2, 3, False), (3, 2, False), (2, 2, False),
-                                         (3, 3, True), (1, 5, False), (5, 1, False)])
+@pytest.mark.parametrize('n,m,defined', [(5, 6, False), (6, 5, False), (5, 5, False),
+                                         (6, 6, True), (1, 9, False), (9, 1, False),
+                                         (3, 3, False)])
 def test_minimum_number_of_trials_at_its_edge(n, m, defined):
     a, b = [6.0] * n, [3.0] * m
     for got, point in ((V.ratio_interval(a, b), 2.0), (V.difference_interval(a, b), 3.0)):
         same(got, (point, point, point) if defined else (point, NAN, NAN))
-    same(V.median_interval(a), (6.0, 6.0, 6.0) if n >= 3 else (6.0, NAN, NAN))
-    same(V.median_interval(b), (3.0, 3.0, 3.0) if m >= 3 else (3.0, NAN, NAN))
 
 
-def test_two_values_give_the_lower_median_and_no_interval():
-    same(V.median_interval([3.0, 1.0]), (1.0, NAN, NAN))
+def test_too_few_values_give_the_lower_median_and_no_interval():
     same(V.ratio_interval([4.0, 2.0], [1.0, 1.0, 1.0]), (2.0, NAN, NAN))
     same(V.difference_interval([1.0, 1.0, 1.0], [4.0, 2.0]), (-1.0, NAN, NAN))
+    same(V.ratio_interval([5.0, 4.0, 3.0, 2.0, 1.0, 9.0], [1.0] * 5), (3.0, NAN, NAN))
 
 
 # ---------------------------------------------------------------------------
@@ -280,22 +253,35 @@ def test_trial_times_and_accuracies_of_finished_trials_only():
     assert V.trial_times(trials, 0.96) == [INF, INF, INF]
     assert V.trial_accuracies(trials) == [0.95, 0.6, 0.96]
     assert V.trial_times([], TARGET) == [] and V.trial_accuracies([]) == []
+    # by seed: what the paired comparisons read
+    assert V.seed_times(trials, TARGET) == {1: 40.0, 2: INF, 4: 30.0}
+    assert V.seed_accuracies(trials) == {1: 0.95, 2: 0.6, 4: 0.96}
+    assert V.seed_times([], TARGET) == {} and V.seed_accuracies([]) == {}
+
 
 
 # ---------------------------------------------------------------------------
-# the decision rules
+# the decision rules: only a decisive paired interval decides
 # ---------------------------------------------------------------------------
+def iv(low, high, point=1.0, level=31 / 32, asked=0.95):
+    return Interval(point, low, high, level, asked)
+
+
 @pytest.mark.parametrize('interval,verdict', [
     (None, I),
-    ((1.5, NAN, NAN), I),
-    ((1.5, NAN, 0.5), I),           # an undefined bound decides nothing, either one
-    ((1.5, 2.0, NAN), I),
-    ((NAN, 1.5, 2.0), S),           # only the bounds count, not the point
-    ((1.5, 1.01, 2.0), S),          # just above the bound
-    ((1.5, 1.0, 2.0), I),           # at it: not above
-    ((0.5, 0.0, 1.0), I),           # high at it: not below
-    ((0.5, 0.0, 0.99), R),          # just below
-    ((1.0, 0.5, 1.5), I),           # straddles
+    (iv(NAN, NAN), I),
+    (iv(NAN, 0.5), I),              # an undefined bound decides nothing, either one
+    (iv(2.0, NAN), I),
+    (iv(1.5, 2.0, point=NAN), S),   # only the bounds count, not the point
+    (iv(1.01, 2.0), S),             # just above the bound
+    (iv(1.0, 2.0), I),              # at it: not above
+    (iv(0.0, 1.0), I),              # high at it: not below
+    (iv(0.0, 0.99), R),             # just below
+    (iv(0.5, 1.5), I),              # straddles
+    (iv(1.01, 2.0, level=15 / 16), I),      # [min, max] of 5 covers 93.8%: no verdict
+    (iv(0.0, 0.99, level=15 / 16), I),
+    (iv(1.01, 2.0, asked=0.975), I),        # 6 seeds cannot serve two comparisons
+    (iv(1.01, 2.0, level=254 / 256, asked=1 - 0.05 / 3), S),    # 8 can serve three
 ])
 def test_greater(interval, verdict):
     assert V._greater(interval, 1.0) == verdict
@@ -303,16 +289,36 @@ def test_greater(interval, verdict):
 
 @pytest.mark.parametrize('interval,verdict', [
     (None, I),
-    ((0.5, NAN, 0.5), I),
-    ((0.5, 0.5, NAN), I),
-    ((NAN, 0.5, 0.9), S),
-    ((0.5, 0.5, 1.0), S),           # at the bound: supported (at most)
-    ((0.5, 0.5, 1.01), I),          # just above it, low below: straddles
-    ((1.5, 1.0, 2.0), I),           # low at the bound: not above it
-    ((1.5, 1.01, 2.0), R),          # just above
+    (iv(NAN, 0.5), I),
+    (iv(0.5, NAN), I),
+    (iv(0.5, 0.9, point=NAN), S),
+    (iv(0.5, 1.0), S),              # at the bound: supported (at most)
+    (iv(0.5, 1.01), I),             # just above it, low below: straddles
+    (iv(1.0, 2.0), I),              # low at the bound: not above it
+    (iv(1.01, 2.0), R),             # just above
+    (iv(0.5, 0.9, level=0.75), I),  # [min, max] of 3
+    (iv(1.01, 2.0, level=0.75), I),
 ])
 def test_at_most(interval, verdict):
     assert V._at_most(interval, 1.0) == verdict
+
+
+@pytest.mark.parametrize('interval,verdict', [
+    (None, I),
+    (iv(NAN, 1.0), I),
+    (iv(0.9, 1.1), S),              # both ends at the margins
+    (iv(0.95, 1.05), S),
+    (iv(0.89, 1.1), I),
+    (iv(0.9, 1.11), I),
+    (iv(0.5, 0.9), I),              # high at 0.9: not below it
+    (iv(0.5, 0.89), R),
+    (iv(1.1, 2.0), I),              # low at 1.1: not above it
+    (iv(1.11, 2.0), R),
+    (iv(0.0, math.inf), I),         # seeds where neither got there
+    (iv(0.95, 1.05, level=15 / 16), I),
+])
+def test_within(interval, verdict):
+    assert V._within(interval, 0.9, 1.1) == verdict
 
 
 @pytest.mark.parametrize('verdicts,verdict', [
@@ -333,7 +339,7 @@ def test_all(verdicts, verdict):
     ((2.0, NAN, NAN), '%.2f', '2.00 [-, -]'),
     ((0.001, -0.0025, 0.0), '%+.4f', '+0.0010 [-0.0025, +0.0000]'),
 ])
-def test_fmt_interval(interval, fmt, text):
+def test_fmt_interval_of_the_unpaired_reading(interval, fmt, text):
     assert V._fmt_interval(interval, fmt) == text
 
 
@@ -348,43 +354,90 @@ CLAIMS = ['BSP slower than every SSP (t_BSP / t_SSP > 1)',
           'every SSP slower than DSSP (t_SSP / t_DSSP > 1)',
           'DSSP as fast as ASP (t_DSSP / t_ASP within 1 \u00b1 0.1)',
           "DSSP's final accuracy >= ASP's (difference > -0.005)",
-          'untuned DSSP within 10% of the best hand-tuned SSP (t_DSSP / t_best SSP <= 1.1)',
+          'untuned DSSP within 10% of the best hand-tuned SSP (t_DSSP / t_SSP <= 1.1 for '
+          'every s)',
           'DSSP at least 1.3x faster than BSP (t_BSP / t_DSSP >= 1.3)']
 
 
+def eight(values):
+    """Three values' pattern over 8 seeds: the same minimum and maximum."""
+    return (list(values) * 3)[:8]
+
+
+def six(values):
+    return list(values) * 2
+
+
 def test_claims_in_table_order_with_their_evidence():
-    # equal times within each paradigm: every interval is a point; ssp6 given first
-    times = {'ssp6': [120] * 3, 'bsp': [200] * 3, 'asp': [100] * 3, 'ssp3': [150] * 3,
-             'dssp': [100] * 3}
+    # equal times within each paradigm: every interval is a point; ssp6 given first; two SSP
+    # thresholds ask 97.5% of each comparison: 8 seeds, [min, max] at 254/256
+    times = {'ssp6': [120] * 8, 'bsp': [200] * 8, 'asp': [100] * 8, 'ssp3': [150] * 8,
+             'dssp': [100] * 8}
     got = V.verdicts(rows_for(times), TARGET)
-    assert [c for c, _, _ in got] == CLAIMS
-    assert [v for _, v, _ in got] == [S] * 6
-    assert [e for _, _, e in got] == [
-        'ssp3: 1.33 [1.33, 1.33]; ssp6: 1.67 [1.67, 1.67]',          # 200/150, 200/120
-        'ssp3: 1.50 [1.50, 1.50]; ssp6: 1.20 [1.20, 1.20]',          # 150/100, 120/100
+    assert [v.claim for v in got] == CLAIMS
+    assert [v.verdict for v in got] == [S] * 6
+    assert [v.evidence for v in got] == [
+        'ssp3: 1.33 [1.33, 1.33] 99.2%; ssp6: 1.67 [1.67, 1.67] 99.2%',   # 200/150, 200/120
+        'ssp3: 1.50 [1.50, 1.50] 99.2%; ssp6: 1.20 [1.20, 1.20] 99.2%',   # 150/100, 120/100
+        't_DSSP / t_ASP: 1.00 [1.00, 1.00] 99.2%',
+        'acc_DSSP - acc_ASP: +0.0000 [+0.0000, +0.0000] 99.2%',
+        'ssp3: 0.67 [0.67, 0.67] 99.2%; ssp6: 0.83 [0.83, 0.83] 99.2%',   # 100/150, 100/120
+        't_BSP / t_DSSP: 2.00 [2.00, 2.00] 99.2%']
+    assert [v.unpaired for v in got] == [
+        'ssp3: 1.33 [1.33, 1.33]; ssp6: 1.67 [1.67, 1.67]',
+        'ssp3: 1.50 [1.50, 1.50]; ssp6: 1.20 [1.20, 1.20]',
         't_DSSP / t_ASP: 1.00 [1.00, 1.00]',
         'acc_DSSP - acc_ASP: +0.0000 [+0.0000, +0.0000]',
-        'best SSP: ssp6; t_DSSP / t_ssp6: 0.83 [0.83, 0.83]',        # 100/120
+        'ssp3: 0.67 [0.67, 0.67]; ssp6: 0.83 [0.83, 0.83]',
         't_BSP / t_DSSP: 2.00 [2.00, 2.00]']
+    # without the unpaired reading (the power simulation's call): the same verdicts
+    quick = V.verdicts(rows_for(times), TARGET, unpaired=False)
+    assert [(v.claim, v.verdict, v.evidence) for v in quick] == [
+        (v.claim, v.verdict, v.evidence) for v in got]
+    assert {v.unpaired for v in quick} == {''}
+
+
+def test_six_seeds_decide_one_comparison_but_not_two():
+    times = {'ssp6': [120] * 6, 'bsp': [200] * 6, 'asp': [100] * 6, 'ssp3': [150] * 6,
+             'dssp': [100] * 6}
+    got = {v.claim.split(' (')[0]: (v.verdict, v.evidence)
+           for v in V.verdicts(rows_for(times), TARGET)}
+    # [min, max] of 6 covers 31/32 = 96.9%: enough for 95%, short of 97.5%
+    assert got['BSP slower than every SSP'] == (
+        I, 'ssp3: 1.33 [1.33, 1.33] 96.9% < 97.5%; ssp6: 1.67 [1.67, 1.67] 96.9% < 97.5%')
+    assert got['every SSP slower than DSSP'][0] == I
+    assert got['untuned DSSP within 10% of the best hand-tuned SSP'][0] == I
+    assert got['DSSP as fast as ASP'] == (S, 't_DSSP / t_ASP: 1.00 [1.00, 1.00] 96.9%')
+    assert got['DSSP at least 1.3x faster than BSP'][0] == S
+    # one SSP threshold: a family of one, 95%
+    del times['ssp6']
+    got = claims(times)
+    assert got['every SSP slower than DSSP'] == (S, 'ssp3: 1.50 [1.50, 1.50] 96.9%')
+    # three thresholds: 98.3%, which 8 seeds reach (99.2%) and 6 do not
+    times = {'bsp': [200] * 8, 'ssp3': [150] * 8, 'ssp6': [120] * 8, 'ssp15': [110] * 8}
+    assert claims(times)['BSP slower than every SSP'][0] == S
+    times = {k: v[:6] for k, v in times.items()}
+    assert claims(times)['BSP slower than every SSP'][1].endswith('96.9% < 98.3%')
 
 
 def test_claims_without_trials():
     got = V.verdicts([], TARGET)
-    assert [v for _, v, _ in got] == [I] * 6
-    assert [e for _, _, e in got] == [
-        'no trials', 'no trials', 't_DSSP / t_ASP: no trials',
-        'acc_DSSP - acc_ASP: no trials', 'no trials', 't_BSP / t_DSSP: no trials']
-    assert got[4][0] == 'untuned DSSP within 10% of the best hand-tuned SSP'
+    assert [v.verdict for v in got] == [I] * 6
+    texts = ['no trials', 'no trials', 't_DSSP / t_ASP: no trials',
+             'acc_DSSP - acc_ASP: no trials', 'no trials', 't_BSP / t_DSSP: no trials']
+    assert [v.evidence for v in got] == texts
+    assert [v.unpaired for v in got] == texts
+    assert got[4].claim.startswith('untuned DSSP within 10% of the best hand-tuned SSP')
 
 
 def test_the_dssp_arm_is_chosen_by_name():
     # dssp (bounded) as slow as BSP, dssp-paper as fast as ASP
-    times = {'bsp': [200] * 3, 'asp': [100] * 3, 'ssp3': [150] * 3, 'dssp': [200] * 3,
-             'dssp-paper': [100] * 3}
+    times = {'bsp': [200] * 6, 'asp': [100] * 6, 'ssp3': [150] * 6, 'dssp': [200] * 6,
+             'dssp-paper': [100] * 6}
     bounded = claims(times)
     paper = claims(times, dssp_name='dssp-paper')
-    assert bounded['DSSP as fast as ASP'] == (R, 't_DSSP / t_ASP: 2.00 [2.00, 2.00]')
-    assert paper['DSSP as fast as ASP'] == (S, 't_DSSP / t_ASP: 1.00 [1.00, 1.00]')
+    assert bounded['DSSP as fast as ASP'] == (R, 't_DSSP / t_ASP: 2.00 [2.00, 2.00] 96.9%')
+    assert paper['DSSP as fast as ASP'] == (S, 't_DSSP / t_ASP: 1.00 [1.00, 1.00] 96.9%')
     assert paper['DSSP at least 1.3x faster than BSP'][0] == S
     assert bounded['DSSP at least 1.3x faster than BSP'][0] == R
     # the other DSSP arms are not SSP thresholds
@@ -400,29 +453,87 @@ def test_the_dssp_arm_is_chosen_by_name():
 
 
 def test_the_ssp_arms_are_the_plain_ssp_ones_that_finished():
-    times = {'bsp': [200] * 3, 'ssp3': [150] * 3, 'ssp9': [10] * 3, 'ssp4-balance': [300] * 3,
-             'asp': [100] * 3, 'dssp': [100] * 3}
+    times = {'bsp': [200] * 6, 'ssp3': [150] * 6, 'ssp9': [10] * 6, 'ssp4-balance': [300] * 6,
+             'asp': [100] * 6, 'dssp': [100] * 6}
     rows = rows_for(times)
     for t in rows[2]['trials']:               # ssp9 never finished a trial
         t['status'] = 'failed'
-    got = {c.split(' (')[0]: (v, e) for c, v, e in V.verdicts(rows, TARGET)}
-    assert got['BSP slower than every SSP'] == (S, 'ssp3: 1.33 [1.33, 1.33]')
-    assert got['every SSP slower than DSSP'] == (S, 'ssp3: 1.50 [1.50, 1.50]')
-    assert got['untuned DSSP within 10% of the best hand-tuned SSP'][1].startswith(
-        'best SSP: ssp3; ')
+    got = {v.claim.split(' (')[0]: (v.verdict, v.evidence) for v in V.verdicts(rows, TARGET)}
+    # one threshold left: a family of one, 95%
+    assert got['BSP slower than every SSP'] == (S, 'ssp3: 1.33 [1.33, 1.33] 96.9%')
+    assert got['every SSP slower than DSSP'] == (S, 'ssp3: 1.50 [1.50, 1.50] 96.9%')
+    assert got['untuned DSSP within 10% of the best hand-tuned SSP'] == (
+        S, 'ssp3: 0.67 [0.67, 0.67] 96.9%')
 
 
-def test_the_best_ssp_has_the_smallest_median_time():
-    # ssp3 has the fastest single trial (90) but the slowest median (300); ssp15 never gets
-    # there (inf); ssp6's median 100 is the smallest
-    times = {'ssp3': [90, 300, 300], 'ssp6': [100, 100, 100], 'ssp15': [None] * 3,
-             'dssp': [110] * 3}
-    verdict, evidence = claims(times)['untuned DSSP within 10% of the best hand-tuned SSP']
-    assert (verdict, evidence) == (S, 'best SSP: ssp6; t_DSSP / t_ssp6: 1.10 [1.10, 1.10]')
-    # two SSP thresholds with the same median: the smaller threshold
-    times = {'ssp6': [100] * 3, 'ssp3': [100] * 3, 'dssp': [100] * 3}
-    assert claims(times)['untuned DSSP within 10% of the best hand-tuned SSP'][1].startswith(
-        'best SSP: ssp3; ')
+def test_within_10_percent_of_the_best_ssp_is_within_10_percent_of_every_ssp():
+    # no threshold is chosen: DSSP is compared with each; ssp6 is the fastest, ssp15 never
+    # gets there (ratio 0); three comparisons ask 98.3% each, 8 seeds give 99.2%
+    times = {'ssp3': [150] * 8, 'ssp6': [100] * 8, 'ssp15': [None] * 8, 'dssp': [110] * 8}
+    claim = 'untuned DSSP within 10% of the best hand-tuned SSP'
+    assert claims(times)[claim] == (
+        S, 'ssp3: 0.73 [0.73, 0.73] 99.2%; ssp6: 1.10 [1.10, 1.10] 99.2%; '
+        'ssp15: 0.00 [0.00, 0.00] 99.2%')
+    # more than 10% slower than the fastest one: refuted, whatever the others
+    times['ssp6'] = [99.9] * 8
+    assert claims(times)[claim][0] == R
+    # an SSP faster on some seeds and far slower on others: its per-seed ratios straddle
+    times['ssp6'] = eight([80, 300, 300])
+    assert claims(times)[claim][0] == I
+
+
+# ---------------------------------------------------------------------------
+# seed by seed: what pairing does
+# ---------------------------------------------------------------------------
+def test_pairing_removes_what_a_seed_shares():
+    # DSSP and ASP take the same time on every seed, and seeds differ 8-fold: paired, the
+    # ratio is 1 on every seed; unpaired, the medians' ratio spreads over the seeds' range
+    spread = [50, 100, 200, 400, 80, 160]
+    got = V.verdicts(rows_for({'asp': spread, 'dssp': spread}), TARGET)
+    same_time = {v.claim.split(' (')[0]: v for v in got}['DSSP as fast as ASP']
+    assert same_time.verdict == S
+    assert same_time.evidence == 't_DSSP / t_ASP: 1.00 [1.00, 1.00] 96.9%'
+    low, high = [float(x) for x in
+                 same_time.unpaired.split('[')[1].rstrip(']').split(', ')]
+    assert low < 0.9 and high > 1.1
+    # the same times on other seeds: per seed 100/50, 200/100, 400/200, 80/400, 160/80,
+    # 50/160, sorted 0.2, 0.31, 2, 2, 2, 2
+    shifted = spread[1:] + spread[:1]
+    got = claims({'asp': spread, 'dssp': shifted})['DSSP as fast as ASP']
+    assert got == (I, 't_DSSP / t_ASP: 2.00 [0.20, 2.00] 96.9%')
+
+
+def test_pairs_are_matched_by_seed_not_by_position():
+    rows = rows_for({'asp': [100, 200, 300, 400, 500, 600], 'dssp': [100, 200, 300, 400, 500,
+                                                                      600]})
+    rows[1]['trials'].reverse()
+    got = {v.claim.split(' (')[0]: v for v in V.verdicts(rows, TARGET)}
+    assert got['DSSP as fast as ASP'].evidence == 't_DSSP / t_ASP: 1.00 [1.00, 1.00] 96.9%'
+    # a seed one arm lacks is left out: 5 pairs, [min, max] at 15/16
+    rows[0]['trials'][2]['status'] = 'failed'
+    got = {v.claim.split(' (')[0]: v for v in V.verdicts(rows, TARGET)}
+    assert (got['DSSP as fast as ASP'].verdict, got['DSSP as fast as ASP'].evidence) == (
+        I, 't_DSSP / t_ASP: 1.00 [1.00, 1.00] 93.8% < 95%')
+
+
+def test_seeds_where_neither_arm_got_there_only_widen_the_interval():
+    claim = 'DSSP as fast as ASP'
+    # all six: the ratio may be anything, no point
+    assert claims({'asp': [None] * 6, 'dssp': [None] * 6})[claim] == (
+        I, 't_DSSP / t_ASP: - [0.00, never] 96.9%')
+    # two of six: [min, max] takes them in, 0 and never; the point stays 1
+    times = [100, 100, 100, 100, None, None]
+    assert claims({'asp': times, 'dssp': times})[claim] == (
+        I, 't_DSSP / t_ASP: 1.00 [0.00, never] 96.9%')
+    # one of ten: the 2nd smallest and 2nd largest (97.9%) leave it out
+    times = [100] * 9 + [None]
+    assert claims({'asp': times, 'dssp': times})[claim] == (
+        S, 't_DSSP / t_ASP: 1.00 [1.00, 1.00] 97.9%')
+    # one arm alone never got there on a seed: a ratio of never (or 0), not unknown
+    assert claims({'asp': [100] * 6, 'dssp': [100] * 5 + [None]})[claim] == (
+        I, 't_DSSP / t_ASP: 1.00 [1.00, never] 96.9%')
+    assert claims({'asp': [100] * 6, 'dssp': [None] * 6})[claim] == (
+        R, 't_DSSP / t_ASP: never [never, never] 96.9%')
 
 
 # ---------------------------------------------------------------------------
@@ -439,14 +550,15 @@ def test_the_best_ssp_has_the_smallest_median_time():
     ([200] * 3, [100] * 3, [300] * 3, R),            # ssp6 refutes although ssp3 supports
 ])
 def test_bsp_slower_than_every_ssp(bsp, ssp3, ssp6, verdict):
-    times = {'bsp': bsp, 'ssp3': ssp3, 'ssp6': ssp6}
+    # two thresholds: 8 seeds, [min, max] of the per-seed ratios
+    times = {'bsp': eight(bsp), 'ssp3': eight(ssp3), 'ssp6': eight(ssp6)}
     assert claims(times)['BSP slower than every SSP'][0] == verdict
 
 
 def test_bsp_slower_than_every_ssp_needs_bsp_and_an_ssp():
-    assert claims({'ssp3': [100] * 3})['BSP slower than every SSP'] == (
+    assert claims({'ssp3': [100] * 6})['BSP slower than every SSP'] == (
         I, 'ssp3: no trials')
-    assert claims({'bsp': [200] * 3})['BSP slower than every SSP'] == (I, 'no trials')
+    assert claims({'bsp': [200] * 6})['BSP slower than every SSP'] == (I, 'no trials')
 
 
 @pytest.mark.parametrize('ssp3,dssp,verdict', [
@@ -459,9 +571,11 @@ def test_bsp_slower_than_every_ssp_needs_bsp_and_an_ssp():
     ([50, 75, 99], [100] * 3, R),
     ([101] * 3, [None] * 3, R),                      # DSSP never: ratio 0
     ([None] * 3, [100] * 3, S),                      # SSP never: ratio inf
+    ([None] * 3, [None] * 3, I),                     # neither: anything in [0, inf]
 ])
 def test_every_ssp_slower_than_dssp(ssp3, dssp, verdict):
-    assert claims({'ssp3': ssp3, 'dssp': dssp})['every SSP slower than DSSP'][0] == verdict
+    assert claims({'ssp3': six(ssp3), 'dssp': six(dssp)})['every SSP slower than DSSP'][0] \
+        == verdict
 
 
 @pytest.mark.parametrize('dssp,verdict,evidence', [
@@ -479,18 +593,20 @@ def test_every_ssp_slower_than_dssp(ssp3, dssp, verdict):
     ([None] * 3, R, 'never [never, never]'),         # DSSP never gets there
 ])
 def test_dssp_as_fast_as_asp(dssp, verdict, evidence):
-    got = claims({'asp': [100] * 3, 'dssp': dssp})['DSSP as fast as ASP']
-    assert got == (verdict, 't_DSSP / t_ASP: ' + evidence)
+    got = claims({'asp': [100] * 6, 'dssp': six(dssp)})['DSSP as fast as ASP']
+    assert got == (verdict, 't_DSSP / t_ASP: ' + evidence + ' 96.9%')
 
 
-def test_dssp_as_fast_as_asp_needs_three_trials_of_each():
-    assert claims({'asp': [100] * 2, 'dssp': [100] * 3})['DSSP as fast as ASP'] == (
-        I, 't_DSSP / t_ASP: 1.00 [-, -]')
-    assert claims({'asp': [100] * 3, 'dssp': [100] * 2})['DSSP as fast as ASP'][0] == I
-    assert claims({'asp': [100] * 3, 'dssp': [100] * 3})['DSSP as fast as ASP'][0] == S
-    # both never: undefined
-    assert claims({'asp': [None] * 3, 'dssp': [None] * 3})['DSSP as fast as ASP'] == (
-        I, 't_DSSP / t_ASP: - [-, -]')
+def test_dssp_as_fast_as_asp_needs_six_seeds_of_both():
+    assert claims({'asp': [100] * 5, 'dssp': [100] * 6})['DSSP as fast as ASP'] == (
+        I, 't_DSSP / t_ASP: 1.00 [1.00, 1.00] 93.8% < 95%')
+    assert claims({'asp': [100] * 6, 'dssp': [100] * 5})['DSSP as fast as ASP'][0] == I
+    assert claims({'asp': [100] * 6, 'dssp': [100] * 6})['DSSP as fast as ASP'][0] == S
+    # three seeds: [min, max] at 75%, shown, deciding nothing; the unpaired reading: none
+    got = {v.claim.split(' (')[0]: v for v in V.verdicts(
+        rows_for({'asp': [100] * 3, 'dssp': [100] * 3}), TARGET)}['DSSP as fast as ASP']
+    assert (got.verdict, got.evidence, got.unpaired) == (
+        I, 't_DSSP / t_ASP: 1.00 [1.00, 1.00] 75% < 95%', 't_DSSP / t_ASP: 1.00 [-, -]')
 
 
 @pytest.mark.parametrize('dssp,asp,verdict', [
@@ -511,29 +627,30 @@ def test_dssp_as_fast_as_asp_needs_three_trials_of_each():
 ])
 def test_dssp_accuracy_not_below_asp_s(dssp, asp, verdict):
     assert 0.0 - 0.005 == -0.005 and 0.005 - 0.01 == -0.005
-    times = {'asp': [100] * 3, 'dssp': [100] * 3}
-    got = claims(times, {'asp': asp, 'dssp': dssp})["DSSP's final accuracy >= ASP's"]
+    times = {'asp': [100] * 6, 'dssp': [100] * 6}
+    got = claims(times, {'asp': six(asp), 'dssp': six(dssp)})["DSSP's final accuracy >= ASP's"]
     assert got[0] == verdict and got[1].startswith('acc_DSSP - acc_ASP: ')
 
 
 def test_dssp_accuracy_evidence_and_trials():
-    times = {'asp': [100] * 3, 'dssp': [100] * 3}
-    got = claims(times, {'asp': [0.9] * 3, 'dssp': [0.91, 0.92, 0.93]})
+    times = {'asp': [100] * 6, 'dssp': [100] * 6}
+    got = claims(times, {'asp': [0.9] * 6, 'dssp': six([0.91, 0.92, 0.93])})
     assert got["DSSP's final accuracy >= ASP's"] == (
-        S, 'acc_DSSP - acc_ASP: +0.0200 [+0.0100, +0.0300]')
-    # two DSSP trials: no interval, inconclusive although far above
-    got = claims({'asp': [100] * 3, 'dssp': [100] * 2},
-                 {'asp': [0.6] * 3, 'dssp': [0.9] * 2})
-    assert got["DSSP's final accuracy >= ASP's"] == (I, 'acc_DSSP - acc_ASP: +0.3000 [-, -]')
-    # failed trials do not count: two of three DSSP trials failed
-    rows = rows_for({'asp': [100] * 3, 'dssp': [100] * 3},
-                    {'asp': [0.6] * 3, 'dssp': [0.9] * 3})
+        S, 'acc_DSSP - acc_ASP: +0.0200 [+0.0100, +0.0300] 96.9%')
+    # five DSSP trials: no 95% interval, inconclusive although far above
+    got = claims({'asp': [100] * 6, 'dssp': [100] * 5},
+                 {'asp': [0.6] * 6, 'dssp': [0.9] * 5})
+    assert got["DSSP's final accuracy >= ASP's"] == (
+        I, 'acc_DSSP - acc_ASP: +0.3000 [+0.3000, +0.3000] 93.8% < 95%')
+    # failed trials do not count: one of six DSSP trials failed
+    rows = rows_for({'asp': [100] * 6, 'dssp': [100] * 6},
+                    {'asp': [0.6] * 6, 'dssp': [0.9] * 6})
     rows[1]['trials'][0]['status'] = 'failed'
-    got = {c.split(' (')[0]: v for c, v, _ in V.verdicts(rows, TARGET)}
+    got = {v.claim.split(' (')[0]: v.verdict for v in V.verdicts(rows, TARGET)}
     assert got["DSSP's final accuracy >= ASP's"] == I
     # an accuracy counts even when the target was never reached
-    got = claims({'asp': [None] * 3, 'dssp': [None] * 3},
-                 {'asp': [0.6] * 3, 'dssp': [0.9] * 3})
+    got = claims({'asp': [None] * 6, 'dssp': [None] * 6},
+                 {'asp': [0.6] * 6, 'dssp': [0.9] * 6})
     assert got["DSSP's final accuracy >= ASP's"][0] == S
 
 
@@ -548,20 +665,20 @@ def test_dssp_accuracy_evidence_and_trials():
     ([None] * 3, R, 'never [never, never]'),
 ])
 def test_untuned_dssp_within_10_percent_of_the_best_ssp(dssp, verdict, evidence):
-    got = claims({'ssp3': [100] * 3, 'dssp': dssp})[
+    got = claims({'ssp3': [100] * 6, 'dssp': six(dssp)})[
         'untuned DSSP within 10% of the best hand-tuned SSP']
-    assert got == (verdict, 'best SSP: ssp3; t_DSSP / t_ssp3: ' + evidence)
+    assert got == (verdict, 'ssp3: ' + evidence + ' 96.9%')
 
 
 def test_untuned_dssp_needs_an_ssp_and_a_dssp_arm():
     claim = 'untuned DSSP within 10% of the best hand-tuned SSP'
-    assert claims({'dssp': [100] * 3})[claim] == (I, 'no trials')
-    assert claims({'ssp3': [100] * 3})[claim] == (I, 'no trials')
+    assert claims({'dssp': [100] * 6})[claim] == (I, 'no trials')
+    assert claims({'ssp3': [100] * 6})[claim] == (I, 'no trials')
     # a DSSP arm whose trials all failed has no times
-    rows = rows_for({'ssp3': [100] * 3, 'dssp': [100] * 3})
+    rows = rows_for({'ssp3': [100] * 6, 'dssp': [100] * 6})
     for t in rows[1]['trials']:
         t['status'] = 'failed'
-    got = {c.split(' (')[0]: (v, e) for c, v, e in V.verdicts(rows, TARGET)}
+    got = {v.claim.split(' (')[0]: (v.verdict, v.evidence) for v in V.verdicts(rows, TARGET)}
     assert got[claim] == (I, 'no trials')
 
 
@@ -577,48 +694,53 @@ def test_untuned_dssp_needs_an_ssp_and_a_dssp_arm():
     ([None] * 3, S, 'never [never, never]'),         # BSP never gets there
 ])
 def test_dssp_at_least_1_3x_faster_than_bsp(bsp, verdict, evidence):
-    got = claims({'bsp': bsp, 'dssp': [100] * 3})['DSSP at least 1.3x faster than BSP']
-    assert got == (verdict, 't_BSP / t_DSSP: ' + evidence)
+    got = claims({'bsp': six(bsp), 'dssp': [100] * 6})['DSSP at least 1.3x faster than BSP']
+    assert got == (verdict, 't_BSP / t_DSSP: ' + evidence + ' 96.9%')
 
 
 # ---------------------------------------------------------------------------
 # batch balancing
 # ---------------------------------------------------------------------------
 def test_balance_verdicts_at_the_bound():
-    times = {'asp': [100] * 3, 'bsp': [200] * 3, 'ssp3': [150] * 3,
-             'bsp-balance': [100] * 3,                    # exactly ASP's: no later, supported
-             'ssp3-balance': [100.1] * 3,                 # 1.001: refuted
-             'dssp-balance': [90, 100, 110],              # [0.9, 1.1]: straddles
-             'dssp-paper-balance': [100, 110, 120]}       # [1.0, 1.2]: low at 1, inconclusive
+    times = {'asp': [100] * 6, 'bsp': [200] * 6, 'ssp3': [150] * 6,
+             'bsp-balance': [100] * 6,                    # exactly ASP's: no later, supported
+             'ssp3-balance': [100.1] * 6,                 # 1.001: refuted
+             'dssp-balance': six([90, 100, 110]),         # [0.9, 1.1]: straddles
+             'dssp-paper-balance': six([100, 110, 120])}  # [1.0, 1.2]: low at 1, inconclusive
     got = V.balance_verdicts(rows_for(times), TARGET)
-    assert [(a.name, v, base) for a, v, _, base, _ in got] == [
+    assert [(a.name, v, base) for a, v, _, _, base, _ in got] == [
         ('bsp-balance', S, 'bsp'), ('ssp3-balance', R, 'ssp3'), ('dssp-balance', I, 'dssp'),
         ('dssp-paper-balance', I, 'dssp-paper')]
-    by_name = {a.name: (vs_asp, vs_base) for a, _, vs_asp, _, vs_base in got}
-    assert by_name['bsp-balance'] == ((1.0, 1.0, 1.0), (0.5, 0.5, 0.5))
-    assert by_name['ssp3-balance'][0] == pytest.approx((1.001, 1.001, 1.001))
-    assert by_name['ssp3-balance'][1] == pytest.approx((100.1 / 150,) * 3)
-    assert by_name['dssp-balance'][0] == (1.0, 0.9, 1.1)
-    assert by_name['dssp-balance'][1] is None          # plain dssp did not run
-    assert by_name['dssp-paper-balance'][0] == (1.1, 1.0, 1.2)
+    by_name = {a.name: (vs_asp, second, vs_base) for a, _, vs_asp, second, _, vs_base in got}
+    assert by_name['bsp-balance'] == ((1.0, 1.0, 1.0, 31 / 32, 0.95), (1.0, 1.0, 1.0),
+                                      (0.5, 0.5, 0.5, 31 / 32, 0.95))
+    same(by_name['ssp3-balance'][0], (1.001, 1.001, 1.001, 31 / 32, 0.95))
+    same(by_name['ssp3-balance'][2], (100.1 / 150,) * 3 + (31 / 32, 0.95))
+    same(by_name['dssp-balance'][0], (1.0, 0.9, 1.1, 31 / 32, 0.95))
+    assert by_name['dssp-balance'][2] is None          # plain dssp did not run
+    same(by_name['dssp-paper-balance'][0], (1.1, 1.0, 1.2, 31 / 32, 0.95))
 
 
 def test_balance_verdicts_skip_plain_and_unfinished_arms():
-    rows = rows_for({'bsp-balance': [50] * 3, 'ssp3-balance': [50] * 3, 'bsp': [100] * 3})
+    rows = rows_for({'bsp-balance': [50] * 6, 'ssp3-balance': [50] * 6, 'bsp': [100] * 6})
     for t in rows[1]['trials']:
         t['status'] = 'failed'
     got = V.balance_verdicts(rows, TARGET)
     assert len(got) == 1
-    arm, verdict, vs_asp, base, vs_base = got[0]
+    arm, verdict, vs_asp, second, base, vs_base = got[0]
     # no ASP arm: nothing to compare with
-    assert (arm.name, verdict, vs_asp, base, vs_base) == ('bsp-balance', I, None, 'bsp',
-                                                          (0.5, 0.5, 0.5))
-    # two ASP trials: no interval
-    rows = rows_for({'asp': [100] * 2, 'bsp-balance': [50] * 3})
-    (_, verdict, vs_asp, _, _), = V.balance_verdicts(rows, TARGET)
-    assert verdict == I
-    same(vs_asp, (0.5, NAN, NAN))
+    assert (arm.name, verdict, vs_asp, second, base) == ('bsp-balance', I, None, None, 'bsp')
+    same(vs_base, (0.5, 0.5, 0.5, 31 / 32, 0.95))
+    # five ASP trials: [min, max] at 93.8%, no verdict; no unpaired interval
+    rows = rows_for({'asp': [100] * 5, 'bsp-balance': [50] * 6})
+    (_, verdict, vs_asp, second, _, _), = V.balance_verdicts(rows, TARGET)
+    assert verdict == I and not vs_asp.decisive
+    same(vs_asp, (0.5, 0.5, 0.5, 15 / 16, 0.95))
+    same(second, (0.5, NAN, NAN))
     assert V.balance_verdicts([], TARGET) == []
+    # the unpaired reading can be left out
+    rows = rows_for({'asp': [100] * 6, 'bsp-balance': [50] * 6})
+    assert V.balance_verdicts(rows, TARGET, unpaired=False)[0][3] is None
 
 
 # ---------------------------------------------------------------------------

@@ -1,16 +1,26 @@
-"""The lab's statistics and verdicts: medians with bootstrap intervals, one verdict per claim
-of the DSSP paper, and the simulator's prediction next to the measurement.
+"""The lab's verdicts: one per claim of the DSSP paper, decided by arms compared seed by seed,
+the unpaired medians beside them as a second reading, and the simulator's prediction next to
+the measurement.
 
 Pure functions of the trial records that :func:`.collect.gather` reads (and of
 :mod:`mxnet_ssp.lab.simulate`); tested on synthetic trials.
 
-A trial that never reached a target counts as taking infinitely long, so a
-paradigm whose median trial misses the target has an infinite median time.
-Intervals are 95% percentile bootstrap intervals of the median (trials of each
-paradigm resampled independently, 2,000 resamples, a fixed seed so a report is
-reproducible), taken at order statistics (no interpolation, so infinite times
-stay infinite).
+- **Paired (decides).** Trial k of every arm shares its seed, so a time claim t_A / t_B is
+  decided by the median over the common seeds of the per-seed ratio t_A,k / t_B,k, with its
+  interval at order statistics (:mod:`.paired`: exact coverage, never-reached pairs, the
+  minimum of :data:`MIN_TRIALS` pairs for a 95% interval); the accuracy claim by the per-seed
+  difference.
+- **Several comparisons.** A claim made of m comparisons (one per SSP threshold) asks each for
+  the level ``1 - 0.05 / m`` (Bonferroni).  The family is one cell of the Verdicts table: one
+  claim, one DSSP mode, one target, one scenario; nothing is corrected across cells.
+- **Unpaired (second reading).** median(t_A) / median(t_B) with a percentile bootstrap
+  interval (each arm's trials resampled independently, 2,000 resamples, order statistics so
+  infinite times stay infinite, a fixed seed), at the same level, shown only with at least
+  :data:`MIN_TRIALS` trials of each arm; it decides nothing.
+
+A trial that never reached a target counts as taking infinitely long.
 """
+import collections
 import math
 import random
 import types
@@ -18,10 +28,16 @@ import types
 import numpy as np
 
 from ...lab.simulate import simulate
+from .paired import (LEVEL, MIN_TRIALS, family_level, fmt_interval, paired_difference,
+                     paired_ratio)
 from .stats import time_to_target
 
+__all__ = ['verdicts', 'Verdict', 'balance_verdicts', 'trial_times', 'trial_accuracies',
+           'seed_times', 'seed_accuracies', 'ratio_interval', 'difference_interval',
+           'sim_vs_lab', 'simulated_rates', 'measured_rates', 'asp_step_samples', 'sim_policy',
+           'LEVEL', 'MIN_TRIALS']
+
 RESAMPLES = 2000
-LEVEL = 0.95
 #: the claims' margins, fixed before the lab ran
 SAME_TIME = 0.10            # "DSSP ≈ ASP": within 10% of ASP's time
 ACCURACY_MARGIN = 0.005     # "accuracy >= ASP's": not more than 0.5 points below
@@ -31,22 +47,26 @@ SPEEDUP = 1.3               # "DSSP >= 1.3x faster than BSP"
 SIM_TOLERANCE = 0.15
 
 SUPPORTED, REFUTED, INCONCLUSIVE = 'supported', 'refuted', 'inconclusive'
-#: fewer finished trials of a paradigm than this give no interval ('-'), so no verdict: the
-#: bootstrap of one or two values is the values themselves, not a 95% interval
-MIN_TRIALS = 3
 
+#: one row of the Verdicts table: the claim, its verdict, the paired intervals that decided it
+#: and the unpaired reading (texts)
+Verdict = collections.namedtuple('Verdict', 'claim verdict evidence unpaired')
+
+
+# ---------------------------------------------------------------------------
+# the unpaired reading: bootstrap of the ratio of medians
 
 def _median(values):
     return float(np.quantile(np.asarray(values, dtype=float), 0.5, method='lower'))
 
 
-def _interval(samples):
-    """(low, high) of the 95% percentile interval at order statistics; nan if undefined."""
+def _interval(samples, level=LEVEL):
+    """(low, high) of the percentile interval at order statistics; nan if undefined."""
     samples = np.asarray(samples, dtype=float)
-    if samples.size == 0 or np.isnan(samples).mean() > 1 - LEVEL:
+    if samples.size == 0 or np.isnan(samples).mean() > 1 - level:
         return math.nan, math.nan
     samples = samples[~np.isnan(samples)]
-    tail = (1 - LEVEL) / 2
+    tail = (1 - level) / 2
     return (float(np.quantile(samples, tail, method='lower')),
             float(np.quantile(samples, 1 - tail, method='higher')))
 
@@ -57,27 +77,15 @@ def _resampled_medians(values, rng):
     return np.quantile(values[picks], 0.5, axis=1, method='lower')
 
 
-def median_interval(values, seed=0):
-    """(median, low, high) of `values` (a list of numbers, inf allowed); None if empty;
-    low and high are nan with fewer than :data:`MIN_TRIALS` values."""
-    if not values:
-        return None
-    if len(values) < MIN_TRIALS:
-        return _median(values), math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    low, high = _interval(_resampled_medians(values, rng))
-    return _median(values), low, high
-
-
 def _ratio(a, b):
     with np.errstate(divide='ignore', invalid='ignore'):
         return np.where(np.isinf(a) & np.isinf(b), np.nan, np.asarray(a) / np.asarray(b))
 
 
-def ratio_interval(numerator, denominator, seed=0):
+def ratio_interval(numerator, denominator, seed=0, level=LEVEL):
     """(median ratio, low, high) of median(numerator) / median(denominator) over bootstrap
-    resamples of each list; a ratio of two infinite medians is undefined (nan); low and high
-    are nan when either list has fewer than :data:`MIN_TRIALS` values."""
+    resamples of each list (lower medians); a ratio of two infinite medians is undefined
+    (nan); low and high are nan when either list has fewer than :data:`MIN_TRIALS` values."""
     if not numerator or not denominator:
         return None
     point = float(_ratio(_median(numerator), _median(denominator)))
@@ -85,11 +93,11 @@ def ratio_interval(numerator, denominator, seed=0):
         return point, math.nan, math.nan
     rng = np.random.default_rng(seed)
     num, den = _resampled_medians(numerator, rng), _resampled_medians(denominator, rng)
-    low, high = _interval(_ratio(num, den))
+    low, high = _interval(_ratio(num, den), level)
     return point, low, high
 
 
-def difference_interval(a, b, seed=0):
+def difference_interval(a, b, seed=0, level=LEVEL):
     """(median(a) - median(b), low, high) over bootstrap resamples of each list (low and
     high nan when either has fewer than :data:`MIN_TRIALS` values)."""
     if not a or not b:
@@ -97,19 +105,50 @@ def difference_interval(a, b, seed=0):
     if min(len(a), len(b)) < MIN_TRIALS:
         return _median(a) - _median(b), math.nan, math.nan
     rng = np.random.default_rng(seed)
-    low, high = _interval(_resampled_medians(a, rng) - _resampled_medians(b, rng))
+    low, high = _interval(_resampled_medians(a, rng) - _resampled_medians(b, rng), level)
     return _median(a) - _median(b), low, high
 
 
+def _fmt_interval(interval, fmt='%.2f'):
+    """'point [low, high]' of an unpaired (point, low, high); 'never' for inf, '-' for nan."""
+    if interval is None:
+        return 'no trials'
+    point, low, high = interval
+
+    def one(x):
+        return 'never' if math.isinf(x) else ('-' if math.isnan(x) else fmt % x)
+    return '%s [%s, %s]' % (one(point), one(low), one(high))
+
+
+# ---------------------------------------------------------------------------
+# trial records
+
 def trial_times(trials, target):
     """Seconds to `target` of every finished trial (inf where never reached)."""
-    return [math.inf if t is None else t for t in
-            (time_to_target(r['curve'], target) for r in trials if r['status'] == 'ok')]
+    return list(seed_times(trials, target).values())
 
 
 def trial_accuracies(trials):
-    return [r['final_accuracy'] for r in trials if r['status'] == 'ok']
+    return list(seed_accuracies(trials).values())
 
+
+def seed_times(trials, target):
+    """{seed: seconds to `target`} of every finished trial (inf where never reached)."""
+    out = {}
+    for r in trials:
+        if r['status'] == 'ok':
+            t = time_to_target(r['curve'], target)
+            out[r['seed']] = math.inf if t is None else t
+    return out
+
+
+def seed_accuracies(trials):
+    """{seed: final test accuracy} of every finished trial."""
+    return {r['seed']: r['final_accuracy'] for r in trials if r['status'] == 'ok'}
+
+
+# ---------------------------------------------------------------------------
+# the decision rules: on a paired Interval, decisive only at the level asked
 
 def _greater(interval, bound, tol=0.0):
     """supported when the interval lies above `bound`, refuted when below, else inconclusive.
@@ -118,21 +157,32 @@ def _greater(interval, bound, tol=0.0):
     two accuracies that is the margin exactly can come out of floating point just below it
     (0.94 - 0.945 < -0.005).
     """
-    if interval is None or any(math.isnan(x) for x in interval[1:]):
+    if interval is None or not interval.decisive:
         return INCONCLUSIVE
-    if interval[1] > bound + tol:
+    if interval.low > bound + tol:
         return SUPPORTED
-    if interval[2] < bound - tol:
+    if interval.high < bound - tol:
         return REFUTED
     return INCONCLUSIVE
 
 
 def _at_most(interval, bound):
-    if interval is None or any(math.isnan(x) for x in interval[1:]):
+    if interval is None or not interval.decisive:
         return INCONCLUSIVE
-    if interval[2] <= bound:
+    if interval.high <= bound:
         return SUPPORTED
-    if interval[1] > bound:
+    if interval.low > bound:
+        return REFUTED
+    return INCONCLUSIVE
+
+
+def _within(interval, low, high):
+    """supported when the interval lies within [low, high], refuted when it lies outside."""
+    if interval is None or not interval.decisive:
+        return INCONCLUSIVE
+    if low <= interval.low and interval.high <= high:
+        return SUPPORTED
+    if interval.high < low or interval.low > high:
         return REFUTED
     return INCONCLUSIVE
 
@@ -145,17 +195,27 @@ def _all(verdicts):
     return INCONCLUSIVE
 
 
-def _fmt_interval(interval, fmt='%.2f'):
-    if interval is None:
-        return 'no trials'
-    point, low, high = interval
+def _claim(title, parts, rule, paired=paired_ratio, unpaired=ratio_interval, fmt='%.2f',
+           reading=True):
+    """A claim made of the comparisons `parts` = [(label, a, b)] (dicts seed -> value), each
+    at the level of a family of len(parts); supported when every part is, refuted when any is.
 
-    def one(x):
-        return 'never' if math.isinf(x) else ('-' if math.isnan(x) else fmt % x)
-    return '%s [%s, %s]' % (one(point), one(low), one(high))
+    Returns a :class:`Verdict`; the unpaired reading is left empty without `reading`.
+    """
+    level = family_level(len(parts))
+    decided = [(label, paired(a, b, level)) for label, a, b in parts]
+    verdict = _all([rule(iv) for _, iv in decided]) if decided else INCONCLUSIVE
+
+    def text(pairs):
+        return '; '.join('%s: %s' % pair for pair in pairs) or 'no trials'
+    evidence = text([(label, fmt_interval(iv, fmt)) for label, iv in decided])
+    second = text([(label, _fmt_interval(unpaired(list(a.values()), list(b.values()),
+                                                  level=level) if a and b else None, fmt))
+                   for label, a, b in parts]) if reading else ''
+    return Verdict(title, verdict, evidence, second)
 
 
-def verdicts(rows, target, dssp_name='dssp'):
+def verdicts(rows, target, dssp_name='dssp', unpaired=True):
     """One verdict per claim of the paper, for the DSSP arm called `dssp_name`.
 
     Parameters
@@ -164,63 +224,47 @@ def verdicts(rows, target, dssp_name='dssp'):
         :func:`.report.summarize`'s rows (``arm`` and ``trials`` are read).
     target : float
         The accuracy whose time-to-target the time claims compare.
+    unpaired : bool
+        Also compute the unpaired reading (2,000 bootstrap resamples per comparison); off, its
+        texts are empty (what :mod:`.design`'s power simulation uses).
 
     Returns
     -------
-    list of (claim, verdict, evidence) tuples, in Table I's order; evidence is
-    the intervals that decide it (text).
+    list of :class:`Verdict`, in Table I's order; evidence: the paired intervals that decide
+    it, ``label: median ratio [low, high] coverage``; unpaired: median(t_A) / median(t_B)
+    [bootstrap interval] at the same level.
     """
     by_name = {r['arm'].name: r['trials'] for r in rows}
-    times = {name: trial_times(trials, target) for name, trials in by_name.items()}
-    ssp_arms = sorted((r['arm'] for r in rows if r['arm'].family == 'ssp'
-                       and not r['arm'].balance and times[r['arm'].name]),
-                      key=lambda a: a.staleness)
-    ssp = [a.name for a in ssp_arms]
-    threshold = {a.name: a.staleness[0] for a in ssp_arms}
-    bsp, asp, dssp = times.get('bsp') or [], times.get('asp') or [], times.get(dssp_name) or []
+    times = {name: seed_times(trials, target) for name, trials in by_name.items()}
+    ssp = [a.name for a in sorted((r['arm'] for r in rows if r['arm'].family == 'ssp'
+                                   and not r['arm'].balance and times[r['arm'].name]),
+                                  key=lambda a: a.staleness)]
+    bsp, asp, dssp = times.get('bsp', {}), times.get('asp', {}), times.get(dssp_name, {})
     out = []
 
-    def row(claim, verdict, evidence):
-        out.append((claim, verdict, evidence))
+    def claim(title, parts, rule, **kwargs):
+        out.append(_claim(title, parts, rule, reading=unpaired, **kwargs))
 
     # Table I's order in time: BSP > SSP > DSSP ≈ ASP
-    parts = [(n, ratio_interval(bsp, times[n])) for n in ssp]
-    row('BSP slower than every SSP (t_BSP / t_SSP > 1)',
-        _all([_greater(iv, 1.0) for _, iv in parts]) if parts and bsp else INCONCLUSIVE,
-        '; '.join('%s: %s' % (n, _fmt_interval(iv)) for n, iv in parts) or 'no trials')
-    parts = [(n, ratio_interval(times[n], dssp)) for n in ssp]
-    row('every SSP slower than DSSP (t_SSP / t_DSSP > 1)',
-        _all([_greater(iv, 1.0) for _, iv in parts]) if parts and dssp else INCONCLUSIVE,
-        '; '.join('%s: %s' % (n, _fmt_interval(iv)) for n, iv in parts) or 'no trials')
-    iv = ratio_interval(dssp, asp)
-    if iv is None or any(math.isnan(x) for x in iv[1:]):
-        same = INCONCLUSIVE
-    elif 1 - SAME_TIME <= iv[1] and iv[2] <= 1 + SAME_TIME:
-        same = SUPPORTED
-    elif iv[2] < 1 - SAME_TIME or iv[1] > 1 + SAME_TIME:
-        same = REFUTED
-    else:
-        same = INCONCLUSIVE
-    row('DSSP as fast as ASP (t_DSSP / t_ASP within 1 ± %g)' % SAME_TIME, same,
-        't_DSSP / t_ASP: ' + _fmt_interval(iv))
-    # accuracy
-    iv = difference_interval(trial_accuracies(by_name.get(dssp_name, [])),
-                             trial_accuracies(by_name.get('asp', [])))
-    row("DSSP's final accuracy >= ASP's (difference > -%g)" % ACCURACY_MARGIN,
-        _greater(iv, -ACCURACY_MARGIN, 1e-12), 'acc_DSSP - acc_ASP: ' + _fmt_interval(iv, '%+.4f'))
-    # untuned DSSP vs the best hand-tuned SSP (the SSP arm with the smallest median time)
-    if ssp and dssp:
-        best = min(ssp, key=lambda n: (_median(times[n]), threshold[n]))
-        iv = ratio_interval(dssp, times[best])
-        row('untuned DSSP within %d%% of the best hand-tuned SSP (t_DSSP / t_best SSP <= %g)'
-            % (100 * TUNED_MARGIN, 1 + TUNED_MARGIN), _at_most(iv, 1 + TUNED_MARGIN),
-            'best SSP: %s; t_DSSP / t_%s: %s' % (best, best, _fmt_interval(iv)))
-    else:
-        row('untuned DSSP within %d%% of the best hand-tuned SSP' % (100 * TUNED_MARGIN),
-            INCONCLUSIVE, 'no trials')
-    iv = ratio_interval(bsp, dssp)
-    row('DSSP at least %gx faster than BSP (t_BSP / t_DSSP >= %g)' % (SPEEDUP, SPEEDUP),
-        _greater(iv, SPEEDUP - 1e-12), 't_BSP / t_DSSP: ' + _fmt_interval(iv))
+    claim('BSP slower than every SSP (t_BSP / t_SSP > 1)',
+          [(n, bsp, times[n]) for n in ssp], lambda iv: _greater(iv, 1.0))
+    claim('every SSP slower than DSSP (t_SSP / t_DSSP > 1)',
+          [(n, times[n], dssp) for n in ssp], lambda iv: _greater(iv, 1.0))
+    claim('DSSP as fast as ASP (t_DSSP / t_ASP within 1 ± %g)' % SAME_TIME,
+          [('t_DSSP / t_ASP', dssp, asp)], lambda iv: _within(iv, 1 - SAME_TIME, 1 + SAME_TIME))
+    claim("DSSP's final accuracy >= ASP's (difference > -%g)" % ACCURACY_MARGIN,
+          [('acc_DSSP - acc_ASP', seed_accuracies(by_name.get(dssp_name, [])),
+            seed_accuracies(by_name.get('asp', [])))],
+          lambda iv: _greater(iv, -ACCURACY_MARGIN, 1e-12), paired=paired_difference,
+          unpaired=difference_interval, fmt='%+.4f')
+    # within 10% of the best SSP is within 10% of every SSP: no threshold is chosen, so none
+    # is chosen on the trials that test it
+    claim('untuned DSSP within %d%% of the best hand-tuned SSP (t_DSSP / t_SSP <= %g for '
+          'every s)' % (100 * TUNED_MARGIN, 1 + TUNED_MARGIN),
+          [(n, dssp, times[n]) for n in ssp] if dssp else [],
+          lambda iv: _at_most(iv, 1 + TUNED_MARGIN))
+    claim('DSSP at least %gx faster than BSP (t_BSP / t_DSSP >= %g)' % (SPEEDUP, SPEEDUP),
+          [('t_BSP / t_DSSP', bsp, dssp)], lambda iv: _greater(iv, SPEEDUP - 1e-12))
     return out
 
 
@@ -338,18 +382,27 @@ def sim_vs_lab(rows, scenario, iterations):
     return out
 
 
-def balance_verdicts(rows, target):
+def balance_verdicts(rows, target, unpaired=True):
     """Batch balancing's goal: time to `target` no later than ASP's (issue 11), and against
-    the same store unbalanced; one (arm, verdict vs ASP, interval vs ASP, interval vs its
-    store) per ``-balance`` arm."""
-    times = {r['arm'].name: trial_times(r['trials'], target) for r in rows}
+    the same store unbalanced, compared seed by seed.
+
+    Returns
+    -------
+    list of (arm, verdict vs ASP, paired Interval vs ASP, unpaired (point, low, high) vs ASP
+    or None, unbalanced arm's name, paired Interval vs it), one per ``-balance`` arm with a
+    finished trial.
+    """
+    times = {r['arm'].name: seed_times(r['trials'], target) for r in rows}
     out = []
     for row in rows:
         arm = row['arm']
         if not arm.balance or not times[arm.name]:
             continue
-        vs_asp = ratio_interval(times[arm.name], times.get('asp') or [])
+        own, asp = times[arm.name], times.get('asp', {})
+        vs_asp = paired_ratio(own, asp)
+        second = (ratio_interval(list(own.values()), list(asp.values())) if unpaired and asp
+                  else None)
         base = arm.name[:-len('-balance')]
-        vs_base = ratio_interval(times[arm.name], times.get(base) or [])
-        out.append((arm, _at_most(vs_asp, 1.0), vs_asp, base, vs_base))
+        vs_base = paired_ratio(own, times.get(base, {}))
+        out.append((arm, _at_most(vs_asp, 1.0), vs_asp, second, base, vs_base))
     return out
