@@ -123,9 +123,9 @@ class Args:
 
 
 @pytest.mark.parametrize('name', sorted(SCENARIOS))
-def test_every_scenario_has_a_preset_with_every_paradigm_and_5_trials(name):
+def test_every_scenario_has_a_preset_with_every_paradigm_and_8_trials(name):
     preset = PRESETS['emulated-' + name]
-    assert preset.trials >= 5 and preset.emulate == name
+    assert preset.trials == 8 and preset.emulate == name
     assert preset.workers == SCENARIOS[name].workers
     assert {'bsp', 'asp', 'asp-lrtau', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper',
             'dssp-threshold'} == set(LAB_ARMS) == set(preset.arms)
@@ -232,7 +232,7 @@ def test_preset_emulated_plans_every_scenario_into_its_own_directory(tmp_path, c
     for name, scenario in SCENARIOS.items():
         commands = [line for line in out.splitlines()
                     if '--emulate %s ' % name in line + ' ']
-        assert len(commands) == len(LAB_ARMS) * 5
+        assert len(commands) == len(LAB_ARMS) * 8
         assert all(str(tmp_path / 'lab' / name / 'runs') in c for c in commands)
         assert all(' -n %d ' % scenario.workers in c for c in commands)
     assert not (tmp_path / 'lab').exists()             # a dry run writes nothing
@@ -250,7 +250,7 @@ def test_preset_emulated_runs_the_users_own_cluster_sized_from_it(tmp_path, caps
                  str(tmp_path / 'lab'), '--dry-run']) == 0
     commands = [line for line in capsys.readouterr().out.splitlines() if 'train_cifar' in line]
     spec = 'name=four,workers=4,base_ms=15.0,factors=1.0:1.3:1.8:3.0,jitter=0.1'
-    assert len(commands) == len(LAB_ARMS) * 5
+    assert len(commands) == len(LAB_ARMS) * 8
     for c in commands:
         assert str(tmp_path / 'lab' / 'four' / 'runs') in c and ' -n 4 ' in c
         # the processes get every setting, not the file; 800 iterations with 4 workers
@@ -271,7 +271,7 @@ def test_a_lab_preset_follows_from_its_scenarios_workers(workers, iterations, ep
     # 10 s of start-up, then the slow worker's 150 ms or the machine's share, + 10 ms
     run_s = 10 + iterations * (max(0.150, 0.012 * workers) + 0.010)
     assert preset.timeout_s == max(900, 60 * math.ceil(5 * run_s / 60))
-    assert preset.cost.startswith('45 runs of about %.0f s' % run_s)
+    assert preset.cost.startswith('72 runs of about %.0f s' % run_s)
 
 
 def test_the_built_in_lab_presets_keep_their_measured_sizes():
