@@ -22,7 +22,8 @@ import pytest
 from conftest import INSTALL_TEST, job_env
 from mxnet_ssp.experiments.reproduce.cli import build_parser, main
 from mxnet_ssp.experiments.reproduce.files import write_json
-from mxnet_ssp.experiments.reproduce.grid import MARKER, resolve_grid, run_dir, run_signature, trial_seed
+from mxnet_ssp.experiments.reproduce.grid import (MARKER, choose_lr, resolve_grid, run_dir,
+                                                  run_signature, trial_seed)
 from mxnet_ssp.experiments.reproduce.presets import PRESETS, parse_arm
 from mxnet_ssp.experiments.reproduce.report import write_report
 from mxnet_ssp.experiments.reproduce.runner import (check_dataset, eta_text, prepare_subset,
@@ -200,6 +201,10 @@ def _main(capsys, argv):
     (['--preset', 'tiny', '--timeout', '-5'], ['--timeout', '-5']),
     (['--preset', 'tiny', '--train-script', '/nonexistent/train.py'], ['--train-script']),
     (['--out', 'x'], ['--preset']),
+    (['--preset', 'tiny', '--tune-lr', 'fast'], ['--tune-lr', 'fast', 'learning rates in (0, 10)']),
+    (['--preset', 'tiny', '--tune-lr', '0,0.1'], ['--tune-lr', "'0,0.1'"]),
+    (['--preset', 'tiny', '--tune-lr', '0.1', '--tune-trials', '0'], ['--tune-trials', '>= 1']),
+    (['--preset', 'tiny', '--tune-trials', '2'], ['--tune-trials', 'nothing without --tune-lr']),
 ])
 def test_bad_input_exits_2(tmp_path, capsys, argv, words):
     out = tmp_path / 'out'
@@ -299,7 +304,7 @@ FAKE_TRAIN = textwrap.dedent('''
         sys.exit(2)
     if rank == 0:
         with open(os.environ['FAKE_JOB_LOG'], 'a') as f:
-            f.write('%s %s %s\\n' % (args.kvstore, args.seed, args.save_dir))
+            f.write('%s %s %s %s\\n' % (args.kvstore, args.seed, args.save_dir, args.lr))
     start = time.time()
     with open(os.path.join(args.save_dir, 'train-worker%d.jsonl' % rank), 'w') as f:
         for i in range(1, 4):
@@ -308,6 +313,8 @@ FAKE_TRAIN = textwrap.dedent('''
                                 'sleep_s': 0.0}) + '\\n')
     if rank == 0:
         acc = {'dist_sync': 0.6, 'dist_async': 0.5}.get(args.kvstore, 0.7)
+        if 'FAKE_LR_BEST' in os.environ and float(args.lr) != float(os.environ['FAKE_LR_BEST']):
+            acc *= 0.9                      # --tune-lr's tests: one rate is the best
         with open(os.path.join(args.save_dir, 'eval.jsonl'), 'w') as f:
             for i in range(1, 4):
                 f.write(json.dumps({'time': start + i, 'elapsed_s': float(i), 'epoch': i,
@@ -374,6 +381,45 @@ def test_runner_resumes_and_redoes_half_written_runs(fake):
     assert '3 run(s) to do, 6 finished earlier' in proc.stdout
     proc, started = fake('--dry-run', trials='3')
     assert started == [] and proc.stdout.count('finished, would be skipped') == 9
+
+
+def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypatch):
+    monkeypatch.setenv('FAKE_LR_BEST', '0.1')
+    argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '1')
+    proc, started = fake(*argv, paradigms='bsp,asp', trials='1')
+    assert proc.returncode == 0, proc.stdout
+    # tuning first, on seed 42 + 1000: ASP at 0.05 and 0.1, BSP also at 0.2 (0.1 x 2 workers)
+    tuning = [line.split() for line in started if line.split()[1] == '1042']
+    trials = [line.split() for line in started if line.split()[1] == '42']
+    assert started.index(' '.join(trials[0])) > 0 and len(started) == 7
+    assert sorted((k, lr) for k, _, _, lr in tuning) == [
+        ('dist_async', '0.05'), ('dist_async', '0.1'), ('dist_sync', '0.05'),
+        ('dist_sync', '0.1'), ('dist_sync', '0.2')]
+    assert sorted((k, lr) for k, _, _, lr in trials) == [('dist_async', '0.1'), ('dist_sync', '0.1')]
+    assert all('/tune/lr' in d for _, _, d, _ in tuning)
+    tuned = json.loads((fake.out / 'tuned_lr.json').read_text())
+    assert tuned['bsp']['chosen'] == 0.1 and tuned['asp']['chosen'] == 0.1
+    assert sorted(tuned['bsp']['candidates']) == ['0.05', '0.1', '0.2']
+    assert tuned['bsp']['candidates']['0.1']['final_accuracy'] == [0.6]
+    report = (fake.out / 'report.md').read_text()
+    assert '## Learning rate per paradigm (--tune-lr)' in report and '| BSP |' in report
+    assert '--tune-lr: bsp runs with lr 0.1' in proc.stdout
+    # everything finished: a second invocation starts nothing and keeps the choice
+    proc, started = fake(*argv, paradigms='bsp,asp', trials='1')
+    assert proc.returncode == 0 and started == [], proc.stdout
+    # the grid keeps its rates: other ones in the same --out are refused
+    proc, started = fake('--no-plots', '--tune-lr', '0.05', paradigms='bsp,asp', trials='1')
+    assert proc.returncode == 2 and 'tune_lr' in proc.stdout and started == []
+
+
+def test_choose_lr_takes_the_fastest_then_the_most_accurate_then_the_smallest():
+    inf = float('inf')
+    assert choose_lr({0.1: [(5.0, 0.9), (7.0, 0.9), (inf, 0.8)],
+                      0.2: [(6.0, 0.9), (6.5, 0.9), (6.6, 0.9)]}) == 0.2   # medians 7 / 6.5
+    assert choose_lr({0.1: [(inf, 0.8)], 0.2: [(inf, 0.85)]}) == 0.2       # never: accuracy
+    assert choose_lr({0.2: [(3.0, 0.9)], 0.1: [(3.0, 0.9)]}) == 0.1        # a tie: smaller
+    assert choose_lr({0.1: [], 0.2: [(inf, None)]}) == 0.2
+    assert choose_lr({0.1: []}) is None
 
 
 def test_failed_runs_are_reported_and_exit_1(fake, monkeypatch):

@@ -9,12 +9,13 @@ import sys
 import tempfile
 
 from .files import read_json, write_json
-from .grid import UsageError, bad_option, plan, resolve_grid
+from .grid import UsageError, bad_option, plan, plan_tuning, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
 from ...lab.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from .presets import ARM_FORMS, LAB_PREFIX, PRESETS, SUITE, lab_preset
 from .report import write_report, write_suite_report
-from .runner import (Stop, check_dataset, check_gpus, check_train_script, is_done, prepare_subset, run_grid,
+from .runner import (Stop, check_dataset, check_gpus, check_train_script, is_done, load_tuned,
+                     prepare_subset, run_grid, run_tuning,
                      subset_dir)
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,12 @@ def build_parser():
     p.add_argument('--workers', help='workers per job (default: the preset\'s)')
     p.add_argument('--paradigms', help='comma-separated subset: ' + ARM_FORMS)
     p.add_argument('--targets', help='target test accuracies, e.g. 0.67,0.68')
+    p.add_argument('--tune-lr', metavar='LR[,LR...]',
+                   help='first run every paradigm at each of these learning rates (BSP also at '
+                        'each times the number of workers) on seeds of its own (seed + 1000 '
+                        'on), --tune-trials times; each paradigm\'s trials then run at the rate '
+                        'that reached the higher target soonest (median)')
+    p.add_argument('--tune-trials', metavar='K', help='tuning trials per rate (default 3)')
     p.add_argument('--slowdown', help="train_cifar.py's --slowdown RANK:FACTOR ('' for none)")
     p.add_argument('--gpus-per-worker', metavar='N',
                    help='mxnet-ssp-launch --gpus-per-worker: worker i trains on GPUs '
@@ -128,6 +135,14 @@ def print_plan(grid, out, problems=()):
     """Print every run's command and whether it would run or be skipped (``--dry-run``)."""
     for problem in problems:
         print('# warning: %s' % problem)
+    for arm, lr, k, directory, command, signature in plan_tuning(grid, out):
+        state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
+        print('# %s tuning lr %g trial %d (%s)' % (arm.name, lr, k, state))
+        print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
+              % (shlex.quote(directory), shlex.join(command)))
+    if grid.tune_lr:
+        print('# the trials below run at each paradigm\'s chosen rate (the grid\'s %g until '
+              'the tuning runs have run)' % grid.lr)
     for arm, trial, directory, command, signature in plan(grid, out):
         state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
         print('# %s trial %d (%s)' % (arm.name, trial, state))
@@ -256,6 +271,7 @@ def run_preset(parser, args, num_gpus, command_line):
     write_json(grid_path, identity)
     failed = 0
     aborted = None
+    load_tuned(grid, out)
     if not args.report_only:
         logger.info('preset %s: %d paradigms x %d trials = %d runs into %s', grid.preset,
                     len(grid.arms), grid.trials, len(grid.arms) * grid.trials, out)
@@ -263,7 +279,9 @@ def run_preset(parser, args, num_gpus, command_line):
         try:
             if grid.data_fraction < 1:
                 prepare_subset(out, grid)
-            started, skipped, failed, aborted = run_grid(grid, out, args.keep_checkpoints,
+            if grid.tune_lr:
+                failed += run_tuning(grid, out)
+            started, skipped, failed_trials, aborted = run_grid(grid, out, args.keep_checkpoints,
                                                          _preset_cost(args))
         except (Stop, KeyboardInterrupt) as stop:
             signum = getattr(stop, 'signum', signal.SIGINT)
@@ -272,6 +290,7 @@ def run_preset(parser, args, num_gpus, command_line):
             return 128 + signum
         finally:
             signal.signal(signal.SIGTERM, previous)
+        failed += failed_trials
         logger.info('started %d run(s), skipped %d finished run(s), %d failed', started,
                     skipped, failed)
     try:

@@ -63,6 +63,12 @@ class Grid:
     gpus: tuple = ()
     #: the emulated cluster (train_cifar.py's --emulate), or None
     emulate: str = None
+    #: --tune-lr: the learning rates each paradigm tries first, on seeds of its own, and the
+    #: trials of each (:func:`plan_tuning`); () for the preset's one rate
+    tune_lr: tuple = ()
+    tune_trials: int = 3
+    #: the rate each paradigm runs its trials with, once tuned (arm name -> lr)
+    arm_lr: dict = dataclasses.field(default_factory=dict)
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
@@ -82,9 +88,15 @@ class Grid:
         return self.train_script or 'python -m ' + TRAIN_MODULE
 
     def identity(self):
-        """The IDENTITY fields as a JSON-ready dict (what ``grid.json`` holds)."""
+        """The IDENTITY fields as a JSON-ready dict (what ``grid.json`` holds); with
+        --tune-lr also the rates tried and their trials."""
+        keys = self.IDENTITY + (('tune_lr', 'tune_trials') if self.tune_lr else ())
         return {k: (list(v) if isinstance(v, tuple) else v)
-                for k, v in ((k, getattr(self, k)) for k in self.IDENTITY)}
+                for k, v in ((k, getattr(self, k)) for k in keys)}
+
+    def lr_of(self, arm):
+        """The learning rate `arm`'s trials run with: its tuned one, else the grid's."""
+        return self.arm_lr.get(arm.name, self.lr)
 
 
 def bad_option(flag, value, accepted):
@@ -176,6 +188,7 @@ def resolve_grid(args):
         raise bad_option('--workers', args.workers, '%d with preset %s (its emulated cluster '
                          'has %d workers)' % (preset.workers, preset.name, preset.workers))
     arms = _select_arms(args.paradigms, preset)
+    tune_lr, tune_trials = _tuning(args)
     gpus = _gpu_flags(args, workers)
     model = args.model or preset.model
     train_script = None
@@ -195,7 +208,33 @@ def resolve_grid(args):
                 lr_decay_epochs=decay_epochs, slowdown=slowdown,
                 num_iterations=preset.num_iterations, seed=args.seed, arms=arms, trials=trials,
                 targets=targets, timeout_s=timeout, train_script=train_script,
-                paper_table=preset.paper_table, gpus=gpus, emulate=preset.emulate)
+                paper_table=preset.paper_table, gpus=gpus, emulate=preset.emulate,
+                tune_lr=tune_lr, tune_trials=tune_trials)
+
+
+def _tuning(args):
+    """(rates, trials) of --tune-lr / --tune-trials; ((), 3) without --tune-lr."""
+    text, trials_text = getattr(args, 'tune_lr', None), getattr(args, 'tune_trials', None)
+    if text is None:
+        if trials_text is not None:
+            raise bad_option('--tune-trials', trials_text, 'nothing without --tune-lr')
+        return (), 3
+    try:
+        rates = tuple(sorted({float(x) for x in text.split(',') if x.strip()}))
+    except ValueError:
+        rates = ()
+    if not rates or not all(math.isfinite(r) and 0 < r < 10 for r in rates):
+        raise bad_option('--tune-lr', text, 'comma-separated learning rates in (0, 10), e.g. '
+                         '0.001,0.003,0.01')
+    trials = 3
+    if trials_text is not None:
+        try:
+            trials = int(trials_text)
+        except ValueError:
+            trials = 0
+        if trials < 1:
+            raise bad_option('--tune-trials', trials_text, 'an integer >= 1')
+    return rates, trials
 
 
 def _gpu_flags(args, workers):
@@ -254,17 +293,20 @@ def trial_seed(grid, trial):
     return grid.seed + trial - 1
 
 
-def run_command(grid, arm, trial, directory):
-    """The launcher command line of one run (a list of arguments)."""
+def run_command(grid, arm, trial, directory, lr=None, seed=None):
+    """The launcher command line of one run (a list of arguments); `lr` and `seed` replace
+    the arm's rate and the trial's seed (the tuning runs)."""
     python = sys.executable
+    lr = grid.lr_of(arm) if lr is None else lr
+    seed = trial_seed(grid, trial) if seed is None else seed
     cmd = [python, '-m', 'mxnet_ssp.launch', '-n', str(grid.workers), '-s', str(grid.servers),
            '--launcher', 'local', *grid.gpus, '--timeout', '%.6g' % grid.timeout_s
            if grid.timeout_s < 1e6 else '%.0f' % grid.timeout_s,
            *grid.train_argv(python),
            '--model', grid.model, '--dataset', grid.dataset,
            '--batch-size', str(grid.batch_size), '--num-epochs', str(grid.epochs),
-           '--lr', '%g' % grid.lr, '--momentum', '%g' % grid.momentum, '--wd', '%g' % grid.wd,
-           '--seed', str(trial_seed(grid, trial)), '--save-dir', directory,
+           '--lr', '%g' % lr, '--momentum', '%g' % grid.momentum, '--wd', '%g' % grid.wd,
+           '--seed', str(seed), '--save-dir', directory,
            '--log-interval', '0'] + arm.train_flags(grid.bsp_average) + list(grid.extra_flags)
     if grid.dataset.startswith('cifar'):
         cmd += ['--data-dir', grid.run_data_dir or grid.data_dir]
@@ -287,6 +329,8 @@ def run_signature(grid, arm, trial):
     --out directory or a new --timeout does not redo finished runs.
     """
     signature = dict(grid.identity(), arm=arm.name, seed=trial_seed(grid, trial))
+    if grid.lr_of(arm) != grid.lr:     # a tuned rate: another run (absent otherwise)
+        signature['lr'] = grid.lr_of(arm)
     if grid.gpus:                    # runs on GPUs are other runs (absent before the flags)
         signature['gpus'] = list(grid.gpus)
     return signature
@@ -305,3 +349,60 @@ def plan(grid, out):
             runs.append((arm, trial, directory, run_command(grid, arm, trial, directory),
                          run_signature(grid, arm, trial)))
     return runs
+
+
+# -- --tune-lr: each paradigm's learning rate, chosen on seeds of its own --------------------
+
+#: the tuning runs' seeds start here after the grid's seed (trial k: seed + 1000 + k - 1), so
+#: no seed of a tuning run is a seed of a trial
+TUNE_SEED_OFFSET = 1000
+
+
+def lr_candidates(grid, arm):
+    """The rates `arm` tries: --tune-lr's, and for BSP also each times the number of workers
+    (BSP averages the workers' gradients: the summed gradient's rate)."""
+    rates = set(grid.tune_lr)
+    if arm.family == 'bsp':
+        rates |= {lr * grid.workers for lr in grid.tune_lr}
+    return sorted(rates)
+
+
+def tune_seed(grid, k):
+    return grid.seed + TUNE_SEED_OFFSET + k - 1
+
+
+def tune_dir(out, arm, lr, k):
+    return os.path.join(out, 'runs', arm.name, 'tune', 'lr%g' % lr, 'trial%d' % k)
+
+
+def plan_tuning(grid, out):
+    """Every tuning run: (arm, lr, k, directory, command, signature), tuning trial k of every
+    candidate of every arm, trial-major like :func:`plan`."""
+    runs = []
+    for k in range(1, grid.tune_trials + 1):
+        for arm in grid.arms:
+            for lr in lr_candidates(grid, arm):
+                directory = tune_dir(out, arm, lr, k)
+                signature = dict(grid.identity(), arm=arm.name, seed=tune_seed(grid, k),
+                                 lr=lr, tuning=True)
+                if grid.gpus:
+                    signature['gpus'] = list(grid.gpus)
+                runs.append((arm, lr, k, directory,
+                             run_command(grid, arm, k, directory, lr=lr,
+                                         seed=tune_seed(grid, k)), signature))
+    return runs
+
+
+def choose_lr(results):
+    """The rate to run with, from `results`: lr -> [(seconds to the target or inf, final
+    accuracy or None), one per tuning trial].  The smallest median time wins (a trial that
+    never reached the target counts as infinitely long); then the higher median final
+    accuracy; then the smaller rate.  None if no rate has a finished trial."""
+    def key(lr):
+        times = sorted(t for t, _ in results[lr])
+        finals = sorted(a for _, a in results[lr] if a is not None)
+        median_time = times[(len(times) - 1) // 2]
+        median_final = finals[(len(finals) - 1) // 2] if finals else -1.0
+        return (median_time, -median_final, lr)
+    tried = [lr for lr in results if results[lr]]
+    return min(tried, key=key) if tried else None

@@ -10,7 +10,7 @@ import shlex
 import numpy as np
 
 from .collect import gather
-from .files import write_json
+from .files import read_json, write_json
 from .grid import run_command, run_dir
 from .lab_report import lab_sections
 from .plots import make_plots
@@ -318,12 +318,47 @@ def results_json(grid, rows, average):
     }
 
 
+def tuned_section(grid, tuned):
+    """The report's lines on --tune-lr: per paradigm, each rate's median time to the target
+    on the tuning seeds, and the rate its trials ran with."""
+    lines = ['## Learning rate per paradigm (--tune-lr)', '',
+             'Each paradigm first ran at every rate (BSP also at each times the %d workers) on '
+             'seeds %d on, %d trial(s) each; its trials then ran at the rate that reached %g '
+             'soonest (median over the tuning trials; never = infinitely long; ties: the higher '
+             'final accuracy, then the smaller rate). The tuning seeds are none of the trials\' '
+             'seeds.' % (grid.workers, grid.seed + 1000, grid.tune_trials, grid.targets[-1]), '',
+             '| paradigm | rate: median seconds to %g (reached / trials) | chosen |'
+             % grid.targets[-1], '|---|---|---:|']
+    for arm in grid.arms:
+        entry = tuned.get(arm.name)
+        if not entry:
+            continue
+        parts = []
+        for rate, result in sorted(entry['candidates'].items(), key=lambda kv: float(kv[0])):
+            times = sorted(float('inf') if t is None else t for t in result['times_s'])
+            if not times:
+                parts.append('%s: no finished run' % rate)
+                continue
+            median = times[(len(times) - 1) // 2]
+            parts.append('%s: %s (%d/%d)' % (rate, 'never' if median == float('inf')
+                                             else '%.1f' % median,
+                                             sum(1 for t in times if t != float('inf')),
+                                             len(times)))
+        chosen = entry.get('chosen')
+        lines.append('| %s | %s | %s |' % (arm.label, '; '.join(parts),
+                                           '-' if chosen is None else '%g' % chosen))
+    return lines + ['']
+
+
 def write_report(grid, out, plots_on=True, command_line=None):
     """Read every run under `out`, write plots, report.md and results.json; return rows."""
     rows = summarize(grid, gather(grid, out))
     average = ssp_average(rows)
     plots = make_plots(grid, out, rows, average) if plots_on else ()
     text = build_report(grid, out, rows, average, plots, command_line)
+    tuned = read_json(os.path.join(out, 'tuned_lr.json')) if grid.tune_lr else None
+    if tuned:
+        text = text.rstrip('\n') + '\n\n' + '\n'.join(tuned_section(grid, tuned)) + '\n'
     with open(os.path.join(out, 'report.md'), 'w') as f:
         f.write(text)
     write_json(os.path.join(out, 'results.json'), results_json(grid, rows, average))

@@ -8,6 +8,7 @@ running job's launcher, which stops every process of the job.
 """
 import glob
 import logging
+import math
 import os
 import re
 import shlex
@@ -21,7 +22,7 @@ import numpy as np
 
 from ... import config as cfg
 from .files import read_json, read_jsonl, write_json
-from .grid import MARKER, plan, run_signature, trial_seed
+from .grid import MARKER, choose_lr, lr_candidates, plan, plan_tuning, run_signature, trial_seed
 from .presets import LAB_SNAPSHOT_S
 from .stats import time_to_target
 
@@ -333,6 +334,72 @@ def eta_text(durations, left):
     return '; %d run%s left, about %s to go' % (
         left, '' if left == 1 else 's',
         '%.0f min' % (seconds / 60.0) if seconds < 5400 else '%.1f h' % (seconds / 3600.0))
+
+
+TUNED_FILE = 'tuned_lr.json'
+
+
+def run_tuning(grid, out):
+    """--tune-lr: run every unfinished tuning run, then choose each paradigm's rate
+    (:func:`.grid.choose_lr`), set ``grid.arm_lr`` and write ``<out>/tuned_lr.json``.
+    Returns the number of tuning runs that failed."""
+    from .collect import collect_run           # (collect imports this module's neighbours)
+    runs = plan_tuning(grid, out)
+    todo = sum(1 for run in runs if not is_done(run[3], run[5]))
+    logger.info('--tune-lr: %d tuning run(s) to do, %d finished earlier (rates %s, %d trial(s) '
+                'each, seeds from %d)', todo, len(runs) - todo,
+                ', '.join('%g' % r for r in grid.tune_lr), grid.tune_trials,
+                runs[0][5]['seed'] if runs else 0)
+    failed = 0
+    durations = []
+    for index, (arm, lr, k, directory, command, signature) in enumerate(runs, 1):
+        if is_done(directory, signature):
+            continue
+        tag = '[tune %d/%d] %s lr %g trial %d' % (index, len(runs), arm.name, lr, k)
+        logger.info('%s: running', tag)
+        marker = execute_run(grid, arm, k, directory, command)
+        marker.update(signature=signature, seed=signature['seed'], lr=lr, tuning=True)
+        write_json(os.path.join(directory, MARKER), marker)
+        durations.append(marker['duration_s'])
+        eta = eta_text(durations, todo - len(durations))
+        if marker['status'] == 'ok':
+            logger.info('%s: done in %.1f s%s', tag, marker['duration_s'], eta)
+        else:
+            failed += 1
+            logger.error('%s: FAILED: %s (see %s)%s', tag, marker['reason'],
+                         os.path.join(directory, 'job.log'), eta)
+    chosen = {}
+    for arm in grid.arms:
+        results = {}
+        for lr in lr_candidates(grid, arm):
+            results[lr] = []
+            for run in runs:
+                if run[0] is arm and run[1] == lr and is_done(run[3], run[5]):
+                    numbers = collect_run(run[3], arm)
+                    reached = time_to_target(numbers['curve'], grid.targets[-1])
+                    results[lr].append((math.inf if reached is None else reached,
+                                        numbers['final_accuracy']))
+        lr = choose_lr(results)
+        if lr is not None:
+            grid.arm_lr[arm.name] = lr
+        chosen[arm.name] = {'chosen': lr, 'target': grid.targets[-1], 'candidates': {
+            '%g' % r: {'times_s': [None if math.isinf(t) else t for t, _ in v],
+                       'final_accuracy': [a for _, a in v]} for r, v in results.items()}}
+        logger.info('--tune-lr: %s runs with lr %s', arm.name,
+                    'the grid\'s %g (no tuning run finished)' % grid.lr if lr is None
+                    else '%g' % lr)
+    write_json(os.path.join(out, TUNED_FILE), chosen)
+    return failed
+
+
+def load_tuned(grid, out):
+    """Set ``grid.arm_lr`` from ``<out>/tuned_lr.json`` (an earlier invocation's choice), if
+    the grid tunes and the file is there."""
+    chosen = read_json(os.path.join(out, TUNED_FILE)) if grid.tune_lr else None
+    for arm in grid.arms:
+        lr = (chosen or {}).get(arm.name, {}).get('chosen')
+        if lr is not None:
+            grid.arm_lr[arm.name] = lr
 
 
 def run_grid(grid, out, keep_checkpoints=False, cost=None):
