@@ -154,9 +154,11 @@ def test_median_interval_keeps_infinite_times():
     assert math.isinf(point) and low == 1.0 and math.isinf(high)
 
 
-def trial(seed, reach_at, final=0.94):
-    """A finished trial whose accuracy jumps from 0.5 to `final` at `reach_at` seconds."""
-    curve = [(1.0, 0.5)] + ([(reach_at, final)] if reach_at is not None else [(500.0, 0.6)])
+def trial(seed, reach_at, final=0.94, end=1000.0):
+    """A finished trial whose accuracy jumps from 0.5 to `final` at `reach_at` seconds; its
+    last evaluation is at `end` seconds."""
+    curve = [(1.0, 0.5)] + ([(reach_at, final), (end, final)] if reach_at is not None
+                            else [(end, 0.6)])
     return {'status': 'ok', 'trial': seed, 'seed': seed, 'curve': curve,
             'final_accuracy': final if reach_at is not None else 0.6}
 
@@ -355,6 +357,28 @@ def test_fewer_than_six_trials_give_no_95_percent_interval_and_no_verdict():
     # a sixth trial each is enough to decide again
     times = {name: ts + [ts[0]] for name, ts in times.items()}
     assert set(by_claim(V.verdicts(rows_for(times), 0.93)).values()) == {'supported'}
+
+
+def test_every_arm_is_censored_at_the_shortest_runs_last_evaluation():
+    # ASP's runs end at 60 s: BSP's later times are past the budget every arm had
+    rows = [{'arm': parse_arm('asp'), 'trials': [trial(i, 50 + i, end=60.0) for i in range(6)]},
+            {'arm': parse_arm('bsp'), 'trials': [trial(i, t) for i, t in
+                                                 enumerate([55, 58, 70, 90, 61, 59])]}]
+    assert V.common_budget(rows) == 60.0
+    assert V.trial_times(rows[1]['trials'], 0.93, 60.0) == [55, 58, math.inf, math.inf,
+                                                              math.inf, 59]
+    assert V.trial_times(rows[1]['trials'], 0.93) == [55, 58, 70, 90, 61, 59]
+    assert V.common_budget([]) is None
+    import types
+    from mxnet_ssp.experiments.reproduce.lab_report import _medians
+    from mxnet_ssp.lab.profiles import get_scenario
+    for row in rows:
+        for t in row['trials']:
+            t.update(it_per_s={0: 10.0, 1: 4.0}, idle_share={0: 0.2, 1: 0.1},
+                     staleness={'mean': 1.0})
+    text = '\n'.join(_medians(types.SimpleNamespace(targets=(0.93,)), get_scenario('mixed-2'),
+                              rows))
+    assert 'counted only up to 60.0 s' in text and '(3/6)' in text
 
 
 def test_the_medians_table_renders_with_and_without_intervals():

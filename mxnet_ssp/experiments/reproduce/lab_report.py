@@ -8,7 +8,8 @@ import numpy as np
 
 from ...lab.profiles import get_scenario
 from .paired import LEVEL, MIN_TRIALS, family_level, fmt_interval, median_interval
-from .verdicts import (SIM_TOLERANCE, _fmt_interval, balance_verdicts, measured_rates,
+from .verdicts import (SIM_TOLERANCE, _fmt_interval, balance_verdicts, common_budget,
+                       measured_rates,
                        sim_vs_lab, trial_accuracies, trial_times, verdicts)
 
 #: the DSSP arms whose verdicts get a column, in this order
@@ -84,14 +85,18 @@ def _medians(grid, scenario, rows):
     head = (['paradigm'] + ['time to %g (s)' % t for t in grid.targets]
             + ['final accuracy', 'non-compute share (fast workers)', 'held (share)',
                'grants / holds', 'staleness mean'])
+    budget = common_budget(rows)
     lines = ['## Medians with their intervals', '',
              'Median over the trials [interval] and the interval\'s coverage: the order '
              'statistics that cover the median with probability at least %d%% whatever the '
              'distribution (at least %d trials); with fewer, [min, max] and its lower '
              'coverage, marked "< %d%%". Times: seconds of training until the test accuracy '
              'first reached the target ("never": at least half the trials did not; (k/n): '
-             'trials that reached it). Each arm on its own: the verdicts below compare arms '
-             'seed by seed.' % (100 * LEVEL, MIN_TRIALS, 100 * LEVEL), '',
+             'trials that reached it), counted only up to %s, the shortest run\'s last '
+             'evaluation, the same wall-clock budget for every arm. Each arm on its own: the '
+             'verdicts below compare arms seed by seed.'
+             % (100 * LEVEL, MIN_TRIALS, 100 * LEVEL,
+                'no budget' if budget is None else '%.1f s' % budget), '',
              '| ' + ' | '.join(head) + ' |', '|---' + '|---:' * (len(head) - 1) + '|']
     for row in rows:
         trials = [t for t in row['trials'] if t['status'] == 'ok']
@@ -99,7 +104,7 @@ def _medians(grid, scenario, rows):
             continue
         cells = [row['arm'].label]
         for target in grid.targets:
-            times = trial_times(trials, target)
+            times = trial_times(trials, target, budget)
             cells.append(_cell(median_interval(times), '%.1f',
                                (sum(1 for x in times if not math.isinf(x)), len(times))))
         cells.append(_cell(median_interval(trial_accuracies(trials)), '%.3f'))
@@ -132,7 +137,8 @@ def verdict_table(rows, target):
              if any(r['arm'].name == name and r['ok'] for r in rows)]
     if not modes:
         return []
-    results = {mode: verdicts(rows, target, name) for name, mode in modes}
+    budget = common_budget(rows)
+    results = {mode: verdicts(rows, target, name, budget=budget) for name, mode in modes}
     lines = ['## Verdicts', '',
              'One row per claim of the paper (Table I\'s order first), time to %g test '
              'accuracy, decided **seed by seed**: trial k of every paradigm shares its seed, '
@@ -167,7 +173,7 @@ def verdict_table(rows, target):
 
 
 def _balance(rows, target):
-    results = balance_verdicts(rows, target)
+    results = balance_verdicts(rows, target, budget=common_budget(rows))
     if not results:
         return []
     lines = ['## Batch balancing', '',

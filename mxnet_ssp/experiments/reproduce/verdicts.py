@@ -123,23 +123,34 @@ def _fmt_interval(interval, fmt='%.2f'):
 # ---------------------------------------------------------------------------
 # trial records
 
-def trial_times(trials, target):
-    """Seconds to `target` of every finished trial (inf where never reached)."""
-    return list(seed_times(trials, target).values())
+def trial_times(trials, target, budget=None):
+    """Seconds to `target` of every finished trial (inf where never reached, or reached after
+    `budget` seconds)."""
+    return list(seed_times(trials, target, budget).values())
 
 
 def trial_accuracies(trials):
     return list(seed_accuracies(trials).values())
 
 
-def seed_times(trials, target):
-    """{seed: seconds to `target`} of every finished trial (inf where never reached)."""
+def seed_times(trials, target, budget=None):
+    """{seed: seconds to `target`} of every finished trial (inf where never reached, or only
+    after `budget` seconds: every arm is censored at the same wall-clock time)."""
     out = {}
     for r in trials:
         if r['status'] == 'ok':
             t = time_to_target(r['curve'], target)
-            out[r['seed']] = math.inf if t is None else t
+            out[r['seed']] = math.inf if t is None or (budget is not None and t > budget) else t
     return out
+
+
+def common_budget(rows):
+    """The wall-clock budget every arm's times are censored at: the shortest finished run's
+    last evaluation (its curve's end), so no arm is judged on time another arm did not
+    have; None without a curve."""
+    ends = [t['curve'][-1][0] for r in rows for t in r['trials']
+            if t['status'] == 'ok' and t.get('curve')]
+    return min(ends) if ends else None
 
 
 def seed_accuracies(trials):
@@ -215,7 +226,7 @@ def _claim(title, parts, rule, paired=paired_ratio, unpaired=ratio_interval, fmt
     return Verdict(title, verdict, evidence, second)
 
 
-def verdicts(rows, target, dssp_name='dssp', unpaired=True):
+def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None):
     """One verdict per claim of the paper, for the DSSP arm called `dssp_name`.
 
     Parameters
@@ -227,6 +238,9 @@ def verdicts(rows, target, dssp_name='dssp', unpaired=True):
     unpaired : bool
         Also compute the unpaired reading (2,000 bootstrap resamples per comparison); off, its
         texts are empty (what :mod:`.design`'s power simulation uses).
+    budget : float, optional
+        Censor every arm's times at this many seconds (:func:`common_budget`; the lab report
+        passes it).
 
     Returns
     -------
@@ -235,7 +249,7 @@ def verdicts(rows, target, dssp_name='dssp', unpaired=True):
     [bootstrap interval] at the same level.
     """
     by_name = {r['arm'].name: r['trials'] for r in rows}
-    times = {name: seed_times(trials, target) for name, trials in by_name.items()}
+    times = {name: seed_times(trials, target, budget) for name, trials in by_name.items()}
     ssp = [a.name for a in sorted((r['arm'] for r in rows if r['arm'].family == 'ssp'
                                    and not r['arm'].balance and times[r['arm'].name]),
                                   key=lambda a: a.staleness)]
@@ -382,7 +396,7 @@ def sim_vs_lab(rows, scenario, iterations):
     return out
 
 
-def balance_verdicts(rows, target, unpaired=True):
+def balance_verdicts(rows, target, unpaired=True, budget=None):
     """Batch balancing's goal: time to `target` no later than ASP's (issue 11), and against
     the same store unbalanced, compared seed by seed.
 
@@ -392,7 +406,7 @@ def balance_verdicts(rows, target, unpaired=True):
     or None, unbalanced arm's name, paired Interval vs it), one per ``-balance`` arm with a
     finished trial.
     """
-    times = {r['arm'].name: seed_times(r['trials'], target) for r in rows}
+    times = {r['arm'].name: seed_times(r['trials'], target, budget) for r in rows}
     out = []
     for row in rows:
         arm = row['arm']
