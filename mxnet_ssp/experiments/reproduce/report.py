@@ -14,7 +14,7 @@ from .files import read_json, write_json
 from .grid import run_command, run_dir
 from .lab_report import lab_sections
 from .plots import make_plots
-from .presets import PRESETS
+from .presets import LAB_SNAPSHOT_S, PRESETS
 from .stats import average_curves, median_trial, time_to_target
 
 
@@ -119,8 +119,9 @@ def _time_to_targets(grid, rows, average):
     lines.append('')
     lines.append('Median trial of each paradigm by final test accuracy, as in the paper; '
                  '"-": not reached. Times are seconds of training (worker 0\'s clock from its '
-                 'first iteration), test accuracy measured by worker 0 at the end of each of '
-                 'its epochs.')
+                 'first iteration), test accuracy measured by worker 0 %s.'
+                 % ('on copies of its weights taken every %g s of training (--snapshot-every)'
+                    % LAB_SNAPSHOT_S if grid.emulate else 'at the end of each of its epochs'))
     lines.append('')
     head = ['paradigm'] + ['time to %g (s)' % t for t in targets] + [
         'time to %g over trials (s)' % targets[0], 'final accuracy', 'iterations/worker',
