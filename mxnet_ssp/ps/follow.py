@@ -21,8 +21,9 @@ controller                 process's stdout, or a callback when it    the job, t
 the scheduler              the ps-lite connections of the other       fewer than before stay
                            nodes to it (``DMLC_NUM_WORKER`` +         open for GRACE_S
                            ``DMLC_NUM_SERVER`` expected)
-every server               its ps-lite connection to the scheduler    it stays closed for
-                                                                      GRACE_S
+every server, and every    its ps-lite connection to the scheduler    it stays closed for
+worker of an mxnet-ssp                                                GRACE_S
+store (:func:`follow_scheduler`)
 =========================  =========================================  ========================
 
 Each ends the process with :data:`mxnet_ssp.ps._process.FATAL_EXIT` (1) and a message saying
@@ -30,7 +31,8 @@ what it saw (:func:`mxnet_ssp.ps._process.end_job`).  After a worker died the ch
 controller fails the job and the surviving workers exit 1 naming the dead rank; the server
 hosting the controller ends as soon as they hung up; the scheduler sees the workers' (and
 servers') connections close and ends :data:`GRACE_S` later; any other server sees the
-scheduler's connection close and ends :data:`GRACE_S` after that.  A process is only ever
+scheduler's connection close and ends :data:`GRACE_S` after that, and so does a worker that
+nothing else told (the asynchronous stores have no controller).  A process is only ever
 ended while its main thread is inside MXNet's server loop (:func:`in_server_loop`): once the
 loop has returned (the job finished) the thread stands down, so a healthy job ends as before.
 
@@ -60,7 +62,8 @@ import time
 from . import _process
 from .. import config as cfg
 
-__all__ = ['follow_job', 'follow_controller_process', 'controller_failed', 'in_server_loop',
+__all__ = ['follow_job', 'follow_scheduler', 'leaving', 'follow_controller_process',
+           'controller_failed', 'in_server_loop',
            'LinkFollower', 'tcp_links', 'GRACE_S', 'POLL_S', 'DRAIN_S']
 
 logger = logging.getLogger(__name__)
@@ -246,7 +249,7 @@ def _scheduler_watch(environ):
     return expected, count, message
 
 
-def _server_watch(environ):
+def _node_watch(environ, who, ending):
     host, port = environ['DMLC_PS_ROOT_URI'], int(environ['DMLC_PS_ROOT_PORT'])
     addresses = _addresses(host)
 
@@ -254,17 +257,28 @@ def _server_watch(environ):
         return len(links_to(tcp_links(), addresses, port))
 
     def message(n, follower, lost):
-        return ('server (pid %d): the scheduler at %s:%d closed its connection %.1f s ago (it '
-                'ended: the job failed or was stopped); ending this server, whose loop would '
-                'wait for it for ever' % (os.getpid(), host, port, lost))
+        return ('%s: the scheduler at %s:%d closed its connection %.1f s ago (it ended: the '
+                'job failed or was stopped); %s' % (who, host, port, lost, ending))
     return 1, count, message
 
 
-def _watch(role, environ, poll=POLL_S, grace=GRACE_S):
-    """The thread: follow this process's ps-lite connections while the loop runs."""
+def _watch(role, environ, poll=POLL_S, grace=GRACE_S, active=in_server_loop, who=None):
+    """The thread: follow this process's ps-lite connections while ``active()``.
+
+    It waits until ``active()`` is first true (the loop runs, the store exists) and
+    stands down when it is false again (the loop returned, the store is being freed).
+    """
     try:
-        expected, count, message = (_scheduler_watch if role == 'scheduler'
-                                    else _server_watch)(environ)
+        if role == 'scheduler':
+            expected, count, message = _scheduler_watch(environ)
+        elif role == 'server':
+            expected, count, message = _node_watch(
+                environ, 'server (pid %d)' % os.getpid(),
+                'ending this server, whose loop would wait for it for ever')
+        else:
+            expected, count, message = _node_watch(
+                environ, who or 'worker', 'exiting: the job cannot finish (no pull or push '
+                'would be answered, ps-lite\'s finalize never completes)')
     except (KeyError, ValueError) as err:
         logger.warning('mxnet-ssp: this %s cannot follow its job (%s: %s); a failed job '
                        'will not end it', role, type(err).__name__, err)
@@ -273,7 +287,7 @@ def _watch(role, environ, poll=POLL_S, grace=GRACE_S):
     entered = complete = False
     while True:
         time.sleep(poll)        # a period between looks, not a synchronization
-        if not in_server_loop():
+        if not active():
             if entered:         # the loop returned: the job ended, this process is exiting
                 return
             continue
@@ -289,7 +303,7 @@ def _watch(role, environ, poll=POLL_S, grace=GRACE_S):
             complete = True
             logger.info('mxnet-ssp: this %s follows its %d ps-lite connection(s) of the job; it '
                         'ends %g s after one closes for good', role, expected, grace)
-        if lost is not None and in_server_loop():
+        if lost is not None and active():
             _process.end_job(message(n, follower, lost))
 
 
@@ -308,6 +322,34 @@ def follow_job(role, environ=None):
         threading.Thread(target=_watch, args=(role, env), daemon=True,
                          name='mxnet-ssp-follow-job').start()
     when_importing('mxnet', start)
+
+
+_worker = {'following': False, 'leaving': False}
+
+
+def follow_scheduler(rank, environ=None):
+    """In a worker of an mxnet-ssp store: end it when the scheduler's connection closes.
+
+    That happens when the job failed (the scheduler ends as its other nodes' connections
+    close) or the scheduler was killed.  It matters where nothing else tells the worker:
+    the asynchronous stores (``dist_async``, ``dist_softsync``) have no controller, and a
+    worker killed under them leaves the others training until their exit.  Call once the
+    native store exists; :func:`leaving` before it is freed (ps-lite's finalize, after
+    which the scheduler closes its connections).  Idempotent; returns at once.
+    """
+    if _worker['following']:
+        return
+    _worker['following'] = True
+    env = dict(os.environ if environ is None else environ)
+    threading.Thread(target=_watch, args=('worker', env),
+                     kwargs={'active': lambda: not _worker['leaving'],
+                             'who': 'worker[%d]' % rank},
+                     daemon=True, name='mxnet-ssp-follow-scheduler').start()
+
+
+def leaving():
+    """This worker enters ps-lite's finalize: the scheduler may close its connection now."""
+    _worker['leaving'] = True
 
 
 def controller_failed(message):

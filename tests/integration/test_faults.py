@@ -78,16 +78,27 @@ def test_worker_sigkill_under_stock_launch_ends_the_whole_job_in_bound(tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('store,servers', [('dist_ssp', 2), ('dist_async', 1)])
-def test_worker_sigkill_under_stock_launch_other_stores_and_two_servers(tmp_path, store,
-                                                                        servers):
-    result = _trial(tmp_path, 'worker-kill', store=store, servers=servers)
-    roles = _check_whole_job_ended(result, servers)
+def test_worker_sigkill_under_stock_launch_two_servers(tmp_path):
+    result = _trial(tmp_path, 'worker-kill', store='dist_ssp', servers=2)
+    roles = _check_whole_job_ended(result, servers=2)
     (w0,) = roles['worker']
     assert w0['names_dead'], w0['printed']
-    # the server hosting the controller names the dead rank; another follows the scheduler
-    assert any('the job failed: worker 1' in line
-               for s in roles['server'] for line in s['printed']), roles['server']
+    # the server hosting the controller names the dead rank; the other follows the scheduler
+    texts = ['\n'.join(s['printed']) for s in roles['server']]
+    assert sum('the job failed: worker 1 disconnected' in t for t in texts) == 1, texts
+    assert sum('the scheduler at 127.0.0.1:' in t for t in texts) == 1, texts
+
+
+@pytest.mark.slow
+def test_worker_sigkill_under_stock_launch_async_store(tmp_path):
+    """dist_async has no controller: nothing tells the survivor, which would train on; every
+    process ends through the scheduler (it sees the dead worker's connection close), the
+    server and the survivor when the scheduler's closes.  No process can name the rank."""
+    result = _trial(tmp_path, 'worker-kill', store='dist_async')
+    roles = _check_whole_job_ended(result)
+    for row in roles['worker'] + roles['server']:
+        assert any('the scheduler at 127.0.0.1:' in line and 'closed its connection' in line
+                   for line in row['printed']), row
 
 
 @pytest.mark.slow

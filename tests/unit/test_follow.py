@@ -267,3 +267,68 @@ def test_a_scheduler_whose_loop_returned_is_left_alone(tmp_path):
             proc.communicate()
     assert proc.returncode == 0, err
     assert 'loop returned' in out and err == ''
+
+
+# -- the thread in a stand-in worker of an mxnet-ssp store ------------------------
+
+_WORKER = '''
+import logging, socket, sys, threading
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+from mxnet_ssp.ps import follow
+port = int(sys.argv[1])
+env = {"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(port)}
+leaving = []
+threading.Thread(target=follow._watch, args=("worker", env, 0.02, 0.5),
+                 kwargs={"active": lambda: not leaving, "who": "worker[3]"}, daemon=True).start()
+link = socket.create_connection(("127.0.0.1", port))
+for line in sys.stdin:
+    leaving.append(line)        # "leave": like free_native, before ps-lite's finalize
+    print("left", flush=True)
+'''
+
+
+def _stand_in_worker():
+    listener = socket.create_server(('127.0.0.1', 0))
+    port = listener.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, '-c', _WORKER, str(port)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    scheduler_side, _ = listener.accept()
+    listener.close()
+    line = proc.stderr.readline()
+    assert 'worker follows its 1 ps-lite connection(s)' in line, line
+    return proc, scheduler_side, port
+
+
+@LINUX
+def test_a_worker_whose_scheduler_closed_its_connection_exits_1():
+    proc, scheduler_side, port = _stand_in_worker()
+    try:
+        scheduler_side.close()              # the scheduler ended
+        proc.wait(timeout=BOUND_S)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert proc.returncode == 1, err
+    assert ('mxnet-ssp: worker[3]: the scheduler at 127.0.0.1:%d closed its connection' % port
+            in err), err
+
+
+@LINUX
+def test_a_worker_that_entered_the_finalize_is_left_alone():
+    proc, scheduler_side, port = _stand_in_worker()
+    try:
+        proc.stdin.write('leave\n')
+        proc.stdin.flush()
+        assert proc.stdout.readline() == 'left\n'
+        scheduler_side.close()              # the barrier passed: the scheduler hangs up
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=2.0)          # 4 times the grace: the thread stood down
+        out, err = proc.communicate('', timeout=BOUND_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert proc.returncode == 0 and 'mxnet-ssp' not in err, err
