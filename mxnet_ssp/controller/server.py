@@ -101,7 +101,9 @@ class ControllerServer(FrameServer):
         ``on_failed(message)`` once the job failed and the workers hung up (see
         Contracts).
     drain : float
-        Seconds after a failure that ``on_failed`` waits at most for them.
+        Seconds after a failure that ``on_failed`` waits at most for them: the
+        ERROR sent to a worker must not be lost in a connection reset because
+        the process hosting the controller ended first.
     """
 
     def __init__(self, policy, secret, host='127.0.0.1', port=0, timeout=300.0,

@@ -17,13 +17,14 @@ process                    follows                                    and ends w
 the server hosting the     the synchronization controller (its        the controller failed
 controller                 process's stdout, or a callback when it    the job, told the
                            runs on a thread of the server)            workers, and they hung up
-                                                                      (at most DRAIN_S)
+                                                                      (at most 5 s: its
+                                                                      ``drain``)
 the scheduler              the ps-lite connections of the other       fewer than before stay
                            nodes to it (``DMLC_NUM_WORKER`` +         open for GRACE_S
                            ``DMLC_NUM_SERVER`` expected)
 every server, and every    its ps-lite connection to the scheduler    it stays closed for
-worker of an mxnet-ssp                                                GRACE_S
-store (:func:`follow_scheduler`)
+worker of an mxnet-ssp     (a worker: :func:`follow_scheduler`)       GRACE_S
+store
 =========================  =========================================  ========================
 
 Each ends the process with :data:`mxnet_ssp.ps._process.FATAL_EXIT` (1) and a message saying
@@ -64,7 +65,7 @@ from .. import config as cfg
 
 __all__ = ['follow_job', 'follow_scheduler', 'leaving', 'follow_controller_process',
            'controller_failed', 'in_server_loop',
-           'LinkFollower', 'tcp_links', 'GRACE_S', 'POLL_S', 'DRAIN_S']
+           'LinkFollower', 'tcp_links', 'GRACE_S', 'POLL_S']
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +73,6 @@ logger = logging.getLogger(__name__)
 GRACE_S = 10.0
 #: Seconds between two looks at this process's connections.
 POLL_S = 0.5
-#: Seconds the controller, once it failed the job, waits for the workers to hang up before
-#: the server hosting it ends (the ERROR it sent them must not be lost in a reset connection).
-DRAIN_S = 5.0
 
 # MXNet's server loop: KVStoreServer.run, which calls MXKVStoreRunServer
 _LOOP_FUNCTION = 'run'
