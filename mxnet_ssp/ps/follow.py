@@ -33,14 +33,19 @@ controller fails the job and the surviving workers exit 1 naming the dead rank; 
 hosting the controller ends as soon as they hung up; the scheduler sees the workers' (and
 servers') connections close and ends :data:`GRACE_S` later; any other server sees the
 scheduler's connection close and ends :data:`GRACE_S` after that, and so does a worker that
-nothing else told (the asynchronous stores have no controller).  A process is only ever
-ended while its main thread is inside MXNet's server loop (:func:`in_server_loop`): once the
-loop has returned (the job finished) the thread stands down, so a healthy job ends as before.
+nothing else told (the asynchronous stores have no controller).  A scheduler or server is
+only ever ended while its main thread is inside MXNet's server loop (:func:`in_server_loop`),
+a worker only between its native store's creation and the start of its finalize
+(:func:`leaving`): once past that (the job finished) the thread stands down, so a healthy
+job ends as before.
 
 Why the grace: in a job that ends normally no ps-lite connection closes before every node
-has passed the finalize barrier, and each process leaves the loop milliseconds after it;
-during start-up ps-lite may replace a node's connection to the scheduler (close, then
-connect again).  Both last far less than :data:`GRACE_S`.
+has passed the finalize barrier, and each process leaves the loop milliseconds after it (a
+server has drained its update queue before it enters the barrier: the stop command the
+workers send comes after every push); during start-up ps-lite may replace a node's
+connection to the scheduler (close, then connect again).  Both last far less than
+:data:`GRACE_S`; a server still inside the loop :data:`GRACE_S` after the scheduler left
+at a normal end would be ended with status 1 (not seen).
 
 The connections are this process's own sockets (``/proc/self/fd``, each read through a
 duplicate of its descriptor: addresses and ``TCP_INFO``'s state), so a look costs the same
