@@ -1,7 +1,7 @@
 """What a parameter-server job does when one of its processes fails: measured.
 
-For each (fault, store, launcher) it starts a 2-worker 1-server job on
-127.0.0.1 running benchmarks/fault_job.py, waits until both workers have
+For each (fault, store, launcher) it starts a 2-worker job with ``--servers``
+servers (default 1) on 127.0.0.1 running benchmarks/fault_job.py, waits until both workers have
 made ``--warmup`` steps (read from the progress files the job writes), injects
 the fault, and records, per process of the job: its exit status, the time
 from the fault to its exit (or that it was still running at the bound), the
@@ -156,12 +156,12 @@ def _label(info):
     return info['role']
 
 
-def launcher_argv(launcher, store, out, timeout):
+def launcher_argv(launcher, store, out, timeout, servers=1):
     job = [sys.executable] + JOB + ['--kvstore', store, '--out', out]
+    sizes = ['-n', '2', '-s', str(servers), '--launcher', 'local']
     if launcher == 'stock':
-        return [sys.executable] + STOCK + ['-n', '2', '-s', '1', '--launcher', 'local'] + job
-    return ([sys.executable, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher',
-             'local', '--timeout', '%g' % timeout] + job)
+        return [sys.executable] + STOCK + sizes + job
+    return [sys.executable, '-m', 'mxnet_ssp.launch'] + sizes + ['--timeout', '%g' % timeout] + job
 
 
 def _tail(path, offset, n, width=220):
@@ -203,7 +203,7 @@ def run_trial(fault, store, launcher, args, workdir):
     env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
     env.update({TOKEN_VAR: token, 'OMP_NUM_THREADS': '1', 'STOCK_LAUNCH_HOST_IP': '127.0.0.1',
                 'MXNET_SSP_TIMEOUT': '%g' % args.ssp_timeout, 'MXNET_SSP_METRICS_DIR': 'off'})
-    argv = launcher_argv(launcher, store, out, args.launcher_timeout)
+    argv = launcher_argv(launcher, store, out, args.launcher_timeout, args.servers)
     lout = open(os.path.join(workdir, 'launcher.out'), 'wb')
     lerr_path = os.path.join(workdir, 'launcher.err')
     lerr = open(lerr_path, 'wb')
@@ -218,7 +218,7 @@ def run_trial(fault, store, launcher, args, workdir):
         while True:
             procs = job_processes(out)
             ranks = {i['rank']: pid for pid, i in procs.items() if i['role'] == 'worker'}
-            if (len(procs) == 4 and set(ranks) == {0, 1}
+            if (len(procs) == 3 + args.servers and set(ranks) == {0, 1}
                     and min(_steps(out, 0), _steps(out, 1)) >= args.warmup):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -264,9 +264,15 @@ def run_trial(fault, store, launcher, args, workdir):
             launcher_exit = t_end
         # -- record ----------------------------------------------------------
         rows = []
-        for pid, info in sorted(procs.items(), key=lambda kv: (kv[1]['role'], kv[1]['rank'] or 0)):
+        servers = 0
+        for pid, info in sorted(procs.items(), key=lambda kv: (kv[1]['role'], kv[1]['rank'] or 0,
+                                                               kv[0])):
             ex = _read_json(os.path.join(out, 'exit-%d.json' % pid))
-            row = {'process': _label(info), 'pid': pid, 'target': pid == target}
+            label = _label(info)
+            if info['role'] == 'server' and args.servers > 1:
+                label += ' #%d (pid order)' % servers
+                servers += 1
+            row = {'process': label, 'pid': pid, 'target': pid == target}
             if ex is not None:
                 row['rc'] = ex['rc']
                 row['exit_s'] = round(ex['time'] - t_fault, 2)
@@ -336,12 +342,13 @@ def markdown(results, args, argv):
               '* machine: %s, %d cores, Python %s, load average at start %s' % (
                   platform.machine(), os.cpu_count(), platform.python_version(),
                   ' '.join('%.1f' % x for x in os.getloadavg())),
-              '* job: 1 scheduler, 1 server, 2 workers (benchmarks/fault_job.py, gluon.Trainer, '
-              '~%g s emulated compute per step); fault after both workers made %d steps; '
-              '`MXNET_SSP_TIMEOUT=%g` for our stores; mxnet-ssp-launch with `--timeout %g` '
-              '(counted from the job start); each trial watched for %g s after the fault, '
-              'then every process of it killed' % (0.05, args.warmup, args.ssp_timeout,
-                                                   args.launcher_timeout, args.bound),
+              '* job: 1 scheduler, %d server(s), 2 workers (benchmarks/fault_job.py, '
+              'gluon.Trainer, ~%g s emulated compute per step); fault after both workers made '
+              '%d steps; `MXNET_SSP_TIMEOUT=%g` for our stores; mxnet-ssp-launch with '
+              '`--timeout %g` (counted from the job start); each trial watched for %g s after '
+              'the fault, then every process of it killed'
+              % (args.servers, 0.05, args.warmup, args.ssp_timeout, args.launcher_timeout,
+                 args.bound),
               '']
     lines += ['| fault | store | launcher | survivor worker(s) | server | scheduler | launcher '
               '| survivor worker names the dead? | worker steps after fault |',
@@ -397,6 +404,7 @@ def build_parser():
                    help='kvstore types (default: %s)' % ' '.join(STORES))
     p.add_argument('--launchers', nargs='+', choices=LAUNCHERS, default=list(LAUNCHERS))
     p.add_argument('--trials', type=int, default=1, help='trials per cell')
+    p.add_argument('--servers', type=int, default=1, help='servers of the job (default 1)')
     p.add_argument('--bound', type=float, default=60.0,
                    help='seconds each trial is watched after the fault (default 60)')
     p.add_argument('--launcher-timeout', type=float, default=45.0,

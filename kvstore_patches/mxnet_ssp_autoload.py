@@ -6,12 +6,18 @@ beyond ``os`` and ``sys``) unless the process has a role in an MXNet
 parameter-server job (``DMLC_ROLE``) and ``MXNET_SSP_AUTOLOAD`` is not ``0``.
 In a worker it imports ``mxnet_ssp``, which does not import MXNet but
 registers the store types with ``mx.kv.create`` as soon as the script's own
-``import mxnet`` finishes.  Scheduler and server processes need no patch
-(servers load mxnet-ssp's updater when they unpickle the optimizer the
-workers send); there ``import mxnet`` runs the server loop and exits, no code
-of the script runs after it, and the hook only saves that import the second
-it spends loading scikit-learn and SciPy for features a server never uses
-(:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`).
+``import mxnet`` finishes.  Scheduler and server processes need no patch to
+work (servers load mxnet-ssp's updater when they unpickle the optimizer the
+workers send); there ``import mxnet`` runs the server loop and exits, and no
+code of the script runs after it.  There the hook does two things:
+
+* it makes them end when their job has failed (a worker died, the controller
+  failed the job), where MXNet's loop would wait for ever
+  (:func:`mxnet_ssp.ps.follow.follow_job`: a thread that starts when
+  ``import mxnet`` begins);
+* it saves that import the second it spends loading scikit-learn and SciPy for
+  features a server never uses
+  (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`).
 """
 import os
 import sys
@@ -31,7 +37,9 @@ def _install():
             import mxnet_ssp  # noqa: F401
         else:
             from mxnet_ssp._hooks import skip_optional_mxnet_imports
+            from mxnet_ssp.ps.follow import follow_job
             skip_optional_mxnet_imports()
+            follow_job(role)
     except Exception as err:  # never break the start-up of the user's script
         sys.stderr.write('mxnet-ssp: autoload failed: %s: %s\n' % (type(err).__name__, err))
 

@@ -2,7 +2,7 @@
 import importlib.util
 import sys
 
-__all__ = ['when_imported', 'skip_optional_mxnet_imports']
+__all__ = ['when_imported', 'when_importing', 'skip_optional_mxnet_imports']
 
 
 class _AfterImport:
@@ -43,6 +43,38 @@ def when_imported(name, callback):
         return
     if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+class _BeforeImport:
+    """Meta-path finder: calls `callback` when `name` is first looked for, then finds nothing.
+
+    It stays in ``sys.meta_path`` (inert) once it has fired: importlib iterates the live
+    list, and a finder removing itself there would make it skip the next finder.
+    """
+
+    def __init__(self, name, callback):
+        self.name = name
+        self.callback = callback
+        self.pending = True
+
+    def find_spec(self, name, path=None, target=None):
+        if self.pending and name == self.name:
+            self.pending = False
+            self.callback()
+        return None
+
+
+def when_importing(name, callback):
+    """Call `callback()` once, when module `name` starts to import: now if it already has.
+
+    Unlike :func:`when_imported` this runs in MXNet's scheduler and server processes
+    too, where ``import mxnet`` never returns: the callback runs before any of the
+    module's code.
+    """
+    if name in sys.modules:
+        callback()
+        return
+    sys.meta_path.insert(0, _BeforeImport(name, callback))
 
 
 # (module of MXNet, optional import it tries and goes on without), each in a try/except

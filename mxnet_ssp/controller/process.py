@@ -7,7 +7,9 @@ The server process that answers the discovery request starts this module with
   ``s_upper``, ``mode``, ``timeout``, ``secret`` in hex, ``host``, ``metrics_path``);
   then nothing until the server process ends, which closes the pipe;
 * stdout: one JSON line, ``{"host", "port"}`` once the controller listens, or
-  ``{"error"}`` if it cannot start.
+  ``{"error"}`` if it cannot start; later, if the job fails, one more line
+  ``{"failed": message}`` once the workers were told and hung up (the server
+  then ends: :func:`mxnet_ssp.ps.follow.follow_controller_process`).
 
 At end of file on stdin (the server process exited, normally or killed) the controller
 stops and this process exits, so it never outlives its job.  Why a process: the decisions
@@ -22,23 +24,28 @@ from .server import ControllerServer
 from ..core.sync import SyncPolicy
 
 
-def start(settings):
+def start(settings, on_failed=None):
     """Start a :class:`ControllerServer` for `settings` (the dict described above) and return
-    it; also how a server starts the controller on a thread of its own process."""
+    it; also how a server starts the controller on a thread of its own process.  `on_failed`:
+    see :class:`ControllerServer`."""
     workers = int(settings['num_workers'])
     policy = SyncPolicy(workers, int(settings['s_lower']), int(settings['s_upper']),
                         mode=settings['mode'])
     return ControllerServer(policy, bytes.fromhex(settings['secret']), host=settings['host'],
                             port=0, timeout=float(settings['timeout']),
                             metrics_path=settings.get('metrics_path'),
-                            max_pending=max(64, workers + 1)).start()
+                            max_pending=max(64, workers + 1), on_failed=on_failed).start()
 
 
 def serve(stdin, stdout):
     """Read the settings from `stdin`, answer on `stdout`, serve until `stdin` closes."""
     line = stdin.readline()
+
+    def failed(message):        # on the controller's thread; the main thread only reads stdin
+        stdout.write(json.dumps({'failed': message}) + '\n')
+        stdout.flush()
     try:
-        server = start(json.loads(line))
+        server = start(json.loads(line), on_failed=failed)
     except Exception as err:   # reported to the workers through the discovery answer
         stdout.write(json.dumps({'error': '%s: %s' % (type(err).__name__, err)}) + '\n')
         stdout.flush()

@@ -30,6 +30,12 @@ Contracts
   kept in :attr:`~ControllerServer.failure`, logged, written to the metrics
   and sent as ERROR to every connected worker; later CLOCKs get the same
   ERROR.  The server keeps running until stopped.
+* With ``on_failed``, once the job failed and every worker's connection
+  has closed (each read its ERROR and ended), or ``drain`` seconds after the
+  failure if some never close (a stopped process), ``on_failed(message)``
+  is called once, on the server thread: how the process hosting the
+  controller learns that the job is over
+  (:func:`mxnet_ssp.ps.follow.controller_failed`).
 * Faults of an *unauthenticated* peer (garbage, bad lengths, wrong secret,
   wrong or duplicate rank, no HELLO within ``auth_timeout``) only close that
   connection; such a peer never reaches the policy.
@@ -91,10 +97,18 @@ class ControllerServer(FrameServer):
         Seconds a new connection has to authenticate.
     max_pending : int
         Unauthenticated connections kept at most; more are refused.
+    on_failed : callable, optional
+        ``on_failed(message)`` once the job failed and the workers hung up (see
+        Contracts).
+    drain : float
+        Seconds after a failure that ``on_failed`` waits at most for them: the
+        ERROR sent to a worker must not be lost in a connection reset because
+        the process hosting the controller ended first.
     """
 
     def __init__(self, policy, secret, host='127.0.0.1', port=0, timeout=300.0,
-                 metrics_path=None, clock=time.monotonic, auth_timeout=5.0, max_pending=64):
+                 metrics_path=None, clock=time.monotonic, auth_timeout=5.0, max_pending=64,
+                 on_failed=None, drain=5.0):
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise ValueError('secret must be non-empty bytes')
         if not timeout > 0:
@@ -104,6 +118,9 @@ class ControllerServer(FrameServer):
         self.timeout = float(timeout)
         self._metrics_path = metrics_path
         self._failure = None
+        self._failed_at = None                 # when the job failed (server clock)
+        self._on_failed = on_failed            # called once the workers hung up (Contracts)
+        self.drain = float(drain)
         self._metrics = None
         self._connected_at = {}                # rank -> time of first WELCOME
         self._left = set()
@@ -145,8 +162,11 @@ class ControllerServer(FrameServer):
 
     def _on_crash(self, exc):
         self._fail('synchronization controller crashed: %r' % (exc,))
+        self._report_failure()      # the loop is over: nobody will hang up any more
 
     def _next_deadline(self):
+        if self._failed_at is not None:
+            return self._failed_at + self.drain
         return min(self._held.values()) + self.timeout if self._held else None
 
     def _goodbye(self):
@@ -157,6 +177,11 @@ class ControllerServer(FrameServer):
         self._close_metrics()
 
     def _check_deadlines(self, now):
+        if self._failed_at is not None:
+            # every worker told has hung up (ended), or the drain is over
+            if not self._by_rank or now >= self._failed_at + self.drain:
+                self._report_failure()
+            return
         if self._held and self._failure is None:
             rank, since = min(self._held.items(), key=lambda kv: (kv[1], kv[0]))
             if now - since >= self.timeout:
@@ -303,12 +328,22 @@ class ControllerServer(FrameServer):
         if self._failure is not None:
             return
         self._failure = message
+        if self._on_failed is not None:
+            self._failed_at = self._clock()
         log.error('mxnet-ssp job failed: %s', message)
         self._held.clear()
         self._metric({'event': 'failure', 'time': self._clock(), 'message': message})
         frame = P.encode_error(message)
         for conn in list(self._by_rank.values()):
             self._send(conn, frame)
+
+    def _report_failure(self):
+        on_failed, self._on_failed, self._failed_at = self._on_failed, None, None
+        if on_failed is not None and self._failure is not None:
+            try:
+                on_failed(self._failure)
+            except Exception:
+                log.exception('controller: reporting the failure failed')
 
     # -- I/O faults and metrics ----------------------------------------------
     def _on_send_error(self, conn, exc):

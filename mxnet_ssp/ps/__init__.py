@@ -10,6 +10,7 @@
 :mod:`~mxnet_ssp.ps.server`         the updater installed in MXNet's server processes
 :mod:`~mxnet_ssp.ps.server_state`   saving and restoring a server's update-rule state
 :mod:`~mxnet_ssp.ps._process`       process-wide state: watchdog, fatal exit, cleanup order
+:mod:`~mxnet_ssp.ps.follow`         how the scheduler and the servers end when the job failed
 ==================================  ==========================================================
 
 The store users create (:mod:`mxnet_ssp.kvstore`) and the update rules they pickle

@@ -30,7 +30,9 @@ script itself dies of an exception it does not handle (recorded by a
 ``sys.excepthook`` installed with the first store): the worker exits 1
 without leaving the controller, so the controller fails the job and names
 this rank to the others, instead of letting them train on without it.  A server whose update or
-command fails ends at once with :data:`SERVER_FAILED` (:func:`end_server`).
+command fails ends at once with :data:`SERVER_FAILED` (:func:`end_server`).  The scheduler
+and the servers of a job that failed elsewhere end with :data:`FATAL_EXIT`
+(:func:`end_job`, called as :mod:`mxnet_ssp.ps.follow` decides).
 
 Waits that nobody else bounds
 -----------------------------
@@ -53,13 +55,14 @@ import sys
 import threading
 import time
 
-__all__ = ['adopt', 'fatal', 'bounded', 'end_server', 'SERVER_FAILED', 'FATAL_EXIT']
+__all__ = ['adopt', 'fatal', 'bounded', 'end_server', 'end_job', 'SERVER_FAILED', 'FATAL_EXIT']
 
 logger = logging.getLogger(__name__)
 
 #: Exit status of a server whose update or command failed.
 SERVER_FAILED = 70
-#: Exit status of a worker whose job failed (a peer died, the controller timed out).
+#: Exit status of a process whose job failed (a peer died, the controller timed out): a
+#: worker, or a scheduler or server that ended because of it (:func:`end_job`).
 FATAL_EXIT = 1
 
 _stores = []        # every store of this process, in creation order, until exit
@@ -175,6 +178,21 @@ def end_server(what):
                      % (what, SERVER_FAILED))
     sys.stderr.flush()
     os._exit(SERVER_FAILED)
+
+
+def end_job(message):
+    """End this scheduler or server process of a failed job with FATAL_EXIT, saying `message`.
+
+    Their loop (MXNet's, inside ``import mxnet``) waits for every node of the job and
+    cannot be left from Python: the process ends without exit hooks, which would wait too.
+    Called by the threads of :mod:`mxnet_ssp.ps.follow`.
+    """
+    # one line on stderr, not through logging: a scheduler has no handler of its own (the
+    # line would come twice through logging's last resort) and a server's is MXNet's
+    sys.stderr.write('mxnet-ssp: %s (exit status %d)\n' % (message, FATAL_EXIT))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(FATAL_EXIT)
 
 
 def _at_exit():

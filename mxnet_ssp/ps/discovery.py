@@ -23,6 +23,7 @@ import threading
 
 from .. import config as cfg
 from .channel import DISCOVERY_LEN, decode_blob, encode_blob
+from .follow import controller_failed, follow_controller_process
 
 __all__ = ['request_controller', 'DiscoveryError', 'answer_discovery', 'advertised_host']
 
@@ -76,11 +77,13 @@ def start_controller(request):
             settings['metrics_path'] = os.path.join(request['metrics_dir'], 'controller.jsonl')
         # a request without the setting (a worker of an older mxnet-ssp) gets config's default
         placement = request.get('controller', cfg.DEFAULT_CONTROLLER)
+        # this server ends when the controller fails the job (mxnet_ssp.ps.follow)
         if placement == 'process':
             _controller, (host, port) = _start_process(settings)
+            follow_controller_process(_controller)
         else:   # imported lazily: workers never need the controller
             from ..controller.process import start
-            _controller = start(settings)
+            _controller = start(settings, on_failed=controller_failed)
             host, port = _controller.address
         _controller_answer = {'host': host, 'port': port, 'secret': settings['secret'],
                               's_lower': settings['s_lower'], 's_upper': settings['s_upper'],

@@ -15,7 +15,7 @@ import os
 from mxnet.base import KVStoreHandle, _LIB, c_str, check_call
 from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
-from . import _process
+from . import _process, follow
 from .. import config as cfg
 
 __all__ = ['create_native', 'free_native', 'FreedNative', 'refuse_worker_aware_rules']
@@ -34,7 +34,9 @@ def create_native(timeout):
     handle = KVStoreHandle()
     with _process.bounded(timeout, message):
         check_call(_LIB.MXKVStoreCreate(c_str('dist_async'), ctypes.byref(handle)))
-    return _NativeKVStore(handle)
+    native = _NativeKVStore(handle)
+    follow.follow_scheduler(native.rank)    # end this worker when the job failed elsewhere
+    return native
 
 
 def free_native(native, timeout, rank):
@@ -47,6 +49,7 @@ def free_native(native, timeout, rank):
     message = ('worker[%d]: the job did not shut down within %g s (%s): another worker, a '
                'server or the scheduler never reached ps-lite\'s finalize barrier (died, '
                'stopped, or still working)' % (rank, timeout, cfg.ENV_TIMEOUT))
+    follow.leaving()        # the scheduler closes its connections once the barrier passed
     with _process.bounded(timeout, message):
         check_call(_LIB.MXKVStoreFree(handle))
 

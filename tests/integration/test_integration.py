@@ -336,20 +336,24 @@ def test_stalled_worker_times_out_naming_its_rank(marker_job, tmp_path):
 
 
 def test_dead_worker_survivor_fails_on_its_own_under_stock_launch_py(tmp_path):
-    """Nobody stops the survivor under MXNet's stock launch.py: it must exit 1 by itself,
-    naming the dead rank and its clock."""
+    """Nobody stops anything under MXNet's stock launch.py: the survivor must exit 1 by
+    itself, naming the dead rank and its clock, the server and the scheduler end by
+    themselves (mxnet_ssp.ps.follow), and the launcher returns with the scheduler."""
     out = tmp_path / 'steps'
     started = time.monotonic()
     proc = run_stock_launch(tmp_path, [
         sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
         'dist_ssp', '--staleness', '0', '--iters', '50', '--die-rank', '1', '--die-at', '3'],
-        until='workers', reported=2, timeout=120)
+        timeout=120)
     elapsed = time.monotonic() - started
     assert 'worker 1 dying on purpose at step 3' in proc.stderr, fail_msg(proc)
     assert ('worker[0]: worker 1 disconnected at clock 2 without leaving (process died?)'
             in proc.stderr), fail_msg(proc)
-    assert tracker_reports(proc.stderr, 1) == 1, fail_msg(proc)   # rank 0
+    assert 'the job failed: worker 1 disconnected at clock 2' in proc.stderr, fail_msg(proc)
+    assert 'mxnet-ssp: scheduler: ' in proc.stderr, fail_msg(proc)
+    assert tracker_reports(proc.stderr, 1) == 2, fail_msg(proc)   # rank 0, the server
     assert tracker_reports(proc.stderr, 7) == 1, fail_msg(proc)   # rank 1
+    assert proc.returncode == 0, fail_msg(proc)     # the stock launcher's, whatever happened
     assert len(read_jsonl(out / 'steps-0.jsonl')) <= 3        # held at lead 0 behind clock 2
     assert elapsed < 100, elapsed
 
@@ -361,12 +365,15 @@ def test_stalled_worker_survivor_times_out_on_its_own_under_stock_launch_py(tmp_
     proc = run_stock_launch(tmp_path, [
         sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
         'dist_ssp', '--staleness', '0', '--iters', '50', '--stall-rank', '1', '--stall-at', '3'],
-        env=env, until='workers', workers_left=1, reported=1, timeout=120)
+        env=env, timeout=120)
     assert 'worker 1 stalling on purpose at step 3' in proc.stderr, fail_msg(proc)
     line = [x for x in proc.stderr.splitlines() if x.startswith('worker[0]: worker 0 waited')]
     assert line, fail_msg(proc)
     assert 'for worker 1 (clock 2, last push' in line[0] and 'timeout is 3 s' in line[0], line
-    assert tracker_reports(proc.stderr, 1) == 1, fail_msg(proc)
+    # worker 0, and the server once the controller's drain is over (worker 1 never hangs
+    # up); then the scheduler, and with it the launcher
+    assert tracker_reports(proc.stderr, 1) == 2, fail_msg(proc)
+    assert 'mxnet-ssp: scheduler: ' in proc.stderr, fail_msg(proc)
 
 
 def test_stock_mxnet_launch_py(tmp_path):

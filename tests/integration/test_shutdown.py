@@ -78,13 +78,13 @@ def test_store_freed_before_mxnet_exit_hook_under_stock_launch_py(tmp_path):
 
 def test_a_worker_whose_script_raises_fails_the_job_under_stock_launch_py(tmp_path):
     """Nobody stops the survivors under stock launch.py: the raising worker exits 1 at once
-    (not in ps-lite's barrier), and the controller fails the other worker, naming it."""
+    (not in ps-lite's barrier), the controller fails the other worker, naming it, and the
+    server and the scheduler end by themselves (so does the launcher)."""
     out = tmp_path / 'out'
     cmd = _command(out, 'raw', 'global', 'dist_ssp', phase=False) + [
         '--batches', '400', '--epochs', '1', '--raise-rank', '1', '--raise-at', '5']
     env = job_env(tmp_path, MXNET_SSP_TIMEOUT='60')
-    proc = run_stock_launch(tmp_path, cmd, env=env, timeout=BOUND_S, until='workers',
-                            reported=2)
+    proc = run_stock_launch(tmp_path, cmd, env=env, timeout=BOUND_S)
     err = proc.stderr
     assert 'worker 1 fails on purpose at step 5' in err, fail_msg(proc)
     assert 'worker[1]: the training script raised ValueError' in err, fail_msg(proc)
@@ -93,8 +93,9 @@ def test_a_worker_whose_script_raises_fails_the_job_under_stock_launch_py(tmp_pa
              'worker[0]:' in line]
     assert any('worker 1' in line or 'rank 1' in line for line in lines), fail_msg(proc)
     assert not (out / 'done-0.json').exists()
-    # the stock tracker reports each worker's exit status
-    assert tracker_reports(err, 1) == 2, fail_msg(proc)
+    # the stock tracker reports the exit status of each worker and of the server
+    assert tracker_reports(err, 1) == 3, fail_msg(proc)
+    assert 'mxnet-ssp: scheduler: ' in err, fail_msg(proc)
 
 
 SHAPES = [('module', 'local'), ('module', 'global'), ('module', 'string'), ('module', 'closed'),

@@ -349,6 +349,45 @@ def test_stall_timeout_names_last_push(servers):
         a.clock(2)
 
 
+def test_on_failed_once_every_worker_told_has_hung_up(servers):
+    """How the server hosting the controller learns that the job is over (and ends)."""
+    told = queue.Queue()
+    srv = servers(num_workers=3, s_lower=0, on_failed=told.put, drain=60.0)
+    a, b, c = client(srv, 0), client(srv, 1), client(srv, 2)
+    b.close()                                          # died: no LEAVE
+    with pytest.raises(ControllerError, match='worker 1 disconnected'):
+        a.clock(1)                                     # the failure happened and was sent
+    a.close()
+    assert told.empty()                                # worker 2 has not hung up yet
+    c.close()
+    assert told.get(timeout=WAIT).startswith('worker 1 disconnected at clock 0')
+    assert told.empty()
+
+
+def test_on_failed_after_the_drain_when_a_worker_never_hangs_up(servers):
+    """A stopped worker keeps its connection: the drain bounds the wait for it."""
+    told = queue.Queue()
+    srv = servers(num_workers=2, s_lower=0, timeout=0.3, on_failed=told.put, drain=0.2)
+    a, _ = client(srv, 0), client(srv, 1)
+    started = time.monotonic()
+    with pytest.raises(ControllerError, match='worker 0 waited'):
+        a.clock(1)                                     # worker 1 never pushes: timeout
+    message = told.get(timeout=WAIT)                   # nobody hung up
+    assert message.startswith('worker 0 waited') and message == srv.failure
+    assert 0.5 <= time.monotonic() - started < WAIT
+
+
+def test_no_on_failed_for_a_job_that_ends_normally(servers):
+    told = queue.Queue()
+    srv = servers(num_workers=2, s_lower=0, on_failed=told.put, drain=0.0)
+    a, b = client(srv, 0), client(srv, 1)
+    for c in (a, b):
+        c.leave()
+        c.close()
+    srv.stop()
+    assert told.empty() and srv.failure is None
+
+
 def test_out_of_order_clock_fails_job(servers):
     srv = servers(num_workers=2, s_lower=3)
     a, b = client(srv, 0), client(srv, 1)

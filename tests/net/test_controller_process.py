@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT
 from mxnet_ssp.ps import discovery
 from mxnet_ssp.controller.client import ControllerClient
+from mxnet_ssp.controller.protocol import ControllerError
 
 BOUND_S = 60
 
@@ -55,6 +56,31 @@ def test_serves_clients_and_ends_when_its_stdin_closes(tmp_path):
             proc.wait()
     events = [json.loads(line)['event'] for line in open(tmp_path / 'controller.jsonl')]
     assert events.count('connect') == 2 and events.count('leave') == 2
+
+
+def test_a_failed_job_is_reported_on_stdout_once_the_workers_hung_up():
+    """The server that started the controller reads this line and ends
+    (mxnet_ssp.ps.follow.follow_controller_process)."""
+    request = settings(s_lower=0, s_upper=0)
+    proc, answer = start(request)
+    try:
+        secret = bytes.fromhex(request['secret'])
+        clients = [ControllerClient((answer['host'], answer['port']), secret, r).connect()
+                   for r in range(2)]
+        clients[1].close()                                # worker 1 died
+        with pytest.raises(ControllerError, match='worker 1 disconnected'):
+            clients[0].clock(1)                           # held until the failure, then told
+        clients[0].close()                                # and ends
+        line = json.loads(proc.stdout.readline())
+        assert line == {'failed': 'worker 1 disconnected at clock 0 without leaving '
+                                  '(process died?)'}
+        assert proc.poll() is None                        # it serves until stdin closes
+        proc.stdin.close()
+        assert proc.wait(timeout=BOUND_S) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_bad_settings_are_answered_as_an_error():

@@ -64,5 +64,9 @@ def test_the_start_up_hook_skips_them_only_in_server_and_scheduler_processes(
         env['MXNET_SSP_AUTOLOAD'] = autoload
     out = _python('import sys\n'
                   'print("finders", [type(f).__name__ for f in sys.meta_path].count(%r))\n'
+                  'print("follow", [getattr(f, "name", None) for f in sys.meta_path\n'
+                  '                 if type(f).__name__ == "_BeforeImport"])\n'
                   % FINDER, **env)
     assert 'finders %d' % installed in out
+    # and the thread that ends a scheduler or server of a failed job, at import mxnet
+    assert ("follow ['mxnet']" if installed else 'follow []') in out

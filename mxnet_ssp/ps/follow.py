@@ -1,0 +1,384 @@
+"""How MXNet's scheduler and server processes end when their job has failed.
+
+In a scheduler or server process MXNet runs ps-lite's loop inside ``import mxnet``
+(``KVStoreServer.run`` in ``mxnet/kvstore/kvstore_server.py``) and leaves it only through
+ps-lite's finalize barrier, which needs every node of the job.  Once a node died, or a worker
+ended because the job failed, that barrier never completes: under a launcher that stops
+nothing (MXNet's own ``tools/launch.py``, whose tracker returns when the scheduler does) the
+scheduler and the servers would wait for ever.  No code of the script runs there after
+``import mxnet``; what does run is the start-up hook (``mxnet_ssp_autoload``), which calls
+:func:`follow_job` before the import.  It starts a daemon thread at the first ``import
+mxnet``; the servers also follow their controller (:func:`follow_controller_process`,
+:func:`controller_failed`):
+
+=========================  =========================================  ========================
+process                    follows                                    and ends when
+=========================  =========================================  ========================
+the server hosting the     the synchronization controller (its        the controller failed
+controller                 process's stdout, or a callback when it    the job, told the
+                           runs on a thread of the server)            workers, and they hung up
+                                                                      (at most 5 s: its
+                                                                      ``drain``)
+the scheduler              the ps-lite connections of the other       fewer than before stay
+                           nodes to it (``DMLC_NUM_WORKER`` +         open for GRACE_S
+                           ``DMLC_NUM_SERVER`` expected)
+every server, and every    its ps-lite connection to the scheduler    it stays closed for
+worker of an mxnet-ssp     (a worker: :func:`follow_scheduler`)       GRACE_S
+store
+=========================  =========================================  ========================
+
+Each ends the process with :data:`mxnet_ssp.ps._process.FATAL_EXIT` (1) and a message saying
+what it saw (:func:`mxnet_ssp.ps._process.end_job`).  After a worker died the chain is: the
+controller fails the job and the surviving workers exit 1 naming the dead rank; the server
+hosting the controller ends as soon as they hung up; the scheduler sees the workers' (and
+servers') connections close and ends :data:`GRACE_S` later; any other server sees the
+scheduler's connection close and ends :data:`GRACE_S` after that, and so does a worker that
+nothing else told (the asynchronous stores have no controller).  A scheduler or server is
+only ever ended while its main thread is inside MXNet's server loop (:func:`in_server_loop`),
+a worker only between its native store's creation and the start of its finalize
+(:func:`leaving`): once past that (the job finished) the thread stands down, so a healthy
+job ends as before.
+
+Why the grace: in a job that ends normally no ps-lite connection closes before every node
+has passed the finalize barrier, and each process leaves the loop milliseconds after it (a
+server has drained its update queue before it enters the barrier: the stop command the
+workers send comes after every push); during start-up ps-lite may replace a node's
+connection to the scheduler (close, then connect again).  Both last far less than
+:data:`GRACE_S`; a server still inside the loop :data:`GRACE_S` after the scheduler left
+at a normal end would be ended with status 1 (not seen).
+
+The connections are this process's own sockets (``/proc/self/fd``, each read through a
+duplicate of its descriptor: addresses and ``TCP_INFO``'s state), so a look costs the same
+whatever else runs on the host: Linux only.  Elsewhere the thread logs once that it cannot
+follow the job, and the process behaves as without mxnet-ssp.
+
+Contracts: :func:`follow_job` returns at once and starts nothing until ``import mxnet``
+begins; :class:`LinkFollower` is pure logic (no I/O, no clock of its own); nothing here
+imports MXNet.
+"""
+import ipaddress
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+
+from . import _process
+from .. import config as cfg
+
+__all__ = ['follow_job', 'follow_scheduler', 'leaving', 'follow_controller_process',
+           'controller_failed', 'in_server_loop',
+           'LinkFollower', 'tcp_links', 'GRACE_S', 'POLL_S']
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a ps-lite connection must stay closed before the process ends (see the docstring).
+GRACE_S = 10.0
+#: Seconds between two looks at this process's connections.
+POLL_S = 0.5
+
+# MXNet's server loop: KVStoreServer.run, which calls MXKVStoreRunServer
+_LOOP_FUNCTION = 'run'
+_LOOP_FILE = os.path.join('kvstore', 'kvstore_server.py')
+
+
+def in_server_loop():
+    """Whether the main thread is inside MXNet's server loop (``KVStoreServer.run``).
+
+    True in a scheduler or server process from ps-lite's start-up until its finalize
+    barrier has passed; False before ``import mxnet`` gets there, after the loop returned,
+    and in any other process.
+    """
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == _LOOP_FUNCTION and code.co_filename.endswith(_LOOP_FILE):
+            return True
+        frame = frame.f_back
+    return False
+
+
+# ---------------------------------------------------------------------------
+# This process's TCP connections
+# ---------------------------------------------------------------------------
+_ESTABLISHED = 1          # TCP_ESTABLISHED: tcp_info.tcpi_state, its first byte (Linux)
+
+
+def _socket_fds():
+    fds = []
+    for fd in os.listdir('/proc/self/fd'):
+        try:
+            if os.readlink('/proc/self/fd/' + fd).startswith('socket:['):
+                fds.append(int(fd))
+        except OSError:         # closed meanwhile
+            continue
+    return fds
+
+
+def _link(fd):
+    """``(local, peer, established)`` of TCP socket `fd`, or None (not TCP, not connected).
+
+    Reads a duplicate of the descriptor and closes only that: the socket is ZeroMQ's.
+    """
+    try:
+        dup = os.dup(fd)
+    except OSError:
+        return None
+    try:
+        sock = socket.socket(fileno=dup)
+    except OSError:
+        os.close(dup)
+        return None
+    with sock:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6) or \
+                sock.type != socket.SOCK_STREAM:
+            return None
+        try:
+            state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+            local, peer = sock.getsockname(), sock.getpeername()
+        except OSError:         # listening, or not connected
+            return None
+    return _address(local), _address(peer), state == _ESTABLISHED
+
+
+def _address(sockaddr):
+    host, port = sockaddr[:2]
+    addr = ipaddress.ip_address(host.split('%')[0])
+    if addr.version == 6 and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return str(addr), port
+
+
+def tcp_links():
+    """This process's connected TCP sockets: a list of ``(local, peer, established)``.
+
+    `local` and `peer` are ``(ip, port)``; `established` is whether the connection is
+    open both ways (not closed by the peer).  Raises OSError where there is no
+    ``/proc/self/fd`` or no ``TCP_INFO`` (not Linux).
+    """
+    if not hasattr(socket, 'TCP_INFO'):
+        raise OSError('socket.TCP_INFO is not available on this system')
+    links = []
+    for fd in _socket_fds():
+        link = _link(fd)
+        if link is not None:
+            links.append(link)
+    return links
+
+
+def scheduler_links(links, port):
+    """Open connections of other processes to this process's `port` (the scheduler's).
+
+    ps-lite's scheduler also connects to itself; that connection's peer is one of this
+    process's own sockets and is not counted.
+    """
+    own = {local for local, _, _ in links}
+    return [peer for local, peer, up in links if up and local[1] == port and peer not in own]
+
+
+def links_to(links, addresses, port):
+    """Open connections of this process to `port` on one of `addresses` (any if empty)."""
+    return [peer for _, peer, up in links
+            if up and peer[1] == port and (not addresses or peer[0] in addresses)]
+
+
+def _addresses(host):
+    """The IP addresses `host` resolves to (empty if it does not)."""
+    try:
+        return set(socket.gethostbyname_ex(host)[2]) | {host}
+    except OSError:
+        return set()
+
+
+# ---------------------------------------------------------------------------
+# The decision: pure logic
+# ---------------------------------------------------------------------------
+
+class LinkFollower:
+    """Decides when a process's ps-lite connections say that the job has failed.
+
+    Feed it :meth:`observe` with the number of connections open now; it returns the
+    seconds they have been fewer than before once that has lasted `grace` seconds (then
+    the process should end), else None.  "Before" is the most seen so far, up to
+    `expected` (ps-lite may open a replacement before the old one is closed, so more than
+    `expected` may be seen for a moment).  Before the first connection nothing is decided.
+
+    Parameters
+    ----------
+    expected : int
+        Connections of a complete job (the scheduler: workers + servers; a server: 1).
+    grace : float
+        Seconds the count must stay below the most seen.
+    """
+
+    def __init__(self, expected, grace=GRACE_S):
+        if expected < 1:
+            raise ValueError('expected must be >= 1, got %r' % (expected,))
+        self.expected = expected
+        self.grace = float(grace)
+        self.peak = 0           # most connections seen at once, at most `expected`
+        self.since = None       # when the count fell below `peak` (None: it is not below)
+
+    def observe(self, count, now):
+        """`count` connections are open at time `now` (seconds): None, or seconds lost."""
+        self.peak = max(self.peak, min(count, self.expected))
+        if count >= self.peak:
+            self.since = None
+            return None
+        if self.since is None:
+            self.since = now
+        lost = now - self.since
+        return lost if lost >= self.grace else None
+
+
+# ---------------------------------------------------------------------------
+# The threads
+# ---------------------------------------------------------------------------
+
+def _scheduler_watch(environ):
+    port = int(environ['DMLC_PS_ROOT_PORT'])
+    expected = cfg.num_workers(environ) + cfg.num_servers(environ)
+
+    def count():
+        return len(scheduler_links(tcp_links(), port))
+
+    def message(n, follower, lost):
+        return ('scheduler: %d of the %d workers and servers of the job were connected; for '
+                '%.1f s now only %d: a node ended without ps-lite\'s finalize (it died, or it '
+                'ended because the job failed: see its log); ending the scheduler, whose loop '
+                'would wait for it for ever' % (follower.peak, expected, lost, n))
+    return expected, count, message
+
+
+def _node_watch(environ, who, ending):
+    host, port = environ['DMLC_PS_ROOT_URI'], int(environ['DMLC_PS_ROOT_PORT'])
+    addresses = _addresses(host)
+
+    def count():
+        return len(links_to(tcp_links(), addresses, port))
+
+    def message(n, follower, lost):
+        return ('%s: the scheduler at %s:%d closed its connection %.1f s ago (it ended: the '
+                'job failed or was stopped); %s' % (who, host, port, lost, ending))
+    return 1, count, message
+
+
+def _watch(role, environ, poll=POLL_S, grace=GRACE_S, active=in_server_loop, who=None):
+    """The thread: follow this process's ps-lite connections while ``active()``.
+
+    It waits until ``active()`` is first true (the loop runs, the store exists) and
+    stands down when it is false again (the loop returned, the store is being freed).
+    """
+    try:
+        if role == 'scheduler':
+            expected, count, message = _scheduler_watch(environ)
+        elif role == 'server':
+            expected, count, message = _node_watch(
+                environ, 'server (pid %d)' % os.getpid(),
+                'ending this server, whose loop would wait for it for ever')
+        else:
+            expected, count, message = _node_watch(
+                environ, who or 'worker', 'exiting: the job cannot finish (no pull or push '
+                'would be answered, ps-lite\'s finalize never completes)')
+    except (KeyError, ValueError) as err:
+        logger.warning('mxnet-ssp: this %s cannot follow its job (%s: %s); a failed job '
+                       'will not end it', role, type(err).__name__, err)
+        return
+    follower = LinkFollower(expected, grace)
+    entered = complete = False
+    while True:
+        time.sleep(poll)        # a period between looks, not a synchronization
+        if not active():
+            if entered:         # the loop returned: the job ended, this process is exiting
+                return
+            continue
+        entered = True
+        try:
+            n = count()
+        except OSError as err:
+            logger.warning('mxnet-ssp: this %s cannot follow its job (%s); a failed job will '
+                           'not end it', role, err)
+            return
+        lost = follower.observe(n, time.monotonic())
+        if not complete and follower.peak == expected:
+            complete = True
+            logger.info('mxnet-ssp: this %s follows its %d ps-lite connection(s) of the job; it '
+                        'ends %g s after one closes for good', role, expected, grace)
+        if lost is not None and active():
+            _process.end_job(message(n, follower, lost))
+
+
+def follow_job(role, environ=None):
+    """In a scheduler or server process: end it when its job has failed (module docstring).
+
+    Returns at once; the thread starts when ``import mxnet`` begins (a process with this
+    role that never imports MXNet starts nothing).  Called by the start-up hook.
+    """
+    if role not in ('scheduler', 'server'):
+        raise ValueError('role must be scheduler or server, got %r' % (role,))
+    env = dict(os.environ if environ is None else environ)
+    from .._hooks import when_importing
+
+    def start():
+        threading.Thread(target=_watch, args=(role, env), daemon=True,
+                         name='mxnet-ssp-follow-job').start()
+    when_importing('mxnet', start)
+
+
+_worker = {'following': False, 'leaving': False}
+
+
+def follow_scheduler(rank, environ=None):
+    """In a worker of an mxnet-ssp store: end it when the scheduler's connection closes.
+
+    That happens when the job failed (the scheduler ends as its other nodes' connections
+    close) or the scheduler was killed.  It matters where nothing else tells the worker:
+    the asynchronous stores (``dist_async``, ``dist_softsync``) have no controller, and a
+    worker killed under them leaves the others training until their exit.  Call once the
+    native store exists; :func:`leaving` before it is freed (ps-lite's finalize, after
+    which the scheduler closes its connections).  Idempotent; returns at once.
+    """
+    if _worker['following']:
+        return
+    _worker['following'] = True
+    env = dict(os.environ if environ is None else environ)
+    threading.Thread(target=_watch, args=('worker', env),
+                     kwargs={'active': lambda: not _worker['leaving'],
+                             'who': 'worker[%d]' % rank},
+                     daemon=True, name='mxnet-ssp-follow-scheduler').start()
+
+
+def leaving():
+    """This worker enters ps-lite's finalize: the scheduler may close its connection now."""
+    _worker['leaving'] = True
+
+
+def controller_failed(message):
+    """The controller failed the job with `message` and the workers know: end this server.
+
+    Called on the controller's thread (controller on a thread of this server) or on the
+    thread following its process.  Does nothing once MXNet's loop has returned.
+    """
+    if in_server_loop():
+        _process.end_job('server (pid %d): the job failed: %s; ending this server, whose loop '
+                         'would wait for the workers for ever' % (os.getpid(), message))
+
+
+def follow_controller_process(proc):
+    """Start a daemon thread that ends this server when the controller process `proc` says
+    the job failed (a ``{"failed": message}`` line on its stdout) or ends by itself."""
+    def follow():
+        for line in proc.stdout:
+            try:
+                said = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(said, dict) and 'failed' in said:
+                controller_failed(said['failed'])
+                return
+        status = proc.wait()    # end of file: it exited (it never does while this runs)
+        controller_failed('the synchronization controller process (pid %d) ended with status '
+                          '%s' % (proc.pid, status))
+    threading.Thread(target=follow, daemon=True, name='mxnet-ssp-follow-controller').start()
