@@ -254,7 +254,8 @@ def test_local_env_matches_mxnets_stock_launch_py(tmp_path, clean_env, capfd):
         run(tmp_path, [PY, script, str(out)])
         wait_for_files(out, '.json', 5)     # the stock launcher may return before its children
         dumps[name] = read_dumps(out)
-    per_job = {'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT'}
+    # (DMLC_NODE_HOST: the tests' shim pins the stock job's nodes to loopback with it)
+    per_job = {'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT', 'DMLC_NODE_HOST'}
 
     def dmlc(env):
         return {k: v for k, v in env.items() if k.startswith('DMLC_') and k not in per_job}

@@ -8,7 +8,8 @@ name and runs the stock launcher unchanged: ``stock_launch.py ARGS...`` is
 The stock tracker advertises this machine's interface address (it has no
 flag for it) and gives the scheduler the first free port from 9091 up, which
 concurrent jobs race for; ``STOCK_LAUNCH_HOST_IP=127.0.0.1`` (what the tests
-set) keeps a local job's traffic on loopback and starts that search at a port
+set) keeps a local job's traffic on loopback (also ``DMLC_NODE_HOST``, the
+address ps-lite's workers and servers bind) and starts that search at a port
 the kernel picked (ephemeral) instead.
 """
 import os
@@ -42,6 +43,9 @@ def _pin_tracker_address(address):
 def main():
     if os.environ.get('STOCK_LAUNCH_HOST_IP'):
         _pin_tracker_address(os.environ['STOCK_LAUNCH_HOST_IP'])
+        # ps-lite's workers and servers bind the interface address unless told (the tracker
+        # passes this environment on to every process it starts)
+        os.environ.setdefault('DMLC_NODE_HOST', os.environ['STOCK_LAUNCH_HOST_IP'])
     import importlib.util
     spec = importlib.util.find_spec('mxnet')     # locate without importing mxnet here
     launch = os.path.join(os.path.dirname(spec.origin), 'tools', 'launch.py')

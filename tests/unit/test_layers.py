@@ -17,7 +17,7 @@ ALLOWED = {
     'controller': {'controller', 'core'},
     'lab': {'lab', 'core'},
     'launch': {'launch', 'config'},
-    'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels'},
+    'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},
 }
 #: what stays outside the package whatever it imports: only the standard library and numpy
 THIRD_PARTY = {
