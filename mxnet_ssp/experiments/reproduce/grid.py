@@ -113,6 +113,17 @@ def _positive_float(flag, text, accepted='a number > 0'):
     return value
 
 
+def _positive_int(flag, text):
+    """`text` as an integer >= 1, else the usage error naming `flag`."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise bad_option(flag, text, 'an integer >= 1')
+    return value
+
+
 def _check_slowdown(text, workers):
     for item in filter(None, (x.strip() for x in text.split(','))):
         rank, sep, factor = item.partition(':')
@@ -160,12 +171,7 @@ def resolve_grid(args):
                        'with several workers)')
     trials = preset.trials
     if args.trials is not None:
-        try:
-            trials = int(args.trials)
-        except ValueError:
-            raise bad_option('--trials', args.trials, 'an integer >= 1') from None
-        if trials < 1:
-            raise bad_option('--trials', args.trials, 'an integer >= 1')
+        trials = _positive_int('--trials', args.trials)
     targets = preset.targets
     if args.targets is not None:
         try:
@@ -226,14 +232,7 @@ def _tuning(args):
     if not rates or not all(math.isfinite(r) and 0 < r < 10 for r in rates):
         raise bad_option('--tune-lr', text, 'comma-separated learning rates in (0, 10), e.g. '
                          '0.001,0.003,0.01')
-    trials = 3
-    if trials_text is not None:
-        try:
-            trials = int(trials_text)
-        except ValueError:
-            trials = 0
-        if trials < 1:
-            raise bad_option('--tune-trials', trials_text, 'an integer >= 1')
+    trials = 3 if trials_text is None else _positive_int('--tune-trials', trials_text)
     return rates, trials
 
 
@@ -244,13 +243,7 @@ def _gpu_flags(args, workers):
     if per_worker is not None and gpu_map is not None:
         raise UsageError('--gpus-per-worker and --gpu-map are exclusive: give one of them')
     if per_worker is not None:
-        try:
-            count = int(per_worker)
-        except ValueError:
-            count = 0
-        if count < 1:
-            raise bad_option('--gpus-per-worker', per_worker, 'an integer >= 1')
-        return ('--gpus-per-worker', str(count))
+        return ('--gpus-per-worker', str(_positive_int('--gpus-per-worker', per_worker)))
     if gpu_map is not None:
         try:
             parse_gpu_map(gpu_map, workers)
