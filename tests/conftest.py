@@ -1,6 +1,7 @@
 """Shared helpers for tests that start real MXNet jobs on loopback."""
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -265,3 +266,13 @@ def fake_gpu_counter(count):
         return count
     num_gpus.asked = []
     return num_gpus
+
+
+def same_interval(interval, expected):
+    """Two intervals (tuples of numbers) equal, nan equal to nan, floats approximately."""
+    assert interval is not None and len(interval) == len(expected)
+    for got, want in zip(interval, expected):
+        if isinstance(want, float) and math.isnan(want):
+            assert math.isnan(got), (interval, expected)
+        else:
+            assert got == pytest.approx(want), (interval, expected)

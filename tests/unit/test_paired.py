@@ -10,18 +10,14 @@ import warnings
 
 import pytest
 
+from conftest import same_interval
+
 from mxnet_ssp.experiments.reproduce import paired as P
 
 INF, NAN = math.inf, math.nan
 
 
-def same(interval, expected):
-    assert interval is not None and len(interval) == len(expected)
-    for got, want in zip(interval, expected):
-        if isinstance(want, float) and math.isnan(want):
-            assert math.isnan(got), (interval, expected)
-        else:
-            assert got == pytest.approx(want), (interval, expected)
+same = same_interval           # (tests/conftest.py)
 
 
 @pytest.mark.parametrize('n,j,cov', [

@@ -19,6 +19,8 @@ import warnings
 import numpy as np
 import pytest
 
+from conftest import same_interval
+
 from mxnet_ssp.experiments.reproduce import verdicts as V
 from mxnet_ssp.experiments.reproduce.paired import Interval
 from mxnet_ssp.experiments.reproduce.presets import parse_arm
@@ -55,14 +57,7 @@ def claims(times, accuracies=None, dssp_name='dssp'):
             for v in V.verdicts(rows_for(times, accuracies), TARGET, dssp_name)}
 
 
-def same(interval, expected):
-    """Tuples equal, nan equal to nan."""
-    assert interval is not None and len(interval) == len(expected)
-    for got, want in zip(interval, expected):
-        if isinstance(want, float) and math.isnan(want):
-            assert math.isnan(got), (interval, expected)
-        else:
-            assert got == pytest.approx(want), (interval, expected)
+same = same_interval           # (tests/conftest.py)
 
 
 # ---------------------------------------------------------------------------
