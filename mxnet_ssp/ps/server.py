@@ -311,7 +311,8 @@ class ServerOptimizer(SavedState):
         # each member's tau: the bucket's, unless the takeover left this worker's members
         # pulled at different versions (then once, member by member)
         offsets = ks.offsets.pop(m, None)
-        taus = None if offsets is None else [tau + d for d in offsets]
+        # (the offsets are whole numbers in a float array: the taus stay ints)
+        taus = None if offsets is None else [tau + int(d) for d in offsets]
 
         def views(part):
             return (ks.weight[part], state_part(ks.state, part, payload), grad[part],
@@ -425,11 +426,10 @@ class ServerOptimizer(SavedState):
         if taus is not None and tau is not None:
             tau_of = {sid: t for (sid, _, _, _), t in zip(self._buckets[k].members, taus)}
         if tau is not None and not tau_of:
-            tau = _whole(tau)
             self._hist[tau] = self._hist.get(tau, 0) + len(keys)
         elif tau is not None:
             for key in keys:
-                t = _whole(tau_of.get(key, tau))
+                t = tau_of.get(key, tau)
                 self._hist[t] = self._hist.get(t, 0) + 1
         if self.staleness_log and self.metrics_dir:
             if self._log is None:
@@ -494,9 +494,3 @@ class ServerOptimizer(SavedState):
         logger.info('server: %s %s', action, payload if action != 'buckets' else
                     '%d buckets holding %d arrays' % (len(payload),
                                                      sum(len(b['members']) for b in payload)))
-
-
-def _whole(tau):
-    """A staleness as the histogram counts it: an int when whole (a bucket's per-member taus
-    come out of float arrays; the histogram's keys are read back as integers)."""
-    return int(tau) if float(tau).is_integer() else tau
