@@ -21,7 +21,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'parse_num_servers', 'num_servers', 'ENV_NUM_WORKER', 'parse_num_workers',
            'num_workers', 'ENV_GPUS', 'parse_gpus', 'worker_gpus',
            'ENV_BALANCE_MIN', 'ENV_BALANCE_MAX', 'ENV_BALANCE_PERIOD', 'ENV_BALANCE_THRESHOLD',
-           'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env']
+           'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env',
+           'ENV_ELASTIC', 'parse_elastic', 'elastic_min_workers', 'UNBOUNDED_STALENESS']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -49,6 +50,13 @@ ENV_CONTROLLER = 'MXNET_SSP_CONTROLLER'
 CONTROLLER_PLACEMENTS = ('process', 'thread')
 #: Where the controller runs when MXNET_SSP_CONTROLLER is not set.
 DEFAULT_CONTROLLER = 'process'
+#: Elastic mode (docs/elastic.md): the least number of workers the job needs; a lost worker
+#: is dropped and the others go on while at least that many are left.  Unset, empty, ``0`` or
+#: ``off``: fail-fast (a lost worker fails the job).  Set in every process of the job.
+ENV_ELASTIC = 'MXNET_SSP_ELASTIC'
+#: The staleness bound of the asynchronous stores' controller in elastic mode: it only counts
+#: clocks and members, it never holds a worker.
+UNBOUNDED_STALENESS = 2 ** 31 - 1
 #: Launcher-only setting: extra ssh options, split like a shell would, put
 #: after ``ssh`` (and in rsync's ``-e``), e.g. ``'-F ./ssh_config'`` or ``'-i key -l user'``.
 ENV_SSH_ARGS = 'MXNET_SSP_LAUNCH_SSH_ARGS'
@@ -127,11 +135,18 @@ class SyncConfig:
     splits: int = None
     staleness_log: bool = False
     controller: str = DEFAULT_CONTROLLER
+    elastic: int = 0
 
     @property
     def synchronous(self):
         """True for SSP/DSSP stores (a controller decides when workers go on)."""
         return self.store in STORE_TYPES
+
+    @property
+    def reports_clock(self):
+        """True when the worker reports each step to the controller: SSP/DSSP, and every
+        store in elastic mode (the controller keeps the members and their clocks)."""
+        return self.synchronous or self.elastic > 0
 
     @property
     def r_max(self):
@@ -142,11 +157,16 @@ class SyncConfig:
         """One line with the settings in effect, for the start-up log."""
         if not self.synchronous:
             extra = ' splits=%s' % self.splits if self.store == 'dist_softsync' else ''
-            return '%s%s metrics=%s' % (self.store, extra, self.metrics_dir or 'off')
+            return '%s%s%s metrics=%s' % (self.store, extra, self._elastic_text(),
+                                         self.metrics_dir or 'off')
         rng = (str(self.s_lower) if self.s_lower == self.s_upper
                else '[%d, %d]' % (self.s_lower, self.s_upper))
-        return ('%s staleness=%s mode=%s timeout=%gs metrics=%s'
-                % (self.store, rng, self.mode, self.timeout, self.metrics_dir or 'off'))
+        return ('%s staleness=%s mode=%s timeout=%gs%s metrics=%s'
+                % (self.store, rng, self.mode, self.timeout, self._elastic_text(),
+                   self.metrics_dir or 'off'))
+
+    def _elastic_text(self):
+        return ' elastic(min %d workers)' % self.elastic if self.elastic else ''
 
 
 def _accepted_staleness(store):
@@ -330,6 +350,36 @@ def num_workers(environ=None):
     return parse_num_workers(value)
 
 
+def parse_elastic(value, num_workers=None, source=ENV_ELASTIC):
+    """Parse the elastic setting: the least number of workers the job needs, or 0 (off).
+
+    Accepted: unset, empty, ``0``, ``off``, ``no`` or ``false`` (off: a lost worker fails the
+    job), or an integer ``1 <= n`` (at most `num_workers` when given).
+    """
+    text = '' if value is None else str(value).strip().lower()
+    if text in ('', '0', 'off', 'no', 'false'):
+        return 0
+    try:
+        least = int(text)
+    except ValueError:
+        least = None
+    bound = 'the number of workers (%d)' % num_workers if num_workers else 'the number of workers'
+    if least is None or isinstance(value, bool) or least < 1 or (
+            num_workers is not None and least > num_workers):
+        raise ConfigError('%s=%r is not valid: expected the least number of workers the job '
+                          'needs to go on, an integer 1 <= n <= %s, or 0/off for fail-fast'
+                          % (source, value, bound))
+    return least
+
+
+def elastic_min_workers(environ=None):
+    """The job's elastic setting (:data:`ENV_ELASTIC`): least workers, or 0 (off)."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_ELASTIC)
+    workers = env.get(ENV_NUM_WORKER)
+    return parse_elastic(value, parse_num_workers(workers) if workers else None)
+
+
 def controller_placement(environ=None):
     """Where the controller runs (``MXNET_SSP_CONTROLLER``): ``process`` (default) or ``thread``."""
     env = os.environ if environ is None else environ
@@ -404,7 +454,9 @@ def from_env(store, environ=None, **overrides):
             raise ConfigError('splits is a setting of dist_softsync, not of %s' % store)
         return SyncConfig(store=store, s_lower=0, s_upper=0, mode='bounded',
                           timeout=parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT),
-                          metrics_dir=metrics_dir, splits=splits, staleness_log=bool(log))
+                          metrics_dir=metrics_dir, splits=splits, staleness_log=bool(log),
+                          controller=controller_placement(env),
+                          elastic=elastic_min_workers(env))
     if overrides.get('splits') is not None:
         raise ConfigError('splits is a setting of dist_softsync, not of %s' % store)
     staleness = overrides.get('staleness')
@@ -422,7 +474,7 @@ def from_env(store, environ=None, **overrides):
                else parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT))
     return SyncConfig(store=store, s_lower=s_lower, s_upper=s_upper, mode=mode,
                       timeout=timeout, metrics_dir=metrics_dir, staleness_log=bool(log),
-                      controller=controller_placement(env))
+                      controller=controller_placement(env), elastic=elastic_min_workers(env))
 
 
 def with_store(config, store):

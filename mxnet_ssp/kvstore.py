@@ -175,6 +175,9 @@ class SSPKVStore(KVStoreBase):
 
     #: The :class:`~mxnet_ssp.core.sync.Release` of the last completed step (None before).
     last_release = None
+    #: Elastic mode, after :meth:`close`: the workers the controller lost (dicts ``rank``,
+    #: ``clock``, ``after_s``), as its BYE listed them.
+    lost_workers = ()
     #: Every worker's gradients up to this clock are in the weights the last step pulled.
     visible_clock = 0
 
@@ -708,7 +711,7 @@ class SSPKVStore(KVStoreBase):
 
     def _begin(self, keys):
         """Close a step that ended early, and open a step at its first push."""
-        if self._config.synchronous:
+        if self._config.reports_clock:
             self._ensure_controller()
         else:
             self._check_ready()
@@ -739,6 +742,11 @@ class SSPKVStore(KVStoreBase):
         step, self._step = self._step, None
         if not self._config.synchronous:
             self._clock += 1
+            if self._client is not None:      # elastic: the controller counts, never holds
+                try:
+                    self.last_release = self._client.clock(self._clock)
+                except ControllerError as err:
+                    self._fail(err)
             return
         t0 = time.perf_counter()
         with _process.bounded(self._config.timeout, self._no_apply_message()):
@@ -825,7 +833,9 @@ class SSPKVStore(KVStoreBase):
         if isinstance(native, FreedNative):
             return
         self._kv = FreedNative(self._rank, self.type, SSPError)
-        free_native(native, self._config.timeout, self._rank)
+        # elastic: ps-lite's finalize barrier would wait for lost workers for ever
+        free_native(native, self._config.timeout, self._rank,
+                    barrier=not self._config.elastic)
 
     def close(self):
         """Leave the job: the controller stops counting this worker.  Idempotent.
@@ -838,18 +848,34 @@ class SSPKVStore(KVStoreBase):
         if self._closed:
             return
         self._closed = True
+        lost = []
         if self._client is not None:
             self._step = None
-            self._client.leave()
+            lost = self._client.leave()
             self._client.close()
         self._log.close()
-        if not self._config.synchronous:
-            return
-        summary = self._log.summary(self.type, self._clock)
+        self.lost_workers = lost
+        if self._config.synchronous:
+            self._say(self._log.summary(self.type, self._clock))
+        if self._config.elastic:
+            self._say(elastic_summary(self._rank, self.type, self._clock, lost))
+
+    def _say(self, summary):
         if logger.isEnabledFor(logging.INFO) and logging.getLogger().handlers:
             logger.info(summary)
         else:   # the script configured no logging: the summary is still promised
             sys.stderr.write(summary + '\n')
+
+
+def elastic_summary(rank, store, clock, lost):
+    """The line an elastic worker prints when it leaves: its clock and the workers lost."""
+    if not lost:
+        return 'worker[%d] %s elastic: finished at clock %d; no worker was lost' % (
+            rank, store, clock)
+    return 'worker[%d] %s elastic: finished at clock %d; lost %s' % (
+        rank, store, clock, ', '.join('worker %d at clock %d (%.1f s after the controller '
+                                      'started)' % (x['rank'], x['clock'], x.get('after_s', 0))
+                                      for x in lost))
 
 
 def _keys_pushed_by(frame):

@@ -228,12 +228,13 @@ def read_jsonl(path):
 @pytest.fixture
 def marker_job(tmp_path):
     """Run tests/jobs/marker_job.py; returns (completed process, {rank: [records]})."""
-    def run(workers=2, servers=1, env=None, **flags):
+    def run(workers=2, servers=1, env=None, launcher_args=(), **flags):
         out = tmp_path / 'steps'
         cmd = [sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out)]
         for name, value in flags.items():
-            cmd += ['--' + name.replace('_', '-'), str(value)]
-        proc = run_job(tmp_path, cmd, workers=workers, servers=servers, env=env)
+            cmd += ['--' + name.replace('_', '-')] + ([] if value is True else [str(value)])
+        proc = run_job(tmp_path, cmd, workers=workers, servers=servers, env=env,
+                       launcher_args=launcher_args)
         steps = {}
         if out.exists():
             for name in sorted(os.listdir(out)):

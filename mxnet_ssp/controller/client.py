@@ -367,17 +367,21 @@ class ControllerClient(FrameClient):
         """Tell the controller this worker finished, then close.
 
         Waits up to ``min(timeout, 10)`` s for the acknowledgement; never
-        raises because of the controller (logs a warning instead).
+        raises because of the controller (logs a warning instead).  Returns the workers
+        the controller lost so far (elastic mode; see :func:`protocol.encode_bye`), an
+        empty list otherwise or when the answer did not come.
         """
+        lost = []
         if self._sock is None or self._left:
             self.close()
-            return
+            return lost
         self._left = True
         try:
             self._sendall(P.LEAVE_FRAME, 'LEAVE')
             while True:
                 kind, payload = self._read(min(self.timeout, 10.0), 'the answer to LEAVE')
                 if kind == P.BYE:
+                    lost = self._decode(P.decode_bye, payload)
                     break
                 if kind == P.ERROR:      # the job failed meanwhile; we are leaving anyway
                     log.warning('mxnet-ssp: worker %d leaving a failed job: %s',
@@ -388,3 +392,4 @@ class ControllerClient(FrameClient):
             log.warning('mxnet-ssp: worker %d could not confirm leaving: %s', self.rank, exc)
         finally:
             self.close()
+        return lost

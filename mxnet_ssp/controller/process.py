@@ -4,7 +4,8 @@ The server process that answers the discovery request starts this module with
 ``python -m mxnet_ssp.controller.process`` and talks to it through two pipes:
 
 * stdin: one JSON line with the controller's settings (``num_workers``, ``s_lower``,
-  ``s_upper``, ``mode``, ``timeout``, ``secret`` in hex, ``host``, ``metrics_path``);
+  ``s_upper``, ``mode``, ``timeout``, ``secret`` in hex, ``host``, ``metrics_path``,
+  ``elastic``: the least number of workers, 0 for fail-fast);
   then nothing until the server process ends, which closes the pipe;
 * stdout: one JSON line, ``{"host", "port"}`` once the controller listens, or
   ``{"error"}`` if it cannot start; later, if the job fails, one more line
@@ -34,7 +35,8 @@ def start(settings, on_failed=None):
     return ControllerServer(policy, bytes.fromhex(settings['secret']), host=settings['host'],
                             port=0, timeout=float(settings['timeout']),
                             metrics_path=settings.get('metrics_path'),
-                            max_pending=max(64, workers + 1), on_failed=on_failed).start()
+                            max_pending=max(64, workers + 1), on_failed=on_failed,
+                            min_workers=int(settings.get('elastic') or 0)).start()
 
 
 def serve(stdin, stdout):

@@ -28,7 +28,9 @@ RELEASE   5     ``Q`` clock, ``q`` lead,   server -> client: the OK for push
                 ``Q`` t_slowest, ``I``     ``clock``; mirrors
                 granted, ``I`` extra_left  :class:`mxnet_ssp.core.sync.Release`
 LEAVE     6     (none)                     client -> server: worker finished
-BYE       7     (none)                     server -> client: LEAVE processed
+BYE       7     (none), or UTF-8 JSON      server -> client: LEAVE processed;
+                ``{"lost": [...]}``        in elastic mode the workers lost so
+                                           far (:func:`encode_bye`)
 ERROR     8     UTF-8 text                 server -> client: the job failed
                                            (or, before WELCOME, this
                                            connection was refused); the text
@@ -74,6 +76,7 @@ __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BY
            'decode_challenge', 'encode_hello', 'decode_hello', 'encode_welcome',
            'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
            'decode_release', 'encode_error', 'decode_error', 'LEAVE_FRAME', 'BYE_FRAME',
+           'encode_bye', 'decode_bye',
            'message_name', 'BALANCE_MAC_CONTEXT', 'MAX_JSON_FRAME', 'B_WELCOME', 'REPORT',
            'DECISION', 'B_LEAVE', 'B_LEAVE_FRAME', 'encode_json', 'decode_json']
 
@@ -254,6 +257,32 @@ def decode_error(payload):
 
 LEAVE_FRAME = frame(bytes((LEAVE,)))
 BYE_FRAME = frame(bytes((BYE,)))
+
+
+def encode_bye(lost=()):
+    """BYE frame; with `lost` (elastic mode: dicts ``{"rank", "clock", "after_s"}``, in the
+    order they were lost) its body lists them, as many as fit one frame."""
+    if not lost:
+        return BYE_FRAME
+    lost = list(lost)
+    while True:
+        payload = bytes((BYE,)) + json.dumps({'lost': lost}, separators=(',', ':')).encode()
+        if len(payload) <= MAX_FRAME or not lost:
+            return frame(payload)
+        lost.pop()
+
+
+def decode_bye(payload):
+    """The lost workers a BYE payload lists (an empty list for a bare BYE)."""
+    if len(payload) == 1:
+        return []
+    obj = decode_json(payload, BYE)
+    lost = obj.get('lost')
+    if not isinstance(lost, list) or not all(
+            isinstance(x, dict) and isinstance(x.get('rank'), int) and
+            isinstance(x.get('clock'), int) for x in lost):
+        raise ProtocolError('BYE body has no valid "lost" list: %.80r' % (obj,))
+    return lost
 
 
 def encode_json(kind, obj, max_frame=MAX_JSON_FRAME):

@@ -36,6 +36,13 @@ Contracts
   is called once, on the server thread: how the process hosting the
   controller learns that the job is over
   (:func:`mxnet_ssp.ps.follow.controller_failed`).
+* Elastic mode (``min_workers`` >= 1): an authenticated worker whose connection ends
+  without LEAVE is *lost*, not a failure: it is dropped as if it had left (the slowest clock
+  and DSSP's predictions go on with the others, a worker held for it is released at once),
+  logged, written to the metrics, and listed in the BYE every later LEAVE gets.  The job
+  fails only when fewer than ``min_workers`` workers are neither lost nor ... lost: when
+  the workers lost reach ``num_workers - min_workers + 1``.  A lost rank cannot connect
+  again.  Every other fault (malformed messages, a stall) still fails the job.
 * Faults of an *unauthenticated* peer (garbage, bad lengths, wrong secret,
   wrong or duplicate rank, no HELLO within ``auth_timeout``) only close that
   connection; such a peer never reaches the policy.
@@ -57,6 +64,10 @@ after each line.  All ``time`` fields are the server's clock in seconds;
     or leave of worker ``by``.
 ``{"event": "leave", "rank", "clock", "time"}``
     A worker finished.
+``{"event": "lost", "rank", "clock", "time", "after_s", "left"}``
+    Elastic mode: a worker's connection ended without LEAVE at its clock ``clock``,
+    ``after_s`` seconds after the controller started; ``left`` workers are neither lost
+    nor finished.
 ``{"event": "failure", "time", "message"}``
     The job failed; ``message`` is the text sent to the workers.
 """
@@ -104,11 +115,14 @@ class ControllerServer(FrameServer):
         Seconds after a failure that ``on_failed`` waits at most for them: the
         ERROR sent to a worker must not be lost in a connection reset because
         the process hosting the controller ended first.
+    min_workers : int
+        0: fail-fast (a worker that disconnects without LEAVE fails the job).  n >= 1:
+        elastic mode, the job goes on while at least n workers are not lost (Contracts).
     """
 
     def __init__(self, policy, secret, host='127.0.0.1', port=0, timeout=300.0,
                  metrics_path=None, clock=time.monotonic, auth_timeout=5.0, max_pending=64,
-                 on_failed=None, drain=5.0):
+                 on_failed=None, drain=5.0, min_workers=0):
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise ValueError('secret must be non-empty bytes')
         if not timeout > 0:
@@ -116,6 +130,12 @@ class ControllerServer(FrameServer):
         super().__init__(host, port, clock, auth_timeout, max_pending, secret)
         self.policy = policy
         self.timeout = float(timeout)
+        if not 0 <= min_workers <= policy.num_workers:
+            raise ValueError('min_workers must be in 0..%d, got %r'
+                             % (policy.num_workers, min_workers))
+        self.min_workers = int(min_workers)
+        self._lost = []                        # elastic: {"rank", "clock", "after_s"}, in order
+        self._started_at = clock()
         self._metrics_path = metrics_path
         self._failure = None
         self._failed_at = None                 # when the job failed (server clock)
@@ -131,6 +151,11 @@ class ControllerServer(FrameServer):
     def failure(self):
         """None, or the first job-fatal error message."""
         return self._failure
+
+    @property
+    def lost(self):
+        """Elastic mode: the workers lost so far (dicts ``rank``, ``clock``, ``after_s``)."""
+        return [dict(x) for x in self._lost]
 
     def start(self):
         """Bind, start the server thread and return self (non-blocking).
@@ -234,6 +259,8 @@ class ControllerServer(FrameServer):
             return 'rank %d is already connected from %s' % (rank, other.describe())
         if rank in self._left:
             return 'worker %d already left the job' % rank
+        if any(x['rank'] == rank for x in self._lost):
+            return 'worker %d was lost (elastic mode: a lost rank cannot come back)' % rank
         if self._failure is not None:
             return 'the job already failed: ' + self._failure
         return None
@@ -306,12 +333,11 @@ class ControllerServer(FrameServer):
         if self._failure is None:
             for rel in self.policy.on_leave(rank):
                 self._release_held(rel, now, rank)
-        self._send(conn, P.BYE_FRAME)
+        self._send(conn, P.encode_bye(self._lost))
 
     def _on_eof(self, conn, why):
         if conn.state == READY and not self._stop_requested:
-            self._fail('worker %d disconnected at clock %d without leaving (process died?)'
-                       % (conn.rank, self.policy.clocks[conn.rank]))
+            self._disconnected(conn, '')
         else:
             log.debug('controller: %s closed (%s)', conn.describe(), why)
         self._close(conn)
@@ -348,9 +374,37 @@ class ControllerServer(FrameServer):
     # -- I/O faults and metrics ----------------------------------------------
     def _on_send_error(self, conn, exc):
         if conn.state == READY and self._failure is None and not self._stop_requested:
-            self._fail('worker %d disconnected at clock %d without leaving (process died?): %s'
-                       % (conn.rank, self.policy.clocks[conn.rank], exc))
+            self._disconnected(conn, ': %s' % (exc,))
         self._close(conn)
+
+    def _disconnected(self, conn, detail):
+        """An authenticated worker's connection ended without LEAVE: fail, or lose it."""
+        rank = conn.rank
+        clock = self.policy.clocks[rank]
+        what = ('worker %d disconnected at clock %d without leaving (process died?)%s'
+                % (rank, clock, detail))
+        if not self.min_workers or self._failure is not None:
+            self._fail(what)
+            return
+        now = self._clock()
+        conn.state = LEFT
+        self._by_rank.pop(rank, None)
+        self._held.pop(rank, None)
+        self._lost.append({'rank': rank, 'clock': clock,
+                           'after_s': round(now - self._started_at, 3)})
+        left = self.policy.num_workers - len(self._lost) - len(self._left)
+        self._metric({'event': 'lost', 'rank': rank, 'clock': clock, 'time': now,
+                      'after_s': self._lost[-1]['after_s'], 'left': left})
+        alive = self.policy.num_workers - len(self._lost)
+        if alive < self.min_workers:
+            self._fail('%s; %d of the %d workers are lost, more than the job can lose '
+                       '(elastic: at least %d needed)'
+                       % (what, len(self._lost), self.policy.num_workers, self.min_workers))
+            return
+        log.warning('controller: %s; elastic: dropped, %d of %d workers go on (at least %d '
+                    'needed)', what, alive, self.policy.num_workers, self.min_workers)
+        for rel in self.policy.on_leave(rank):
+            self._release_held(rel, now, rank)
 
     def _metric(self, record):
         if self._metrics is None:

@@ -10,6 +10,7 @@ import argparse
 import os
 import signal
 
+from ..config import ENV_ELASTIC, ConfigError, parse_elastic
 from .gpus import GPU_ENV
 from .job import Job
 from .local import plan_local
@@ -59,6 +60,11 @@ def build_parser():
     p.add_argument('--gpu-map', metavar='MAP',
                    help="local launcher: each worker's GPUs, WORKER:GPU[+GPU...] comma-separated "
                         "(e.g. '0:0,1:1'); WORKER is the launch index (MXNET_SSP_LAUNCH_INDEX)")
+    p.add_argument('--elastic', metavar='MIN_WORKERS',
+                   help='elastic mode (docs/elastic.md): a lost worker does not end the job '
+                        'while at least MIN_WORKERS workers are left; sets %s in every '
+                        'process (default: that variable here, else off: fail-fast)'
+                        % ENV_ELASTIC)
     p.add_argument('--timeout', type=float, metavar='SECONDS',
                    help='stop the whole job if it runs longer than this (exit code 124)')
     p.add_argument('command', nargs=argparse.REMAINDER,
@@ -100,6 +106,7 @@ def check_job(args, environ):
     common = parse_env_pass(args.env, environ)
     env_server = parse_env_items(args.env_server, '--env-server')
     env_worker = parse_env_items(args.env_worker, '--env-worker')
+    elastic = _elastic(args, n, common, env_server, env_worker, environ)
     validate_settings(command, environ, [('--env', common), ('--env-server', env_server),
                                          ('--env-worker', env_worker)])
     settings = {'scheduler': role_settings(common, {}, environ, args.p3),
@@ -108,6 +115,9 @@ def check_job(args, environ):
     if args.p3:
         say('--p3: DMLC_PS_VAN_TYPE=p3 DMLC_PS_WATER_MARK=10 set in every process, as '
             "MXNet's launcher does (P3 is untested with dist_ssp / dist_dssp)")
+    if elastic:
+        for role in settings.values():
+            role[ENV_ELASTIC] = str(elastic)
     gpu_flags = args.gpus_per_worker is not None or args.gpu_map is not None
     if gpu_flags and args.launcher != 'local':
         raise LaunchError('--gpus-per-worker and --gpu-map are for --launcher local: with '
@@ -120,7 +130,28 @@ def check_job(args, environ):
                 raise LaunchError('%s %s clashes with --gpus-per-worker / --gpu-map, which set '
                                   '%s for each worker' % (flag, clash[0], ' and '.join(GPU_ENV)))
     return Job(args.launcher, command, n, s, environ, settings, args.hostfile,
-               args.sync_dst_dir, args.gpus_per_worker, args.gpu_map)
+               args.sync_dst_dir, args.gpus_per_worker, args.gpu_map, elastic)
+
+
+def _elastic(args, num_workers, common, env_server, env_worker, environ):
+    """The job's least number of workers (``--elastic``, else ``MXNET_SSP_ELASTIC``), 0 if off."""
+    for flag, given in (('--env-server', env_server), ('--env-worker', env_worker)):
+        if ENV_ELASTIC in given:
+            raise LaunchError('%s %s: elastic mode must be the same in every process; use '
+                              '--elastic MIN_WORKERS' % (flag, ENV_ELASTIC))
+    if args.elastic is not None:
+        value, source = args.elastic, '--elastic'
+    else:
+        value, source = common.get(ENV_ELASTIC, environ.get(ENV_ELASTIC)), ENV_ELASTIC
+    try:
+        least = parse_elastic(value, num_workers, source=source)
+    except ConfigError as err:
+        raise LaunchError(str(err)) from None
+    if least and args.launcher == 'mpi':
+        raise LaunchError('%s %s is not supported with --launcher mpi: one mpirun runs every '
+                          'worker and ends them all when one fails; use --launcher ssh or local'
+                          % (source, value))
+    return least
 
 
 def plan(args, environ=None, num_gpus=None):
@@ -130,7 +161,11 @@ def plan(args, environ=None, num_gpus=None):
     `environ` defaults to a copy of ``os.environ``; `num_gpus` goes to
     :func:`.local.plan_local` (tests inject a GPU count there).
     """
-    job = check_job(args, dict(os.environ) if environ is None else environ)
+    return plan_job(check_job(args, dict(os.environ) if environ is None else environ), num_gpus)
+
+
+def plan_job(job, num_gpus=None):
+    """The :class:`.job.Plan` of a checked `job` by its launcher's planner; raise LaunchError."""
     if job.launcher == 'local':
         return plan_local(job, num_gpus)
     if job.launcher == 'ssh':
@@ -146,7 +181,8 @@ def main(argv=None, num_gpus=None):
     args = build_parser().parse_args(argv)
     environ = dict(os.environ)
     try:
-        job_plan = plan(args, environ, num_gpus)
+        job = check_job(args, environ)
+        job_plan = plan_job(job, num_gpus)
         rc = run_syncs(job_plan.syncs, os.getcwd(), args.sync_dst_dir, environ)
         if rc != 0:
             return rc
@@ -157,4 +193,9 @@ def main(argv=None, num_gpus=None):
         say('interrupted before the job started')
         return 128 + signal.SIGINT
     say(job_plan.summary)
-    return Supervisor(job_plan.specs, timeout=args.timeout).run()
+    if job.elastic:
+        say('elastic: a lost worker does not end the job while at least %d of the %d workers '
+            'are left (%s=%d in every process)' % (job.elastic, job.num_workers, ENV_ELASTIC,
+                                                  job.elastic))
+    return Supervisor(job_plan.specs, timeout=args.timeout,
+                      min_workers=job.elastic).run()

@@ -32,6 +32,7 @@ class Job(NamedTuple):
     sync_dst_dir: str = None
     gpus_per_worker: int = None
     gpu_map: str = None
+    elastic: int = 0              # --elastic: least workers; 0 fail-fast
 
     def counts(self):
         """``'1 scheduler, S servers, N workers'``, for the plan's summary."""

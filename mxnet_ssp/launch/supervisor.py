@@ -112,13 +112,21 @@ class Supervisor:
     Waiting is event driven: one thread per child blocks in ``wait()`` and
     writes a byte to a pipe; signals reach the same pipe through
     :func:`signal.set_wakeup_fd`; the main thread blocks in ``select``.
+
+    With ``min_workers`` >= 1 (elastic mode, ``--elastic``) a worker that fails is *lost*,
+    not the end of the job, while at least ``min_workers`` workers have not failed; the job
+    then succeeds (exit 0) when every process ended, no scheduler or server failed and at
+    least ``min_workers`` workers exited 0, and the last line names each lost worker.
     """
 
     SIGNALS = ('SIGINT', 'SIGTERM', 'SIGHUP')
 
     def __init__(self, specs, timeout=None, finish_timeout=FINISH_TIMEOUT, grace=KILL_GRACE,
-                 stream=None):
+                 stream=None, min_workers=0):
         self.specs = list(specs)
+        self.min_workers = min_workers
+        self.lost = []                 # elastic: (proc, seconds after the start) per lost worker
+        self._started = None
         self.timeout = timeout
         self.finish_timeout = finish_timeout
         self.grace = grace
@@ -205,6 +213,7 @@ class Supervisor:
                 os.close(self._wfd)
 
     def _start(self):
+        self._started = time.monotonic()
         for spec in self.specs:
             self._read_events(0)
             code = self._check(())
@@ -236,10 +245,39 @@ class Supervisor:
             return 128 + signum
         for proc in exited:
             if proc.rc != 0:
+                if self._lose(proc):
+                    continue
                 self._say('%s %s — stopping the job'
                           % (proc.spec.describe(proc.pid), describe_exit(proc.rc, proc.spec)))
                 return EXIT_FAILED
         return None
+
+    def _workers(self):
+        return [p for p in self.procs if p.spec.role == 'worker']
+
+    def _lose(self, proc):
+        """Elastic mode: whether the job goes on without failed worker `proc` (said)."""
+        if not self.min_workers or proc.spec.role != 'worker' or proc.spec.mpirun:
+            return False
+        specs = [s for s in self.specs if s.role == 'worker']
+        failed = [p for p in self._workers() if p.rc not in (None, 0)]
+        if len(specs) - len(failed) < self.min_workers:
+            return False
+        self.lost.append((proc, time.monotonic() - self._started))
+        self._say('%s %s — elastic: %d of %d workers go on (at least %d needed)'
+                  % (proc.spec.describe(proc.pid), describe_exit(proc.rc, proc.spec),
+                     len(specs) - len(failed), len(specs), self.min_workers))
+        return True
+
+    def _finished(self):
+        """The line of a job whose processes all ended (elastic: naming the lost workers)."""
+        if not self.lost:
+            return 'all %d processes exited with code 0' % len(self.procs)
+        return ('job finished: %d of %d processes exited with code 0; lost %s'
+                % (sum(p.rc == 0 for p in self.procs), len(self.procs),
+                   ', '.join('%s (%s %.1f s after the start)'
+                             % (p.spec.label(), describe_exit(p.rc, p.spec), t)
+                             for p, t in self.lost)))
 
     def _watch(self):
         start = time.monotonic()
@@ -248,7 +286,7 @@ class Supervisor:
         while True:
             running = [p for p in self.procs if p.rc is None]
             if not running:
-                self._say('all %d processes exited with code 0' % len(self.procs))
+                self._say(self._finished())
                 return 0
             now = time.monotonic()
             limits = [d for d in (deadline, finish_deadline) if d is not None]
@@ -257,8 +295,9 @@ class Supervisor:
             code = self._check(exited)
             if code is not None:
                 return code
-            workers = [p for p in self.procs if p.spec.role == 'worker']
-            if finish_deadline is None and all(p.rc == 0 for p in workers):
+            workers = self._workers()
+            lost = {p for p, _ in self.lost}
+            if finish_deadline is None and all(p.rc == 0 or p in lost for p in workers):
                 finish_deadline = time.monotonic() + self.finish_timeout
             now = time.monotonic()
             if ready or exited:

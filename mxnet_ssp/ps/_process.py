@@ -180,8 +180,10 @@ def end_server(what):
     os._exit(SERVER_FAILED)
 
 
-def end_job(message):
-    """End this scheduler or server process of a failed job with FATAL_EXIT, saying `message`.
+def end_job(message, status=FATAL_EXIT):
+    """End this scheduler or server process of a failed job with `status`, saying `message`.
+
+    `status` is FATAL_EXIT except at the end of an elastic job (0: :mod:`mxnet_ssp.ps.follow`).
 
     Their loop (MXNet's, inside ``import mxnet``) waits for every node of the job and
     cannot be left from Python: the process ends without exit hooks, which would wait too.
@@ -189,10 +191,10 @@ def end_job(message):
     """
     # one line on stderr, not through logging: a scheduler has no handler of its own (the
     # line would come twice through logging's last resort) and a server's is MXNet's
-    sys.stderr.write('mxnet-ssp: %s (exit status %d)\n' % (message, FATAL_EXIT))
+    sys.stderr.write('mxnet-ssp: %s (exit status %d)\n' % (message, status))
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(FATAL_EXIT)
+    os._exit(status)
 
 
 def _at_exit():

@@ -71,7 +71,8 @@ def start_controller(request):
         settings = {'num_workers': num_workers, 's_lower': int(request['s_lower']),
                     's_upper': int(request['s_upper']), 'mode': request['mode'],
                     'timeout': float(request['timeout']), 'host': advertised_host(),
-                    'secret': secrets.token_hex(32), 'metrics_path': None}
+                    'secret': secrets.token_hex(32), 'metrics_path': None,
+                    'elastic': int(request.get('elastic') or 0)}
         if request.get('metrics_dir'):
             os.makedirs(request['metrics_dir'], exist_ok=True)
             settings['metrics_path'] = os.path.join(request['metrics_dir'], 'controller.jsonl')
@@ -87,7 +88,7 @@ def start_controller(request):
             host, port = _controller.address
         _controller_answer = {'host': host, 'port': port, 'secret': settings['secret'],
                               's_lower': settings['s_lower'], 's_upper': settings['s_upper'],
-                              'mode': settings['mode']}
+                              'mode': settings['mode'], 'elastic': settings['elastic']}
         logger.info('server: %s controller for %d workers, staleness [%d, %d] mode %s, in a %s, '
                     'at %s:%d', request['store'], num_workers, settings['s_lower'],
                     settings['s_upper'], settings['mode'], placement, host, port)
@@ -157,10 +158,15 @@ def request_controller(native, key, config, num_workers, rank):
     from mxnet import ndarray as nd
     import numpy as np
     from . import _process
+    # in elastic mode the asynchronous stores report their clocks to a controller that never
+    # holds anyone: it keeps the members, their clocks and the lost ones
+    bound = ((config.s_lower, config.s_upper) if config.synchronous
+             else (cfg.UNBOUNDED_STALENESS, cfg.UNBOUNDED_STALENESS))
     request = {'v': 1, 'store': config.store, 'num_workers': num_workers,
-               's_lower': config.s_lower, 's_upper': config.s_upper,
+               's_lower': bound[0], 's_upper': bound[1],
                'mode': config.mode, 'timeout': config.timeout,
-               'metrics_dir': config.metrics_dir, 'controller': config.controller}
+               'metrics_dir': config.metrics_dir, 'controller': config.controller,
+               'elastic': config.elastic}
     native.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
     native.push(key, nd.array(encode_blob(request), dtype=np.float32))
     reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
@@ -177,6 +183,10 @@ def request_controller(native, key, config, num_workers, rank):
     if 'error' in answer:
         raise DiscoveryError('worker[%d]: the servers refused to start the controller: %s'
                              % (rank, answer['error']))
+    if answer.get('elastic', 0) != config.elastic:
+        raise DiscoveryError('worker[%d]: this worker was configured with %s=%d but the '
+                             'controller runs with %d: set it the same for every process'
+                             % (rank, cfg.ENV_ELASTIC, config.elastic, answer.get('elastic', 0)))
     mine = (request['s_lower'], request['s_upper'], request['mode'])
     theirs = (answer['s_lower'], answer['s_upper'], answer['mode'])
     if mine != theirs:

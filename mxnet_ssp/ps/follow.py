@@ -39,6 +39,19 @@ a worker only between its native store's creation and the start of its finalize
 (:func:`leaving`): once past that (the job finished) the thread stands down, so a healthy
 job ends as before.
 
+Elastic mode (``MXNET_SSP_ELASTIC``, docs/elastic.md) changes two rules, since a worker may
+be lost and the survivors leave without ps-lite's finalize barrier.  A server ends, with
+status 0, once it has had no connection to or from a worker for :data:`ELASTIC_GRACE_S`
+(every worker ended: finished or lost; :func:`server_links` counts what is left besides the
+scheduler's two connections); the scheduler ends, with status 0, once no node is connected
+to it for :data:`ELASTIC_GRACE_S` (the servers ended), or once only the servers are, for
+3 x :data:`ELASTIC_GRACE_S` (a server that cannot follow).  So under MXNet's stock
+launch.py, which returns with its scheduler, the scheduler ends last.  Whether the job succeeded is the workers' exit
+statuses' to say (and the launcher's, ``mxnet-ssp-launch --elastic``); the server hosting the
+controller still ends with status 1 when the controller fails the job (more workers lost than
+the job can lose).  A server that died leaves the workers' pushes unanswered: they end at the
+job's timeout, and the scheduler with them.
+
 Why the grace: in a job that ends normally no ps-lite connection closes before every node
 has passed the finalize barrier, and each process leaves the loop milliseconds after it (a
 server has drained its update queue before it enters the barrier: the stop command the
@@ -70,12 +83,15 @@ from .. import config as cfg
 
 __all__ = ['follow_job', 'follow_scheduler', 'leaving', 'follow_controller_process',
            'controller_failed', 'in_server_loop',
-           'LinkFollower', 'tcp_links', 'GRACE_S', 'POLL_S']
+           'LinkFollower', 'DrainFollower', 'tcp_links', 'GRACE_S', 'ELASTIC_GRACE_S', 'POLL_S']
 
 logger = logging.getLogger(__name__)
 
 #: Seconds a ps-lite connection must stay closed before the process ends (see the docstring).
 GRACE_S = 10.0
+#: Elastic mode: seconds the scheduler waits once only the servers are connected, and a
+#: server once the scheduler's connection closed (the end of the job, not a fault).
+ELASTIC_GRACE_S = 3.0
 #: Seconds between two looks at this process's connections.
 POLL_S = 0.5
 
@@ -178,6 +194,15 @@ def scheduler_links(links, port):
     return [peer for local, peer, up in links if up and local[1] == port and peer not in own]
 
 
+def server_links(links, addresses, port):
+    """A server's open connections other than its own to itself and its outgoing one to the
+    scheduler at `port` on one of `addresses`: the scheduler's incoming one and two per
+    worker (ps-lite connects each node to every node of another role and to itself)."""
+    own = {local for local, _, _ in links}
+    return [peer for _, peer, up in links
+            if up and peer not in own and not (peer[1] == port and peer[0] in addresses)]
+
+
 def links_to(links, addresses, port):
     """Open connections of this process to `port` on one of `addresses` (any if empty)."""
     return [peer for _, peer, up in links
@@ -233,6 +258,56 @@ class LinkFollower:
         return lost if lost >= self.grace else None
 
 
+class DrainFollower:
+    """Elastic mode, the scheduler: decides when only the servers' connections are left.
+
+    :meth:`observe` returns the seconds the count has been at most `floor` (the servers)
+    once that has lasted `grace` seconds, after it was above `floor` (a worker had joined);
+    else None.
+
+    Parameters
+    ----------
+    floor : int
+        Connections that stay to the end (the servers'); >= 0.
+    grace : float
+        Seconds the count must stay at or below `floor`.
+    """
+
+    def __init__(self, floor, grace=ELASTIC_GRACE_S):
+        if floor < 0:
+            raise ValueError('floor must be >= 0, got %r' % (floor,))
+        self.floor = floor
+        self.grace = float(grace)
+        self.peak = 0
+        self.since = None
+
+    def observe(self, count, now):
+        """`count` connections are open at time `now` (seconds): None, or seconds drained."""
+        self.peak = max(self.peak, count)
+        if self.peak <= self.floor or count > self.floor:
+            self.since = None
+            return None
+        if self.since is None:
+            self.since = now
+        lost = now - self.since
+        return lost if lost >= self.grace else None
+
+
+class _Either:
+    """Two followers fed the same counts: the first one's decision."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    @property
+    def peak(self):
+        return self.first.peak
+
+    def observe(self, count, now):
+        a, b = self.first.observe(count, now), self.second.observe(count, now)
+        return a if a is not None else b
+
+
 # ---------------------------------------------------------------------------
 # The threads
 # ---------------------------------------------------------------------------
@@ -244,25 +319,45 @@ def _scheduler_watch(environ):
     def count():
         return len(scheduler_links(tcp_links(), port))
 
+    if cfg.elastic_min_workers(environ):
+        servers = cfg.num_servers(environ)
+        gone = DrainFollower(0, ELASTIC_GRACE_S)
+        stay = DrainFollower(servers, 3 * ELASTIC_GRACE_S)
+
+        def drained(n, follower, lost):
+            return ('scheduler: every worker of the job has ended (elastic mode; for %.1f s '
+                    '%d connection(s) are left, of the %d server(s)); ending the scheduler'
+                    % (lost, n, servers))
+        return expected, count, drained, _Either(gone, stay)
+
     def message(n, follower, lost):
         return ('scheduler: %d of the %d workers and servers of the job were connected; for '
                 '%.1f s now only %d: a node ended without ps-lite\'s finalize (it died, or it '
                 'ended because the job failed: see its log); ending the scheduler, whose loop '
                 'would wait for it for ever' % (follower.peak, expected, lost, n))
-    return expected, count, message
+    return expected, count, message, None
 
 
-def _node_watch(environ, who, ending):
+def _node_watch(environ, who, ending, elastic=False):
     host, port = environ['DMLC_PS_ROOT_URI'], int(environ['DMLC_PS_ROOT_PORT'])
     addresses = _addresses(host)
 
     def count():
         return len(links_to(tcp_links(), addresses, port))
 
+    if elastic:
+        def count_workers():
+            return len(server_links(tcp_links(), addresses, port))
+
+        def message(n, follower, lost):
+            return ('%s: no worker has been connected for %.1f s (elastic mode: every worker '
+                    'has ended); ending this server' % (who, lost))
+        return 1, count_workers, message, DrainFollower(1, ELASTIC_GRACE_S)
+
     def message(n, follower, lost):
         return ('%s: the scheduler at %s:%d closed its connection %.1f s ago (it ended: the '
                 'job failed or was stopped); %s' % (who, host, port, lost, ending))
-    return 1, count, message
+    return 1, count, message, None
 
 
 def _watch(role, environ, poll=POLL_S, grace=GRACE_S, active=in_server_loop, who=None):
@@ -272,21 +367,23 @@ def _watch(role, environ, poll=POLL_S, grace=GRACE_S, active=in_server_loop, who
     stands down when it is false again (the loop returned, the store is being freed).
     """
     try:
+        elastic = role != 'worker' and cfg.elastic_min_workers(environ) > 0
         if role == 'scheduler':
-            expected, count, message = _scheduler_watch(environ)
+            expected, count, message, follower = _scheduler_watch(environ)
         elif role == 'server':
-            expected, count, message = _node_watch(
+            expected, count, message, follower = _node_watch(
                 environ, 'server (pid %d)' % os.getpid(),
-                'ending this server, whose loop would wait for it for ever')
+                'ending this server, whose loop would wait for it for ever', elastic)
         else:
-            expected, count, message = _node_watch(
+            expected, count, message, follower = _node_watch(
                 environ, who or 'worker', 'exiting: the job cannot finish (no pull or push '
                 'would be answered, ps-lite\'s finalize never completes)')
-    except (KeyError, ValueError) as err:
+    except (KeyError, ValueError) as err:       # cfg.ConfigError is a ValueError
         logger.warning('mxnet-ssp: this %s cannot follow its job (%s: %s); a failed job '
                        'will not end it', role, type(err).__name__, err)
         return
-    follower = LinkFollower(expected, grace)
+    status = 0 if elastic else _process.FATAL_EXIT
+    follower = follower or LinkFollower(expected, grace)
     entered = complete = False
     while True:
         time.sleep(poll)        # a period between looks, not a synchronization
@@ -307,7 +404,7 @@ def _watch(role, environ, poll=POLL_S, grace=GRACE_S, active=in_server_loop, who
             logger.info('mxnet-ssp: this %s follows its %d ps-lite connection(s) of the job; it '
                         'ends %g s after one closes for good', role, expected, grace)
         if lost is not None and active():
-            _process.end_job(message(n, follower, lost))
+            _process.end_job(message(n, follower, lost), status)
 
 
 def follow_job(role, environ=None):

@@ -39,13 +39,20 @@ def create_native(timeout):
     return native
 
 
-def free_native(native, timeout, rank):
+def free_native(native, timeout, rank, barrier=True):
     """Free `native` (ps-lite's finalize barrier, which waits for every node of the job).
 
     The process ends after `timeout` seconds if another node never gets there.  The Python
     object is left without a handle, so its own ``__del__`` frees nothing.
+
+    ``barrier=False`` (elastic mode) frees it without any barrier: MXNet's
+    ``MXKVStoreSetBarrierBeforeExit(handle, 0)`` makes the destructor skip the workers'
+    barrier and the stop command to the servers and finalize ps-lite locally; it still waits
+    until every push and pull of this worker was answered (docs/elastic.md, (b)).
     """
     handle, native.handle = native.handle, None
+    if not barrier:
+        check_call(_LIB.MXKVStoreSetBarrierBeforeExit(handle, ctypes.c_int(0)))
     message = ('worker[%d]: the job did not shut down within %g s (%s): another worker, a '
                'server or the scheduler never reached ps-lite\'s finalize barrier (died, '
                'stopped, or still working)' % (rank, timeout, cfg.ENV_TIMEOUT))

@@ -346,7 +346,7 @@ def test_dead_worker_survivor_fails_on_its_own_under_stock_launch_py(tmp_path):
         'dist_ssp', '--staleness', '0', '--iters', '50', '--die-rank', '1', '--die-at', '3'],
         timeout=120)
     elapsed = time.monotonic() - started
-    assert 'worker 1 dying on purpose at step 3' in proc.stderr, fail_msg(proc)
+    assert 'worker 1 dying on purpose (exit) at step 3' in proc.stderr, fail_msg(proc)
     assert ('worker[0]: worker 1 disconnected at clock 2 without leaving (process died?)'
             in proc.stderr), fail_msg(proc)
     assert 'the job failed: worker 1 disconnected at clock 2' in proc.stderr, fail_msg(proc)

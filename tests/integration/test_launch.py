@@ -15,6 +15,7 @@ these the tests are skipped, and fail under CI=true (tests/conftest.py need).
 """
 import json
 import os
+import re
 import select
 import shlex
 import shutil
@@ -381,6 +382,10 @@ MARKER_CMD = [PY, '-c', 'import sys; open(sys.argv[1], "w").write("started")']
     ({}, ['--kvstore'], ['--kvstore without a value in the command', 'dist_ssp, dist_dssp']),
     ({'MXNET_SSP_DSSP_MODE': 'fast'}, [], ["MXNET_SSP_DSSP_MODE='fast'", 'bounded, paper']),
     ({'MXNET_SSP_TIMEOUT': '0'}, [], ["MXNET_SSP_TIMEOUT='0'", 'seconds > 0']),
+    ({'MXNET_SSP_ELASTIC': 'yes'}, [], ["MXNET_SSP_ELASTIC='yes'", 'least number of workers',
+                                        '1 <= n <= the number of workers (2)', '0/off']),
+    ({'MXNET_SSP_ELASTIC': '3'}, [], ["MXNET_SSP_ELASTIC='3'", '1 <= n <= the number of '
+                                      'workers (2)']),
 ])
 def test_bad_setting_exits_2_and_starts_nothing(tmp_path, clean_env, capfd, env, args, expect):
     marker = tmp_path / 'started'
@@ -404,6 +409,11 @@ def test_bad_setting_exits_2_and_starts_nothing(tmp_path, clean_env, capfd, env,
     (['-n', '0'], ['-n/--num-workers 0', 'at least 1']),
     (['-s', '0'], ['-s/--num-servers 0', 'at least 1']),
     (['--timeout', '-5'], ['--timeout', 'seconds > 0']),
+    (['--elastic', '0.5'], ["--elastic='0.5' is not valid", '1 <= n <= the number of workers (2)']),
+    (['--elastic', '-1'], ["--elastic='-1' is not valid"]),
+    (['--elastic', '1', '--launcher', 'mpi'], ['--elastic 1 is not supported with --launcher mpi']),
+    (['--env-worker', 'MXNET_SSP_ELASTIC:1'], ['--env-worker MXNET_SSP_ELASTIC',
+                                               'the same in every process', '--elastic']),
     (['--launcher', 'sge'], ['--launcher sge is not supported by mxnet-ssp-launch', 'use']),
     (['--launcher', 'yarn'], ['--launcher yarn is not supported by mxnet-ssp-launch', 'use']),
     (['--launcher', 'ssh'], ['needs -H/--hostfile']),
@@ -546,6 +556,47 @@ def test_supervisor_server_that_never_exits(tmp_path, capfd):
     assert 'all workers exited with code 0 but server #0 (launch index; pid' in err
     recorded = read_pids(pids)
     assert list(recorded) == ['server-0'] and not alive(recorded['server-0'])
+
+
+def test_supervisor_elastic_goes_on_without_a_lost_worker(tmp_path, capfd):
+    """min_workers=1: worker #1 killed, worker #0 and the server exit 0: the job succeeds and
+    its last line names the lost worker; the server is not stopped when the worker dies."""
+    done = tmp_path / 'done'
+    wait_for_done = ('import os, sys, time\n'
+                     'while not os.path.exists(sys.argv[1]):\n'
+                     '    time.sleep(0.02)\n')
+    server = Spec('server', 0, [PY, '-c', wait_for_done, str(done)])
+    dies = Spec('worker', 1, [PY, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])
+    finishes = Spec('worker', 0, [PY, '-c', wait_for_done + 'open(sys.argv[2], "w").close()\n',
+                                  str(tmp_path / 'go'), str(done)])
+    go = Spec('worker', 2, [PY, '-c', 'import sys; open(sys.argv[1], "w").close()',
+                            str(tmp_path / 'go')])
+    rc = Supervisor([server, dies, finishes, go], grace=2, min_workers=2).run()
+    err = capfd.readouterr().err
+    assert rc == 0, err
+    assert re.search(r'worker #1 \(launch index; pid \d+\) was killed by signal SIGKILL — '
+                     r'elastic: 2 of 3 workers go on \(at least 2 needed\)', err), err
+    assert re.search(r'job finished: 3 of 4 processes exited with code 0; lost worker #1 '
+                     r'\(was killed by signal SIGKILL [\d.]+ s after the start\)', err), err
+
+
+@pytest.mark.parametrize('min_workers', [2, 0])
+def test_supervisor_fails_when_more_workers_are_lost_than_allowed(tmp_path, capfd, min_workers):
+    block = Spec('worker', 0, [PY, '-c', 'import signal; signal.pause()'])
+    dies = Spec('worker', 1, [PY, '-c', 'import sys; sys.exit(3)'])
+    rc = Supervisor([block, dies], grace=2, min_workers=min_workers).run()
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED, err
+    assert 'worker #1 (launch index; pid' in err and 'exited with code 3 — stopping the job' in err
+    assert 'elastic' not in err
+
+
+def test_supervisor_elastic_never_tolerates_a_failed_server(tmp_path, capfd):
+    block = Spec('worker', 0, [PY, '-c', 'import signal; signal.pause()'])
+    server = Spec('server', 0, [PY, '-c', 'import sys; sys.exit(70)'])
+    rc = Supervisor([block, server], grace=2, min_workers=1).run()
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED and 'server #0' in err and 'code 70 — stopping' in err, err
 
 
 def test_supervisor_timeout(tmp_path, capfd):

@@ -14,8 +14,17 @@ Run as every role of a job (scheduler and servers never get past
 import argparse
 import json
 import os
+import signal
 import sys
 import time
+
+
+def die(args, rank, t, where):
+    sys.stderr.write('worker %d dying on purpose (%s) %s step %d\n' % (rank, args.die_by, where, t))
+    sys.stderr.flush()
+    if args.die_by == 'sigkill':
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(7)
 
 
 def parse_args():
@@ -33,6 +42,11 @@ def parse_args():
                    default='ssp-first')
     p.add_argument('--die-rank', type=int, default=-1)
     p.add_argument('--die-at', type=int, default=-1)
+    p.add_argument('--die-by', choices=['exit', 'sigkill'], default='exit',
+                   help='exit: os._exit(7); sigkill: kill -9 of itself')
+    p.add_argument('--die-mid-step', action='store_true',
+                   help='die after pushing key 0 of step --die-at (the push may or may not '
+                        'reach the servers), not before the step')
     p.add_argument('--stall-rank', type=int, default=-1)
     p.add_argument('--stall-at', type=int, default=-1)
     p.add_argument('--out', required=True)
@@ -70,16 +84,16 @@ def main():
         kv.broadcast(key, mx.nd.zeros(n), out=weights[key])
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, 'steps-%d.jsonl' % rank), 'w', buffering=1)
+    dying = rank == args.die_rank
     for t in range(1, T + 1):
-        if rank == args.die_rank and t == args.die_at:
-            sys.stderr.write('worker %d dying on purpose at step %d\n' % (rank, t))
-            os._exit(7)
         if rank == args.stall_rank and t == args.stall_at:
             sys.stderr.write('worker %d stalling on purpose at step %d\n' % (rank, t))
             time.sleep(600)                        # a hung worker; the job must not wait for it
         delay = args.base_seconds + (args.slow_seconds if rank == args.slow_rank else 0.0)
         if delay:
             time.sleep(delay)                      # emulated compute time, not synchronization
+        if dying and t == args.die_at and not args.die_mid_step:
+            die(args, rank, t, 'at')
         for key in range(args.keys):
             grads = []
             for c in ctxs:
@@ -90,6 +104,8 @@ def main():
                     g[:] = 0.001
                 grads.append(g)
             kv.pushpull(key, grads, out=weights[key], priority=-key)
+            if dying and t == args.die_at and args.die_mid_step:
+                die(args, rank, t, 'in the middle of')
         seen = weights[0][0].asnumpy()
         release = getattr(kv, 'last_release', None)
         record = {'rank': rank, 'clock': t, 'time': time.time(),

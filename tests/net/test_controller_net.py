@@ -603,3 +603,73 @@ def test_fuzz_unauthenticated_junk_never_fails_job(servers):
     c.leave()
     alive.leave()
     assert srv.failure is None
+
+
+# -- elastic mode (min_workers >= 1): a lost worker is dropped, not a failure ------------
+
+def test_elastic_drop_releases_held_workers_and_bye_lists_the_loss(servers, tmp_path):
+    metrics = tmp_path / 'controller.jsonl'
+    srv = servers(num_workers=3, s_lower=0, min_workers=2, metrics_path=str(metrics))
+    a, b, c = client(srv, 0), client(srv, 1), client(srv, 2)
+    first = [Worker(lambda w=w: w.clock(1)) for w in (b, c)]
+    for w in first:
+        w.start()
+    for _ in first:
+        srv.policy.next_push()
+    assert a.clock(1).t_slowest == 1                   # the last of clock 1 releases all
+    assert srv.policy.next_push() == (0, 1, [0, 1, 2])
+    for w in first:
+        assert w.finish().error is None
+    held = [Worker(lambda w=w: w.clock(2)) for w in (a, b)]
+    for w in held:
+        w.start()
+    assert sorted(srv.policy.next_push()[:2] for _ in held) == [(0, 2), (1, 2)]
+    assert all(w.is_alive() for w in held)             # SSP 0: held for worker 2
+    c.close()                                          # worker 2 dies at clock 1: no LEAVE
+    for w in held:                                     # released by the drop, not a timeout
+        assert w.finish().error is None and w.result.t_slowest == 2
+    assert srv.failure is None
+    assert [(x['rank'], x['clock']) for x in srv.lost] == [(2, 1)]
+    with pytest.raises(ControllerError, match='worker 2 was lost'):
+        client(srv, 2)                                 # a lost rank cannot come back
+    assert b.leave() == srv.lost
+    assert a.clock(3).t_slowest == 3                   # the last one goes on alone
+    assert a.leave() == srv.lost
+    srv.stop()
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    (lost,) = [r for r in records if r['event'] == 'lost']
+    assert (lost['rank'], lost['clock'], lost['left']) == (2, 1, 2)
+    assert lost['after_s'] == srv.lost[0]['after_s'] >= 0
+    released = [r for r in records if r['event'] == 'release' and r['by'] == 2]
+    assert sorted((r['rank'], r['clock']) for r in released) == [(0, 2), (1, 2)]
+    assert all(r['time'] == lost['time'] and r['waited_s'] < WAIT for r in released)
+
+
+def test_elastic_fails_when_more_are_lost_than_the_job_can_lose(servers):
+    srv = servers(num_workers=3, s_lower=0, min_workers=2)
+    a, b, c = client(srv, 0), client(srv, 1), client(srv, 2)
+    c.close()
+    held = Worker(lambda: a.clock(1))
+    held.start()
+    assert srv.policy.next_push()[:2] == (0, 1)
+    assert srv.failure is None
+    b.close()                                          # 2 of 3 lost: fewer than 2 left
+    held.finish()
+    assert isinstance(held.error, ControllerError)
+    assert re.search(r'worker 1 disconnected at clock 0 without leaving.*2 of the 3 workers '
+                     r'are lost, more than the job can lose \(elastic: at least 2 needed\)',
+                     str(held.error)), held.error
+    assert srv.failure == str(held.error)
+
+
+def test_fail_fast_bye_has_no_body(servers):
+    srv = servers(num_workers=1, s_lower=0)
+    a = client(srv, 0)
+    a.clock(1)
+    assert a.leave() == []
+
+
+@pytest.mark.parametrize('bad', [0 - 1, 4])
+def test_elastic_min_workers_checked(bad):
+    with pytest.raises(ValueError, match='min_workers must be in 0..3'):
+        ControllerServer(SyncPolicy(3, 0, 0), SECRET, min_workers=bad)

@@ -165,3 +165,33 @@ def test_bad_controller_placement_names_the_setting_and_the_choices():
                        match=r"MXNET_SSP_CONTROLLER='fiber' is not valid: expected one of "
                              r"process, thread"):
         cfg.from_env('dist_dssp', environ={cfg.ENV_CONTROLLER: 'fiber'})
+
+
+# -- elastic mode ---------------------------------------------------------------------
+
+@pytest.mark.parametrize('value, expected', [
+    (None, 0), ('', 0), (' 0 ', 0), ('off', 0), ('NO', 0), ('false', 0), ('1', 1), (' 3', 3)])
+def test_parse_elastic_accepts_off_and_a_least_number(value, expected):
+    assert cfg.parse_elastic(value, num_workers=3) == expected
+
+
+@pytest.mark.parametrize('value', ['4', '-1', 'on', 'yes', '1.5', 'two'])
+def test_parse_elastic_refuses_naming_setting_value_and_range(value):
+    with pytest.raises(cfg.ConfigError) as err:
+        cfg.parse_elastic(value, num_workers=3)
+    text = str(err.value)
+    assert text.startswith('MXNET_SSP_ELASTIC=%r is not valid' % value), text
+    assert '1 <= n <= the number of workers (3)' in text and '0/off' in text
+
+
+def test_elastic_reaches_every_store_config_and_its_description():
+    env = {'MXNET_SSP_ELASTIC': '2', 'DMLC_NUM_WORKER': '3'}
+    for store in cfg.OUR_STORE_TYPES:
+        config = cfg.from_env(store, environ=env)
+        assert config.elastic == 2 and config.reports_clock
+        assert 'elastic(min 2 workers)' in config.describe()
+    async_off = cfg.from_env('dist_async', environ={})
+    assert async_off.elastic == 0 and not async_off.reports_clock
+    assert cfg.from_env('dist_ssp', environ={}).reports_clock
+    with pytest.raises(cfg.ConfigError, match=r"MXNET_SSP_ELASTIC='4'.*\(3\)"):
+        cfg.from_env('dist_ssp', environ=dict(env, MXNET_SSP_ELASTIC='4'))

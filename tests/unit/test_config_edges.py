@@ -659,16 +659,17 @@ def test_from_env_async_defaults(store, splits, hostile_env):
 
 
 def test_from_env_async_reads_its_variables_and_ignores_the_ssp_ones(hostile_env):
+    # the controller's placement is read: in elastic mode these stores start one too
     env = {cfg.ENV_STALENESS: 'not checked', cfg.ENV_DSSP_MODE: 'not checked',
-           cfg.ENV_CONTROLLER: 'not checked', cfg.ENV_TIMEOUT: ' 4.5 ',
+           cfg.ENV_CONTROLLER: 'thread', cfg.ENV_TIMEOUT: ' 4.5 ',
            cfg.ENV_METRICS_DIR: 'm', cfg.ENV_STALENESS_LOG: 'true',
            cfg.ENV_SOFTSYNC_SPLITS: ' 3 '}
     assert cfg.from_env('dist_softsync', environ=env) == cfg.SyncConfig(
         store='dist_softsync', s_lower=0, s_upper=0, mode='bounded', timeout=4.5,
-        metrics_dir='m', splits=3, staleness_log=True, controller='process')
+        metrics_dir='m', splits=3, staleness_log=True, controller='thread')
     assert cfg.from_env('dist_async', environ=env) == cfg.SyncConfig(
         store='dist_async', s_lower=0, s_upper=0, mode='bounded', timeout=4.5,
-        metrics_dir='m', splits=None, staleness_log=True, controller='process')
+        metrics_dir='m', splits=None, staleness_log=True, controller='thread')
     assert cfg.from_env('dist_async', environ={cfg.ENV_TIMEOUT: ''}).timeout == 300.0
 
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT
 from mxnet_ssp import _hooks
 from mxnet_ssp.ps import follow
-from mxnet_ssp.ps.follow import LinkFollower
+from mxnet_ssp.ps.follow import DrainFollower, LinkFollower
 
 LINUX = pytest.mark.skipif(not (os.path.exists('/proc/self/fd') and hasattr(socket, 'TCP_INFO')),
                            reason='reads /proc/self/fd and TCP_INFO (Linux)')
@@ -63,6 +63,26 @@ def test_a_node_lost_while_the_others_still_join_is_a_failure():
     assert f.observe(2, 0.5) is None
     assert f.observe(1, 1.0) is None
     assert f.observe(1, 2.0) == pytest.approx(1.0)
+
+
+def test_drain_decides_once_only_the_servers_are_left_for_the_grace():
+    f = DrainFollower(floor=2, grace=3.0)
+    assert f.observe(1, 0.0) is None and f.observe(2, 1.0) is None   # servers joining
+    assert f.observe(4, 2.0) is None                                  # workers joined
+    assert f.observe(3, 3.0) is None                                  # one worker lost: goes on
+    assert f.observe(2, 4.0) is None and f.observe(2, 6.9) is None    # drained, in the grace
+    assert f.observe(2, 7.0) == 3.0
+
+
+def test_drain_is_reset_by_a_connection_and_ignores_a_job_without_workers():
+    f = DrainFollower(floor=1, grace=1.0)
+    assert f.observe(1, 0.0) is None and f.observe(1, 50.0) is None   # no worker yet
+    assert f.observe(2, 51.0) is None and f.observe(1, 52.0) is None
+    assert f.observe(2, 52.5) is None                                  # a worker (re)connects
+    assert f.observe(0, 53.0) is None and f.observe(0, 53.9) is None
+    assert f.observe(0, 54.0) == 1.0                                   # a dead server: at most
+    with pytest.raises(ValueError, match='floor must be >= 0'):
+        DrainFollower(-1)
 
 
 def test_expected_must_be_positive():

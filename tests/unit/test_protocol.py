@@ -372,3 +372,26 @@ def test_json_frames_bytes_and_round_trip():
 def test_decode_json_refuses_what_is_not_an_object_of_its_type(payload, why):
     with pytest.raises(p.ProtocolError, match=why):
         p.decode_json(payload, p.REPORT)
+
+
+def test_bye_lists_the_lost_workers_and_a_bare_bye_lists_none():
+    assert p.encode_bye([]) == p.BYE_FRAME
+    assert p.decode_bye(p.BYE_FRAME[4:]) == []
+    lost = [{'rank': 2, 'clock': 7, 'after_s': 1.5}, {'rank': 0, 'clock': 9, 'after_s': 3.0}]
+    payload = p.FrameReader().feed(p.encode_bye(lost))[0]
+    assert payload[0] == p.BYE and p.decode_bye(payload) == lost
+
+
+def test_bye_with_more_losses_than_fit_keeps_the_first_ones():
+    lost = [{'rank': r, 'clock': 10 ** 9, 'after_s': 123456.789} for r in range(1000)]
+    payload = p.FrameReader().feed(p.encode_bye(lost))[0]
+    kept = p.decode_bye(payload)
+    assert 0 < len(kept) < len(lost) and kept == lost[:len(kept)]
+    assert len(payload) <= p.MAX_FRAME
+
+
+@pytest.mark.parametrize('body', [b'nope', b'[]', b'{"lost": 3}', b'{"lost": [{"rank": "a"}]}',
+                                  b'{"lost": [{"rank": 1}]}', b'\xff\xfe'])
+def test_malformed_bye_bodies_are_protocol_errors(body):
+    with pytest.raises(p.ProtocolError):
+        p.decode_bye(bytes((p.BYE,)) + body)

@@ -1,0 +1,134 @@
+"""Elastic mode (MXNET_SSP_ELASTIC / mxnet-ssp-launch --elastic): a worker killed with
+SIGKILL mid-run does not end the job.
+
+Real jobs on loopback (tests/jobs/marker_job.py): every gradient is a marker that becomes
+exactly 1 in the weights once applied, so a survivor's last pulled weights show each of its
+own pushes applied exactly once (a value of 2 would be a push applied twice, a 0 one lost),
+and the dead worker's pushes applied once or not at all.  The survivors finish and exit 0,
+the controller drops the dead rank (a worker it held is released by the drop, not by the
+timeout), and MXNet's scheduler and servers end by themselves with status 0
+(mxnet_ssp.ps.follow), under mxnet-ssp-launch and under MXNet's stock tools/launch.py.
+"""
+import os
+import re
+import sys
+import time
+
+import pytest
+
+from conftest import JOBS, fail_msg, job_env, read_jsonl, run_stock_launch, tracker_reports
+
+pytestmark = pytest.mark.integration
+
+ITERS = 20
+DIE_AT = 5          # worker 1 dies in the middle of its step 5, after pushing key 0
+DEAD = 1
+
+
+def _check_markers(steps, workers, dead=DEAD, die_at=DIE_AT, maybe_last=True):
+    """Every survivor ran all its steps; in its last pulled weights its own markers are all
+    exactly 1, the dead worker's are 1 before its last step, 0 after it, and 0 or 1 at it."""
+    survivors = [r for r in range(workers) if r != dead]
+    assert sorted(steps) == list(range(workers)), sorted(steps)
+    assert len(steps[dead]) == die_at - 1
+    for rank in survivors:
+        assert len(steps[rank]) == ITERS, (rank, len(steps[rank]))
+        seen = steps[rank][-1]['seen']
+        assert seen[rank] == [1] * ITERS, (rank, seen)
+        dead_seen = seen[dead]
+        assert dead_seen[:die_at - 1] == [1] * (die_at - 1), (rank, dead_seen)
+        assert dead_seen[die_at - 1] in ((0, 1) if maybe_last else (0,)), (rank, dead_seen)
+        assert dead_seen[die_at:] == [0] * (ITERS - die_at), (rank, dead_seen)
+        assert all(v in (0, 1) for row in seen for v in row), (rank, seen)
+    return survivors
+
+
+def _check_ended_by_themselves(stderr, store, survivors, servers, clock):
+    for rank in survivors:
+        assert ('worker[%d] %s elastic: finished at clock %d; lost worker %d at clock %d ('
+                % (rank, store, ITERS, DEAD, clock)) in stderr, stderr[-4000:]
+    assert re.search(r'mxnet-ssp: scheduler: every worker of the job has ended \(elastic '
+                     r'mode;.*\(exit status 0\)', stderr), stderr[-4000:]
+    ended = re.findall(r'mxnet-ssp: server \(pid \d+\): no worker has been connected for '
+                       r'[\d.]+ s \(elastic mode: every worker has ended\); ending this '
+                       r'server \(exit status 0\)', stderr)
+    assert len(ended) == servers, stderr[-4000:]
+
+
+def _lost_events(tmp_path):
+    records = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
+    return records, [r for r in records if r['event'] == 'lost']
+
+
+@pytest.mark.parametrize('store, servers', [('dist_async', 1), ('dist_ssp', 2),
+                                            ('dist_softsync', 2)])
+def test_survivors_finish_when_a_worker_is_killed_mid_step(marker_job, tmp_path, store, servers):
+    """3 workers, at least 2 needed; worker 1 is killed (kill -9) after pushing part of its
+    step 5.  dist_softsync runs with n = 3 (rounds of c = floor(3 / 3) = 1 gradient: markers
+    stay exact)."""
+    env = job_env(tmp_path, MXNET_SSP_SOFTSYNC_SPLITS='3')
+    proc, steps = marker_job(workers=3, servers=servers, env=env, store=store, iters=ITERS,
+                             base_seconds=0.02, die_rank=DEAD, die_at=DIE_AT, die_by='sigkill',
+                             die_mid_step=True, launcher_args=['--elastic', '2'])
+    assert proc.returncode == 0, fail_msg(proc)
+    assert 'worker 1 dying on purpose (sigkill) in the middle of step 5' in proc.stderr
+    assert re.search(r'worker #\d \(launch index; pid \d+\) was killed by signal SIGKILL — '
+                     r'elastic: 2 of 3 workers go on \(at least 2 needed\)', proc.stderr), \
+        fail_msg(proc)
+    assert re.search(r'job finished: %d of %d processes exited with code 0; lost worker #\d '
+                     r'\(was killed by signal SIGKILL' % (servers + 3, servers + 4),
+                     proc.stderr), fail_msg(proc)
+    survivors = _check_markers(steps, 3)
+    _check_ended_by_themselves(proc.stderr, store, survivors, servers, DIE_AT - 1)
+    _, lost = _lost_events(tmp_path)
+    assert [(x['rank'], x['clock'], x['left']) for x in lost] == [(DEAD, DIE_AT - 1, 2)], lost
+
+
+def test_a_kill_during_a_dssp_hold_releases_the_held_worker_at_once(marker_job, tmp_path):
+    """DSSP [1, 3]: worker 1 is slow (0.4 s per step), so worker 0 is held at its bound; worker
+    1 is killed after its compute of step 4, before pushing.  Worker 0 is released by the drop,
+    at the time of the loss, long before the timeout."""
+    proc, steps = marker_job(workers=2, store='dist_dssp', staleness='1,3', iters=ITERS,
+                             slow_rank=DEAD, slow_seconds=0.4, die_rank=DEAD, die_at=4,
+                             die_by='sigkill', launcher_args=['--elastic', '1'])
+    assert proc.returncode == 0, fail_msg(proc)
+    _check_markers(steps, 2, die_at=4, maybe_last=False)
+    _check_ended_by_themselves(proc.stderr, 'dist_dssp', [0], 1, 3)
+    records, lost = _lost_events(tmp_path)
+    assert [(x['rank'], x['clock']) for x in lost] == [(DEAD, 3)], lost
+    freed = [r for r in records if r['event'] == 'release' and r['by'] == DEAD
+             and r['time'] == lost[0]['time']]
+    assert [r['rank'] for r in freed] == [0], records
+    assert 0 < freed[0]['waited_s'] < 10, freed     # MXNET_SSP_TIMEOUT is 60 s here
+
+
+def test_losing_more_workers_than_allowed_fails_the_job(marker_job, tmp_path):
+    proc, steps = marker_job(workers=2, store='dist_ssp', staleness=0, iters=ITERS,
+                             die_rank=DEAD, die_at=3, die_by='sigkill',
+                             launcher_args=['--elastic', '2'])
+    assert proc.returncode == 1, fail_msg(proc)
+    assert re.search(r'was killed by signal SIGKILL — stopping the job', proc.stderr), \
+        fail_msg(proc)
+    assert 'elastic: ' not in proc.stderr.split('local job:')[-1].split('\n', 2)[-1] or \
+        'go on' not in proc.stderr, fail_msg(proc)
+
+
+def test_elastic_job_under_stock_launch_py_ends_with_every_process(tmp_path):
+    """MXNet's stock tools/launch.py stops nothing: with MXNET_SSP_ELASTIC=1 the survivor
+    finishes, and the scheduler and the server end by themselves with status 0, so the
+    launcher returns; the tracker reports only the killed worker's exit."""
+    out = tmp_path / 'steps'
+    started = time.monotonic()
+    proc = run_stock_launch(tmp_path, [
+        sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out), '--store',
+        'dist_dssp', '--iters', str(ITERS), '--base-seconds', '0.02', '--die-rank', str(DEAD),
+        '--die-at', str(DIE_AT), '--die-by', 'sigkill', '--die-mid-step'],
+        env=job_env(tmp_path, MXNET_SSP_ELASTIC='1'), timeout=120)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, fail_msg(proc)
+    assert tracker_reports(proc.stderr) == 1 and tracker_reports(proc.stderr, -9) == 1, \
+        fail_msg(proc)
+    steps = {r: read_jsonl(out / ('steps-%d.jsonl' % r)) for r in (0, 1)}
+    _check_markers(steps, 2)
+    _check_ended_by_themselves(proc.stderr, 'dist_dssp', [0], 1, DIE_AT - 1)
+    assert elapsed < 60, elapsed
