@@ -175,9 +175,32 @@ class SSPKVStore(KVStoreBase):
 
     #: The :class:`~mxnet_ssp.core.sync.Release` of the last completed step (None before).
     last_release = None
-    #: Elastic mode, after :meth:`close`: the workers the controller lost (dicts ``rank``,
-    #: ``clock``, ``after_s``), as its BYE listed them.
-    lost_workers = ()
+    @property
+    def lost_workers(self):
+        """Elastic mode: the workers the controller dropped so far, as this worker has heard
+        (dicts ``rank``, ``clock``, ``after_s``; complete after :meth:`close`)."""
+        return list(self._client.lost) if self._client is not None else []
+
+    @property
+    def leader(self):
+        """The rank that sends the job's commands to the servers (learning rate, save, load):
+        0, or in elastic mode the lowest rank not lost."""
+        if self._client is None or not self._client.lost:
+            return 0
+        lost = {x['rank'] for x in self._client.lost}
+        return min(r for r in range(self._num_workers) if r not in lost)
+
+    def _barrier(self):
+        """Wait for every worker (MXNet's ``kv._barrier()``).  Elastic mode, once connected to
+        the controller: every worker neither lost nor finished, through the controller (ps-lite's
+        barrier would wait for lost workers for ever)."""
+        if self._config.elastic and self._client is not None and not self._closed:
+            try:
+                self._client.barrier()
+            except ControllerError as err:
+                self._fail(err)
+            return
+        self._kv._barrier()
     #: Every worker's gradients up to this clock are in the weights the last step pulled.
     visible_clock = 0
 
@@ -640,8 +663,8 @@ class SSPKVStore(KVStoreBase):
         self._kv._send_command_to_servers(0, body)
 
     def _sync_learning_rate(self):
-        """Rank 0 tells the servers about a learning-rate change (MXNet never does, #15919)."""
-        if self._rank != 0 or self._optimizer is None:
+        """The leader tells the servers about a learning-rate change (MXNet never does, #15919)."""
+        if self._optimizer is None or self._rank != self.leader:
             return
         lr = self._current_lr()
         if lr != self._lr_sent:
@@ -651,23 +674,23 @@ class SSPKVStore(KVStoreBase):
     def save_optimizer_states(self, fname, dump_optimizer=False):
         """Ask every server to save its optimizer state to ``fname + '.server-<rank>'``.
 
-        Only rank 0 sends the request (other ranks return at once); each
+        Only the leader (rank 0; elastic: the lowest rank not lost) sends the request; each
         server writes on its own host.  The state is the optimizer's per-key
         state (momentum, MeanSquare, ...), its counters and learning rate, and
         in slot mode the canonical weights, versions and per-worker backups.
         """
         if self._optimizer is None:
             raise SSPError('save_optimizer_states before set_optimizer: nothing to save')
-        if self._rank == 0:
+        if self._rank == self.leader:
             self._send_control('save', os.path.abspath(fname))
 
     def load_optimizer_states(self, fname):
         """Restore what :meth:`save_optimizer_states` wrote (collective: every worker calls it)."""
         if self._optimizer is None:
             raise SSPError('load_optimizer_states before set_optimizer: set the optimizer first')
-        if self._rank == 0:
+        if self._rank == self.leader:
             self._send_control('load', os.path.abspath(fname))
-        self._kv._barrier()
+        self._barrier()
 
     def __getattr__(self, name):
         if name.startswith('__') or name == '_kv':
@@ -854,7 +877,6 @@ class SSPKVStore(KVStoreBase):
             lost = self._client.leave()
             self._client.close()
         self._log.close()
-        self.lost_workers = lost
         if self._config.synchronous:
             self._say(self._log.summary(self.type, self._clock))
         if self._config.elastic:

@@ -250,8 +250,9 @@ class FrameClient:
         else:
             self._sock.settimeout(seconds)
 
-    def _read(self, wait, what):
-        """Next ``(type, payload)``, waiting at most `wait` seconds."""
+    def _read(self, wait, what, patient=False):
+        """Next ``(type, payload)``, waiting at most `wait` seconds (then an error, or
+        ``(None, None)`` if `patient`)."""
         if self._frames:
             payload = self._frames.pop(0)
             return payload[0], payload
@@ -260,6 +261,8 @@ class FrameClient:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if patient:
+                    return None, None
                 raise self._set_error('%s: no answer within %.1f s while waiting for %s'
                                       % (self._where(), wait, what), self.timeout_class)
             self._set_recv_timeout(remaining)
@@ -314,6 +317,9 @@ class ControllerClient(FrameClient):
         self.release_margin = float(release_margin)
         self._left = False
         self._wait = self.timeout + self.release_margin
+        #: Elastic mode: the workers the controller dropped so far (dicts ``rank``, ``clock``,
+        #: ``after_s``), from its LOST notices and BYE.
+        self.lost = []
         #: Job settings from the controller's WELCOME (set by :meth:`connect`).
         self.num_workers = self.s_lower = self.s_upper = self.mode = None
         self.server_timeout = None
@@ -352,6 +358,9 @@ class ControllerClient(FrameClient):
             raise ValueError('clock must be a push count >= 1, got %r' % (t,))
         self._sendall(P.encode_clock(t), 'CLOCK %d' % t)
         kind, payload = self._read(self._wait, 'the release of clock %d' % t)
+        while kind == P.LOST:
+            self._note_lost(payload)
+            kind, payload = self._read(self._wait, 'the release of clock %d' % t)
         if kind == P.RELEASE:
             rel = self._decode(P.decode_release, payload, self.rank)
             if rel.clock != t:
@@ -362,6 +371,42 @@ class ControllerClient(FrameClient):
             raise self._set_error(P.decode_error(payload))
         self._protocol_error('unexpected %s while waiting for the release of clock %d'
                              % (P.message_name(kind), t))
+
+    def _note_lost(self, payload):
+        loss = self._decode(P.decode_lost, payload)
+        self.lost.append(loss)
+        log.warning('mxnet-ssp: worker %d: the controller dropped worker %d (lost at clock %d)',
+                    self.rank, loss['rank'], loss['clock'])
+
+    def barrier(self):
+        """Wait until every worker neither lost nor left is at the barrier.
+
+        Waits as long as the controller does: it fails the job (and this call raises) when
+        none of the workers awaited pushed or arrived for its timeout.
+
+        Raises
+        ------
+        ControllerError
+            The job failed, or the connection dropped.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._left or self._sock is None:
+            raise ControllerError('%s: barrier() called after leave() or close()'
+                                  % self._where())
+        self._sendall(P.BARRIER_FRAME, 'BARRIER')
+        while True:
+            kind, payload = self._read(self._wait, 'the barrier', patient=True)
+            if kind is None or kind == P.LOST:
+                if kind is not None:
+                    self._note_lost(payload)
+                continue
+            if kind == P.PASSED and len(payload) == 1:
+                return
+            if kind == P.ERROR:
+                raise self._set_error(P.decode_error(payload))
+            self._protocol_error('unexpected %s while waiting at the barrier'
+                                 % P.message_name(kind))
 
     def leave(self):
         """Tell the controller this worker finished, then close.
@@ -382,7 +427,11 @@ class ControllerClient(FrameClient):
                 kind, payload = self._read(min(self.timeout, 10.0), 'the answer to LEAVE')
                 if kind == P.BYE:
                     lost = self._decode(P.decode_bye, payload)
+                    self.lost = list(lost) or self.lost
                     break
+                if kind == P.LOST:
+                    self._note_lost(payload)
+                    continue
                 if kind == P.ERROR:      # the job failed meanwhile; we are leaving anyway
                     log.warning('mxnet-ssp: worker %d leaving a failed job: %s',
                                 self.rank, P.decode_error(payload))

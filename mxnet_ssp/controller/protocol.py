@@ -35,6 +35,15 @@ ERROR     8     UTF-8 text                 server -> client: the job failed
                                            (or, before WELCOME, this
                                            connection was refused); the text
                                            says why
+LOST      9     UTF-8 JSON ``{"rank",      server -> client, elastic mode: a
+                "clock", "after_s"}``      worker was dropped (sent to every
+                                           connected worker, read with the
+                                           next answer it waits for)
+BARRIER   10    (none)                     client -> server: wait until every
+                                           worker neither lost nor left is
+                                           at the barrier
+PASSED    11    (none)                     server -> client: the barrier
+                                           passed
 ========  ====  =========================  ===================================
 
 The HELLO ``mac`` is ``HMAC-SHA256(secret, b'mxnet-ssp-v1' + nonce +
@@ -76,7 +85,8 @@ __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BY
            'decode_challenge', 'encode_hello', 'decode_hello', 'encode_welcome',
            'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
            'decode_release', 'encode_error', 'decode_error', 'LEAVE_FRAME', 'BYE_FRAME',
-           'encode_bye', 'decode_bye',
+           'encode_bye', 'decode_bye', 'LOST', 'BARRIER', 'PASSED', 'encode_lost',
+           'decode_lost', 'BARRIER_FRAME', 'PASSED_FRAME',
            'message_name', 'BALANCE_MAC_CONTEXT', 'MAX_JSON_FRAME', 'B_WELCOME', 'REPORT',
            'DECISION', 'B_LEAVE', 'B_LEAVE_FRAME', 'encode_json', 'decode_json']
 
@@ -89,10 +99,11 @@ BALANCE_MAC_CONTEXT = b'mxnet-ssp-balance-v1'
 #: Longest frame a balancing client accepts from the service.
 MAX_JSON_FRAME = 1 << 20
 
-CHALLENGE, HELLO, WELCOME, CLOCK, RELEASE, LEAVE, BYE, ERROR = range(1, 9)
+CHALLENGE, HELLO, WELCOME, CLOCK, RELEASE, LEAVE, BYE, ERROR, LOST, BARRIER, PASSED = range(1, 12)
 B_WELCOME, REPORT, DECISION, B_LEAVE = range(17, 21)
 _NAMES = {CHALLENGE: 'CHALLENGE', HELLO: 'HELLO', WELCOME: 'WELCOME', CLOCK: 'CLOCK',
-          RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR',
+          RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR', LOST: 'LOST',
+          BARRIER: 'BARRIER', PASSED: 'PASSED',
           B_WELCOME: 'B_WELCOME', REPORT: 'REPORT', DECISION: 'DECISION', B_LEAVE: 'B_LEAVE'}
 #: Mode names in the order of their wire code: a WELCOME carries the index in this tuple.
 MODES = DSSP_MODES
@@ -278,11 +289,31 @@ def decode_bye(payload):
         return []
     obj = decode_json(payload, BYE)
     lost = obj.get('lost')
-    if not isinstance(lost, list) or not all(
-            isinstance(x, dict) and isinstance(x.get('rank'), int) and
-            isinstance(x.get('clock'), int) for x in lost):
+    if not isinstance(lost, list) or not all(_is_loss(x) for x in lost):
         raise ProtocolError('BYE body has no valid "lost" list: %.80r' % (obj,))
     return lost
+
+
+def _is_loss(x):
+    return (isinstance(x, dict) and type(x.get('rank')) is int and
+            type(x.get('clock')) is int and isinstance(x.get('after_s', 0), (int, float)))
+
+
+def encode_lost(loss):
+    """LOST frame for one dropped worker, a dict ``{"rank", "clock", "after_s"}``."""
+    return encode_json(LOST, loss, MAX_FRAME)
+
+
+def decode_lost(payload):
+    """The dict of a LOST payload; ProtocolError if it is not one."""
+    obj = decode_json(payload, LOST)
+    if not _is_loss(obj):
+        raise ProtocolError('LOST body is not a lost worker: %.80r' % (obj,))
+    return obj
+
+
+BARRIER_FRAME = frame(bytes((BARRIER,)))
+PASSED_FRAME = frame(bytes((PASSED,)))
 
 
 def encode_json(kind, obj, max_frame=MAX_JSON_FRAME):

@@ -43,6 +43,9 @@ Contracts
   fails only when fewer than ``min_workers`` workers are neither lost nor ... lost: when
   the workers lost reach ``num_workers - min_workers + 1``.  A lost rank cannot connect
   again.  Every other fault (malformed messages, a stall) still fails the job.
+* A barrier (BARRIER, any mode): a worker waits until every worker neither lost nor left
+  sent one, then all get PASSED.  It fails the job when none of the workers it waits for
+  has pushed or arrived for ``timeout`` seconds.  A worker at the barrier may not push.
 * Faults of an *unauthenticated* peer (garbage, bad lengths, wrong secret,
   wrong or duplicate rank, no HELLO within ``auth_timeout``) only close that
   connection; such a peer never reaches the policy.
@@ -68,6 +71,8 @@ after each line.  All ``time`` fields are the server's clock in seconds;
     Elastic mode: a worker's connection ended without LEAVE at its clock ``clock``,
     ``after_s`` seconds after the controller started; ``left`` workers are neither lost
     nor finished.
+``{"event": "barrier", "rank", "clock", "time"}`` and ``{"event": "passed", "ranks", "time"}``
+    A worker arrived at the barrier; the barrier passed for `ranks`.
 ``{"event": "failure", "time", "message"}``
     The job failed; ``message`` is the text sent to the workers.
 """
@@ -135,6 +140,8 @@ class ControllerServer(FrameServer):
                              % (policy.num_workers, min_workers))
         self.min_workers = int(min_workers)
         self._lost = []                        # elastic: {"rank", "clock", "after_s"}, in order
+        self._barrier = {}                     # rank -> Conn waiting at the barrier
+        self._barrier_progress = None          # last push or arrival while some wait
         self._started_at = clock()
         self._metrics_path = metrics_path
         self._failure = None
@@ -192,7 +199,10 @@ class ControllerServer(FrameServer):
     def _next_deadline(self):
         if self._failed_at is not None:
             return self._failed_at + self.drain
-        return min(self._held.values()) + self.timeout if self._held else None
+        times = list(self._held.values())
+        if self._barrier and self._failure is None:
+            times.append(self._barrier_progress)
+        return min(times) + self.timeout if times else None
 
     def _goodbye(self):
         host, port = self._address
@@ -211,6 +221,14 @@ class ControllerServer(FrameServer):
             rank, since = min(self._held.items(), key=lambda kv: (kv[1], kv[0]))
             if now - since >= self.timeout:
                 self._fail(self._stall_message(rank, since, now))
+        if self._barrier and self._failure is None and \
+                now - self._barrier_progress >= self.timeout:
+            missing = sorted(self._live() - set(self._barrier))
+            self._fail('worker(s) %s waited %.1f s at the barrier for worker(s) %s, which '
+                       'neither pushed nor arrived meanwhile; timeout is %g s'
+                       % (', '.join(map(str, sorted(self._barrier))),
+                          now - self._barrier_progress, ', '.join(map(str, missing)),
+                          self.timeout))
 
     def _stall_message(self, rank, since, now):
         pol = self.policy
@@ -241,6 +259,8 @@ class ControllerServer(FrameServer):
                 self._on_clock(conn, t)
             elif kind == P.LEAVE and len(payload) == 1:
                 self._on_leave(conn)
+            elif kind == P.BARRIER and len(payload) == 1:
+                self._on_barrier(conn)
             else:
                 self._malformed(conn, 'unexpected %s message (%d bytes)'
                                 % (P.message_name(kind), len(payload)))
@@ -287,6 +307,11 @@ class ControllerServer(FrameServer):
             self._fail('worker %d sent CLOCK %d while still waiting for the release of clock %d'
                        % (rank, t, current))
             return
+        if rank in self._barrier:
+            self._fail('worker %d sent CLOCK %d while waiting at the barrier' % (rank, t))
+            return
+        if self._barrier:
+            self._barrier_progress = now
         if t != current + 1:
             self._fail('worker %d sent CLOCK %d but its clock is %d (expected CLOCK %d)'
                        % (rank, t, current, current + 1))
@@ -327,13 +352,45 @@ class ControllerServer(FrameServer):
         self._left.add(rank)
         self._by_rank.pop(rank, None)
         self._held.pop(rank, None)
+        self._barrier.pop(rank, None)
         log.info('controller: worker %d left at clock %d', rank, self.policy.clocks[rank])
         self._metric({'event': 'leave', 'rank': rank, 'clock': self.policy.clocks[rank],
                       'time': now})
         if self._failure is None:
             for rel in self.policy.on_leave(rank):
                 self._release_held(rel, now, rank)
+            self._check_barrier(now)
         self._send(conn, P.encode_bye(self._lost))
+
+    def _live(self):
+        """Ranks neither lost nor left."""
+        gone = self._left | {x['rank'] for x in self._lost}
+        return set(range(self.policy.num_workers)) - gone
+
+    def _on_barrier(self, conn):
+        now = self._clock()
+        rank = conn.rank
+        if self._failure is not None:
+            self._send(conn, P.encode_error(self._failure))
+            return
+        if rank in self._held or rank in self._barrier:
+            self._fail('worker %d sent BARRIER while %s' % (
+                rank, 'held' if rank in self._held else 'already at the barrier'))
+            return
+        self._barrier[rank] = conn
+        self._barrier_progress = now
+        self._metric({'event': 'barrier', 'rank': rank, 'clock': self.policy.clocks[rank],
+                      'time': now})
+        self._check_barrier(now)
+
+    def _check_barrier(self, now):
+        """Pass the barrier if every live worker is at it."""
+        if not self._barrier or not self._live() <= set(self._barrier):
+            return
+        waiting, self._barrier = self._barrier, {}
+        for conn in waiting.values():
+            self._send(conn, P.PASSED_FRAME)
+        self._metric({'event': 'passed', 'ranks': sorted(waiting), 'time': now})
 
     def _on_eof(self, conn, why):
         if conn.state == READY and not self._stop_requested:
@@ -358,6 +415,7 @@ class ControllerServer(FrameServer):
             self._failed_at = self._clock()
         log.error('mxnet-ssp job failed: %s', message)
         self._held.clear()
+        self._barrier.clear()
         self._metric({'event': 'failure', 'time': self._clock(), 'message': message})
         frame = P.encode_error(message)
         for conn in list(self._by_rank.values()):
@@ -390,6 +448,7 @@ class ControllerServer(FrameServer):
         conn.state = LEFT
         self._by_rank.pop(rank, None)
         self._held.pop(rank, None)
+        self._barrier.pop(rank, None)
         self._lost.append({'rank': rank, 'clock': clock,
                            'after_s': round(now - self._started_at, 3)})
         left = self.policy.num_workers - len(self._lost) - len(self._left)
@@ -403,8 +462,13 @@ class ControllerServer(FrameServer):
             return
         log.warning('controller: %s; elastic: dropped, %d of %d workers go on (at least %d '
                     'needed)', what, alive, self.policy.num_workers, self.min_workers)
+        notice = P.encode_lost(self._lost[-1])
+        for other in list(self._by_rank.values()):
+            if other.state == READY:
+                self._send(other, notice)
         for rel in self.policy.on_leave(rank):
             self._release_held(rel, now, rank)
+        self._check_barrier(now)
 
     def _metric(self, record):
         if self._metrics is None:

@@ -281,16 +281,43 @@ class DrainFollower:
         self.peak = 0
         self.since = None
 
-    def observe(self, count, now):
-        """`count` connections are open at time `now` (seconds): None, or seconds drained."""
+    def observe(self, count, now, joined=False):
+        """`count` connections are open at time `now` (seconds): None, or seconds drained.
+
+        `joined`: a worker is known to have joined, even if no look saw it connected (it may
+        have come and gone between two looks)."""
         self.peak = max(self.peak, count)
-        if self.peak <= self.floor or count > self.floor:
+        if (self.peak <= self.floor and not joined) or count > self.floor:
             self.since = None
             return None
         if self.since is None:
             self.since = now
         lost = now - self.since
         return lost if lost >= self.grace else None
+
+
+class _Joined:
+    """A server's DrainFollower, told whether this server has applied a push (a worker has
+    joined; a short job may come and go between two looks at the connections)."""
+
+    def __init__(self, follower):
+        self.follower = follower
+
+    @property
+    def peak(self):
+        return self.follower.peak
+
+    def observe(self, count, now):
+        return self.follower.observe(count, now, joined=_server['pushed'])
+
+
+_server = {'pushed': False}
+
+
+def note_push():
+    """A server applied a push (called by its updater): workers have joined the job."""
+    if not _server['pushed']:
+        _server['pushed'] = True
 
 
 class _Either:
@@ -352,7 +379,7 @@ def _node_watch(environ, who, ending, elastic=False):
         def message(n, follower, lost):
             return ('%s: no worker has been connected for %.1f s (elastic mode: every worker '
                     'has ended); ending this server' % (who, lost))
-        return 1, count_workers, message, DrainFollower(1, ELASTIC_GRACE_S)
+        return 1, count_workers, message, _Joined(DrainFollower(1, ELASTIC_GRACE_S))
 
     def message(n, follower, lost):
         return ('%s: the scheduler at %s:%d closed its connection %.1f s ago (it ended: the '

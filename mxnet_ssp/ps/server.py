@@ -25,6 +25,7 @@ from ._process import end_server
 from ..core.staleness import KeyClock
 from .channel import DISCOVERY_LEN, is_discovery, is_refresh, serve_commands, slot_of
 from .discovery import answer_discovery
+from .follow import note_push
 from .server_buckets import ServerBucket, copy_state, state_part
 from .server_state import SavedState
 
@@ -215,6 +216,7 @@ class ServerOptimizer(SavedState):
     # the path of the store's mode.  Commands never come this way: they arrive as Control
     # objects where MXNet sends an optimizer (see :meth:`control`).
     def _update(self, index, weight, grad):
+        note_push()
         if index in self._discovery_keys or (grad.shape == (DISCOVERY_LEN,) and is_discovery(grad)):
             self._discovery_keys.add(index)
             answer_discovery(weight, grad)

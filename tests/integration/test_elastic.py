@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import JOBS, fail_msg, job_env, read_jsonl, run_stock_launch, tracker_reports
+from conftest import (JOBS, fail_msg, job_env, read_jsonl, run_job, run_stock_launch,
+                      tracker_reports)
 
 pytestmark = pytest.mark.integration
 
@@ -132,3 +133,24 @@ def test_elastic_job_under_stock_launch_py_ends_with_every_process(tmp_path):
     _check_markers(steps, 2)
     _check_ended_by_themselves(proc.stderr, 'dist_dssp', [0], 1, DIE_AT - 1)
     assert elapsed < 60, elapsed
+
+
+@pytest.mark.parametrize('api, store', [('trainer', 'dist_dssp'), ('module', 'dist_async')])
+def test_gluon_trainer_and_module_go_on_when_worker_0_is_killed(tmp_path, api, store):
+    """gluon.Trainer and Module.fit, 2 workers, at least 1: worker 0 is killed before its
+    step 9 (after 8 updates); worker 1 finishes, passes ``kv._barrier()`` (the controller's:
+    ps-lite's would wait for the dead worker for ever) and becomes the leader (the rank that
+    sends the learning rate, saves and loads)."""
+    steps = 20
+    out = tmp_path / 'train'
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'gluon_job.py'), '--api', api,
+                              '--kvstore', store, '--steps', str(steps), '--out', str(out),
+                              '--die-rank', '0', '--die-at', '8', '--final-barrier'],
+                   launcher_args=['--elastic', '1'])
+    assert proc.returncode == 0, fail_msg(proc)
+    assert sorted(os.listdir(out)) == ['train-1.json'], fail_msg(proc)
+    result = read_jsonl(out / 'train-1.json')[0]
+    assert result['clock'] == steps and result['type'] == store, result
+    assert result['loss_last'] < 0.1 * result['loss_first'], result
+    assert result['leader'] == 1, result
+    assert [(x['rank'], x['clock']) for x in result['lost']] == [(0, 8)], result

@@ -7,6 +7,12 @@ loss before and after and the number of optimizer steps taken.
 import argparse
 import json
 import os
+import signal
+
+
+def maybe_die(args, rank, step):
+    if rank == args.die_rank and step == args.die_at:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def parse_args():
@@ -15,6 +21,12 @@ def parse_args():
     p.add_argument('--kvstore', default='dist_dssp')
     p.add_argument('--steps', type=int, default=30)
     p.add_argument('--out', required=True)
+    p.add_argument('--die-rank', type=int, default=-1,
+                   help='this rank kills itself (SIGKILL) before its step --die-at')
+    p.add_argument('--die-at', type=int, default=-1)
+    p.add_argument('--final-barrier', action='store_true',
+                   help="kv._barrier() after training (elastic: the controller's), then record "
+                        'the leader and the lost workers')
     p.add_argument('--no-optimizer-test', action='store_true',
                    help='push through the raw store without set_optimizer (expects a clear error)')
     return p.parse_args()
@@ -50,6 +62,7 @@ def main():
             losses.append(float(loss.asscalar()))
             if step < args.steps:
                 loss.backward()
+                maybe_die(args, trainer._kvstore.rank if step else -1, step)
                 trainer.step(1)
         kv = trainer._kvstore
         result = {'loss_first': losses[0], 'loss_last': losses[-1], 'steps': args.steps,
@@ -69,13 +82,17 @@ def main():
         before = None
         mod.fit(it, num_epoch=1, kvstore=kv, optimizer='sgd',
                 optimizer_params={'learning_rate': 0.05}, initializer=mx.init.Zero(),
-                eval_metric='mse')
+                eval_metric='mse',
+                batch_end_callback=lambda p: maybe_die(args, kv.rank, p.nbatch + 1))
         it.reset()
         score = dict(mod.score(it, 'mse'))
         before = float((y ** 2).mean())
         result = {'loss_first': before, 'loss_last': score['mse'], 'steps': args.steps,
                   'type': kv.type, 'rank': kv.rank, 'clock': kv.clock,
                   'update_on_kvstore': mod._update_on_kvstore}
+    if args.final_barrier:
+        kv._barrier()
+        result.update(leader=kv.leader, lost=kv.lost_workers)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, 'train-%d.json' % result['rank']), 'w') as f:
         json.dump(result, f)

@@ -673,3 +673,54 @@ def test_fail_fast_bye_has_no_body(servers):
 def test_elastic_min_workers_checked(bad):
     with pytest.raises(ValueError, match='min_workers must be in 0..3'):
         ControllerServer(SyncPolicy(3, 0, 0), SECRET, min_workers=bad)
+
+
+def test_barrier_passes_once_every_live_worker_is_there_and_a_loss_counts(servers, tmp_path):
+    metrics = tmp_path / 'controller.jsonl'
+    srv = servers(num_workers=3, s_lower=5, min_workers=1, metrics_path=str(metrics))
+    a, b, c = client(srv, 0), client(srv, 1), client(srv, 2)
+    a.clock(1)
+    first = Worker(a.barrier)
+    first.start()
+    b.clock(1)                                    # its CLOCK is handled after a's BARRIER
+    assert first.is_alive()
+    second = Worker(b.barrier)
+    second.start()
+    c.close()                                     # worker 2 is lost: the barrier passes
+    assert first.finish().error is None and second.finish().error is None
+    assert [x['rank'] for x in a.lost] == [2] and b.lost == a.lost   # LOST notices read
+    assert srv.failure is None
+    again = Worker(a.barrier)                     # a barrier of the two survivors
+    again.start()
+    b.barrier()
+    assert again.finish().error is None
+    assert a.leave() == b.leave() == srv.lost
+    srv.stop()
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [r['ranks'] for r in records if r['event'] == 'passed'] == [[0, 1], [0, 1]]
+
+
+def test_barrier_fails_the_job_when_the_awaited_workers_make_no_progress(servers):
+    srv = servers(num_workers=2, s_lower=5, timeout=0.5)
+    a, b = client(srv, 0), client(srv, 1)
+    with pytest.raises(ControllerError, match=r'worker\(s\) 0 waited [\d.]+ s at the barrier '
+                                              r'for worker\(s\) 1, which neither pushed nor '
+                                              r'arrived meanwhile; timeout is 0.5 s'):
+        a.barrier()
+    assert 'at the barrier' in srv.failure
+    b.leave()
+
+
+def test_clock_while_at_the_barrier_is_a_protocol_fault(servers):
+    srv = servers(num_workers=2, s_lower=5)
+    a, b = client(srv, 0), client(srv, 1)
+    waiting = Worker(a.barrier)
+    waiting.start()
+    raw_sock = a._sock
+    deadline = time.monotonic() + WAIT
+    while 0 not in srv._barrier and time.monotonic() < deadline:
+        time.sleep(0.01)        # polling the server's state with a deadline, not a sync
+    raw_sock.sendall(P.encode_clock(1))
+    assert isinstance(waiting.finish().error, ControllerError)
+    assert srv.failure == 'worker 0 sent CLOCK 1 while waiting at the barrier'
+    b.close()

@@ -85,6 +85,13 @@ def test_drain_is_reset_by_a_connection_and_ignores_a_job_without_workers():
         DrainFollower(-1)
 
 
+def test_drain_of_a_server_whose_workers_came_and_went_between_two_looks():
+    f = DrainFollower(floor=1, grace=1.0)
+    assert f.observe(1, 0.0) is None and f.observe(1, 5.0) is None    # never seen a worker
+    assert f.observe(1, 6.0, joined=True) is None                      # but it applied pushes
+    assert f.observe(1, 7.0, joined=True) == 1.0
+
+
 def test_expected_must_be_positive():
     with pytest.raises(ValueError, match='expected'):
         LinkFollower(expected=0)

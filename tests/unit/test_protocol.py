@@ -33,12 +33,13 @@ def test_constants_are_the_documented_wire_values():
 
 @pytest.mark.parametrize('kind, name', [(1, 'CHALLENGE'), (2, 'HELLO'), (3, 'WELCOME'),
                                         (4, 'CLOCK'), (5, 'RELEASE'), (6, 'LEAVE'),
-                                        (7, 'BYE'), (8, 'ERROR')])
+                                        (7, 'BYE'), (8, 'ERROR'), (9, 'LOST'),
+                                        (10, 'BARRIER'), (11, 'PASSED')])
 def test_message_name_of_each_type(kind, name):
     assert p.message_name(kind) == name
 
 
-@pytest.mark.parametrize('kind', [0, 9, 255])
+@pytest.mark.parametrize('kind', [0, 12, 255])
 def test_message_name_of_an_unknown_type(kind):
     assert p.message_name(kind) == 'unknown type %d' % kind
 

@@ -21,6 +21,7 @@ W2 = dict(W4, DMLC_NUM_WORKER='2')
 W8 = dict(W4, DMLC_NUM_WORKER='8')
 LOCAL = {}                                                 # no job: --kvstore local only
 NO_WRAP = dict(W4, MXNET_SSP_WRAP_ASYNC='0')
+EL2 = dict(W4, MXNET_SSP_ELASTIC='2')                      # elastic, at least 2 workers
 
 
 def balance_env(least):
@@ -119,6 +120,14 @@ CASES = {
                             ('--balance --num-gpus 2', balance_env(64)),
                             ('--balance --num-gpus 0', balance_env(32))],
                            ['--balance', 'MXNET_SSP_BALANCE_MIN']),
+    '_check_elastic': case([('--kvstore dist_sync', EL2),
+                            ('--kvstore dist_ssp', dict(W4, MXNET_SSP_ELASTIC='5')),
+                            ('--kvstore dist_ssp --balance', EL2),
+                            ('--kvstore dist_async', dict(EL2, MXNET_SSP_WRAP_ASYNC='0'))],
+                           [('--kvstore dist_ssp', EL2), ('--kvstore dist_softsync', EL2),
+                            ('--kvstore dist_sync', W4),
+                            ('--kvstore dist_async', dict(W4, MXNET_SSP_ELASTIC='off'))],
+                           ['MXNET_SSP_ELASTIC']),
     '_check_rule_store': case(['--kvstore dist_sync --optimizer sasgd',
                                ('--kvstore local --optimizer dcasgd_pw', LOCAL),
                                ('--kvstore dist_async --optimizer sasgd', NO_WRAP)],
@@ -256,6 +265,9 @@ MESSAGES = {
         ('--balance: batch bounds [33, 128] per worker (MXNET_SSP_BALANCE_MIN, '
          'MXNET_SSP_BALANCE_MAX) admit no split of 128 samples over 4 workers: expected 4 * min '
          '<= 128 <= 4 * max'),
+    '_check_elastic':
+        ('MXNET_SSP_ELASTIC=2 (elastic mode) needs --kvstore dist_async, dist_ssp, dist_dssp, '
+         'dist_softsync, not --kvstore dist_sync'),
     '_check_rule_store':
         ('--optimizer sasgd needs a store that reports the staleness of every gradient: --kvstore '
          'dist_async, dist_ssp, dist_dssp, dist_softsync, not --kvstore dist_sync'),

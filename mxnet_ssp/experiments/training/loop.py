@@ -42,6 +42,16 @@ def evaluate(net, batches, ctx=None):
     return correct / float(total)
 
 
+def lost_text(kv):
+    """'' or, in elastic mode after a loss, '; lost worker 1 at clock 40 (12.3 s)' and so on."""
+    lost = getattr(kv, 'lost_workers', None)
+    if not lost:
+        return ''
+    return '; lost ' + ', '.join('worker %d at clock %d (%.1f s)' % (x['rank'], x['clock'],
+                                                                    x.get('after_s', 0))
+                                 for x in lost)
+
+
 def choose_gpus(num_gpus, environ, visible):
     """The GPU ids this worker trains on (an empty list: the CPU).
 
@@ -471,10 +481,16 @@ class Training:
         # summed gradients, not weights, on its servers: its workers all hold the weights.)
         distributed = kv.type.startswith('dist')
         if distributed:
-            kv._barrier()
-        if self.rank != 0:
+            kv._barrier()             # elastic: every worker not lost (the controller's)
+        # elastic: the lowest rank not lost evaluates, and saves (kv.leader; 0 otherwise)
+        if self.rank != getattr(kv, 'leader', 0):
             logger.info('done: %d iterations in %.1f s', self.iteration, time.time() - self.start)
             return
+        if self.eval_loader is None:          # worker 0 was lost: this one takes over
+            from .. import loader
+            self.eval_loader = loader.eval_loader(self.test_set,
+                                                  loader_workers=self.args.num_data_workers)
+            self.eval_log = JsonLines(os.path.join(self.save_dir, 'eval.jsonl'), True)
         if distributed and kv.type != 'dist_sync':
             read_server_weights(kv, self.params)
         self.accuracy = self.record_eval(self.epoch, final=True)
@@ -485,8 +501,8 @@ class Training:
         wall = time.time() - self.start
         with open(os.path.join(self.save_dir, 'summary.json'), 'w') as f:
             json.dump(self.summary(wall), f, indent=2)
-        logger.info('done: final test accuracy %.4f, %d iterations, %.1f s; metrics in %s',
-                    self.accuracy, self.iteration, wall, self.save_dir)
+        logger.info('done: final test accuracy %.4f, %d iterations, %.1f s; metrics in %s%s',
+                    self.accuracy, self.iteration, wall, self.save_dir, lost_text(kv))
 
     def balance_summary(self):
         """--balance: the total batch, the last split and when it changed (None without)."""
@@ -522,4 +538,6 @@ class Training:
             'iterations_per_worker': {str(r): n for r, n in
                                       count_iterations(self.save_dir).items()},
             'final_accuracy': self.accuracy, 'wall_time_s': round(wall, 3),
+            'elastic': getattr(settings, 'elastic', 0) or None,
+            'lost_workers': getattr(kv, 'lost_workers', []),
         }

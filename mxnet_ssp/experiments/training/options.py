@@ -409,6 +409,22 @@ def _check_balance(args, job):
     return None
 
 
+def _check_elastic(args, job):
+    """MXNET_SSP_ELASTIC: valid for the job; with --kvstore one of ours; not with --balance."""
+    try:
+        least = config.parse_elastic(job.environ.get(config.ENV_ELASTIC), job.num_workers)
+    except ValueError as err:
+        return str(err)
+    ours = [s for s in config.OUR_STORE_TYPES if s != 'dist_async' or wraps_async(job.environ)]
+    if least and args.kvstore not in ours:
+        return ('%s=%d (elastic mode) needs --kvstore %s, not --kvstore %s'
+                % (config.ENV_ELASTIC, least, ', '.join(ours), args.kvstore))
+    if least and args.balance:
+        return ('--balance cannot run with %s=%d (elastic mode): its rounds wait for every '
+                'worker' % (config.ENV_ELASTIC, least))
+    return None
+
+
 def _check_rule_store(args, job):
     """sasgd and dcasgd_pw need a store that reports every gradient's staleness."""
     ours = [s for s in STALENESS_KVSTORES if s != 'dist_async' or wraps_async(job.environ)]
@@ -493,6 +509,7 @@ CHECKS = (
     _check_splits,
     Only('--sync-average', '--kvstore', ('dist_sync',)),
     _check_balance,
+    _check_elastic,
     # the update rule
     _check_rule_store,
     Only('--staleness-lr', '--optimizer', (SASGD,)),
