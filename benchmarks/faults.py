@@ -156,12 +156,15 @@ def _label(info):
     return info['role']
 
 
-def launcher_argv(launcher, store, out, timeout, servers=1):
+def launcher_argv(launcher, store, out, timeout, servers=1, elastic=0, steps=None):
     job = [sys.executable] + JOB + ['--kvstore', store, '--out', out]
+    if steps:
+        job += ['--steps', str(steps)]
     sizes = ['-n', '2', '-s', str(servers), '--launcher', 'local']
-    if launcher == 'stock':
+    if launcher == 'stock':       # elastic: MXNET_SSP_ELASTIC in the environment (run_trial)
         return [sys.executable] + STOCK + sizes + job
-    return [sys.executable, '-m', 'mxnet_ssp.launch'] + sizes + ['--timeout', '%g' % timeout] + job
+    flags = ['--timeout', '%g' % timeout] + (['--elastic', str(elastic)] if elastic else [])
+    return [sys.executable, '-m', 'mxnet_ssp.launch'] + sizes + flags + job
 
 
 def _tail(path, offset, n, width=220):
@@ -203,11 +206,17 @@ def run_trial(fault, store, launcher, args, workdir):
     env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
     env.update({TOKEN_VAR: token, 'OMP_NUM_THREADS': '1', 'STOCK_LAUNCH_HOST_IP': '127.0.0.1',
                 'MXNET_SSP_TIMEOUT': '%g' % args.ssp_timeout, 'MXNET_SSP_METRICS_DIR': 'off'})
-    argv = launcher_argv(launcher, store, out, args.launcher_timeout, args.servers)
+    steps = None
+    if args.elastic:              # the survivor must finish: a finite job
+        env['MXNET_SSP_ELASTIC'] = str(args.elastic)
+        steps = args.warmup + args.elastic_steps
+    argv = launcher_argv(launcher, store, out, args.launcher_timeout, args.servers,
+                         args.elastic, steps)
     lout = open(os.path.join(workdir, 'launcher.out'), 'wb')
     lerr_path = os.path.join(workdir, 'launcher.err')
     lerr = open(lerr_path, 'wb')
     result = {'fault': fault, 'store': store, 'launcher': launcher, 'bound_s': args.bound,
+              'elastic': args.elastic,
               'command': ' '.join(shlex.quote(a) for a in argv)}
     t_start = time.monotonic()
     proc = subprocess.Popen(argv, env=env, cwd=os.getcwd(), stdin=subprocess.DEVNULL, stdout=lout,
@@ -348,8 +357,13 @@ def markdown(results, args, argv):
               '`--timeout %g` (counted from the job start); each trial watched for %g s after '
               'the fault, then every process of it killed'
               % (args.servers, 0.05, args.warmup, args.ssp_timeout, args.launcher_timeout,
-                 args.bound),
-              '']
+                 args.bound)]
+    if args.elastic:
+        lines += ['* elastic mode: `MXNET_SSP_ELASTIC=%d` (mxnet-ssp-launch `--elastic %d`); each '
+                  'worker runs %d steps, so the survivor finishes %d steps after the fault'
+                  % (args.elastic, args.elastic, args.warmup + args.elastic_steps,
+                     args.elastic_steps)]
+    lines += ['']
     lines += ['| fault | store | launcher | survivor worker(s) | server | scheduler | launcher '
               '| survivor worker names the dead? | worker steps after fault |',
               '|---|---|---|---|---|---|---|---|---|']
@@ -412,6 +426,12 @@ def build_parser():
     p.add_argument('--ssp-timeout', type=float, default=10.0,
                    help='MXNET_SSP_TIMEOUT for our stores (default 10)')
     p.add_argument('--warmup', type=int, default=20, help='steps per worker before the fault')
+    p.add_argument('--elastic', type=int, default=0, metavar='MIN_WORKERS',
+                   help='elastic mode (MXNET_SSP_ELASTIC; ours: --elastic): the job goes on '
+                        'while MIN_WORKERS are left; each worker then runs --warmup + '
+                        '--elastic-steps steps (default 0: fail-fast, an endless job)')
+    p.add_argument('--elastic-steps', type=int, default=60,
+                   help='elastic mode: steps after the warm-up (default 60)')
     p.add_argument('--startup', type=float, default=120.0,
                    help='seconds allowed for the job to get under way')
     p.add_argument('--lines', type=int, default=6, help='lines of output kept per survivor')
