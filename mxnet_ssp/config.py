@@ -22,7 +22,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'num_workers', 'ENV_GPUS', 'parse_gpus', 'worker_gpus',
            'ENV_BALANCE_MIN', 'ENV_BALANCE_MAX', 'ENV_BALANCE_PERIOD', 'ENV_BALANCE_THRESHOLD',
            'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env',
-           'ENV_ELASTIC', 'parse_elastic', 'elastic_min_workers', 'UNBOUNDED_STALENESS']
+           'ENV_ELASTIC', 'parse_elastic', 'elastic_min_workers', 'UNBOUNDED_STALENESS',
+           'ENV_REJOIN', 'rejoining']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -54,6 +55,9 @@ DEFAULT_CONTROLLER = 'process'
 #: is dropped and the others go on while at least that many are left.  Unset, empty, ``0`` or
 #: ``off``: fail-fast (a lost worker fails the job).  Set in every process of the job.
 ENV_ELASTIC = 'MXNET_SSP_ELASTIC'
+#: Set by ``mxnet-ssp-launch --max-restarts`` in a worker it restarted: the process replaces a
+#: lost worker (ps-lite gives it the dead worker's rank) and rejoins the job (docs/elastic.md).
+ENV_REJOIN = 'MXNET_SSP_REJOIN'
 #: The staleness bound of the asynchronous stores' controller in elastic mode: it only counts
 #: clocks and members, it never holds a worker.
 UNBOUNDED_STALENESS = 2 ** 31 - 1
@@ -378,6 +382,12 @@ def elastic_min_workers(environ=None):
     value = env.get(ENV_ELASTIC)
     workers = env.get(ENV_NUM_WORKER)
     return parse_elastic(value, parse_num_workers(workers) if workers else None)
+
+
+def rejoining(environ=None):
+    """Whether this worker replaces a lost one (:data:`ENV_REJOIN`, a yes/no flag)."""
+    env = os.environ if environ is None else environ
+    return parse_flag(env.get(ENV_REJOIN), ENV_REJOIN, False)
 
 
 def controller_placement(environ=None):

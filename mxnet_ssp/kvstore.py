@@ -104,8 +104,17 @@ class SSPKVStore(KVStoreBase):
         store = store or self.store_type
         self._bucket_bytes = cfg.bucket_bytes(value=settings.pop('bucket_bytes', None))
         self._config = cfg.from_env(store, **settings)
+        self._rejoining = cfg.rejoining()   # a replacement of a lost worker (elastic mode)
+        if self._rejoining and not self._config.elastic:
+            raise SSPError('%s=1 (a restarted worker rejoining the job) needs elastic mode: '
+                           'set %s in every process' % (cfg.ENV_REJOIN, cfg.ENV_ELASTIC))
         self._kv = create_native(self._config.timeout)
         self._rank = self._kv.rank
+        if self._rejoining and self._rank == 0:
+            raise SSPError('worker 0 cannot rejoin: MXNet\'s init on rank 0 pushes its initial '
+                           'values, which the servers would apply as a gradient to the trained '
+                           'weights; the job goes on without it (docs/elastic.md)')
+        self._rejoin_pulls = []           # rejoining, first step: (key, out) to pull after it
         self._num_workers = self._kv.num_workers
         self._num_servers = cfg.num_servers()     # ps-lite read the same variable
         if self._config.store == 'dist_softsync':
@@ -245,6 +254,9 @@ class SSPKVStore(KVStoreBase):
         step = self._begin(keys)
         if self._first_keys is not None:
             value = self._first_step(key, keys, value)
+            if self._rejoining:
+                self._rejoin_step(keys, None, priority)
+                return
         if self._plan:
             own = self._stage(keys, as_values(key, value), None, step, priority, ())
             if own:
@@ -260,6 +272,9 @@ class SSPKVStore(KVStoreBase):
         keys = as_list(key)
         step = self._step
         in_step = step is not None and any(self._tracker.in_step(k) for k in keys)
+        if in_step and self._rejoining:
+            self._rejoin_pulls.append((key, out))
+            return
         if in_step and not step.fast:
             step.deferred.append((key, out, priority, ignore_sparse))
             return
@@ -291,6 +306,9 @@ class SSPKVStore(KVStoreBase):
         step = self._begin(keys)
         if self._first_keys is not None:
             value = self._first_step(key, keys, value)
+            if self._rejoining:
+                self._rejoin_step(keys, (key, out), priority)
+                return
         if self._plan:
             own = self._stage(keys, as_values(key, value), as_values(key, out), step, priority,
                               self._loop_of(sys._getframe(1)))
@@ -360,6 +378,32 @@ class SSPKVStore(KVStoreBase):
         if isinstance(key, (list, tuple)):
             return [shielded(v) for v in value]
         return shielded(value)
+
+    def _rejoin_step(self, keys, pull, priority):
+        """A rejoining worker's first step: note the keys (the bucket plan is learnt from
+        them at the step's end, as every worker did at its first step), push nothing (the
+        servers have taken the small arrays' weights into buckets: a push to their own keys
+        would update copies nobody reads), pull after the step."""
+        if pull is not None:
+            self._rejoin_pulls.append(pull)
+        if self._tracker.on_push(keys):
+            self._finish_step(priority)
+
+    def _rejoined(self):
+        """After a rejoiner's first step: pull the current weights into every array the step
+        asked for (through the buckets, refreshed in slot mode), then train as any worker."""
+        pulls, self._rejoin_pulls, self._rejoining = self._rejoin_pulls, [], False
+        pulled = {}
+        for key, out in pulls:
+            if self._plan and any(self._plan.bucket_of(k) for k in as_list(key)):
+                self._pull_through_buckets(key, out, 0, True, None, pulled)
+                continue
+            if self._keys.slot_mode:
+                self._push_refresh(key, 0)
+            self._kv.pull(self._keys.mine(key), out=out)
+        self._unpack(pulled)
+        with _process.bounded(self._config.timeout, self._no_apply_message()):
+            nd.waitall()
 
     def _no_buckets_reason(self):
         """Why this store keeps one key per array, or None."""
@@ -447,8 +491,9 @@ class SSPKVStore(KVStoreBase):
                    '(%s): a worker died or is stopped' % (self._rank, self._config.timeout,
                                                            cfg.ENV_TIMEOUT))
         with _process.bounded(self._config.timeout, message):
-            nd.waitall()                  # this worker's first step is applied on the servers
-            self._kv._barrier()           # and so is every worker's
+            if not self._rejoining:       # a rejoiner's plan is the one the servers have
+                nd.waitall()              # this worker's first step is applied on the servers
+                self._kv._barrier()       # and so is every worker's
             if self._rank == 0:
                 self._send_control('buckets', [self._server_spec(b) for b in plan.buckets])
             values = self._initial_values(owners, dtypes)
@@ -561,6 +606,8 @@ class SSPKVStore(KVStoreBase):
         self._end_step()
         if self._plan is None:
             self._learn_plan()
+        if self._rejoining:
+            self._rejoined()
 
     def _pull_through_buckets(self, key, out, priority, ignore_sparse, step, pulled=None):
         """Pull `key` (or a list), the bucketed ones from their bucket.  `step`: the fast step
@@ -643,7 +690,8 @@ class SSPKVStore(KVStoreBase):
                            num_servers=self._num_servers, softsync_c=softsync_c,
                            metrics_dir=self._config.metrics_dir,
                            staleness_log=self._config.staleness_log)
-        self._kv.set_optimizer(spec)
+        if not self._rejoining:           # the servers have it, with the job's optimizer state
+            self._kv.set_optimizer(spec)
         self._optimizer = optimizer
         self._lr_sent = self._current_lr()
 
@@ -725,9 +773,17 @@ class SSPKVStore(KVStoreBase):
             self._keys.count_string_keys(key)
         client = ControllerClient((answer['host'], answer['port']),
                                   bytes.fromhex(answer['secret']), self._rank,
-                                  timeout=self._config.timeout)
-        client.connect()
+                                  timeout=self._config.timeout, rejoin=self._rejoining)
+        try:
+            client.connect()
+        except ControllerError as err:
+            self._fail(err)
         self._client = client
+        if self._rejoining:
+            self._clock = client.start_clock
+            logger.warning('worker[%d] rejoined the job at clock %d: this first step only '
+                           'learns the layout of the keys; its gradients are not pushed',
+                           self._rank, self._clock)
         self._log.open()
         logger.info('worker[%d] connected to the %s controller at %s:%d',
                     self._rank, self.type, answer['host'], answer['port'])

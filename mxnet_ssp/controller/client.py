@@ -312,9 +312,12 @@ class ControllerClient(FrameClient):
     """
 
     def __init__(self, address, secret, rank, timeout=300.0, connect_timeout=None,
-                 release_margin=10.0, handshake_timeout=10.0):
+                 release_margin=10.0, handshake_timeout=10.0, rejoin=False):
         super().__init__(address, secret, rank, timeout, connect_timeout, handshake_timeout)
         self.release_margin = float(release_margin)
+        self.rejoin = bool(rejoin)
+        #: A rejoining worker's clock, from the controller's REJOINED (None otherwise).
+        self.start_clock = None
         self._left = False
         self._wait = self.timeout + self.release_margin
         #: Elastic mode: the workers the controller dropped so far (dicts ``rank``, ``clock``,
@@ -331,6 +334,12 @@ class ControllerClient(FrameClient):
         (self.num_workers, self.s_lower, self.s_upper, self.mode,
          self.server_timeout) = self._decode(P.decode_welcome, payload)
         self._wait = max(self.timeout, self.server_timeout) + self.release_margin
+        if self.rejoin:
+            kind, payload = self._read(self.handshake_timeout, 'the REJOINED')
+            if kind != P.REJOINED:
+                self._protocol_error('expected REJOINED (a rejoining worker replaces one the '
+                                     'controller lost), got %s' % P.message_name(kind))
+            self.start_clock = self._decode(P.decode_rejoined, payload)
 
     # -- job -------------------------------------------------------------------
     def clock(self, t):

@@ -44,6 +44,9 @@ BARRIER   10    (none)                     client -> server: wait until every
                                            at the barrier
 PASSED    11    (none)                     server -> client: the barrier
                                            passed
+REJOINED  12    UTF-8 JSON ``{"clock"}``   server -> client, elastic mode, right
+                                           after WELCOME to a rank that was
+                                           lost: it is back, at this clock
 ========  ====  =========================  ===================================
 
 The HELLO ``mac`` is ``HMAC-SHA256(secret, b'mxnet-ssp-v1' + nonce +
@@ -86,7 +89,8 @@ __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BY
            'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
            'decode_release', 'encode_error', 'decode_error', 'LEAVE_FRAME', 'BYE_FRAME',
            'encode_bye', 'decode_bye', 'LOST', 'BARRIER', 'PASSED', 'encode_lost',
-           'decode_lost', 'BARRIER_FRAME', 'PASSED_FRAME',
+           'decode_lost', 'BARRIER_FRAME', 'PASSED_FRAME', 'REJOINED', 'encode_rejoined',
+           'decode_rejoined',
            'message_name', 'BALANCE_MAC_CONTEXT', 'MAX_JSON_FRAME', 'B_WELCOME', 'REPORT',
            'DECISION', 'B_LEAVE', 'B_LEAVE_FRAME', 'encode_json', 'decode_json']
 
@@ -99,11 +103,12 @@ BALANCE_MAC_CONTEXT = b'mxnet-ssp-balance-v1'
 #: Longest frame a balancing client accepts from the service.
 MAX_JSON_FRAME = 1 << 20
 
-CHALLENGE, HELLO, WELCOME, CLOCK, RELEASE, LEAVE, BYE, ERROR, LOST, BARRIER, PASSED = range(1, 12)
+(CHALLENGE, HELLO, WELCOME, CLOCK, RELEASE, LEAVE, BYE, ERROR, LOST, BARRIER, PASSED,
+ REJOINED) = range(1, 13)
 B_WELCOME, REPORT, DECISION, B_LEAVE = range(17, 21)
 _NAMES = {CHALLENGE: 'CHALLENGE', HELLO: 'HELLO', WELCOME: 'WELCOME', CLOCK: 'CLOCK',
           RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR', LOST: 'LOST',
-          BARRIER: 'BARRIER', PASSED: 'PASSED',
+          BARRIER: 'BARRIER', PASSED: 'PASSED', REJOINED: 'REJOINED',
           B_WELCOME: 'B_WELCOME', REPORT: 'REPORT', DECISION: 'DECISION', B_LEAVE: 'B_LEAVE'}
 #: Mode names in the order of their wire code: a WELCOME carries the index in this tuple.
 MODES = DSSP_MODES
@@ -310,6 +315,19 @@ def decode_lost(payload):
     if not _is_loss(obj):
         raise ProtocolError('LOST body is not a lost worker: %.80r' % (obj,))
     return obj
+
+
+def encode_rejoined(clock):
+    """REJOINED frame: the clock a rejoining worker starts at."""
+    return encode_json(REJOINED, {'clock': int(clock)}, MAX_FRAME)
+
+
+def decode_rejoined(payload):
+    """The clock of a REJOINED payload; ProtocolError if it has none."""
+    clock = decode_json(payload, REJOINED).get('clock')
+    if type(clock) is not int or clock < 0:
+        raise ProtocolError('REJOINED body has no valid clock: %.80r' % (payload[1:],))
+    return clock
 
 
 BARRIER_FRAME = frame(bytes((BARRIER,)))

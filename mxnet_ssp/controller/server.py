@@ -39,10 +39,12 @@ Contracts
 * Elastic mode (``min_workers`` >= 1): an authenticated worker whose connection ends
   without LEAVE is *lost*, not a failure: it is dropped as if it had left (the slowest clock
   and DSSP's predictions go on with the others, a worker held for it is released at once),
-  logged, written to the metrics, and listed in the BYE every later LEAVE gets.  The job
-  fails only when fewer than ``min_workers`` workers are neither lost nor ... lost: when
-  the workers lost reach ``num_workers - min_workers + 1``.  A lost rank cannot connect
-  again.  Every other fault (malformed messages, a stall) still fails the job.
+  logged, written to the metrics, sent to the connected workers (LOST) and listed in the
+  BYE every later LEAVE gets.  The job fails only when fewer than ``min_workers`` workers
+  are not lost.  A lost rank may connect again (a replacement that ps-lite gave the dead
+  worker's rank): it is back in the job at the slowest clock of the others, told with
+  REJOINED right after WELCOME.  Every other fault (malformed messages, a stall) still
+  fails the job.
 * A barrier (BARRIER, any mode): a worker waits until every worker neither lost nor left
   sent one, then all get PASSED.  It fails the job when none of the workers it waits for
   has pushed or arrived for ``timeout`` seconds.  A worker at the barrier may not push.
@@ -67,6 +69,8 @@ after each line.  All ``time`` fields are the server's clock in seconds;
     or leave of worker ``by``.
 ``{"event": "leave", "rank", "clock", "time"}``
     A worker finished.
+``{"event": "rejoin", "rank", "clock", "time"}``
+    Elastic mode: a lost rank connected again and starts at ``clock``.
 ``{"event": "lost", "rank", "clock", "time", "after_s", "left"}``
     Elastic mode: a worker's connection ended without LEAVE at its clock ``clock``,
     ``after_s`` seconds after the controller started; ``left`` workers are neither lost
@@ -140,6 +144,7 @@ class ControllerServer(FrameServer):
                              % (policy.num_workers, min_workers))
         self.min_workers = int(min_workers)
         self._lost = []                        # elastic: {"rank", "clock", "after_s"}, in order
+        self._gone = set()                     # elastic: ranks lost and not back
         self._barrier = {}                     # rank -> Conn waiting at the barrier
         self._barrier_progress = None          # last push or arrival while some wait
         self._started_at = clock()
@@ -279,8 +284,8 @@ class ControllerServer(FrameServer):
             return 'rank %d is already connected from %s' % (rank, other.describe())
         if rank in self._left:
             return 'worker %d already left the job' % rank
-        if any(x['rank'] == rank for x in self._lost):
-            return 'worker %d was lost (elastic mode: a lost rank cannot come back)' % rank
+        if rank in self._gone and self.policy.t_slowest() is None:
+            return 'worker %d was lost and no worker is left to rejoin' % rank
         if self._failure is not None:
             return 'the job already failed: ' + self._failure
         return None
@@ -291,6 +296,16 @@ class ControllerServer(FrameServer):
         pol = self.policy
         self._send(conn, P.encode_welcome(pol.num_workers, pol.s_lower, pol.s_upper, pol.mode,
                                           self.timeout))
+        if rank in self._gone:                 # elastic: a replacement of a lost worker
+            clock = pol.t_slowest()
+            self._gone.discard(rank)
+            for rel in pol.on_join(rank, clock, now):
+                self._release_held(rel, now, rank)
+            self._send(conn, P.encode_rejoined(clock))
+            log.warning('controller: worker %d rejoined from %s at clock %d (the slowest of '
+                        'the others)', rank, conn.describe(), clock)
+            self._metric({'event': 'rejoin', 'rank': rank, 'clock': clock, 'time': now})
+            return
         log.info('controller: worker %d connected from %s', rank, conn.describe())
         self._metric({'event': 'connect', 'rank': rank, 'time': now})
 
@@ -364,8 +379,7 @@ class ControllerServer(FrameServer):
 
     def _live(self):
         """Ranks neither lost nor left."""
-        gone = self._left | {x['rank'] for x in self._lost}
-        return set(range(self.policy.num_workers)) - gone
+        return set(range(self.policy.num_workers)) - self._left - self._gone
 
     def _on_barrier(self, conn):
         now = self._clock()
@@ -451,14 +465,15 @@ class ControllerServer(FrameServer):
         self._barrier.pop(rank, None)
         self._lost.append({'rank': rank, 'clock': clock,
                            'after_s': round(now - self._started_at, 3)})
-        left = self.policy.num_workers - len(self._lost) - len(self._left)
+        self._gone.add(rank)
+        left = self.policy.num_workers - len(self._gone) - len(self._left)
         self._metric({'event': 'lost', 'rank': rank, 'clock': clock, 'time': now,
                       'after_s': self._lost[-1]['after_s'], 'left': left})
-        alive = self.policy.num_workers - len(self._lost)
+        alive = self.policy.num_workers - len(self._gone)
         if alive < self.min_workers:
             self._fail('%s; %d of the %d workers are lost, more than the job can lose '
                        '(elastic: at least %d needed)'
-                       % (what, len(self._lost), self.policy.num_workers, self.min_workers))
+                       % (what, len(self._gone), self.policy.num_workers, self.min_workers))
             return
         log.warning('controller: %s; elastic: dropped, %d of %d workers go on (at least %d '
                     'needed)', what, alive, self.policy.num_workers, self.min_workers)

@@ -292,6 +292,34 @@ class SyncPolicy:
                 self._fastest -= 1
         return self._release_waiters()
 
+    def on_join(self, rank, clock, now):
+        """Worker `rank`, which had left, comes back at `clock` (elastic rejoin) at `now`.
+
+        It starts with no history: both timestamps are `now` (an interval of 0), so while it
+        is among the slowest Algorithm 2 sees a stalled worker and grants nothing.  Returns
+        the workers released (none when `clock` is at least the slowest clock, the only
+        use: the controller gives a rejoiner the slowest clock).
+        """
+        if not 0 <= rank < self.num_workers:
+            raise ValueError('rank %r is outside 0..%d' % (rank, self.num_workers - 1))
+        if rank in self.active:
+            raise ValueError('worker %d is in the job' % rank)
+        if clock < 0 or (self._slowest is not None and clock < self._slowest):
+            raise ValueError('worker %d cannot join at clock %d below the slowest (%s)'
+                             % (rank, clock, self._slowest))
+        self.active.add(rank)
+        self.clocks[rank] = clock
+        self._at.setdefault(clock, set()).add(rank)
+        if self._slowest is None:
+            self._slowest = self._fastest = clock
+        else:
+            self._fastest = max(self._fastest, clock)
+        self.stamps[rank] = [now, now]
+        self.extra[rank] = 0
+        self.threshold[rank] = self.s_lower
+        self._bottom = None
+        return self._release_waiters()
+
     def _leave_clock(self, rank, clock):
         at = self._at[clock]
         at.discard(rank)

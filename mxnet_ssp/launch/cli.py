@@ -10,6 +10,10 @@ import argparse
 import os
 import signal
 
+#: ps-lite's heartbeats (read by the stock wheel, docs/elastic.md): set by --max-restarts
+HEARTBEAT_INTERVAL = 'PS_HEARTBEAT_INTERVAL'
+HEARTBEAT_TIMEOUT = 'PS_HEARTBEAT_TIMEOUT'
+
 from ..config import ENV_ELASTIC, ConfigError, parse_elastic
 from .gpus import GPU_ENV
 from .job import Job
@@ -65,6 +69,10 @@ def build_parser():
                         'while at least MIN_WORKERS workers are left; sets %s in every '
                         'process (default: that variable here, else off: fail-fast)'
                         % ENV_ELASTIC)
+    p.add_argument('--max-restarts', type=int, default=0, metavar='N',
+                   help='with --elastic: restart a lost worker N times in the whole job (0 or '
+                        '1: MXNet 1.9.1\'s ps-lite takes back one replacement per job); it '
+                        'takes the dead worker\'s rank and rejoins (docs/elastic.md)')
     p.add_argument('--timeout', type=float, metavar='SECONDS',
                    help='stop the whole job if it runs longer than this (exit code 124)')
     p.add_argument('command', nargs=argparse.REMAINDER,
@@ -118,6 +126,7 @@ def check_job(args, environ):
     if elastic:
         for role in settings.values():
             role[ENV_ELASTIC] = str(elastic)
+    restart_delay = _restarts(args, elastic, settings, environ)
     gpu_flags = args.gpus_per_worker is not None or args.gpu_map is not None
     if gpu_flags and args.launcher != 'local':
         raise LaunchError('--gpus-per-worker and --gpu-map are for --launcher local: with '
@@ -130,7 +139,44 @@ def check_job(args, environ):
                 raise LaunchError('%s %s clashes with --gpus-per-worker / --gpu-map, which set '
                                   '%s for each worker' % (flag, clash[0], ' and '.join(GPU_ENV)))
     return Job(args.launcher, command, n, s, environ, settings, args.hostfile,
-               args.sync_dst_dir, args.gpus_per_worker, args.gpu_map, elastic)
+               args.sync_dst_dir, args.gpus_per_worker, args.gpu_map, elastic,
+               args.max_restarts, restart_delay)
+
+
+def _restarts(args, elastic, settings, environ):
+    """--max-restarts: checked; ps-lite's heartbeats set in every process (they let the
+    scheduler see the dead worker and take its replacement); returns the seconds to wait
+    after a death before the restart (None without restarts)."""
+    n = args.max_restarts
+    if n == 0:
+        return None
+    if not 0 <= n <= 1:
+        raise LaunchError('--max-restarts %d is not valid: expected 0 or 1 (MXNet 1.9.1\'s '
+                          'ps-lite takes back one replacement per job; a second one aborts its '
+                          'scheduler, docs/elastic.md)' % n)
+    if not elastic:
+        raise LaunchError('--max-restarts %d needs --elastic MIN_WORKERS: without it a lost '
+                          'worker ends the job' % n)
+    values = {}
+    for name, default in ((HEARTBEAT_INTERVAL, '1'), (HEARTBEAT_TIMEOUT, '5')):
+        given = settings['worker'].get(name, environ.get(name, default))
+        try:
+            values[name] = int(given)
+        except ValueError:
+            values[name] = 0
+        if values[name] < 1:
+            raise LaunchError('%s=%r is not valid with --max-restarts: expected whole seconds '
+                              '>= 1' % (name, given))
+    if values[HEARTBEAT_INTERVAL] >= values[HEARTBEAT_TIMEOUT]:
+        raise LaunchError('%s=%d must be below %s=%d, or ps-lite counts live nodes as dead'
+                          % (HEARTBEAT_INTERVAL, values[HEARTBEAT_INTERVAL], HEARTBEAT_TIMEOUT,
+                             values[HEARTBEAT_TIMEOUT]))
+    for role in settings.values():
+        for name, value in values.items():
+            role[name] = str(value)
+    # the scheduler counts a node dead once its last heartbeat is older than the timeout
+    # (whole seconds); a replacement registering earlier is ignored by ps-lite for ever
+    return values[HEARTBEAT_TIMEOUT] + values[HEARTBEAT_INTERVAL] + 2
 
 
 def _elastic(args, num_workers, common, env_server, env_worker, environ):
@@ -197,5 +243,8 @@ def main(argv=None, num_gpus=None):
         say('elastic: a lost worker does not end the job while at least %d of the %d workers '
             'are left (%s=%d in every process)' % (job.elastic, job.num_workers, ENV_ELASTIC,
                                                   job.elastic))
-    return Supervisor(job_plan.specs, timeout=args.timeout,
-                      min_workers=job.elastic).run()
+    if job.max_restarts:
+        say('elastic: a lost worker is restarted %d s after it died, %d time(s) in the job; it '
+            'takes the dead worker\'s rank and rejoins' % (job.restart_delay, job.max_restarts))
+    return Supervisor(job_plan.specs, timeout=args.timeout, min_workers=job.elastic,
+                      restarts=job.max_restarts, restart_delay=job.restart_delay).run()

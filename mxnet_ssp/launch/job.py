@@ -33,6 +33,8 @@ class Job(NamedTuple):
     gpus_per_worker: int = None
     gpu_map: str = None
     elastic: int = 0              # --elastic: least workers; 0 fail-fast
+    max_restarts: int = 0         # --max-restarts
+    restart_delay: int = None     # seconds from a death to its restart (heartbeat timeout...)
 
     def counts(self):
         """``'1 scheduler, S servers, N workers'``, for the plan's summary."""

@@ -7,6 +7,7 @@ import shutil
 from .gpus import describe as describe_gpus, plan_gpus, worker_gpu_env
 from .hosts import free_port
 from .job import Plan
+from ..config import ENV_REJOIN
 from .settings import ENV_LAUNCH_INDEX, LaunchError, local_env, say, task_env
 from .supervisor import Spec
 
@@ -41,6 +42,10 @@ def plan_local(job, num_gpus=None):
             role_env = job.settings[role]
             if role == 'worker' and gpus is not None:
                 role_env = dict(role_env, **worker_gpu_env(gpus[i], environ))
-            specs.append(Spec(role, i, command, local_env(environ, role_env, dmlc)))
+            spec = Spec(role, i, command, local_env(environ, role_env, dmlc))
+            if role == 'worker' and job.max_restarts:     # its replacement, if it is lost
+                spec.restart = Spec(role, i, command, local_env(
+                    environ, dict(role_env, **{ENV_REJOIN: '1'}), dmlc))
+            specs.append(spec)
     where = '' if gpus is None else '; %s' % describe_gpus(gpus, environ)
     return Plan(specs, 'local job: %s; scheduler at %s:%d%s' % (job.counts(), uri, port, where))

@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 
+from ..config import ENV_REJOIN
 from .hosts import address_towards, free_port, parse_hostfile
 from .job import Plan
 from .settings import (ENV_LAUNCH_INDEX, ENV_SSH_ARGS, EXIT_FAILED, REMOTE_GRACE, SSH_BASE,
@@ -96,9 +97,14 @@ def plan_ssh(job):
             env.update(task_env('ssh', role, i, job.num_workers))
             env.setdefault('DMLC_NODE_HOST', host.address)
             env[ENV_LAUNCH_INDEX] = str(i)
-            specs.append(Spec(role, i, ssh_argv(host.name, job.command, env, workdir,
-                                                host.port, ssh_args),
-                              host=host.name, stdin_pipe=True))
+            spec = Spec(role, i, ssh_argv(host.name, job.command, env, workdir, host.port,
+                                          ssh_args), host=host.name, stdin_pipe=True)
+            if role == 'worker' and job.max_restarts:     # its replacement, on the same host
+                spec.restart = Spec(role, i, ssh_argv(host.name, job.command,
+                                                      dict(env, **{ENV_REJOIN: '1'}), workdir,
+                                                      host.port, ssh_args),
+                                    host=host.name, stdin_pipe=True)
+            specs.append(spec)
     summary = 'ssh job: %s on %s; scheduler here at %s:%d; working directory %s' % (
         job.counts(), plural(len(hosts), 'host'), uri, port, workdir)
     syncs = []

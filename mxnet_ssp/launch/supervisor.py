@@ -24,6 +24,7 @@ class Spec:
     host: str = None           # ssh: the remote host
     stdin_pipe: bool = False   # ssh: keep a pipe on stdin so the remote side sees EOF if we die
     mpirun: int = 0            # mpi: this is one mpirun starting that many processes of the role
+    restart: object = None     # --max-restarts: the Spec of this worker's replacement
 
     def label(self):
         if self.mpirun:
@@ -116,15 +117,22 @@ class Supervisor:
     With ``min_workers`` >= 1 (elastic mode, ``--elastic``) a worker that fails is *lost*,
     not the end of the job, while at least ``min_workers`` workers have not failed; the job
     then succeeds (exit 0) when every process ended, no scheduler or server failed and at
-    least ``min_workers`` workers exited 0, and the last line names each lost worker.
+    least ``min_workers`` workers exited 0, and the last line names each lost worker.  With
+    ``restarts`` (``--max-restarts``) a lost worker whose Spec has a ``restart`` is started
+    again ``restart_delay`` seconds after it died (once ps-lite's scheduler counts it dead),
+    at most ``restarts`` times in the job, while some other worker still runs.
     """
 
     SIGNALS = ('SIGINT', 'SIGTERM', 'SIGHUP')
 
     def __init__(self, specs, timeout=None, finish_timeout=FINISH_TIMEOUT, grace=KILL_GRACE,
-                 stream=None, min_workers=0):
+                 stream=None, min_workers=0, restarts=0, restart_delay=None):
         self.specs = list(specs)
         self.min_workers = min_workers
+        self.restarts_left = restarts
+        self.restart_delay = restart_delay or 0.0
+        self._pending = []             # (due, lost proc): restarts waiting for their time
+        self.rejoined = []             # (lost proc, its replacement)
         self.lost = []                 # elastic: (proc, seconds after the start) per lost worker
         self._started = None
         self.timeout = timeout
@@ -220,18 +228,40 @@ class Supervisor:
             if code is not None:
                 return code
             try:
-                popen = subprocess.Popen(
-                    spec.argv, env=spec.env, start_new_session=True,
-                    stdin=subprocess.PIPE if spec.stdin_pipe else None)
+                self._spawn(spec)
             except OSError as err:
                 self._say('cannot start %s: %s — stopping the job' % (spec.label(), err))
                 return EXIT_FAILED
-            proc = _Proc(spec, popen)
-            proc.thread = threading.Thread(target=self._waiter, args=(proc,), daemon=True,
-                                           name='wait-%s-%d' % (spec.role, spec.index))
-            self.procs.append(proc)
-            proc.thread.start()
         return None
+
+    def _spawn(self, spec):
+        popen = subprocess.Popen(spec.argv, env=spec.env, start_new_session=True,
+                                 stdin=subprocess.PIPE if spec.stdin_pipe else None)
+        proc = _Proc(spec, popen)
+        proc.thread = threading.Thread(target=self._waiter, args=(proc,), daemon=True,
+                                       name='wait-%s-%d' % (spec.role, spec.index))
+        self.procs.append(proc)
+        proc.thread.start()
+        return proc
+
+    def _start_due(self, now, final=False):
+        """Start the restarts whose time has come (`final`: the job is over, start none)."""
+        due = [(t, p) for t, p in self._pending if final or t <= now]
+        self._pending = [(t, p) for t, p in self._pending if not (final or t <= now)]
+        for _, lost in due:
+            others = [p for p in self._workers() if p.rc is None]
+            if final or not others:
+                self._say('not restarting %s: no worker is left to rejoin' % lost.spec.label())
+                continue
+            try:
+                proc = self._spawn(lost.spec.restart)
+            except OSError as err:
+                self._say('cannot restart %s: %s — the job goes on without it'
+                          % (lost.spec.label(), err))
+                continue
+            self.rejoined.append((lost, proc))
+            self._say('restarted %s as %s to rejoin the job'
+                      % (lost.spec.label(), proc.spec.describe(proc.pid)))
 
     def _check(self, exited):
         """Exit code if the job must stop now (signal or failure), else None."""
@@ -260,24 +290,33 @@ class Supervisor:
         if not self.min_workers or proc.spec.role != 'worker' or proc.spec.mpirun:
             return False
         specs = [s for s in self.specs if s.role == 'worker']
-        failed = [p for p in self._workers() if p.rc not in (None, 0)]
+        latest = {p.spec.index: p for p in self._workers()}     # each worker's last process
+        failed = [p for p in latest.values() if p.rc not in (None, 0)]
         if len(specs) - len(failed) < self.min_workers:
             return False
         self.lost.append((proc, time.monotonic() - self._started))
         self._say('%s %s — elastic: %d of %d workers go on (at least %d needed)'
                   % (proc.spec.describe(proc.pid), describe_exit(proc.rc, proc.spec),
                      len(specs) - len(failed), len(specs), self.min_workers))
+        if self.restarts_left > 0 and proc.spec.restart is not None:
+            self.restarts_left -= 1
+            self._pending.append((time.monotonic() + self.restart_delay, proc))
+            self._say('restarting %s in %g s (once ps-lite counts it dead); %d restart(s) '
+                      'left' % (proc.spec.label(), self.restart_delay, self.restarts_left))
         return True
 
     def _finished(self):
         """The line of a job whose processes all ended (elastic: naming the lost workers)."""
         if not self.lost:
             return 'all %d processes exited with code 0' % len(self.procs)
-        return ('job finished: %d of %d processes exited with code 0; lost %s'
+        rejoined = ''.join('; %s rejoined (pid %d, %s)' % (new.spec.label(), new.pid,
+                                                          describe_exit(new.rc, new.spec))
+                           for _, new in self.rejoined)
+        return ('job finished: %d of %d processes exited with code 0; lost %s%s'
                 % (sum(p.rc == 0 for p in self.procs), len(self.procs),
                    ', '.join('%s (%s %.1f s after the start)'
                              % (p.spec.label(), describe_exit(p.rc, p.spec), t)
-                             for p, t in self.lost)))
+                             for p, t in self.lost), rejoined))
 
     def _watch(self):
         start = time.monotonic()
@@ -286,10 +325,13 @@ class Supervisor:
         while True:
             running = [p for p in self.procs if p.rc is None]
             if not running:
+                self._start_due(time.monotonic(), final=True)
                 self._say(self._finished())
                 return 0
             now = time.monotonic()
+            self._start_due(now)
             limits = [d for d in (deadline, finish_deadline) if d is not None]
+            limits += [t for t, _ in self._pending]
             wait = max(0.0, min(limits) - now) if limits else None
             ready, exited = self._read_events(wait)
             code = self._check(exited)
@@ -297,7 +339,8 @@ class Supervisor:
                 return code
             workers = self._workers()
             lost = {p for p, _ in self.lost}
-            if finish_deadline is None and all(p.rc == 0 or p in lost for p in workers):
+            if finish_deadline is None and not self._pending and \
+                    all(p.rc == 0 or p in lost for p in workers):
                 finish_deadline = time.monotonic() + self.finish_timeout
             now = time.monotonic()
             if ready or exited:

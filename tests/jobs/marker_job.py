@@ -83,9 +83,17 @@ def main():
         weights[key] = [mx.nd.zeros(n, ctx=c) for c in ctxs]
         kv.broadcast(key, mx.nd.zeros(n), out=weights[key])
     os.makedirs(args.out, exist_ok=True)
-    log = open(os.path.join(args.out, 'steps-%d.jsonl' % rank), 'w', buffering=1)
-    dying = rank == args.die_rank
-    for t in range(1, T + 1):
+    # a replacement of a lost worker (mxnet-ssp-launch --max-restarts) appends to the dead one's
+    # records and goes on from the clock the controller gives it, to the same last step
+    rejoining = os.environ.get('MXNET_SSP_REJOIN') == '1'
+    log = open(os.path.join(args.out, 'steps-%d.jsonl' % rank), 'a' if rejoining else 'w',
+               buffering=1)
+    dying = rank == args.die_rank and not rejoining
+    t = 0
+    while True:
+        t = kv.clock + 1 if rejoining else t + 1
+        if t > T:
+            break
         if rank == args.stall_rank and t == args.stall_at:
             sys.stderr.write('worker %d stalling on purpose at step %d\n' % (rank, t))
             time.sleep(600)                        # a hung worker; the job must not wait for it
@@ -108,7 +116,8 @@ def main():
                 die(args, rank, t, 'in the middle of')
         seen = weights[0][0].asnumpy()
         release = getattr(kv, 'last_release', None)
-        record = {'rank': rank, 'clock': t, 'time': time.time(),
+        record = {'rank': rank, 'clock': t, 'time': time.time(), 'rejoined': rejoining,
+                  'kv_clock': getattr(kv, 'clock', None),
                   'seen': [[int(round(v)) for v in seen[q * T:(q + 1) * T]] for q in range(nworkers)],
                   'devices_equal': all((w.asnumpy() == seen).all() for w in weights[0])}
         if release is not None:
