@@ -111,6 +111,8 @@ class SSPKVStore(KVStoreBase):
         self._kv = create_native(self._config.timeout)
         self._rank = self._kv.rank
         if self._rejoining and self._rank == 0:
+            # MXNet's own free of the native store would wait in ps-lite's barrier for ever
+            free_native(self._kv, self._config.timeout, 0, barrier=False)
             raise SSPError('worker 0 cannot rejoin: MXNet\'s init on rank 0 pushes its initial '
                            'values, which the servers would apply as a gradient to the trained '
                            'weights; the job goes on without it (docs/elastic.md)')

@@ -154,3 +154,62 @@ def test_gluon_trainer_and_module_go_on_when_worker_0_is_killed(tmp_path, api, s
     assert result['loss_last'] < 0.1 * result['loss_first'], result
     assert result['leader'] == 1, result
     assert [(x['rank'], x['clock']) for x in result['lost']] == [(0, 8)], result
+
+
+# -- rejoin: mxnet-ssp-launch --max-restarts 1 ------------------------------------------
+
+REJOIN_ITERS = 100
+
+
+def _rejoin_job(marker_job, tmp_path, dead, store='dist_ssp'):
+    """3 workers, at least 2; `dead` is killed (kill -9) in the middle of its step 5 and
+    restarted 5 s later (PS_HEARTBEAT_TIMEOUT=2, interval 1, + 2 s): 100 steps of 0.1 s
+    leave the survivors about 5 s of training after it rejoins."""
+    env = job_env(tmp_path, PS_HEARTBEAT_TIMEOUT='2')
+    return marker_job(workers=3, env=env, store=store, staleness=2, iters=REJOIN_ITERS,
+                      base_seconds=0.1, die_rank=dead, die_at=DIE_AT, die_by='sigkill',
+                      die_mid_step=True, launcher_args=['--elastic', '2', '--max-restarts', '1'])
+
+
+def test_a_restarted_worker_takes_the_dead_rank_back_and_trains_on(marker_job, tmp_path):
+    proc, steps = _rejoin_job(marker_job, tmp_path, DEAD)
+    assert proc.returncode == 0, fail_msg(proc)
+    assert re.search(r'job finished: 5 of 6 processes exited with code 0; lost worker #\d \(was '
+                     r'killed by signal SIGKILL [\d.]+ s after the start\); worker #\d rejoined '
+                     r'\(pid \d+, exited with code 0\)', proc.stderr), fail_msg(proc)
+    records = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
+    (rejoin,) = [r for r in records if r['event'] == 'rejoin']
+    start = rejoin['clock']
+    assert rejoin['rank'] == DEAD and start > DIE_AT, rejoin
+    mine = steps[DEAD]
+    before = [r for r in mine if not r['rejoined']]
+    after = [r for r in mine if r['rejoined']]
+    assert len(before) == DIE_AT - 1 and after, mine
+    assert after[0]['kv_clock'] == start + 1             # the first step: learns, pushes nothing
+    assert [r['kv_clock'] for r in after] == list(range(start + 1, REJOIN_ITERS + 1))
+    expected = ([1] * (DIE_AT - 1) + [None] + [0] * (start - DIE_AT + 1)
+                + [1] * (REJOIN_ITERS - start - 1))
+    last = after[-1]['seen']
+    assert all(v in (0, 1) for row in last for v in row), last
+    assert [e if e is not None else last[DEAD][DIE_AT - 1] for e in expected] == last[DEAD], \
+        (start, last[DEAD])
+    assert last[DEAD][DIE_AT - 1] in (0, 1)
+    for rank in (0, 2):
+        assert len(steps[rank]) == REJOIN_ITERS
+        assert steps[rank][-1]['seen'][rank] == [1] * REJOIN_ITERS
+        assert all(v in (0, 1) for row in steps[rank][-1]['seen'] for v in row)
+    assert 'worker[%d] rejoined the job at clock %d' % (DEAD, start) in proc.stderr
+
+
+def test_worker_0_is_not_restarted_into_the_job(marker_job, tmp_path):
+    """ps-lite gives the replacement rank 0, whose MXNet init would push its initial values as
+    a gradient: it refuses to rejoin and exits 1; the other two finish and the job succeeds."""
+    proc, steps = _rejoin_job(marker_job, tmp_path, 0)
+    assert proc.returncode == 0, fail_msg(proc)
+    assert 'worker 0 cannot rejoin: MXNet\'s init on rank 0 pushes its initial values' in \
+        proc.stderr, fail_msg(proc)
+    assert re.search(r'lost worker #\d \(was killed by signal SIGKILL [\d.]+ s after the start\), '
+                     r'worker #\d \(exited with code 1 [\d.]+ s after the start\); worker #\d '
+                     r'rejoined \(pid \d+, exited with code 1\)', proc.stderr), fail_msg(proc)
+    for rank in (1, 2):
+        assert len(steps[rank]) == REJOIN_ITERS

@@ -412,6 +412,13 @@ def test_bad_setting_exits_2_and_starts_nothing(tmp_path, clean_env, capfd, env,
     (['--elastic', '0.5'], ["--elastic='0.5' is not valid", '1 <= n <= the number of workers (2)']),
     (['--elastic', '-1'], ["--elastic='-1' is not valid"]),
     (['--elastic', '1', '--launcher', 'mpi'], ['--elastic 1 is not supported with --launcher mpi']),
+    (['--elastic', '1', '--max-restarts', '2'], ['--max-restarts 2 is not valid: expected 0 or 1',
+                                                 'one replacement per job']),
+    (['--max-restarts', '1'], ['--max-restarts 1 needs --elastic MIN_WORKERS']),
+    (['--elastic', '1', '--max-restarts', '1', '--env', 'PS_HEARTBEAT_TIMEOUT:0'],
+     ["PS_HEARTBEAT_TIMEOUT='0' is not valid with --max-restarts", 'whole seconds >= 1']),
+    (['--elastic', '1', '--max-restarts', '1', '--env', 'PS_HEARTBEAT_INTERVAL:9'],
+     ['PS_HEARTBEAT_INTERVAL=9 must be below PS_HEARTBEAT_TIMEOUT=5']),
     (['--env-worker', 'MXNET_SSP_ELASTIC:1'], ['--env-worker MXNET_SSP_ELASTIC',
                                                'the same in every process', '--elastic']),
     (['--launcher', 'sge'], ['--launcher sge is not supported by mxnet-ssp-launch', 'use']),
@@ -1012,3 +1019,59 @@ def test_ssh_failure_stops_remote_processes(tmp_path, sshd, clean_env, capfd):
     recorded = read_pids(pids)
     assert len(recorded) == 5
     assert [name for name, pid in recorded.items() if alive(pid)] == []
+
+
+def test_supervisor_restarts_a_lost_worker_once_with_its_restart_spec(tmp_path, capfd):
+    """--max-restarts 1: worker #1 is killed; after restart_delay its restart Spec runs (here
+    it sees MXNET_SSP_REJOIN=1 and exits 0); worker #0 waits for that, then exits 0."""
+    done = tmp_path / 'rejoined'
+    wait_for = ('import os, sys, time\n'
+                'while not os.path.exists(sys.argv[1]):\n'
+                '    time.sleep(0.02)\n')
+    first = Spec('worker', 0, [PY, '-c', wait_for, str(done)])
+    dies = Spec('worker', 1, [PY, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])
+    dies.restart = Spec('worker', 1, [PY, '-c', 'import os, sys; assert os.environ['
+                                      '"MXNET_SSP_REJOIN"] == "1"; open(sys.argv[1], "w")',
+                                      str(done)], dict(os.environ, MXNET_SSP_REJOIN='1'))
+    rc = Supervisor([first, dies], grace=2, min_workers=1, restarts=1, restart_delay=0.3).run()
+    err = capfd.readouterr().err
+    assert rc == 0, err
+    assert 'restarting worker #1 in 0.3 s (once ps-lite counts it dead); 0 restart(s) left' in err
+    assert re.search(r'restarted worker #1 as worker #1 \(launch index; pid \d+\) to rejoin', err)
+    assert re.search(r'lost worker #1 \(was killed by signal SIGKILL [\d.]+ s after the start\); '
+                     r'worker #1 rejoined \(pid \d+, exited with code 0\)', err), err
+
+
+def test_supervisor_does_not_restart_when_no_worker_is_left(tmp_path, capfd):
+    dies = Spec('worker', 0, [PY, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])
+    dies.restart = Spec('worker', 0, [PY, '-c', 'raise SystemExit(9)'])
+    finishes = Spec('worker', 1, [PY, '-c', 'pass'])
+    rc = Supervisor([dies, finishes], grace=2, min_workers=1, restarts=1,
+                    restart_delay=0.2).run()
+    err = capfd.readouterr().err
+    assert rc == 0 and 'not restarting worker #0: no worker is left to rejoin' in err, err
+    assert 'rejoined' not in err
+
+
+@pytest.mark.parametrize('launcher', ['local', 'ssh'])
+def test_plan_with_elastic_restarts_sets_heartbeats_and_a_rejoining_replacement(tmp_path,
+                                                                                 launcher):
+    hostfile = write(tmp_path, 'hosts', '127.0.0.1\n')
+    environ = {'PATH': os.environ['PATH'], 'PS_HEARTBEAT_TIMEOUT': '3'}
+    args = launch.build_parser().parse_args(
+        ['-n', '2', '-s', '1', '--launcher', launcher, '-H', hostfile, '--elastic', '1',
+         '--max-restarts', '1', PY, 'train.py'])
+    job = launch.cli.check_job(args, environ)
+    assert (job.elastic, job.max_restarts, job.restart_delay) == (1, 1, 3 + 1 + 2)
+    specs = launch.cli.plan_job(job).specs
+    env_of = (lambda s: s.env) if launcher == 'local' else (
+        lambda s: s.env if s.role == 'scheduler' else _exports(s))
+    for spec in specs:
+        env = env_of(spec)
+        assert (env['PS_HEARTBEAT_INTERVAL'], env['PS_HEARTBEAT_TIMEOUT']) == ('1', '3')
+        assert env['MXNET_SSP_ELASTIC'] == '1' and 'MXNET_SSP_REJOIN' not in env
+        assert (spec.restart is not None) == (spec.role == 'worker')
+        if spec.restart is not None:
+            again = env_of(spec.restart)
+            assert again['MXNET_SSP_REJOIN'] == '1'
+            assert {k: v for k, v in again.items() if k != 'MXNET_SSP_REJOIN'} == env

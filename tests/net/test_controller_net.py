@@ -630,8 +630,6 @@ def test_elastic_drop_releases_held_workers_and_bye_lists_the_loss(servers, tmp_
         assert w.finish().error is None and w.result.t_slowest == 2
     assert srv.failure is None
     assert [(x['rank'], x['clock']) for x in srv.lost] == [(2, 1)]
-    with pytest.raises(ControllerError, match='worker 2 was lost'):
-        client(srv, 2)                                 # a lost rank cannot come back
     assert b.leave() == srv.lost
     assert a.clock(3).t_slowest == 3                   # the last one goes on alone
     assert a.leave() == srv.lost
@@ -724,3 +722,49 @@ def test_clock_while_at_the_barrier_is_a_protocol_fault(servers):
     assert isinstance(waiting.finish().error, ControllerError)
     assert srv.failure == 'worker 0 sent CLOCK 1 while waiting at the barrier'
     b.close()
+
+
+def test_a_lost_rank_rejoins_at_the_slowest_clock_and_is_waited_for_again(servers, tmp_path):
+    metrics = tmp_path / 'controller.jsonl'
+    srv = servers(num_workers=3, s_lower=1, min_workers=2, metrics_path=str(metrics))
+    a, b, c = client(srv, 0), client(srv, 1), client(srv, 2)
+    c.close()                                          # worker 2 lost at clock 0
+    for t in (1, 2):
+        a.clock(t)
+        b.clock(t)
+    assert a.lost and a.lost[0]['rank'] == 2
+    back = client(srv, 2, rejoin=True)                 # its replacement
+    assert back.start_clock == 2 and srv.policy.clocks[2] == 2
+    assert a.clock(3).lead == 1
+    held = Worker(lambda: a.clock(4))                  # lead 2 > 1: held for 1 and 2
+    held.start()
+    while srv.policy.next_push()[:2] != (0, 4):        # the pushes handled so far
+        pass
+    b.clock(3)
+    assert held.is_alive()
+    assert back.clock(3).clock == 3                    # the rejoiner's push frees worker 0
+    assert held.finish().error is None
+    for w in (a, b, back):
+        w.leave()
+    srv.stop()
+    records = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [(r['rank'], r['clock']) for r in records if r['event'] == 'rejoin'] == [(2, 2)]
+
+
+def test_rejoin_refusals(servers):
+    srv = servers(num_workers=2, s_lower=1, min_workers=1)
+    client(srv, 0)
+    with pytest.raises(ControllerError, match='no answer within 0.5 s while waiting for the '
+                                              'REJOINED'):
+        client(srv, 1, rejoin=True, handshake_timeout=0.5)     # worker 1 was never lost
+    other = servers(num_workers=2, s_lower=1, min_workers=1)
+    a, b = client(other, 0), client(other, 1)
+    b.close()                                          # lost
+    deadline = time.monotonic() + WAIT
+    while not other.lost and time.monotonic() < deadline:
+        time.sleep(0.01)        # polling the server's state with a deadline, not a sync
+    a.clock(1)
+    a.leave()                                          # finished: nobody is left
+    with pytest.raises(ControllerError, match='worker 1 was lost and no worker is left'):
+        client(other, 1, rejoin=True)
+    assert other.failure is None

@@ -34,12 +34,12 @@ def test_constants_are_the_documented_wire_values():
 @pytest.mark.parametrize('kind, name', [(1, 'CHALLENGE'), (2, 'HELLO'), (3, 'WELCOME'),
                                         (4, 'CLOCK'), (5, 'RELEASE'), (6, 'LEAVE'),
                                         (7, 'BYE'), (8, 'ERROR'), (9, 'LOST'),
-                                        (10, 'BARRIER'), (11, 'PASSED')])
+                                        (10, 'BARRIER'), (11, 'PASSED'), (12, 'REJOINED')])
 def test_message_name_of_each_type(kind, name):
     assert p.message_name(kind) == name
 
 
-@pytest.mark.parametrize('kind', [0, 12, 255])
+@pytest.mark.parametrize('kind', [0, 13, 255])
 def test_message_name_of_an_unknown_type(kind):
     assert p.message_name(kind) == 'unknown type %d' % kind
 
@@ -396,3 +396,20 @@ def test_bye_with_more_losses_than_fit_keeps_the_first_ones():
 def test_malformed_bye_bodies_are_protocol_errors(body):
     with pytest.raises(p.ProtocolError):
         p.decode_bye(bytes((p.BYE,)) + body)
+
+
+def test_rejoined_carries_a_clock():
+    payload = p.FrameReader().feed(p.encode_rejoined(42))[0]
+    assert payload[0] == p.REJOINED and p.decode_rejoined(payload) == 42
+    for body in (b'{}', b'{"clock": -1}', b'{"clock": "3"}', b'{"clock": 1.5}', b'x'):
+        with pytest.raises(p.ProtocolError):
+            p.decode_rejoined(bytes((p.REJOINED,)) + body)
+
+
+def test_lost_notices_round_trip_and_refuse_junk():
+    loss = {'rank': 3, 'clock': 17, 'after_s': 2.5}
+    payload = p.FrameReader().feed(p.encode_lost(loss))[0]
+    assert p.decode_lost(payload) == loss
+    for body in (b'[]', b'{"rank": 1}', b'{"rank": true, "clock": 1}'):
+        with pytest.raises(p.ProtocolError):
+            p.decode_lost(bytes((p.LOST,)) + body)

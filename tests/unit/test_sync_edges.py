@@ -105,3 +105,55 @@ def test_scan_with_every_gap_infinite_keeps_r_zero():
 def test_r_max_zero_returns_zero_without_reading_the_times():
     assert predict_r_star((1.0, 0.0), (5.0, 4.0), 0) == 0
     assert predict_r_star((math.nan, math.nan), (math.inf, 0.0), 0) == 0
+
+
+# -- on_join: a lost worker's replacement (elastic rejoin) ------------------------------
+
+def test_join_at_the_slowest_clock_holds_the_fast_one_back_again():
+    pol = SyncPolicy(3, 1, 1)
+    pol.on_leave(1)                       # lost at clock 0
+    for t in range(3):
+        pol.on_push(0, float(t))
+        pol.on_push(2, float(t))
+    assert pol.t_slowest() == 3
+    assert pol.on_join(1, 3, 10.0) == []
+    assert pol.clocks[1] == 3 and 1 in pol.active and pol.stamps[1] == [10.0, 10.0]
+    assert pol.slowest_ranks() == [0, 1, 2]
+    rel = pol.on_push(0, 11.0)            # lead 1 <= 1: goes on
+    assert [r.rank for r in rel] == [0]
+    assert pol.on_push(0, 12.0) == []     # lead 2 > 1: held, now also for the rejoiner
+    pol.on_push(2, 12.5)
+    released = pol.on_push(1, 13.0)       # the rejoiner's first push frees worker 0
+    assert sorted(r.rank for r in released) == [0, 1]
+
+
+def test_a_rejoiner_without_history_gets_no_grant_for_the_others():
+    pol = SyncPolicy(2, 0, 4, mode=BOUNDED)
+    for t in range(4):
+        pol.on_push(1, float(t))
+        pol.on_push(0, float(t))
+    pol.on_leave(1)
+    pol.on_join(1, 4, 4.0)
+    pol.on_push(0, 4.5)                   # lead 1 > 0: would ask Algorithm 2
+    assert pol.waiting == {0: 0}          # the slowest (the rejoiner) counts as stalled
+
+
+@pytest.mark.parametrize('rank, clock, why', [(0, 3, 'is in the job'), (5, 3, 'outside'),
+                                              (1, 2, 'below the slowest')])
+def test_join_refuses_a_member_an_unknown_rank_and_a_clock_below_the_slowest(rank, clock, why):
+    pol = SyncPolicy(2, 1, 1)
+    pol.on_leave(1)
+    for t in range(3):
+        pol.on_push(0, float(t))
+    with pytest.raises(ValueError, match=why):
+        pol.on_join(rank, clock, 5.0)
+
+
+def test_join_after_everyone_left_starts_the_clocks_again():
+    pol = SyncPolicy(2, 1, 1)
+    pol.on_leave(0)
+    pol.on_leave(1)
+    assert pol.t_slowest() is None
+    pol.on_join(1, 0, 1.0)
+    assert pol.t_slowest() == 0 and pol.slowest_ranks() == [1]
+    assert [r.rank for r in pol.on_push(1, 2.0)] == [1]
