@@ -13,6 +13,7 @@ Writes ``<out>/slot-<rank>.jsonl``.
 import argparse
 import json
 import os
+import signal
 import time
 
 
@@ -30,6 +31,9 @@ def parse_args():
     p.add_argument('--turns', action='store_true',
                    help='workers take turns (0, 1, ..., a barrier between turns): the servers '
                         'see round-robin order, the same in every run')
+    p.add_argument('--die-rank', type=int, default=-1,
+                   help='this rank kills itself (SIGKILL) before its step --die-at')
+    p.add_argument('--die-at', type=int, default=-1)
     p.add_argument('--out', required=True)
     return p.parse_args()
 
@@ -73,6 +77,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, 'slot-%d.jsonl' % rank), 'w', buffering=1)
     for t in range(1, T + 1):
+        if rank == args.die_rank and t == args.die_at:
+            os.kill(os.getpid(), signal.SIGKILL)
         for turn in range(nworkers if args.turns else 1):
             if not args.turns or turn == rank:
                 step(args, kv, log, rank, nworkers, T, t, w0, w1)
