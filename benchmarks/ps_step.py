@@ -76,6 +76,14 @@ CONFIGS = [
            {'MXNET_SSP_WRAP_ASYNC': '0'}, one_array=True),
 ]
 CONFIG_KEYS = [c.key for c in CONFIGS]
+# on request only (--stores): elastic mode's cost (docs/elastic.md)
+CONFIGS += [
+    Config('ours_async_elastic', 'ours dist_async, bucketing default, elastic', 'dist_async',
+           {'MXNET_SSP_WRAP_ASYNC': '1', 'MXNET_SSP_ELASTIC': '1'}),
+    Config('ours_ssp_elastic', 'ours dist_ssp s=3, bucketing default, elastic', 'dist_ssp',
+           {'MXNET_SSP_STALENESS': '3', 'MXNET_SSP_ELASTIC': '1'}),
+]
+EXTRA_KEYS = ['ours_async_elastic', 'ours_ssp_elastic']
 OURS = ('ours_async_off', 'ours_async_default', 'ours_ssp_off', 'ours_ssp_default')
 
 
@@ -285,8 +293,9 @@ def parse_args(argv=None):
     p.add_argument('--models', default=','.join(MODELS), help='comma-separated, from %s' % (MODELS,))
     p.add_argument('--workers', default='1,2', help='comma-separated worker counts')
     p.add_argument('--stores', default=','.join(CONFIG_KEYS),
-                   help='comma-separated configurations, from %s; native_async and '
-                        'floor_one_array are always run (the ratios need them)' % CONFIG_KEYS)
+                   help='comma-separated configurations, from %s (and on request %s); '
+                        'native_async and floor_one_array are always run (the ratios need '
+                        'them)' % (CONFIG_KEYS, EXTRA_KEYS))
     p.add_argument('--steps', type=int, default=None,
                    help='timed steps per worker for every model (default per model: %s)'
                         % {m: s for m, (s, _) in DEFAULT_STEPS.items()})
@@ -311,9 +320,10 @@ def parse_args(argv=None):
     args.models = [m for m in args.models.split(',') if m]
     args.workers = [int(w) for w in args.workers.split(',') if w]
     keys = set(args.stores.split(',')) | {'native_async', 'floor_one_array'}
-    unknown = keys - set(CONFIG_KEYS)
+    unknown = keys - set(CONFIG_KEYS) - set(EXTRA_KEYS)
     if unknown:
-        p.error('--stores: unknown %s; known: %s' % (sorted(unknown), ','.join(CONFIG_KEYS)))
+        p.error('--stores: unknown %s; known: %s' % (sorted(unknown),
+                                                     ','.join(CONFIG_KEYS + EXTRA_KEYS)))
     args.configs = [c for c in CONFIGS if c.key in keys]
     return args
 

@@ -91,7 +91,7 @@ logger = logging.getLogger(__name__)
 GRACE_S = 10.0
 #: Elastic mode: seconds the scheduler waits once only the servers are connected, and a
 #: server once the scheduler's connection closed (the end of the job, not a fault).
-ELASTIC_GRACE_S = 3.0
+ELASTIC_GRACE_S = 1.5
 #: Seconds between two looks at this process's connections.
 POLL_S = 0.5
 

@@ -61,8 +61,9 @@ def _lost_events(tmp_path):
     return records, [r for r in records if r['event'] == 'lost']
 
 
-@pytest.mark.parametrize('store, servers', [('dist_async', 1), ('dist_ssp', 2),
-                                            ('dist_softsync', 2)])
+@pytest.mark.parametrize('store, servers', [
+    pytest.param('dist_async', 1, marks=pytest.mark.slow),   # default run: Module.fit, slots
+    ('dist_ssp', 2), ('dist_softsync', 2)])
 def test_survivors_finish_when_a_worker_is_killed_mid_step(marker_job, tmp_path, store, servers):
     """3 workers, at least 2 needed; worker 1 is killed (kill -9) after pushing part of its
     step 5.  dist_softsync runs with n = 3 (rounds of c = floor(3 / 3) = 1 gradient: markers

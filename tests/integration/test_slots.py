@@ -340,7 +340,8 @@ def test_module_fit_string_keys_two_servers_train_one_model(tmp_path, store):
 
 @pytest.mark.parametrize('store,rule,extra', [
     ('dist_async', 'dcasgd-a-momentum', {}),
-    ('dist_softsync', 'sasgd-average', {'splits': 1}),
+    pytest.param('dist_softsync', 'sasgd-average', {'splits': 1},
+                 marks=pytest.mark.slow),     # default run: the marker job's softsync case
 ])
 def test_elastic_loss_replays_through_the_reference(tmp_path, store, rule, extra):
     """Elastic mode (at least 2 of 3 workers), worker 1 killed (kill -9) before its step 4:
