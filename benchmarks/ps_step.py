@@ -274,6 +274,8 @@ def table(model, shapes_summary, cells, tcp, workers_list):
         base = [c['ms'] for c in cells[(w, 'native_async')]]
         floor = [c['ms'] for c in cells[(w, 'floor_one_array')]]
         for config in CONFIGS:
+            if (w, config.key) not in cells:       # not asked for
+                continue
             runs = cells[(w, config.key)]
             ms = [c['ms'] for c in runs]
             lines.append('| %d | %s | %s | %s | %s | %s | %s |' % (
@@ -378,7 +380,7 @@ def main(argv=None):
     for model in args.models:
         per_model = {(w, k): v for (m, w, k), v in cells.items() if m == model}
         for w in args.workers:
-            for c in CONFIGS:
+            for c in args.configs:
                 per_model.setdefault((w, c.key), [])
         print()
         print(table(model, summarize_shapes(shapes[model]['params']), per_model, tcp[model], args.workers))
