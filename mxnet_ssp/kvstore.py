@@ -117,6 +117,7 @@ class SSPKVStore(KVStoreBase):
                            'values, which the servers would apply as a gradient to the trained '
                            'weights; the job goes on without it (docs/elastic.md)')
         self._rejoin_pulls = []           # rejoining, first step: (key, out) to pull after it
+        self._start_clock = 0             # the clock this process started at (a rejoiner's)
         self._num_workers = self._kv.num_workers
         self._num_servers = cfg.num_servers()     # ps-lite read the same variable
         if self._config.store == 'dist_softsync':
@@ -782,7 +783,7 @@ class SSPKVStore(KVStoreBase):
             self._fail(err)
         self._client = client
         if self._rejoining:
-            self._clock = client.start_clock
+            self._clock = self._start_clock = client.start_clock
             logger.warning('worker[%d] rejoined the job at clock %d: this first step only '
                            'learns the layout of the keys; its gradients are not pushed',
                            self._rank, self._clock)
@@ -936,7 +937,7 @@ class SSPKVStore(KVStoreBase):
             self._client.close()
         self._log.close()
         if self._config.synchronous:
-            self._say(self._log.summary(self.type, self._clock))
+            self._say(self._log.summary(self.type, self._clock - self._start_clock))
         if self._config.elastic:
             self._say(elastic_summary(self._rank, self.type, self._clock, lost))
 

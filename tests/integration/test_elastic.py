@@ -200,6 +200,9 @@ def test_a_restarted_worker_takes_the_dead_rank_back_and_trains_on(marker_job, t
         assert steps[rank][-1]['seen'][rank] == [1] * REJOIN_ITERS
         assert all(v in (0, 1) for row in steps[rank][-1]['seen'] for v in row)
     assert 'worker[%d] rejoined the job at clock %d' % (DEAD, start) in proc.stderr
+    # its summary counts its own steps, the learning step included
+    assert 'worker[%d] dist_ssp summary: %d iterations' % (DEAD, REJOIN_ITERS - start) in \
+        proc.stderr, fail_msg(proc)
 
 
 def test_worker_0_is_not_restarted_into_the_job(marker_job, tmp_path):
