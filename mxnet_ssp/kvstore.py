@@ -187,6 +187,9 @@ class SSPKVStore(KVStoreBase):
 
     #: The :class:`~mxnet_ssp.core.sync.Release` of the last completed step (None before).
     last_release = None
+    #: Every worker's gradients up to this clock are in the weights the last step pulled.
+    visible_clock = 0
+
     @property
     def lost_workers(self):
         """Elastic mode: the workers the controller dropped so far, as this worker has heard
@@ -213,8 +216,6 @@ class SSPKVStore(KVStoreBase):
                 self._fail(err)
             return
         self._kv._barrier()
-    #: Every worker's gradients up to this clock are in the weights the last step pulled.
-    visible_clock = 0
 
     @staticmethod
     def is_capable(capability):
