@@ -63,7 +63,7 @@ from .ps.channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED
                          UpdaterSpec, refresh_marker)
 from .controller.client import ControllerClient
 from .ps.native import FreedNative, create_native, free_native
-from .controller.protocol import ControllerError
+from .controller.protocol import ControllerError, describe_losses
 from .ps.slots import KeyLayout, SlotKeyError, as_list, as_values
 from .ps.steps import Step, StepLog, StepTracker
 
@@ -955,9 +955,7 @@ def elastic_summary(rank, store, clock, lost):
         return 'worker[%d] %s elastic: finished at clock %d; no worker was lost' % (
             rank, store, clock)
     return 'worker[%d] %s elastic: finished at clock %d; lost %s' % (
-        rank, store, clock, ', '.join('worker %d at clock %d (%.1f s after the controller '
-                                      'started)' % (x['rank'], x['clock'], x.get('after_s', 0))
-                                      for x in lost))
+        rank, store, clock, describe_losses(lost))
 
 
 def _keys_pushed_by(frame):

@@ -89,8 +89,8 @@ __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BY
            'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
            'decode_release', 'encode_error', 'decode_error', 'LEAVE_FRAME', 'BYE_FRAME',
            'encode_bye', 'decode_bye', 'LOST', 'BARRIER', 'PASSED', 'encode_lost',
-           'decode_lost', 'BARRIER_FRAME', 'PASSED_FRAME', 'REJOINED', 'encode_rejoined',
-           'decode_rejoined',
+           'decode_lost', 'describe_losses', 'BARRIER_FRAME', 'PASSED_FRAME', 'REJOINED',
+           'encode_rejoined', 'decode_rejoined',
            'message_name', 'BALANCE_MAC_CONTEXT', 'MAX_JSON_FRAME', 'B_WELCOME', 'REPORT',
            'DECISION', 'B_LEAVE', 'B_LEAVE_FRAME', 'encode_json', 'decode_json']
 
@@ -302,6 +302,13 @@ def decode_bye(payload):
 def _is_loss(x):
     return (isinstance(x, dict) and type(x.get('rank')) is int and
             type(x.get('clock')) is int and isinstance(x.get('after_s', 0), (int, float)))
+
+
+def describe_losses(lost):
+    """``'worker 1 at clock 40 (12.3 s after the controller started), ...'`` for the lost
+    workers of a BYE or of LOST notices."""
+    return ', '.join('worker %d at clock %d (%.1f s after the controller started)'
+                     % (x['rank'], x['clock'], x.get('after_s', 0)) for x in lost)
 
 
 def encode_lost(loss):

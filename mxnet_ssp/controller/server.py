@@ -466,9 +466,8 @@ class ControllerServer(FrameServer):
         self._lost.append({'rank': rank, 'clock': clock,
                            'after_s': round(now - self._started_at, 3)})
         self._gone.add(rank)
-        left = self.policy.num_workers - len(self._gone) - len(self._left)
         self._metric({'event': 'lost', 'rank': rank, 'clock': clock, 'time': now,
-                      'after_s': self._lost[-1]['after_s'], 'left': left})
+                      'after_s': self._lost[-1]['after_s'], 'left': len(self._live())})
         alive = self.policy.num_workers - len(self._gone)
         if alive < self.min_workers:
             self._fail('%s; %d of the %d workers are lost, more than the job can lose '

@@ -46,8 +46,9 @@ status 0, once it has had no connection to or from a worker for :data:`ELASTIC_G
 scheduler's two connections); the scheduler ends, with status 0, once no node is connected
 to it for :data:`ELASTIC_GRACE_S` (the servers ended), or once only the servers are, for
 3 x :data:`ELASTIC_GRACE_S` (a server that cannot follow).  So under MXNet's stock
-launch.py, which returns with its scheduler, the scheduler ends last.  Whether the job succeeded is the workers' exit
-statuses' to say (and the launcher's, ``mxnet-ssp-launch --elastic``); the server hosting the
+launch.py, which returns with its scheduler, the scheduler ends last.  Whether the job
+succeeded is the workers' exit statuses' to say (and the launcher's, ``mxnet-ssp-launch
+--elastic``); the server hosting the
 controller still ends with status 1 when the controller fails the job (more workers lost than
 the job can lose).  A server that died leaves the workers' pushes unanswered: they end at the
 job's timeout, and the scheduler with them.
@@ -221,7 +222,22 @@ def _addresses(host):
 # The decision: pure logic
 # ---------------------------------------------------------------------------
 
-class LinkFollower:
+class _Lasting:
+    """The grace timer both followers share: how long a condition has held."""
+
+    def _lasting(self, holds, now):
+        """Seconds `holds` has been true up to `now`, once that reached ``grace``; else None
+        (and a false `holds` starts the count again)."""
+        if not holds:
+            self.since = None
+            return None
+        if self.since is None:
+            self.since = now
+        lasted = now - self.since
+        return lasted if lasted >= self.grace else None
+
+
+class LinkFollower(_Lasting):
     """Decides when a process's ps-lite connections say that the job has failed.
 
     Feed it :meth:`observe` with the number of connections open now; it returns the
@@ -249,16 +265,10 @@ class LinkFollower:
     def observe(self, count, now):
         """`count` connections are open at time `now` (seconds): None, or seconds lost."""
         self.peak = max(self.peak, min(count, self.expected))
-        if count >= self.peak:
-            self.since = None
-            return None
-        if self.since is None:
-            self.since = now
-        lost = now - self.since
-        return lost if lost >= self.grace else None
+        return self._lasting(count < self.peak, now)
 
 
-class DrainFollower:
+class DrainFollower(_Lasting):
     """Elastic mode, the scheduler: decides when only the servers' connections are left.
 
     :meth:`observe` returns the seconds the count has been at most `floor` (the servers)
@@ -271,44 +281,29 @@ class DrainFollower:
         Connections that stay to the end (the servers'); >= 0.
     grace : float
         Seconds the count must stay at or below `floor`.
+    joined : callable, optional
+        ``joined()``: whether a worker is known to have joined even if no look saw it
+        connected (a short job may come and go between two looks; a server knows it has
+        applied a push).
     """
 
-    def __init__(self, floor, grace=ELASTIC_GRACE_S):
+    def __init__(self, floor, grace=ELASTIC_GRACE_S, joined=lambda: False):
         if floor < 0:
             raise ValueError('floor must be >= 0, got %r' % (floor,))
         self.floor = floor
         self.grace = float(grace)
+        self.joined = joined
         self.peak = 0
         self.since = None
 
-    def observe(self, count, now, joined=False):
+    def observe(self, count, now, joined=None):
         """`count` connections are open at time `now` (seconds): None, or seconds drained.
 
-        `joined`: a worker is known to have joined, even if no look saw it connected (it may
-        have come and gone between two looks)."""
+        `joined` overrides the ``joined()`` given at construction."""
         self.peak = max(self.peak, count)
-        if (self.peak <= self.floor and not joined) or count > self.floor:
-            self.since = None
-            return None
-        if self.since is None:
-            self.since = now
-        lost = now - self.since
-        return lost if lost >= self.grace else None
-
-
-class _Joined:
-    """A server's DrainFollower, told whether this server has applied a push (a worker has
-    joined; a short job may come and go between two looks at the connections)."""
-
-    def __init__(self, follower):
-        self.follower = follower
-
-    @property
-    def peak(self):
-        return self.follower.peak
-
-    def observe(self, count, now):
-        return self.follower.observe(count, now, joined=_server['pushed'])
+        if joined is None:
+            joined = self.joined()
+        return self._lasting(count <= self.floor and (self.peak > self.floor or joined), now)
 
 
 _server = {'pushed': False}
@@ -379,7 +374,8 @@ def _node_watch(environ, who, ending, elastic=False):
         def message(n, follower, lost):
             return ('%s: no worker has been connected for %.1f s (elastic mode: every worker '
                     'has ended); ending this server' % (who, lost))
-        return 1, count_workers, message, _Joined(DrainFollower(1, ELASTIC_GRACE_S))
+        return 1, count_workers, message, DrainFollower(1, ELASTIC_GRACE_S,
+                                                        joined=lambda: _server['pushed'])
 
     def message(n, follower, lost):
         return ('%s: the scheduler at %s:%d closed its connection %.1f s ago (it ended: the '

@@ -366,6 +366,11 @@ def test_sigterm_to_launcher_stops_everything(tmp_path, clean_env, capfd):
 # validation: bad settings stop the launcher before anything starts
 # ---------------------------------------------------------------------------
 
+#: A process that ends (status 0) once the file sys.argv[1] exists (polled every 20 ms).
+WAIT_FOR_FILE = ('import os, sys, time\n'
+                 'while not os.path.exists(sys.argv[1]):\n'
+                 '    time.sleep(0.02)\n')
+
 MARKER_CMD = [PY, '-c', 'import sys; open(sys.argv[1], "w").write("started")']
 
 
@@ -553,10 +558,7 @@ def test_supervisor_server_that_never_exits(tmp_path, capfd):
     script = write(tmp_path, 'block.py', BLOCK)
     server = Spec('server', 0, [PY, script, str(pids), 'none'],
                   dict(os.environ, DMLC_ROLE='server', MXNET_SSP_LAUNCH_INDEX='0'))
-    wait_then_exit_0 = ('import os, sys, time\n'
-                        'while not os.path.exists(sys.argv[1]):\n'
-                        '    time.sleep(0.02)\n')
-    worker = Spec('worker', 0, [PY, '-c', wait_then_exit_0, str(pids / 'server-0.pid')])
+    worker = Spec('worker', 0, [PY, '-c', WAIT_FOR_FILE, str(pids / 'server-0.pid')])
     rc = Supervisor([server, worker], finish_timeout=0.3, grace=2).run()
     err = capfd.readouterr().err
     assert rc == launch.EXIT_FAILED
@@ -569,12 +571,9 @@ def test_supervisor_elastic_goes_on_without_a_lost_worker(tmp_path, capfd):
     """min_workers=1: worker #1 killed, worker #0 and the server exit 0: the job succeeds and
     its last line names the lost worker; the server is not stopped when the worker dies."""
     done = tmp_path / 'done'
-    wait_for_done = ('import os, sys, time\n'
-                     'while not os.path.exists(sys.argv[1]):\n'
-                     '    time.sleep(0.02)\n')
-    server = Spec('server', 0, [PY, '-c', wait_for_done, str(done)])
+    server = Spec('server', 0, [PY, '-c', WAIT_FOR_FILE, str(done)])
     dies = Spec('worker', 1, [PY, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])
-    finishes = Spec('worker', 0, [PY, '-c', wait_for_done + 'open(sys.argv[2], "w").close()\n',
+    finishes = Spec('worker', 0, [PY, '-c', WAIT_FOR_FILE + 'open(sys.argv[2], "w").close()\n',
                                   str(tmp_path / 'go'), str(done)])
     go = Spec('worker', 2, [PY, '-c', 'import sys; open(sys.argv[1], "w").close()',
                             str(tmp_path / 'go')])
@@ -1025,10 +1024,7 @@ def test_supervisor_restarts_a_lost_worker_once_with_its_restart_spec(tmp_path, 
     """--max-restarts 1: worker #1 is killed; after restart_delay its restart Spec runs (here
     it sees MXNET_SSP_REJOIN=1 and exits 0); worker #0 waits for that, then exits 0."""
     done = tmp_path / 'rejoined'
-    wait_for = ('import os, sys, time\n'
-                'while not os.path.exists(sys.argv[1]):\n'
-                '    time.sleep(0.02)\n')
-    first = Spec('worker', 0, [PY, '-c', wait_for, str(done)])
+    first = Spec('worker', 0, [PY, '-c', WAIT_FOR_FILE, str(done)])
     dies = Spec('worker', 1, [PY, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])
     dies.restart = Spec('worker', 1, [PY, '-c', 'import os, sys; assert os.environ['
                                       '"MXNET_SSP_REJOIN"] == "1"; open(sys.argv[1], "w")',

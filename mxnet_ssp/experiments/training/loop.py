@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from ... import config
+from ...controller.protocol import describe_losses
 from .checkpoint import restore_states, save_checkpoint
 from .logs import JsonLines, count_iterations, make_progress, show_progress
 from .models import describe_model, get_model
@@ -43,13 +44,9 @@ def evaluate(net, batches, ctx=None):
 
 
 def lost_text(kv):
-    """'' or, in elastic mode after a loss, '; lost worker 1 at clock 40 (12.3 s)' and so on."""
+    """'' or, in elastic mode after a loss, '; lost worker 1 at clock 40 (...)' and so on."""
     lost = getattr(kv, 'lost_workers', None)
-    if not lost:
-        return ''
-    return '; lost ' + ', '.join('worker %d at clock %d (%.1f s)' % (x['rank'], x['clock'],
-                                                                    x.get('after_s', 0))
-                                 for x in lost)
+    return '; lost ' + describe_losses(lost) if lost else ''
 
 
 def choose_gpus(num_gpus, environ, visible):

@@ -415,7 +415,7 @@ def _check_elastic(args, job):
         least = config.parse_elastic(job.environ.get(config.ENV_ELASTIC), job.num_workers)
     except ValueError as err:
         return str(err)
-    ours = [s for s in config.OUR_STORE_TYPES if s != 'dist_async' or wraps_async(job.environ)]
+    ours = _our_stores(job)
     if least and args.kvstore not in ours:
         return ('%s=%d (elastic mode) needs --kvstore %s, not --kvstore %s'
                 % (config.ENV_ELASTIC, least, ', '.join(ours), args.kvstore))
@@ -425,9 +425,14 @@ def _check_elastic(args, job):
     return None
 
 
+def _our_stores(job):
+    """mxnet-ssp's store types in `job` (its dist_async unless MXNET_SSP_WRAP_ASYNC=0)."""
+    return [s for s in STALENESS_KVSTORES if s != 'dist_async' or wraps_async(job.environ)]
+
+
 def _check_rule_store(args, job):
     """sasgd and dcasgd_pw need a store that reports every gradient's staleness."""
-    ours = [s for s in STALENESS_KVSTORES if s != 'dist_async' or wraps_async(job.environ)]
+    ours = _our_stores(job)
     if args.optimizer in (SASGD, DCASGD_PW) and args.kvstore not in ours:
         why = (' (MXNET_SSP_WRAP_ASYNC=0 keeps MXNet\'s own dist_async, which does not)'
                if args.kvstore == 'dist_async' else '')
