@@ -23,7 +23,7 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_BALANCE_MIN', 'ENV_BALANCE_MAX', 'ENV_BALANCE_PERIOD', 'ENV_BALANCE_THRESHOLD',
            'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env',
            'ENV_ELASTIC', 'parse_elastic', 'elastic_min_workers', 'UNBOUNDED_STALENESS',
-           'ENV_REJOIN', 'rejoining']
+           'ENV_REJOIN', 'rejoining', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE', 'follow_grace']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -77,6 +77,10 @@ ENV_NUM_WORKER = 'DMLC_NUM_WORKER'
 #: Read by the start-up hook (kvstore_patches/mxnet_ssp_autoload.py) before this package is
 #: imported, with the same values as :func:`parse_flag`.
 ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
+#: Seconds a scheduler, server or worker waits, once one of its ps-lite connections closed
+#: for good, before it ends itself because the job failed (:mod:`mxnet_ssp.ps.follow`).
+ENV_FOLLOW_GRACE = 'MXNET_SSP_FOLLOW_GRACE'
+DEFAULT_FOLLOW_GRACE = 10.0
 #: Bytes per bucket of small arrays (:mod:`mxnet_ssp.core.buckets`); 0 turns bucketing off.
 ENV_BUCKET_BYTES = 'MXNET_SSP_BUCKET_BYTES'
 #: Its default (docs/stores.md, "Buckets", gives the measurements behind it).
@@ -644,3 +648,15 @@ def bigarray_bound(environ=None):
         return 1000000
     return _int_setting(value, ENV_BIGARRAY_BOUND, 1, 'an integer >= 1 (MXNet\'s own setting: '
                         'arrays of at least this many elements are split over all servers)')
+
+
+def follow_grace(environ=None):
+    """``MXNET_SSP_FOLLOW_GRACE``: seconds, a number in [1, 600], default
+    :data:`DEFAULT_FOLLOW_GRACE` (shorter would take ps-lite's reconnects at start-up for a
+    failed job)."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_FOLLOW_GRACE)
+    if value is None or not str(value).strip():
+        return DEFAULT_FOLLOW_GRACE
+    return _float_setting(value, ENV_FOLLOW_GRACE, lambda x: 1 <= x <= 600,
+                          'a number of seconds from 1 to 600 (default %g)' % DEFAULT_FOLLOW_GRACE)

@@ -99,6 +99,9 @@ def job_env(tmp_path, **extra):
     env['MXNET_SSP_METRICS_DIR'] = str(tmp_path / 'metrics')
     env['OMP_NUM_THREADS'] = '1'
     env.setdefault('MXNET_SSP_TIMEOUT', '60')
+    # a failed job's scheduler and servers end 4 s after a connection closed for good, not
+    # the default 10 (test_faults.py keeps the default); start-up reconnects take milliseconds
+    env.setdefault('MXNET_SSP_FOLLOW_GRACE', '4')
     env['STOCK_LAUNCH_HOST_IP'] = '127.0.0.1'   # jobs/stock_launch.py: keep the tracker on loopback
     for key in [k for k in env if k.startswith('DMLC_')]:
         del env[key]

@@ -223,8 +223,8 @@ class Supervisor:
     def _start(self):
         self._started = time.monotonic()
         for spec in self.specs:
-            self._read_events(0)
-            code = self._check(())
+            _, exited = self._read_events(0)      # a process may die before the last starts
+            code = self._check(exited)
             if code is not None:
                 return code
             try:

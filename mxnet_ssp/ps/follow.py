@@ -88,8 +88,9 @@ __all__ = ['follow_job', 'follow_scheduler', 'leaving', 'follow_controller_proce
 
 logger = logging.getLogger(__name__)
 
-#: Seconds a ps-lite connection must stay closed before the process ends (see the docstring).
-GRACE_S = 10.0
+#: Seconds a ps-lite connection must stay closed before the process ends (see the docstring);
+#: ``MXNET_SSP_FOLLOW_GRACE`` sets another.
+GRACE_S = cfg.DEFAULT_FOLLOW_GRACE
 #: Elastic mode: seconds the scheduler waits once only the servers are connected, and a
 #: server once the scheduler's connection closed (the end of the job, not a fault).
 ELASTIC_GRACE_S = 1.5
@@ -383,13 +384,15 @@ def _node_watch(environ, who, ending, elastic=False):
     return 1, count, message, None
 
 
-def _watch(role, environ, poll=POLL_S, grace=GRACE_S, active=in_server_loop, who=None):
+def _watch(role, environ, poll=POLL_S, grace=None, active=in_server_loop, who=None):
     """The thread: follow this process's ps-lite connections while ``active()``.
 
     It waits until ``active()`` is first true (the loop runs, the store exists) and
     stands down when it is false again (the loop returned, the store is being freed).
     """
     try:
+        if grace is None:
+            grace = cfg.follow_grace(environ)
         elastic = role != 'worker' and cfg.elastic_min_workers(environ) > 0
         if role == 'scheduler':
             expected, count, message, follower = _scheduler_watch(environ)

@@ -586,6 +586,35 @@ def test_supervisor_elastic_goes_on_without_a_lost_worker(tmp_path, capfd):
                      r'\(was killed by signal SIGKILL [\d.]+ s after the start\)', err), err
 
 
+@pytest.mark.parametrize('min_workers', [0, 1])
+def test_supervisor_sees_a_process_that_died_while_the_others_were_starting(
+        capfd, monkeypatch, min_workers):
+    """Each next process starts only once the first one's exit is queued: the launcher must
+    still count it (it once read that exit while starting and dropped it: the job then
+    'succeeded' with all 3 processes at code 0, or elastic named no lost worker)."""
+    spawn = Supervisor._spawn
+
+    def spawn_after_the_first_died(self, spec):
+        if self.procs:
+            self.procs[0].thread.join(timeout=60)     # its exit is written to the event pipe
+            assert not self.procs[0].thread.is_alive()
+        return spawn(self, spec)
+    monkeypatch.setattr(Supervisor, '_spawn', spawn_after_the_first_died)
+    dies = Spec('worker', 0, [PY, '-c', 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)'])
+    other = Spec('worker', 1, [PY, '-c', 'pass'])
+    server = Spec('server', 0, [PY, '-c', 'pass'])
+    rc = Supervisor([dies, other, server], grace=2, min_workers=min_workers).run()
+    err = capfd.readouterr().err
+    if min_workers:
+        assert rc == 0, err
+        assert re.search(r'job finished: 2 of 3 processes exited with code 0; lost worker #0 '
+                         r'\(was killed by signal SIGKILL [\d.]+ s after the start\)', err), err
+    else:
+        assert rc == launch.EXIT_FAILED, err
+        assert re.search(r'worker #0 \(launch index; pid \d+\) was killed by signal SIGKILL — '
+                         r'stopping the job', err), err
+
+
 @pytest.mark.parametrize('min_workers', [2, 0])
 def test_supervisor_fails_when_more_workers_are_lost_than_allowed(tmp_path, capfd, min_workers):
     block = Spec('worker', 0, [PY, '-c', 'import signal; signal.pause()'])

@@ -866,3 +866,33 @@ def test_balance_from_env_unknown_python_settings_are_a_type_error(hostile_env):
         'unknown balancing settings batch: expected ' + BALANCE_OVERRIDES)
     assert message(TypeError, cfg.balance_from_env, {}, zeta=1, alpha=2, period=3) == (
         'unknown balancing settings alpha, zeta: expected ' + BALANCE_OVERRIDES)
+
+
+# ---------------------------------------------------------------------------
+# MXNET_SSP_FOLLOW_GRACE
+# ---------------------------------------------------------------------------
+GRACE_FORM = 'expected a number of seconds from 1 to 600 (default 10)'
+
+
+@pytest.mark.parametrize('value,grace', [
+    (None, 10.0), ('', 10.0), ('  ', 10.0), ('1', 1.0), ('2.5', 2.5), (' 600 ', 600.0)])
+def test_follow_grace_default_and_accepted_values(value, grace, monkeypatch):
+    monkeypatch.setenv(cfg.ENV_FOLLOW_GRACE, 'bogus')      # read from `environ` only
+    env = {} if value is None else {cfg.ENV_FOLLOW_GRACE: value}
+    assert cfg.follow_grace(env) == grace
+    assert cfg.ENV_FOLLOW_GRACE == 'MXNET_SSP_FOLLOW_GRACE' and cfg.DEFAULT_FOLLOW_GRACE == 10.0
+
+
+@pytest.mark.parametrize('value', ['0', '0.99', '600.5', '-3', 'nan', 'inf', 'ten', '1,5'])
+def test_follow_grace_refuses_naming_the_setting_value_and_range(value):
+    assert message(cfg.ConfigError, cfg.follow_grace, {cfg.ENV_FOLLOW_GRACE: value}) == (
+        'MXNET_SSP_FOLLOW_GRACE=%r is not valid: %s' % (value, GRACE_FORM))
+
+
+def test_the_launcher_checks_the_follow_grace_before_starting_anything():
+    from mxnet_ssp.launch.settings import LaunchError, validate_settings
+    with pytest.raises(LaunchError, match=r"^MXNET_SSP_FOLLOW_GRACE='0' is not valid"):
+        validate_settings(['t', '--kvstore', 'dist_sync'], {cfg.ENV_FOLLOW_GRACE: '0'})
+    with pytest.raises(LaunchError, match=r"^MXNET_SSP_FOLLOW_GRACE='x' is not valid"):
+        validate_settings(['t'], {}, [('--env-server', {cfg.ENV_FOLLOW_GRACE: 'x'})])
+    assert validate_settings(['t'], {cfg.ENV_FOLLOW_GRACE: '3'}) == []

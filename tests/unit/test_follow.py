@@ -232,7 +232,7 @@ from mxnet_ssp.ps import follow
 from kvstore.kvstore_server import run
 listener = socket.create_server(("127.0.0.1", 0))
 env = {{"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(listener.getsockname()[1]),
-       "DMLC_NUM_WORKER": "1", "DMLC_NUM_SERVER": "1"}}
+       "DMLC_NUM_WORKER": "1", "DMLC_NUM_SERVER": "1", **{env_grace!r}}}
 threading.Thread(target=follow._watch, args=("scheduler", env, 0.02, {grace}),
                  daemon=True).start()
 print(listener.getsockname()[1], flush=True)
@@ -241,26 +241,31 @@ print("loop returned", flush=True)
 '''
 
 
-def _stand_in_scheduler(tmp_path, grace):
+def _stand_in_scheduler(tmp_path, grace, env_grace=None):
+    """`grace` given to the thread, or None: the thread reads MXNET_SSP_FOLLOW_GRACE from its
+    job's environment, `env_grace` (unset when None)."""
     pkg = tmp_path / 'kvstore'
     pkg.mkdir()
     (pkg / '__init__.py').write_text('')
     (pkg / 'kvstore_server.py').write_text(_LOOP)
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, '-c', textwrap.dedent(
-        _CHILD.format(dir=str(tmp_path), grace=grace))], stdin=subprocess.PIPE,
+        _CHILD.format(dir=str(tmp_path), grace=grace,
+                      env_grace={} if env_grace is None else {'MXNET_SSP_FOLLOW_GRACE': env_grace}
+                      ))], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     return proc, int(proc.stdout.readline())
 
 
 @LINUX
 def test_a_scheduler_whose_node_went_away_ends_with_status_1_after_the_grace(tmp_path):
-    proc, port = _stand_in_scheduler(tmp_path, grace=0.5)
+    proc, port = _stand_in_scheduler(tmp_path, grace=None, env_grace='1')
     nodes = []
     try:
         nodes = [socket.create_connection(('127.0.0.1', port)) for _ in range(2)]
         line = proc.stderr.readline()       # both seen before one goes
-        assert 'scheduler follows its 2 ps-lite connection(s)' in line, line
+        assert ('scheduler follows its 2 ps-lite connection(s) of the job; it ends 1 s after '
+                'one closes for good') in line, line
         nodes[0].close()
         proc.wait(timeout=BOUND_S)          # its stdin stays open: the loop never returns
         out, err = proc.stdout.read(), line + proc.stderr.read()
