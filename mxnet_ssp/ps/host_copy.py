@@ -43,7 +43,8 @@ import numpy as np
 
 from ..host_kernels import _Interface, on_host
 
-__all__ = ['available', 'chunk_of', 'eligible', 'host_view', 'push_copies', 'raise_pending']
+__all__ = ['CopyPlan', 'available', 'chunk_of', 'eligible', 'host_view', 'push_copies',
+           'raise_pending']
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class _Context(ctypes.Structure):
 
 
 _CPU = _Context(1, 0)
-_jobs = {}                       # token -> (copies, arrays kept alive until the body ran)
+_jobs = {}                       # token -> the CopyPlan pushed (alive until its body ran)
 _errors = []
 _tokens = itertools.count(1)
 _lock = threading.Lock()
@@ -70,7 +71,7 @@ def _run(_rctx, token):
     if job is None:
         return
     try:
-        for dst, src in job[0]:
+        for dst, src in job.copies:
             np.copyto(dst, src)
     except BaseException as err:             # noqa: BLE001 - reported by raise_pending
         _errors.append(err)
@@ -141,27 +142,50 @@ def raise_pending():
                            % (type(err).__name__, err)) from err
 
 
-def push_copies(copies, reads, writes):
-    """Push one engine operation doing ``np.copyto(dst, src)`` for each ``(dst, src)`` of
-    `copies` (NumPy views), after MXNet's pending writes to `reads` and reads and writes of
-    `writes` (NDArrays: those whose memory the views show).  Returns at once."""
-    from mxnet.base import _LIB, check_call
-    raise_pending()
-    writes = _distinct(writes)
-    reads = _distinct(reads, skip={chunk_of(a) for a in writes})
-    token = next(_tokens)
-    with _lock:
-        _jobs[token] = (copies, reads, writes)
-    const = (ctypes.c_void_p * len(reads))(*[a.handle.value for a in reads])
-    mutable = (ctypes.c_void_p * len(writes))(*[a.handle.value for a in writes])
-    try:
-        check_call(_LIB.MXEnginePushSyncND(_RUN, ctypes.c_void_p(token), None,
-                                           ctypes.byref(_CPU), const, len(reads), mutable,
-                                           len(writes), None, 0, b'mxnet_ssp_host_copy'))
-    except BaseException:
+class CopyPlan:
+    """One engine operation doing ``np.copyto(dst, src)`` for each ``(dst, src)`` of `copies`
+    (NumPy views), after MXNet's pending writes to `reads` and reads and writes of `writes`
+    (NDArrays: those whose memory the views show).  Made once, pushed every step
+    (:meth:`push`) while the arrays stay the same (:meth:`same`)."""
+
+    __slots__ = ('copies', 'reads', 'writes', 'arrays', 'keys', '_const', '_mutable')
+
+    def __init__(self, copies, reads, writes, arrays=()):
+        self.copies = list(copies)
+        self.writes = _distinct(writes)
+        self.reads = _distinct(reads, skip={chunk_of(a) for a in self.writes})
+        self.arrays = list(arrays)        # what :meth:`same` compares with
+        self.keys = None                  # the caller's label of what the copies are
+        self._const = (ctypes.c_void_p * len(self.reads))(*[a.handle.value for a in self.reads])
+        self._mutable = (ctypes.c_void_p * len(self.writes))(
+            *[a.handle.value for a in self.writes])
+
+    def same(self, arrays):
+        """True if `arrays` are the very objects this plan was made for (same order)."""
+        mine = self.arrays
+        return len(mine) == len(arrays) and all(a is b for a, b in zip(mine, arrays))
+
+    def push(self):
+        """Push the operation; returns at once."""
+        from mxnet.base import _LIB, check_call
+        raise_pending()
+        token = next(_tokens)
         with _lock:
-            _jobs.pop(token, None)
-        raise
+            _jobs[token] = self                   # kept alive until the body ran
+        try:
+            check_call(_LIB.MXEnginePushSyncND(
+                _RUN, ctypes.c_void_p(token), None, ctypes.byref(_CPU), self._const,
+                len(self.reads), self._mutable, len(self.writes), None, 0,
+                b'mxnet_ssp_host_copy'))
+        except BaseException:
+            with _lock:
+                _jobs.pop(token, None)
+            raise
+
+
+def push_copies(copies, reads, writes):
+    """Push one operation of :class:`CopyPlan` (made for this call only)."""
+    CopyPlan(copies, reads, writes).push()
 
 
 def eligible(arrays):

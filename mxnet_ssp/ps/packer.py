@@ -51,7 +51,7 @@ def _copy_many(srcs, dsts):
 class _Buffers:
     __slots__ = ('bucket', 'arrays', 'views', 'filling', 'present', 'need', 'missing',
                  'header_all', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
-                 '_host_views', '_host_of')
+                 '_host_views', '_host_of', '_plans')
 
     def __init__(self, bucket, dtype):
         self.bucket = bucket
@@ -74,6 +74,25 @@ class _Buffers:
         self.host = self.batched and host_copy.available()
         self._host_views = [None, None]   # per buffer: member key -> NumPy view of its place
         self._host_of = {}                # (member key, 'in'/'out') -> (array, its NumPy view)
+        self._plans = {}                  # ('in'/'out', buffer) -> the last CopyPlan made
+
+    def host_copy(self, side, which, keys, arrays):
+        """Push the copies of members `keys` between buffer `which` and the callers'
+        `arrays` (side 'in': into the buffer; 'out': out of it) as one engine operation,
+        reusing the last plan while the arrays are the same objects."""
+        plan = self._plans.get((side, which))
+        if plan is None or not plan.same(arrays) or plan.keys != keys:
+            places = self.host_places(which)
+            views = [self.host_of(k, side, a) for k, a in zip(keys, arrays)]
+            if side == 'in':
+                plan = host_copy.CopyPlan([(places[k], v) for k, v in zip(keys, views)],
+                                          arrays, [self.arrays[which]], arrays)
+            else:
+                plan = host_copy.CopyPlan([(v, places[k]) for k, v in zip(keys, views)],
+                                          [self.arrays[which]], arrays, arrays)
+            plan.keys = keys
+            self._plans[(side, which)] = plan
+        plan.push()
 
     def host_places(self, which):
         """NumPy views of the members' places in buffer `which` (made once)."""
@@ -160,10 +179,7 @@ class Packer:
             keys = list(buf.deferred)
             srcs = [buf.deferred[k] for k in keys]
             if buf.host:
-                places = buf.host_places(buf.filling)
-                host_copy.push_copies([(places[k], buf.host_of(k, 'in', a))
-                                       for k, a in zip(keys, srcs)],
-                                      srcs, [buf.arrays[buf.filling]])
+                buf.host_copy('in', buf.filling, keys, srcs)
             else:
                 views = buf.views[buf.filling]
                 _copy_many(srcs, [views[k] for k in keys])
@@ -225,9 +241,6 @@ class Packer:
                 else:
                     src.copyto(o)
         if buf.host and dsts:
-            places = buf.host_places(which)
-            host_copy.push_copies([(buf.host_of(k, 'out', o), places[k])
-                                   for k, o in zip(keys, dsts)],
-                                  [buf.arrays[which]], dsts)
+            buf.host_copy('out', which, keys, dsts)
         else:
             _copy_many(srcs, dsts)

@@ -1,6 +1,10 @@
 """The worker's bucket buffers (mxnet_ssp.ps.packer) on real NDArrays, and how the store tells
 the parameter loops of gluon.Trainer and Module (whose members may be copied late, many at a
-time) from any other caller (whose arrays are copied before the call returns)."""
+time) from any other caller (whose arrays are copied before the call returns).
+
+Every buffer test runs twice: with the batched copies done by NumPy in an engine operation
+(mxnet_ssp.ps.host_copy, the default where it is available) and by MXNet's own copies (where
+it is not)."""
 import sys
 
 import mxnet as mx
@@ -10,9 +14,27 @@ from mxnet import gluon, nd
 
 from mxnet_ssp.core.buckets import ArrayInfo, plan_buckets
 from mxnet_ssp.kvstore import _keys_pushed_by
+from mxnet_ssp.ps import host_copy
 from mxnet_ssp.ps.packer import Packer
 
 SHAPES = {0: (2, 3), 1: (4,), 2: (1, 2, 2)}
+
+
+@pytest.fixture(autouse=True, params=['host copies', 'mxnet copies'])
+def copies(request, monkeypatch):
+    """Which path the batched copies take (decided when a Packer is made)."""
+    host = request.param == 'host copies'
+    if host:
+        assert host_copy.available()              # MXNet 1.9.1 has what the path needs
+    monkeypatch.setitem(host_copy._state, 'available', host)
+    return host
+
+
+def test_the_path_asked_for_is_the_one_taken(copies):
+    plan, packer = make_packer()
+    assert packer.buffers(plan.buckets[0]).host is copies
+    plan16, packer16 = make_packer('float16')
+    assert packer16.buffers(plan16.buckets[0]).host is False     # float16: never NumPy's
 
 
 def make_packer(dtype='float32', shapes=SHAPES):
