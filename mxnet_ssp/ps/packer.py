@@ -23,12 +23,12 @@ fills a buffer and before the push that reads it, without a wait.
 A copy costs one engine operation and about 12 us of Python per array on this machine (a
 worker's ResNet-110 step made 670 of them).  So float32 members on the CPU are copied many at
 a time: one engine operation per bucket and direction.  Its body is NumPy's ``copyto`` on
-views of the arrays' memory (:mod:`mxnet_ssp.ps.host_copy`: 0.4 ms for the ResNet-110 list
+views of the arrays' memory (float32 and float64) (:mod:`mxnet_ssp.ps.host_copy`: 0.4 ms for the ResNet-110 list
 where MXNet's copy kernels take 2.3 ms), or, where that path is not available, one
 ``amp_multicast`` (MXNet's cast of several arrays to their widest type, which for arrays of
-one type is a copy of each into its output).  Other types and devices keep a copy per array
-(MXNet's CPU ``amp_multicast`` fails for float16 and float64, and its outputs must share the
-inputs' device).
+one type is a copy of each into its output; float32 only).  Other types and devices keep a
+copy per array (MXNet's CPU ``amp_multicast`` fails for float16 and float64, and its outputs
+must share the inputs' device).
 """
 from mxnet import ndarray as nd
 import numpy as np
@@ -37,7 +37,8 @@ from . import host_copy
 
 __all__ = ['Packer']
 
-_BATCHED = np.dtype(np.float32)
+_BATCHED = np.dtype(np.float32)          # what amp_multicast copies on the CPU
+_HOST = (np.dtype(np.float32), np.dtype(np.float64))    # what host copies take
 
 
 def _copy_many(srcs, dsts):
@@ -65,13 +66,14 @@ class _Buffers:
         self.need = {m.key for m in bucket.members}
         self.missing = len(self.need)     # members it needs and has not got since the push
         self.header_all = nd.ones(len(bucket.members), dtype=dtype)
-        self.batched = (np.dtype(dtype) == _BATCHED
-                        and self.arrays[0].context.device_type == 'cpu')
+        on_cpu = self.arrays[0].context.device_type == 'cpu'
+        # batched copies done by NumPy in an engine operation (module docstring), else by
+        # MXNet's amp_multicast (float32 only)
+        self.host = on_cpu and np.dtype(dtype) in _HOST and host_copy.available()
+        self.batched = self.host or (on_cpu and np.dtype(dtype) == _BATCHED)
         self.deferred = {}                # member key -> the array to copy into its place
         self.fit_in = {}                  # member key -> the last gradient found fit to batch
         self.fit_out = {}                 # member key -> the last weight array found fit
-        # batched copies done by NumPy in an engine operation (module docstring)
-        self.host = self.batched and host_copy.available()
         self._host_views = [None, None]   # per buffer: member key -> NumPy view of its place
         self._host_of = {}                # (member key, 'in'/'out') -> (array, its NumPy view)
         self._plans = {}                  # ('in'/'out', buffer) -> the last CopyPlan made

@@ -35,6 +35,8 @@ def test_the_path_asked_for_is_the_one_taken(copies):
     assert packer.buffers(plan.buckets[0]).host is copies
     plan16, packer16 = make_packer('float16')
     assert packer16.buffers(plan16.buckets[0]).host is False     # float16: never NumPy's
+    plan64, packer64 = make_packer('float64')
+    assert packer64.buffers(plan64.buckets[0]).host is copies
 
 
 def make_packer(dtype='float32', shapes=SHAPES):
@@ -126,16 +128,21 @@ def test_a_member_staged_again_keeps_its_latest_value():
 
 
 @pytest.mark.parametrize('dtype', ['float16', 'float64'])
-def test_types_mxnet_cannot_copy_many_at_a_time_are_copied_at_once(dtype):
-    # MXNet's CPU amp_multicast fails for these types (at run time, inside the engine)
+def test_types_mxnet_cannot_copy_many_at_a_time_are_copied_at_once(dtype, copies):
+    # MXNet's CPU amp_multicast fails for these types (at run time, inside the engine);
+    # host copies take float64 many at a time, as float32
     plan, packer = make_packer(dtype)
     bucket = plan.buckets[0]
     g = grads(dtype)
     expected = {k: v.asnumpy() for k, v in g.items()}
+    batched = copies and dtype == 'float64'
     for m in bucket.members:
         packer.stage(bucket, m, g[m.key], defer=True)
+        if batched:
+            packer.gather(bucket)                 # what the store does before a write
         g[m.key][:] = -1
     assert packer.deferring() == []
+    assert packer.buffers(bucket).batched is batched
     parts, _ = payload(bucket, packer.take(bucket))
     for k in SHAPES:
         np.testing.assert_array_equal(parts[k], expected[k])
@@ -201,14 +208,15 @@ def test_scatter_copies_each_member_to_every_array_it_is_given():
             np.testing.assert_array_equal(o.asnumpy(), want.astype(o.dtype))
 
 
-def test_a_float16_bucket_scatters_too():
-    plan, packer = make_packer('float16')
+@pytest.mark.parametrize('dtype', ['float16', 'float64'])
+def test_a_float16_or_float64_bucket_scatters_too(dtype):
+    plan, packer = make_packer(dtype)
     bucket = plan.buckets[0]
     packer.recv(bucket)[:] = 0.5
-    outs = [nd.zeros(m.shape, dtype='float16') for m in bucket.members]
+    outs = [nd.zeros(m.shape, dtype=dtype) for m in bucket.members]
     packer.scatter(bucket, list(zip(bucket.members, outs)))
     for o in outs:
-        np.testing.assert_array_equal(o.asnumpy(), np.full(o.shape, 0.5, np.float16))
+        np.testing.assert_array_equal(o.asnumpy(), np.full(o.shape, 0.5, dtype))
 
 
 # -- which callers' members may wait -------------------------------------------------------
