@@ -17,7 +17,9 @@ code of the script runs after it.  There the hook does two things:
   ``import mxnet`` begins);
 * it saves that import the second it spends loading scikit-learn and SciPy for
   features a server never uses
-  (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`).
+  (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`);
+* with ``MXNET_SSP_METRICS_DIR`` set, it writes the process's CPU time when it ends
+  (:func:`mxnet_ssp.core.usage.record_cpu`).
 """
 import os
 import sys
@@ -38,8 +40,11 @@ def _install():
         else:
             from mxnet_ssp._hooks import skip_optional_mxnet_imports
             from mxnet_ssp.ps.follow import follow_job
+            from mxnet_ssp.config import metrics_dir_if_set
+            from mxnet_ssp.core.usage import record_cpu
             skip_optional_mxnet_imports()
             follow_job(role)
+            record_cpu(role, metrics_dir_if_set())
     except Exception as err:  # never break the start-up of the user's script
         sys.stderr.write('mxnet-ssp: autoload failed: %s: %s\n' % (type(err).__name__, err))
 

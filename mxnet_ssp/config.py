@@ -23,7 +23,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_BALANCE_MIN', 'ENV_BALANCE_MAX', 'ENV_BALANCE_PERIOD', 'ENV_BALANCE_THRESHOLD',
            'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env',
            'ENV_ELASTIC', 'parse_elastic', 'elastic_min_workers', 'UNBOUNDED_STALENESS',
-           'ENV_REJOIN', 'rejoining', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE', 'follow_grace']
+           'ENV_REJOIN', 'rejoining', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE', 'follow_grace',
+           'metrics_dir_if_set']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -660,3 +661,12 @@ def follow_grace(environ=None):
         return DEFAULT_FOLLOW_GRACE
     return _float_setting(value, ENV_FOLLOW_GRACE, lambda x: 1 <= x <= 600,
                           'a number of seconds from 1 to 600 (default %g)' % DEFAULT_FOLLOW_GRACE)
+
+
+def metrics_dir_if_set(environ=None):
+    """``MXNET_SSP_METRICS_DIR`` when it is set and not off (the default is not applied)."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_METRICS_DIR)
+    if value is None or value.strip().lower() in ('', 'off', 'none', '0'):
+        return None
+    return value

@@ -19,10 +19,12 @@ It imports neither MXNet nor anything that does.
 """
 import json
 import logging
+import os
 import sys
 
 from .server import ControllerServer
 from ..core.sync import SyncPolicy
+from ..core.usage import record_cpu
 
 
 def start(settings, on_failed=None):
@@ -47,11 +49,14 @@ def serve(stdin, stdout):
         stdout.write(json.dumps({'failed': message}) + '\n')
         stdout.flush()
     try:
-        server = start(json.loads(line), on_failed=failed)
+        settings = json.loads(line)
+        server = start(settings, on_failed=failed)
     except Exception as err:   # reported to the workers through the discovery answer
         stdout.write(json.dumps({'error': '%s: %s' % (type(err).__name__, err)}) + '\n')
         stdout.flush()
         return 1
+    if settings.get('metrics_path'):     # this process's CPU, next to controller.jsonl
+        record_cpu('controller', os.path.dirname(settings['metrics_path']) or '.')
     host, port = server.address
     stdout.write(json.dumps({'host': host, 'port': port}) + '\n')
     stdout.flush()

@@ -126,8 +126,18 @@ def test_collect_run_reads_cpu_use_and_sleep_lateness(tmp_path):
                                     'sleep_s': 0.4 if i % 2 else 0.0,
                                     'sleep_late_s': 0.001 * i if i % 2 else 0.0,
                                     'cpu_s': cpu0 + (cpu1 - cpu0) * i / 10.0}) + '\n')
+    records = [('server', 11, 6.0, 12.0), ('server', 12, 3.0, 12.0), ('scheduler', 10, 0.6, 12.0),
+               ('controller', 13, 1.2, 12.0)]
+    for role, pid, cpu, wall in records:
+        (run / ('cpu-%s-%d.json' % (role, pid))).write_text(json.dumps(
+            {'role': role, 'pid': pid, 'cpu_s': cpu, 'wall_s': wall}))
+    (run / 'cpu-server-14.json').write_text('{"role": "ser')      # cut short: not counted
     from mxnet_ssp.experiments.reproduce.collect import collect_run
     result = collect_run(str(run), parse_arm('asp'))
+    assert result['process_cpu'] == {
+        'server': {'processes': 2, 'cpu_s': 9.0, 'cores': 0.75},
+        'scheduler': {'processes': 1, 'cpu_s': 0.6, 'cores': 0.05},
+        'controller': {'processes': 1, 'cpu_s': 1.2, 'cores': 0.1}}
     assert result['cpu_s'] == {0: 3.0, 1: 2.0}
     assert result['worker_cores'] == 0.5                    # 5 CPU-seconds over 10 s
     # only the iterations that slept count: 1, 3, 5, 7, 9 ms late on both workers

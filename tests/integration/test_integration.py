@@ -4,6 +4,7 @@ Each test starts a whole job through ``mxnet-ssp-launch --launcher local`` and
 checks what the processes recorded: the release each step got, the markers
 (gradients) each pulled weight contains, and the controller's metrics.
 """
+import json
 import os
 import re
 import sys
@@ -173,6 +174,10 @@ def test_dssp_bounded_grants_and_bound(marker_job, tmp_path):
     _check_workers_against_replay(metrics, replay)
     grants = [m['granted'] for recs in metrics.values() for m in recs if m['granted']]
     assert all(0 < g <= s_upper - s_lower for g in grants), grants
+    # the scheduler, the server and the controller's process wrote their CPU when they ended
+    usage = [json.loads(p.read_text()) for p in (tmp_path / 'metrics').glob('cpu-*.json')]
+    assert sorted(u['role'] for u in usage) == ['controller', 'scheduler', 'server'], usage
+    assert all(u['cpu_s'] > 0 and u['wall_s'] > 0 for u in usage), usage
 
 
 @pytest.mark.parametrize('mode,via', [pytest.param('paper', 'flag', marks=pytest.mark.slow),

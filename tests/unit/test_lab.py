@@ -398,3 +398,23 @@ def test_the_medians_table_renders_with_and_without_intervals():
             '- / - | 1.50 |') in lines
     # two trials: [min, max] at 50%, marked
     assert '| BSP | 102.0 [100.0, 104.0] 50% < 95% (2/2) |' in text
+
+
+def test_the_machine_table_gives_each_paradigm_s_cores_per_role_and_sleep_lateness():
+    from mxnet_ssp.experiments.reproduce.lab_report import _machine
+
+    def trial(cores, server, others, late):
+        t = {'status': 'ok', 'worker_cores': cores, 'sleep_late_ms': {'p50': late, 'p99': 2 * late}}
+        t['process_cpu'] = {'server': {'processes': 1, 'cpu_s': 1.0, 'cores': server},
+                            'scheduler': {'processes': 1, 'cpu_s': 0.1, 'cores': others / 4},
+                            'controller': {'processes': 1, 'cpu_s': 0.3, 'cores': 3 * others / 4}}
+        return t
+    rows = [{'arm': parse_arm('asp'), 'trials': [trial(1.0, 0.5, 0.04, 1.0),
+                                                  trial(1.2, 0.7, 0.08, 3.0),
+                                                  dict(trial(9, 9, 9, 9), status='failed')]},
+            {'arm': parse_arm('bsp'), 'trials': [{'status': 'ok', 'worker_cores': 0.6}]}]
+    lines = _machine(rows)
+    assert lines[4] == ('| paradigm | worker cores busy | server cores busy | scheduler + '
+                        'controller cores busy | sleep late, p50 (ms) | sleep late, p99 (ms) |')
+    assert lines[6] == '| %s | 1.10 | 0.60 | 0.06 | 2.00 | 4.00 |' % parse_arm('asp').label
+    assert lines[7] == '| %s | 0.60 | - | - | - | - |' % parse_arm('bsp').label

@@ -24,8 +24,10 @@ def collect_run(directory, arm):
         per-rank ``iterations``, ``it_per_s``, ``compute_ms`` (median compute
         plus emulated slowdown), ``step_ms`` (median push/pull/wait), the
         leads from the train logs, the stores' leads at release, grants and
-        waiting, and the gradient staleness (servers' histograms when there
-        are, else the estimate from the train logs).
+        waiting, the gradient staleness (servers' histograms when there
+        are, else the estimate from the train logs), and ``process_cpu``: per role of
+        the processes that record it (``cpu-<role>-<pid>.json``: scheduler, server,
+        controller) their number, CPU seconds and the cores they kept busy.
     """
     summary = read_json(os.path.join(directory, 'summary.json')) or {}
     evals = read_jsonl(os.path.join(directory, 'eval.jsonl'))
@@ -73,6 +75,17 @@ def collect_run(directory, arm):
         # the cores the workers kept busy on average (scheduler and servers not counted)
         result['worker_cores'] = round(sum(result['cpu_s'].values())
                                        / float(result['train_time_s']), 3)
+    usage = {}
+    for path in glob.glob(os.path.join(directory, 'cpu-*.json')):
+        record = read_json(path) or {}
+        if record.get('role') and record.get('wall_s'):
+            # the cores this scheduler, server or controller process kept busy over its life
+            role = usage.setdefault(record['role'], {'processes': 0, 'cpu_s': 0.0, 'cores': 0.0})
+            role['processes'] += 1
+            role['cpu_s'] = round(role['cpu_s'] + float(record['cpu_s']), 4)
+            role['cores'] = round(role['cores'] + float(record['cpu_s']) / record['wall_s'], 4)
+    if usage:
+        result['process_cpu'] = usage
     steps = [x['step_s'] for r in ranks for x in logs[r]]
     if steps:        # the step-time distribution (the lab's simulator check draws from it)
         result['step_quantiles_ms'] = [round(1e3 * v, 4) for v in

@@ -50,22 +50,28 @@ def _machine(rows):
     different contention, in their step times and in Algorithm 2's timestamps."""
     lines = ['## The machine under each paradigm', '',
              'Medians over the trials: the cores the workers\' processes kept busy (their CPU '
-             'time over the training time; scheduler, servers and controller not counted), and '
-             'how much later than asked the emulated compute\'s sleeps woke (50th and 99th '
-             'percentile over all iterations that slept). Runs from before these were recorded '
-             'show "-".', '',
-             '| paradigm | worker cores busy | sleep late, p50 (ms) | sleep late, p99 (ms) |',
-             '|---|---:|---:|---:|']
+             'time over the training time), those the servers and those the scheduler and the '
+             'synchronization controller kept busy (each process\'s CPU time over its life, '
+             'start-up and evaluation included), and how much later than asked the emulated '
+             'compute\'s sleeps woke (50th and 99th percentile over all iterations that '
+             'slept). Runs from before these were recorded show "-".', '',
+             '| paradigm | worker cores busy | server cores busy | scheduler + controller '
+             'cores busy | sleep late, p50 (ms) | sleep late, p99 (ms) |',
+             '|---|---:|---:|---:|---:|---:|']
     for row in rows:
         trials = [t for t in row['trials'] if t['status'] == 'ok']
         cores = [t['worker_cores'] for t in trials if t.get('worker_cores') is not None]
         late = [t['sleep_late_ms'] for t in trials if t.get('sleep_late_ms')]
+        usage = [t['process_cpu'] for t in trials if t.get('process_cpu')]
+        servers = [u['server']['cores'] for u in usage if 'server' in u]
+        others = [sum(u[r]['cores'] for r in ('scheduler', 'controller') if r in u)
+                  for u in usage if 'scheduler' in u or 'controller' in u]
 
         def med(values, fmt):
             return fmt % float(np.median(values)) if values else '-'
-        lines.append('| %s | %s | %s | %s |' % (
-            row['arm'].label, med(cores, '%.2f'), med([x['p50'] for x in late], '%.2f'),
-            med([x['p99'] for x in late], '%.2f')))
+        lines.append('| %s | %s | %s | %s | %s | %s |' % (
+            row['arm'].label, med(cores, '%.2f'), med(servers, '%.2f'), med(others, '%.2f'),
+            med([x['p50'] for x in late], '%.2f'), med([x['p99'] for x in late], '%.2f')))
     return lines + ['']
 
 
