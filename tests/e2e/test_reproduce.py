@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -420,6 +421,23 @@ def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypat
     # the grid keeps its rates: other ones in the same --out are refused
     proc, started = fake('--no-plots', '--tune-lr', '0.05', paradigms='bsp,asp', trials='1')
     assert proc.returncode == 2 and 'tune_lr' in proc.stdout and started == []
+    # a new --out holding only the choice (as the lab commits it): the trials, no tuning run
+    kept = fake.out.with_name('kept')
+    fake.out.rename(kept)
+    fake.out.mkdir()
+    shutil.copy(str(kept / 'tuned_lr.json'), str(fake.out / 'tuned_lr.json'))
+    proc, started = fake(*argv, paradigms='bsp,asp', trials='1')
+    assert proc.returncode == 0, proc.stdout
+    assert sorted(s.split()[1] for s in started) == ['42', '42'], started
+    assert 'no tuning run is run again' in proc.stdout
+    assert json.loads((fake.out / 'tuned_lr.json').read_text()) == tuned
+    # a choice made from other rates is not this grid's: it tunes again
+    shutil.rmtree(str(fake.out))
+    fake.out.mkdir()
+    shutil.copy(str(kept / 'tuned_lr.json'), str(fake.out / 'tuned_lr.json'))
+    proc, started = fake('--no-plots', '--tune-lr', '0.1,0.4', '--tune-trials', '1',
+                         paradigms='bsp,asp', trials='1')
+    assert proc.returncode == 0 and len([s for s in started if s.split()[1] == '1042']) == 6
 
 
 def test_choose_lr_takes_the_fastest_then_the_most_accurate_then_the_smallest():

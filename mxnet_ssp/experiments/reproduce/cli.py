@@ -14,8 +14,8 @@ from .plots import MATPLOTLIB_HINT, have_matplotlib
 from ...lab.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from .presets import ARM_FORMS, LAB_PREFIX, PRESETS, SUITE, lab_preset
 from .report import write_report, write_suite_report
-from .runner import (Stop, check_dataset, check_gpus, check_train_script, is_done, load_tuned,
-                     prepare_subset, run_grid, run_tuning,
+from .runner import (TUNED_FILE, Stop, check_dataset, check_gpus, check_train_script, is_done,
+                     load_tuned, prepare_subset, run_grid, run_tuning, tuning_on_record,
                      subset_dir)
 
 logger = logging.getLogger(__name__)
@@ -135,7 +135,12 @@ def print_plan(grid, out, problems=()):
     """Print every run's command and whether it would run or be skipped (``--dry-run``)."""
     for problem in problems:
         print('# warning: %s' % problem)
-    for arm, lr, k, directory, command, signature in plan_tuning(grid, out):
+    on_record = tuning_on_record(grid, out)
+    if on_record:
+        print('# tuning: %s holds every paradigm\'s rate; no tuning run would run'
+              % os.path.join(out, TUNED_FILE))
+    for arm, lr, k, directory, command, signature in ([] if on_record else
+                                                      plan_tuning(grid, out)):
         state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
         print('# %s tuning lr %g trial %d (%s)' % (arm.name, lr, k, state))
         print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
@@ -279,7 +284,11 @@ def run_preset(parser, args, num_gpus, command_line):
         try:
             if grid.data_fraction < 1:
                 prepare_subset(out, grid)
-            if grid.tune_lr:
+            if grid.tune_lr and tuning_on_record(grid, out):
+                logger.info('--tune-lr: %s already holds every paradigm\'s rate, chosen from '
+                            'these rates and trials: no tuning run is run again (delete it '
+                            'to tune again)', os.path.join(out, TUNED_FILE))
+            elif grid.tune_lr:
                 failed += run_tuning(grid, out)
             started, skipped, failed_trials, aborted = run_grid(grid, out, args.keep_checkpoints,
                                                          _preset_cost(args))

@@ -392,6 +392,25 @@ def run_tuning(grid, out):
     return failed
 
 
+def tuning_on_record(grid, out):
+    """True when ``<out>/tuned_lr.json`` holds a rate for every paradigm of the grid, chosen
+    at the grid's last target from exactly this grid's rates with --tune-trials times each:
+    the tuning runs are then not run again.  So a new --out can start from a file kept from
+    another one (the lab commits it with its summaries; the runs' directories stay behind)."""
+    chosen = read_json(os.path.join(out, TUNED_FILE)) if grid.tune_lr else None
+    if not isinstance(chosen, dict):
+        return False
+    for arm in grid.arms:
+        entry = chosen.get(arm.name) or {}
+        candidates = entry.get('candidates') or {}
+        if (entry.get('chosen') is None or entry.get('target') != grid.targets[-1]
+                or sorted(candidates) != sorted('%g' % r for r in lr_candidates(grid, arm))
+                or any(len(c.get('times_s') or ()) < grid.tune_trials
+                       for c in candidates.values())):
+            return False
+    return True
+
+
 def load_tuned(grid, out):
     """Set ``grid.arm_lr`` from ``<out>/tuned_lr.json`` (an earlier invocation's choice), if
     the grid tunes and the file is there."""
