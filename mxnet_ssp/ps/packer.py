@@ -22,23 +22,17 @@ fills a buffer and before the push that reads it, without a wait.
 
 A copy costs one engine operation and about 12 us of Python per array on this machine (a
 worker's ResNet-110 step made 670 of them).  So float32 members on the CPU are copied many at
-a time: one engine operation per bucket and direction.  Its body is NumPy's ``copyto`` on
-views of the arrays' memory (float32 and float64) (:mod:`mxnet_ssp.ps.host_copy`: 0.4 ms for the ResNet-110 list
-where MXNet's copy kernels take 2.3 ms), or, where that path is not available, one
-``amp_multicast`` (MXNet's cast of several arrays to their widest type, which for arrays of
-one type is a copy of each into its output; float32 only).  Other types and devices keep a
-copy per array (MXNet's CPU ``amp_multicast`` fails for float16 and float64, and its outputs
-must share the inputs' device).
+a time, by one ``amp_multicast`` (MXNet's cast of several arrays to their widest type, which
+for arrays of one type is a copy of each into its output): one operation and one call per
+bucket.  Other types and devices keep a copy per array (MXNet's CPU ``amp_multicast`` fails
+for float16 and float64, and its outputs must share the inputs' device).
 """
 from mxnet import ndarray as nd
 import numpy as np
 
-from . import host_copy
-
 __all__ = ['Packer']
 
-_BATCHED = np.dtype(np.float32)          # what amp_multicast copies on the CPU
-_HOST = (np.dtype(np.float32), np.dtype(np.float64))    # what host copies take
+_BATCHED = np.dtype(np.float32)
 
 
 def _copy_many(srcs, dsts):
@@ -51,8 +45,7 @@ def _copy_many(srcs, dsts):
 
 class _Buffers:
     __slots__ = ('bucket', 'arrays', 'views', 'filling', 'present', 'need', 'missing',
-                 'header_all', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
-                 '_host_views', '_host_of', '_plans')
+                 'header_all', 'batched', 'deferred', 'fit_in', 'fit_out')
 
     def __init__(self, bucket, dtype):
         self.bucket = bucket
@@ -66,51 +59,11 @@ class _Buffers:
         self.need = {m.key for m in bucket.members}
         self.missing = len(self.need)     # members it needs and has not got since the push
         self.header_all = nd.ones(len(bucket.members), dtype=dtype)
-        on_cpu = self.arrays[0].context.device_type == 'cpu'
-        # batched copies done by NumPy in an engine operation (module docstring), else by
-        # MXNet's amp_multicast (float32 only)
-        self.host = on_cpu and np.dtype(dtype) in _HOST and host_copy.available()
-        self.batched = self.host or (on_cpu and np.dtype(dtype) == _BATCHED)
+        self.batched = (np.dtype(dtype) == _BATCHED
+                        and self.arrays[0].context.device_type == 'cpu')
         self.deferred = {}                # member key -> the array to copy into its place
         self.fit_in = {}                  # member key -> the last gradient found fit to batch
         self.fit_out = {}                 # member key -> the last weight array found fit
-        self._host_views = [None, None]   # per buffer: member key -> NumPy view of its place
-        self._host_of = {}                # (member key, 'in'/'out') -> (array, its NumPy view)
-        self._plans = {}                  # ('in'/'out', buffer) -> the last CopyPlan made
-
-    def host_copy(self, side, which, keys, arrays):
-        """Push the copies of members `keys` between buffer `which` and the callers'
-        `arrays` (side 'in': into the buffer; 'out': out of it) as one engine operation,
-        reusing the last plan while the arrays are the same objects."""
-        plan = self._plans.get((side, which))
-        if plan is None or not plan.same(arrays) or plan.keys != keys:
-            places = self.host_places(which)
-            views = [self.host_of(k, side, a) for k, a in zip(keys, arrays)]
-            if side == 'in':
-                plan = host_copy.CopyPlan([(places[k], v) for k, v in zip(keys, views)],
-                                          arrays, [self.arrays[which]], arrays)
-            else:
-                plan = host_copy.CopyPlan([(v, places[k]) for k, v in zip(keys, views)],
-                                          [self.arrays[which]], arrays, arrays)
-            plan.keys = keys
-            self._plans[(side, which)] = plan
-        plan.push()
-
-    def host_places(self, which):
-        """NumPy views of the members' places in buffer `which` (made once)."""
-        if self._host_views[which] is None:
-            self._host_views[which] = {k: host_copy.host_view(v)
-                                       for k, v in self.views[which].items()}
-        return self._host_views[which]
-
-    def host_of(self, key, side, array):
-        """The NumPy view of `array`, a caller's array for member `key` (remembered: the
-        store is handed the same arrays step after step)."""
-        known = self._host_of.get((key, side))
-        if known is None or known[0] is not array:
-            known = (array, host_copy.host_view(array))
-            self._host_of[(key, side)] = known
-        return known[1]
 
     def fits(self, key, array, seen):
         """Whether `array` can be copied with others in one operation: on the buffers'
@@ -179,12 +132,8 @@ class Packer:
         buf = self._buffers[bucket.number]
         if buf.deferred:
             keys = list(buf.deferred)
-            srcs = [buf.deferred[k] for k in keys]
-            if buf.host:
-                buf.host_copy('in', buf.filling, keys, srcs)
-            else:
-                views = buf.views[buf.filling]
-                _copy_many(srcs, [views[k] for k in keys])
+            views = buf.views[buf.filling]
+            _copy_many([buf.deferred[k] for k in keys], [views[k] for k in keys])
             buf.deferred = {}
 
     def deferring(self):
@@ -230,19 +179,14 @@ class Packer:
         """Copy members' weights from the receive buffer of `bucket` into the callers' arrays:
         `pairs` of (member, out), `out` an array or a list of arrays."""
         buf = self._buffers[bucket.number]
-        which = 1 - buf.filling
-        pulled = buf.views[which]
-        keys, srcs, dsts = [], [], []
+        pulled = buf.views[1 - buf.filling]
+        srcs, dsts = [], []
         for member, out in pairs:
             src = pulled[member.key]
             for o in (out if isinstance(out, (list, tuple)) else (out,)):
                 if buf.batched and buf.fits(member.key, o, buf.fit_out):
-                    keys.append(member.key)
                     srcs.append(src)
                     dsts.append(o)
                 else:
                     src.copyto(o)
-        if buf.host and dsts:
-            buf.host_copy('out', which, keys, dsts)
-        else:
-            _copy_many(srcs, dsts)
+        _copy_many(srcs, dsts)
