@@ -431,6 +431,9 @@ def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypat
     assert sorted(s.split()[1] for s in started) == ['42', '42'], started
     assert 'no tuning run is run again' in proc.stdout
     assert json.loads((fake.out / 'tuned_lr.json').read_text()) == tuned
+    proc, started = fake('--dry-run', *argv, paradigms='bsp,asp', trials='1')
+    assert proc.returncode == 0 and started == [] and 'no tuning run would run' in proc.stdout
+    assert 'tune/lr' not in proc.stdout and '--lr 0.1' in proc.stdout, proc.stdout
     # a choice made from other rates is not this grid's: it tunes again
     shutil.rmtree(str(fake.out))
     fake.out.mkdir()

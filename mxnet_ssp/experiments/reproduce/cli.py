@@ -137,15 +137,16 @@ def print_plan(grid, out, problems=()):
         print('# warning: %s' % problem)
     on_record = tuning_on_record(grid, out)
     if on_record:
-        print('# tuning: %s holds every paradigm\'s rate; no tuning run would run'
-              % os.path.join(out, TUNED_FILE))
+        load_tuned(grid, out)        # the trials' commands below carry those rates
+        print('# tuning: %s holds every paradigm\'s rate; no tuning run would run, the trials '
+              'run at those rates' % os.path.join(out, TUNED_FILE))
     for arm, lr, k, directory, command, signature in ([] if on_record else
                                                       plan_tuning(grid, out)):
         state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
         print('# %s tuning lr %g trial %d (%s)' % (arm.name, lr, k, state))
         print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
               % (shlex.quote(directory), shlex.join(command)))
-    if grid.tune_lr:
+    if grid.tune_lr and not on_record:
         print('# the trials below run at each paradigm\'s chosen rate (the grid\'s %g until '
               'the tuning runs have run)' % grid.lr)
     for arm, trial, directory, command, signature in plan(grid, out):
