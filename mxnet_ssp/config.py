@@ -447,8 +447,8 @@ def from_env(store, environ=None, **overrides):
     if 'metrics_dir' in overrides:
         metrics_dir = overrides['metrics_dir'] or None
     else:
-        metrics_dir = env.get(ENV_METRICS_DIR, DEFAULT_METRICS_DIR)
-        metrics_dir = None if metrics_dir.strip().lower() in ('', 'off', 'none', '0') else metrics_dir
+        metrics_dir = (metrics_dir_if_set(env) if ENV_METRICS_DIR in env
+                       else DEFAULT_METRICS_DIR)
     log = overrides.get('staleness_log')
     if log is None:
         log = parse_flag(env.get(ENV_STALENESS_LOG), ENV_STALENESS_LOG, False)

@@ -25,6 +25,7 @@ import time
 
 __all__ = ['record_cpu', 'usage_file']
 
+
 def usage_file(directory, role, pid):
     """The path a process of `role` with `pid` writes its CPU record to."""
     return os.path.join(directory, 'cpu-%s-%d.json' % (role, pid))

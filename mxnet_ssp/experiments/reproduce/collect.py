@@ -80,10 +80,11 @@ def collect_run(directory, arm):
         record = read_json(path) or {}
         if record.get('role') and record.get('wall_s'):
             # the cores this scheduler, server or controller process kept busy over its life
+            cpu = float(record['cpu_s'])
             role = usage.setdefault(record['role'], {'processes': 0, 'cpu_s': 0.0, 'cores': 0.0})
             role['processes'] += 1
-            role['cpu_s'] = round(role['cpu_s'] + float(record['cpu_s']), 4)
-            role['cores'] = round(role['cores'] + float(record['cpu_s']) / record['wall_s'], 4)
+            role['cpu_s'] = round(role['cpu_s'] + cpu, 4)
+            role['cores'] = round(role['cores'] + cpu / record['wall_s'], 4)
     if usage:
         result['process_cpu'] = usage
     steps = [x['step_s'] for r in ranks for x in logs[r]]
