@@ -301,10 +301,14 @@ class BatchBalancer:
         raise AssertionError('unreachable')
 
     def close(self):
-        """Leave: the others stop counting this worker.  Idempotent."""
+        """Leave: the others stop counting this worker.  On worker 0 the service it hosts
+        ends once the last worker has left (its thread and port are released).  Idempotent."""
         if self._closed:
             return
         self._closed = True
         if self._client is not None:
             self._client.leave()
             self._client = None
+        if self._service is not None:       # worker 0: ends when the last worker has left
+            self._service.finish()
+            self._service = None

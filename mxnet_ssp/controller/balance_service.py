@@ -105,6 +105,15 @@ class BalanceService(FrameServer):
         self._models = [None] * policy.num_workers
         self._waiting = []                  # lockstep: connections awaiting the round's end
         self._log = open(log_path, 'a', encoding='utf-8') if log_path else None
+        self._finishing = False
+
+    def finish(self):
+        """Stop once no worker is in the job any more: at once if every worker has left
+        (or lost its connection), else when the last one does.  For the hosting worker's
+        own end of training; callable from any thread, idempotent."""
+        self._finishing = True
+        if not self._active:            # the server thread checks again after each close
+            self.stop()
 
     # -- FrameServer hooks -----------------------------------------------------
     def _refusal(self, rank):
@@ -149,6 +158,8 @@ class BalanceService(FrameServer):
         if current and not self._stop_requested:   # only the rank's newest connection counts
             self._active.discard(conn.rank)
             self._maybe_decide()
+            if self._finishing and not self._active:
+                self.stop()
 
     def _goodbye(self):
         host, port = self._address

@@ -14,9 +14,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -316,6 +318,10 @@ FAKE_TRAIN = textwrap.dedent('''
     if rank == 0:
         with open(os.environ['FAKE_JOB_LOG'], 'a') as f:
             f.write('%s %s %s %s\\n' % (args.kvstore, args.seed, args.save_dir, args.lr))
+    if args.kvstore == os.environ.get('FAKE_HANG_KVSTORE'):
+        with open(os.path.join(args.save_dir, 'hanging-%d.pid' % rank), 'w') as f:
+            f.write(str(os.getpid()))
+        time.sleep(3600)                    # until the job is stopped
     start = time.time()
     with open(os.path.join(args.save_dir, 'train-worker%d.jsonl' % rank), 'w') as f:
         for i in range(1, 4):
@@ -342,17 +348,22 @@ def fake(tmp_path, monkeypatch):
     jobs = tmp_path / 'jobs.log'
     monkeypatch.setenv('FAKE_JOB_LOG', str(jobs))
 
-    def run(*extra, paradigms='bsp,asp,dssp', trials='2'):
-        argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'tiny',
+    def command(*extra, paradigms='bsp,asp,dssp', trials='2'):
+        return [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'tiny',
                 '--out', str(tmp_path / 'out'), '--train-script', str(script),
                 '--paradigms', paradigms, '--trials', trials, '--timeout', '60'] + list(extra)
-        proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=300, env=job_env(tmp_path))
+
+    def run(*extra, **grid):
+        proc = subprocess.run(command(*extra, **grid), cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=300,
+                              env=job_env(tmp_path))
         started = jobs.read_text().splitlines() if jobs.exists() else []
         jobs.unlink(missing_ok=True)
         return proc, started
 
     run.out = tmp_path / 'out'
+    run.command = command
+    run.jobs = jobs
     return run
 
 
@@ -468,6 +479,48 @@ def test_failed_runs_are_reported_and_exit_1(fake, monkeypatch):
     proc, started = fake('--no-plots')
     assert proc.returncode == 0 and sorted(s.split()[1] for s in started) == ['42', '43']
     assert 'Failed runs' not in (fake.out / 'report.md').read_text()
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open('/proc/%d/stat' % pid) as f:           # a zombie no one has reaped yet
+        return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
+
+
+def test_sigint_stops_a_runner_that_a_shell_started_in_the_background(fake, tmp_path,
+                                                                     monkeypatch):
+    """`mxnet-ssp-reproduce ... &` (or nohup) starts the runner with SIGINT ignored;
+    `kill -INT` must still stop it: the running job stopped, no further run started, exit
+    130, and the interrupted run is not counted as finished."""
+    monkeypatch.setenv('FAKE_HANG_KVSTORE', 'dist_sync')
+    proc = subprocess.Popen(fake.command('--no-plots', paradigms='bsp,asp', trials='1'),
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=job_env(tmp_path), start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    run = fake.out / 'runs' / 'bsp' / 'trial1'
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(run.glob('hanging-*.pid'))) < 2:        # both workers are in the run
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
+            time.sleep(0.05)
+        hanging = [int(p.read_text()) for p in run.glob('hanging-*.pid')]
+        proc.send_signal(signal.SIGINT)             # the runner alone, not its group
+        out = proc.communicate(timeout=60)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT, out
+    assert 'interrupted by SIGINT' in out, out
+    assert len(fake.jobs.read_text().splitlines()) == 1, out       # asp never started
+    assert not (run / MARKER).exists()                             # redone on the next call
+    deadline = time.monotonic() + 30
+    while not all(_gone(pid) for pid in hanging):
+        assert time.monotonic() < deadline, 'a worker of the stopped job is still running'
+        time.sleep(0.05)
 
 
 def test_a_settings_error_stops_the_grid(fake, monkeypatch):

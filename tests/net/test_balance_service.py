@@ -6,6 +6,7 @@ import random
 import secrets
 import socket
 import struct
+import time
 
 import pytest
 
@@ -212,3 +213,33 @@ def test_a_stopped_service_is_an_error_or_a_lost_connection(services):
         assert answer == {'error': 'balance service at %s:%d stopped' % (host, port)}
     with pytest.raises(BalanceError, match='cannot connect after'):
         BalanceClient((host, port), SECRET, 0, timeout=0.2).connect()
+
+
+def test_finish_ends_the_service_when_the_last_worker_has_left(services):
+    """Worker 0's BatchBalancer.close: the service outlives the workers still training, then
+    releases its thread and port; a lost connection counts as leaving."""
+    service = services(workers=3)
+    w = [worker(service, r) for r in range(3)]
+    service.finish()
+    w[0].leave()
+    w[1].close()                           # lost, not left
+    assert service._thread.is_alive()
+    assert w[2].report((0.0, 0.001))['round'] == 1     # still deciding for the last one
+    w[2].leave()
+    service._thread.join(WAIT)
+    assert not service._thread.is_alive()
+    with pytest.raises(BalanceError, match='cannot connect after'):
+        BalanceClient(service.address, SECRET, 0, timeout=0.2).connect()
+
+
+def test_finish_after_every_worker_left_stops_at_once(services):
+    service = services(workers=2)
+    for w in [worker(service, r) for r in range(2)]:
+        w.leave()
+    deadline = time.monotonic() + WAIT
+    while service._active:                 # the service thread has seen both leave
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    service.finish()
+    service._thread.join(WAIT)
+    assert not service._thread.is_alive()

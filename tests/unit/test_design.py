@@ -102,3 +102,65 @@ def test_the_tables_of_docs_lab_md_render():
     lines = D.power_table(ns=(5, 8), spread=0.0, reps=3)
     assert lines[0] == '| claim | 5 trials | 8 trials |'
     assert '| DSSP as fast as ASP | 0% | 100% |' in lines
+
+
+def test_measured_spread_recovers_the_spread_and_correlation_it_was_drawn_with():
+    rng = np.random.default_rng(7)
+    drawn = D.draw_times(rng, {'a': 10.0, 'b': 5.0, 'c': 20.0}, 4000, 0.25, correlation=0.4)
+    times = {arm: dict(enumerate(values)) for arm, values in drawn.items()}
+    spread, correlation, n = D.measured_spread(times)
+    assert spread == pytest.approx(0.25, rel=0.03)
+    assert correlation == pytest.approx(0.4, abs=0.04)
+    assert n == 12000
+    # arms measured at different seeds: only the shared ones enter the correlation
+    times['b'] = {k: v for k, v in times['b'].items() if k % 2}
+    assert D.measured_spread(times)[1] == pytest.approx(0.4, abs=0.05)
+
+
+def test_measured_spread_on_a_small_lab_by_hand():
+    times = {'a': {1: 1.0, 2: math.e, 3: math.e ** 2},          # log times 0, 1, 2
+             'b': {1: 2.0, 2: 2.0 * math.e, 3: 2.0 * math.e ** 2},  # the same, shifted
+             'c': {1: 5.0}}                                     # one time: no spread
+    spread, correlation, n = D.measured_spread(times)
+    assert spread == pytest.approx(1.0)                         # sd of 0, 1, 2 (ddof 1)
+    assert correlation == pytest.approx(1.0) and n == 6
+    times['b'] = {1: math.e ** 2, 2: math.e, 3: 1.0}            # reversed: -1, clipped to 0
+    assert D.measured_spread(times)[1] == 0.0
+    with pytest.raises(ValueError, match='no arm has two times'):
+        D.measured_spread({'a': {1: 3.0}, 'b': {}})
+
+
+def _results(tmp_path):
+    def trial(seed, curve, status='ok'):
+        return {'seed': seed, 'status': status, 'curve': curve}
+    results = {'arms': [
+        {'arm': 'bsp', 'trials': [trial(1, [[1.0, 0.5], [2.0, 0.93]]),
+                                  trial(2, [[1.0, 0.95]]), trial(3, [[1.0, 0.5]]),
+                                  trial(4, [[4.0, 0.99]], status='failed')]},
+        {'arm': 'asp', 'trials': [trial(1, [[0.5, 0.92]]), trial(2, [[3.0, 0.921]])]}]}
+    path = tmp_path / 'results.json'
+    path.write_text(__import__('json').dumps(results))
+    return results, path
+
+
+def test_lab_times_reads_each_trials_first_evaluation_at_the_target(tmp_path):
+    results, _ = _results(tmp_path)
+    assert D.lab_times(results, 0.92) == {'bsp': {1: 2.0, 2: 1.0}, 'asp': {1: 0.5, 2: 3.0}}
+    assert D.lab_times(results, 0.94) == {'bsp': {2: 1.0}, 'asp': {}}
+
+
+def test_the_command_prints_the_power_at_a_labs_measured_spread(tmp_path, capsys):
+    _, path = _results(tmp_path)
+    assert D.main(['--results', str(path), '--trials', '6', '--reps', '5']) == 0
+    out = capsys.readouterr().out
+    spread = math.sqrt(((math.log(2.0) - math.log(2.0) / 2) ** 2 * 2
+                        + (math.log(0.5) - math.log(1.5) / 2) ** 2
+                        + (math.log(3.0) - math.log(1.5) / 2) ** 2) / 2)
+    assert 'spread %.3f (sd of log time, 4 times)' % spread in out, out
+    assert out.count('| claim | 6 trials |') == 2
+    assert D.main(['--results', str(tmp_path / 'missing.json')]) == 2
+    assert 'missing.json' in capsys.readouterr().out
+    for bad in (['--trials', '1'], ['--trials', 'x'], ['--target', '1.5']):
+        with pytest.raises(SystemExit) as exit_:
+            D.parse_args(['--results', str(path)] + bad)
+        assert exit_.value.code == 2

@@ -77,10 +77,10 @@ def test_a_rank_outside_the_scenario_is_named(rank):
 
 def test_an_unknown_scenario_names_the_known_ones():
     with pytest.raises(ValueError) as err:
-        get_scenario('mixed-4')
+        get_scenario('mixed-3')
     assert str(err.value) == (
-        "emulated scenario 'mixed-4' is not known: expected one of mixed-2, straggler-8, "
-        "transient-8, jitter-8, a spec such as workers=4,base_ms=15,factors=1:1.3:1.8:3,"
+        "emulated scenario 'mixed-3' is not known: expected one of mixed-2, mixed-4, "
+        "straggler-8, transient-8, jitter-8, a spec such as workers=4,base_ms=15,factors=1:1.3:1.8:3,"
         "jitter=10% (keys: name, workers, base_ms, factors, jitter, episode_rate, "
         "episode_factor, episode_length, description), or a .json or .toml file with those "
         "keys")

@@ -243,7 +243,8 @@ def test_main_help(capsys, monkeypatch):
             '\nDiscrete-event simulation of ASP / SSP / DSSP workers (no MXNet).\n',
             'per-iteration compute time of each worker, comma-separated (default: 1,1,1,2.5)',
             "an emulated cluster instead of --times (the compute times train_cifar.py's "
-            "--emulate sleeps to): mixed-2, straggler-8, transient-8, jitter-8, a spec such as "
+            "--emulate sleeps to): mixed-2, mixed-4, straggler-8, transient-8, jitter-8, a spec "
+            "such as "
             "workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%, or a .json/.toml file of the "
             "same keys (docs/lab.md)",
             '--wall-time WALL_TIME simulated seconds (default: 300 unless --iterations)',
@@ -282,7 +283,7 @@ def test_main_errors(capsys, argv, message):
 def test_main_scenario_choices(capsys):
     line = main_error(capsys, ['--scenario', 'bogus'])
     assert line.startswith("%s: error: argument --scenario: emulated scenario 'bogus' is not "
-                           "known: expected one of mixed-2, straggler-8" % PROG)
+                           "known: expected one of mixed-2, mixed-4, straggler-8" % PROG)
     line = main_error(capsys, ['--scenario', 'workers=2,base_ms=-3'])
     assert line.startswith("%s: error: argument --scenario: scenario spec: base_ms = '-3'"
                            % PROG)

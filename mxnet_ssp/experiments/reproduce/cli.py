@@ -281,7 +281,10 @@ def run_preset(parser, args, num_gpus, command_line):
     if not args.report_only:
         logger.info('preset %s: %d paradigms x %d trials = %d runs into %s', grid.preset,
                     len(grid.arms), grid.trials, len(grid.arms) * grid.trials, out)
-        previous = signal.signal(signal.SIGTERM, _raise_stop)
+        # SIGINT too: a shell that starts the runner in the background (``&``, nohup) leaves
+        # SIGINT ignored, and ``kill -INT`` would then stop nothing
+        previous = {signum: signal.signal(signum, _raise_stop)
+                    for signum in (signal.SIGTERM, signal.SIGINT)}
         try:
             if grid.data_fraction < 1:
                 prepare_subset(out, grid)
@@ -299,7 +302,8 @@ def run_preset(parser, args, num_gpus, command_line):
                          signal.Signals(signum).name)
             return 128 + signum
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         failed += failed_trials
         logger.info('started %d run(s), skipped %d finished run(s), %d failed', started,
                     skipped, failed)

@@ -12,6 +12,19 @@ from .presets import parse_arm
 from .stats import lead_from_train_logs, staleness_from_train_logs
 
 
+def eval_curve(directory):
+    """(curve, fixed, epochs) of the run in `directory`: the [(seconds, accuracy)] that
+    decides its times to target (the evaluations at fixed wall-clock times,
+    ``eval_fixed.jsonl``, where the run has them, else worker 0's per-epoch ones), whether
+    it is the fixed one, and the per-epoch curve."""
+    epochs = [(float(e['elapsed_s']), float(e['accuracy']))
+              for e in read_jsonl(os.path.join(directory, 'eval.jsonl'))]
+    fixed = read_jsonl(os.path.join(directory, 'eval_fixed.jsonl'))
+    if fixed:         # --snapshot-every: evaluations at fixed wall-clock times decide
+        return [(float(e['elapsed_s']), float(e['accuracy'])) for e in fixed], True, epochs
+    return epochs, False, epochs
+
+
 def collect_run(directory, arm):
     """The numbers of one finished run, from the files in `directory`.
 
@@ -30,11 +43,7 @@ def collect_run(directory, arm):
         controller) their number, CPU seconds and the cores they kept busy.
     """
     summary = read_json(os.path.join(directory, 'summary.json')) or {}
-    evals = read_jsonl(os.path.join(directory, 'eval.jsonl'))
-    curve = epochs = [(float(e['elapsed_s']), float(e['accuracy'])) for e in evals]
-    fixed = read_jsonl(os.path.join(directory, 'eval_fixed.jsonl'))
-    if fixed:         # --snapshot-every: evaluations at fixed wall-clock times decide
-        curve = [(float(e['elapsed_s']), float(e['accuracy'])) for e in fixed]
+    curve, fixed, epochs = eval_curve(directory)
     logs = {}
     for path in glob.glob(os.path.join(directory, 'train-worker*.jsonl')):
         records = read_jsonl(path)

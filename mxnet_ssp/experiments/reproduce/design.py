@@ -18,11 +18,12 @@ import numpy as np
 
 from .paired import LEVEL, median_interval, paired_ratio
 from .presets import parse_arm
+from .stats import time_to_target
 from .verdicts import (INCONCLUSIVE, REFUTED, SUPPORTED, _interval, _ratio,
                        _resampled_medians, verdicts)
 
 __all__ = ['draw_times', 'interval_coverage', 'claim_power', 'coverage_table', 'power_table',
-           'PAPER_WORLD', 'LARGE_WORLD', 'METHODS']
+           'lab_times', 'measured_spread', 'PAPER_WORLD', 'LARGE_WORLD', 'METHODS']
 
 #: the procedures whose coverage :func:`interval_coverage` measures
 METHODS = ('paired', 'median', 'unpaired-bootstrap', 'paired-bootstrap')
@@ -164,6 +165,58 @@ def power_table(ns=(5, 6, 8, 10), spread=0.2, correlation=0.0, world=None, reps=
     return lines
 
 
+def lab_times(results, target):
+    """{arm: {seed: seconds to `target`}} of a lab's ``results.json`` (parsed): the
+    successful trials that reached the target (its first snapshot evaluation at or above)."""
+    times = {}
+    for row in results['arms']:
+        reached = {}
+        for trial in row['trials']:
+            seconds = (time_to_target(trial.get('curve') or [], target)
+                       if trial.get('status') == 'ok' else None)
+            if seconds is not None and seconds > 0:
+                reached[trial['seed']] = seconds
+        times[row['arm']] = reached
+    return times
+
+
+def measured_spread(times):
+    """(spread, correlation, n) of measured trials, as :func:`draw_times` takes them.
+
+    `times` maps arms to {seed: seconds}.  spread: the pooled standard deviation of the log
+    times around each arm's own mean (ddof 1 per arm, arms with one time left out);
+    correlation: the mean over pairs of arms of the Pearson correlation of their log times at
+    the seeds both have (pairs sharing fewer than 3 seeds, or with no variation, left out),
+    clipped to [0, 1] (0 when no pair qualifies); n: how many log times the spread rests on.
+    """
+    squares, dof = 0.0, 0
+    logs = {}
+    for arm, by_seed in times.items():
+        values = {seed: math.log(t) for seed, t in by_seed.items()}
+        logs[arm] = values
+        if len(values) > 1:
+            v = np.array(list(values.values()))
+            squares += float(np.sum((v - v.mean()) ** 2))
+            dof += len(v) - 1
+    if not dof:
+        raise ValueError('no arm has two times to the target: no spread can be measured')
+    spread = math.sqrt(squares / dof)
+    correlations = []
+    arms = sorted(logs)
+    for i, a in enumerate(arms):
+        for b in arms[i + 1:]:
+            seeds = sorted(set(logs[a]) & set(logs[b]))
+            if len(seeds) < 3:
+                continue
+            x = np.array([logs[a][k] for k in seeds])
+            y = np.array([logs[b][k] for k in seeds])
+            if x.std() == 0 or y.std() == 0:
+                continue
+            correlations.append(float(np.corrcoef(x, y)[0, 1]))
+    correlation = min(1.0, max(0.0, float(np.mean(correlations)))) if correlations else 0.0
+    return spread, correlation, sum(len(v) for v in logs.values() if len(v) > 1)
+
+
 def parse_args(argv=None):
     import argparse
     parser = argparse.ArgumentParser(
@@ -173,11 +226,55 @@ def parse_args(argv=None):
     parser.add_argument('--seed', type=int, default=0, help='random seed (default 0)')
     parser.add_argument('--reps', type=int, default=1000,
                         help='synthetic labs per power figure (default 1000)')
-    return parser.parse_args(argv)
+    parser.add_argument('--results', metavar='RESULTS_JSON',
+                        help="a lab's results.json: print the power of each claim at the "
+                             "spread and correlation measured there (time to --target) "
+                             "instead of the tables of docs/lab.md")
+    parser.add_argument('--target', type=float, default=0.92,
+                        help='the accuracy target whose times --results measures (default '
+                             '0.92)')
+    parser.add_argument('--trials', default='6,8,10',
+                        help='comma-separated trial counts of the --results power tables '
+                             '(default 6,8,10)')
+    args = parser.parse_args(argv)
+    try:
+        args.trials = tuple(int(n) for n in args.trials.split(','))
+        if any(n < 2 or n > 100 for n in args.trials):
+            raise ValueError
+    except ValueError:
+        parser.error('--trials %r: expected comma-separated integers from 2 to 100'
+                     % args.trials)
+    if not 0 < args.target < 1:
+        parser.error('--target %r: expected an accuracy between 0 and 1' % args.target)
+    return args
+
+
+def _measured_power(args):
+    import json
+    try:
+        with open(args.results) as f:
+            results = json.load(f)
+        times = lab_times(results, args.target)
+        spread, correlation, n = measured_spread(times)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        print('--results %s: %s' % (args.results, err))
+        return 2
+    print('Measured in %s (time to %g): spread %.3f (sd of log time, %d times), correlation '
+          '%.2f between arms at the same seed\n' % (args.results, args.target, spread, n,
+                                                    correlation))
+    for label, world in (('moderate', PAPER_WORLD), ('large', LARGE_WORLD)):
+        print('P(supported), %s margins (%s):\n'
+              % (label, ', '.join('%s %g' % kv for kv in world.items())))
+        print('\n'.join(power_table(ns=args.trials, spread=spread, correlation=correlation,
+                                    world=world, reps=args.reps, seed=args.seed)))
+        print()
+    return 0
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.results:
+        return _measured_power(args)
     print('Coverage at 95%, spread 20%, no correlation between arms:\n')
     print('\n'.join(coverage_table(seed=args.seed)))
     settings = [('moderate', PAPER_WORLD, 0.2, 0.0), ('moderate', PAPER_WORLD, 0.2, 0.5),

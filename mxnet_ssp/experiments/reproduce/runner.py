@@ -21,7 +21,8 @@ import time
 import numpy as np
 
 from ... import config as cfg
-from .files import read_json, read_jsonl, write_json
+from .collect import collect_run, eval_curve
+from .files import read_json, write_json
 from .grid import MARKER, choose_lr, lr_candidates, plan, plan_tuning, run_signature, trial_seed
 from .presets import LAB_SNAPSHOT_S
 from .stats import time_to_target
@@ -343,7 +344,6 @@ def run_tuning(grid, out):
     """--tune-lr: run every unfinished tuning run, then choose each paradigm's rate
     (:func:`.grid.choose_lr`), set ``grid.arm_lr`` and write ``<out>/tuned_lr.json``.
     Returns the number of tuning runs that failed."""
-    from .collect import collect_run           # (collect imports this module's neighbours)
     runs = plan_tuning(grid, out)
     todo = sum(1 for run in runs if not is_done(run[3], run[5]))
     logger.info('--tune-lr: %d tuning run(s) to do, %d finished earlier (rates %s, %d trial(s) '
@@ -450,9 +450,7 @@ def run_grid(grid, out, keep_checkpoints=False, cost=None):
             if not keep_checkpoints:
                 _prune_checkpoints(directory)
             summary = read_json(os.path.join(directory, 'summary.json')) or {}
-            curve = [(e.get('elapsed_s'), e.get('accuracy', 0.0))
-                     for e in read_jsonl(os.path.join(directory, 'eval.jsonl'))]
-            reached = time_to_target(curve, grid.targets[0])
+            reached = time_to_target(eval_curve(directory)[0], grid.targets[0])
             final = summary.get('final_accuracy')
             final_text = '-' if final is None else '%.4f' % final
             logger.info('%s: done in %.1f s, final accuracy %s, time to %g: %s%s', tag,
