@@ -152,15 +152,15 @@ class ComputeStream:
 #: 15 ms of emulated compute (37.5 ms for the slow worker) paces a 2-worker job.  With 8
 #: workers the 2 cores are shared by 8 training loops, so their base is 60 ms; ASP still
 #: needs about 2.3 cores there (24 ms of CPU per iteration at ~95 iterations/s), so the lab's
-#: multi-worker scenario is mixed-4, whose 20 ms base keeps ASP near 1.3 cores (about 10 ms of
-#: CPU per iteration, worker and server, at ~120 iterations/s; docs/lab.md).
+#: multi-worker scenario is mixed-4, whose 20 ms base keeps ASP near 0.8 cores (measured:
+#: about 7 ms of CPU per iteration, worker and server, at ~110 iterations/s; docs/lab.md).
 SCENARIOS = {s.name: s for s in (
     Scenario('mixed-2', "the paper's Table I: 2 workers, worker 1 2.5x slower (a GTX 1060 "
              "next to a 1080 Ti), GPU-like jitter 1%", workers=2, base_s=0.015,
              slow=((1, 2.5),), jitter=0.01),
     Scenario('mixed-4', '4 workers of mixed speeds, 1 : 1.3 : 1.8 : 3 (e.g. three GPU '
              'generations and a shared card), jitter 10%; sized for 2 cores: ASP, the '
-             'busiest paradigm, keeps about 1.3 of them busy', workers=4, base_s=0.020,
+             'busiest paradigm, keeps about 0.8 of them busy', workers=4, base_s=0.020,
              slow=((1, 1.3), (2, 1.8), (3, 3.0)), jitter=0.10),
     Scenario('straggler-8', '8 workers, worker 7 2.5x slower, jitter 5%', workers=8,
              base_s=0.060, slow=((7, 2.5),), jitter=0.05),

@@ -370,6 +370,7 @@ def fake(tmp_path, monkeypatch):
 def test_runner_resumes_and_redoes_half_written_runs(fake):
     proc, started = fake('--no-plots')
     assert proc.returncode == 0, proc.stdout
+    assert 'batch 64 per worker, lr 0.05 (momentum 0.9' in (fake.out / 'report.md').read_text()
     assert len(started) == 6 and 'started 6 run(s)' in proc.stdout
     # the cost before it starts, then what is left after each run (the last says nothing)
     assert ('6 run(s) to do, 0 finished earlier; the whole grid\'s cost: %s'
@@ -425,6 +426,8 @@ def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypat
     assert tuned['bsp']['candidates']['0.1']['final_accuracy'] == [0.6]
     report = (fake.out / 'report.md').read_text()
     assert '## Learning rate per paradigm (--tune-lr)' in report and '| BSP |' in report
+    assert 'lr per paradigm, chosen by --tune-lr (bsp 0.1, asp 0.1; see' in report
+    assert 'lr 0.05' not in report.split('\n\n')[1]          # the header names no one rate
     assert '--tune-lr: bsp runs with lr 0.1' in proc.stdout
     # everything finished: a second invocation starts nothing and keeps the choice
     proc, started = fake(*argv, paradigms='bsp,asp', trials='1')

@@ -150,6 +150,8 @@ LAB_TRIALS = 8
 LAB_COST = {
     'mixed-2': '72 runs of 55-65 s (1,000 iterations of the slow worker at about 47 ms, '
                'about 6 s of start-up; 45 runs took 45 minutes, measured): about 72 minutes here',
+    'mixed-4': '72 runs of about 60 s (800 iterations of the slowest worker at about 63 ms; '
+               'measured 59 s for ASP, 62 s for BSP): about 75 minutes here',
     'straggler-8': '72 runs of about 2 minutes (8 workers share 2 cores; measured 100-110 s '
                    'for BSP and ASP): about 2.4 hours here',
     'transient-8': '72 runs of about 2 minutes (8 workers share 2 cores): about 2.4 hours',

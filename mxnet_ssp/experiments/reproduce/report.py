@@ -85,12 +85,16 @@ def _header(grid, rows, command_line):
     preset = PRESETS[grid.preset]
     lines.append('# Reproduction report: preset `%s`' % grid.preset)
     lines.append('')
-    lines.append('%s. %s on %s%s, %d workers, %d server, batch %d per worker, lr %g '
+    rates = ('lr %g' % grid.lr if not grid.arm_lr else
+             'lr per paradigm, chosen by --tune-lr (%s; see "Learning rate per paradigm")'
+             % ', '.join('%s %g' % (arm.name, grid.arm_lr.get(arm.name, grid.lr))
+                         for arm in grid.arms))
+    lines.append('%s. %s on %s%s, %d workers, %d server, batch %d per worker, %s '
                  '(momentum %g, wd %g)%s, %d epochs per worker; %s; %d trial(s) per paradigm.'
                  % (preset.description, grid.model, grid.dataset,
                     '' if grid.data_fraction == 1 else ' (%g of the training set)'
                     % grid.data_fraction,
-                    grid.workers, grid.servers, grid.batch_size, grid.lr, grid.momentum,
+                    grid.workers, grid.servers, grid.batch_size, rates, grid.momentum,
                     grid.wd,
                     '' if grid.lr_decay is None else ', decayed x%g at epochs %s' % (
                         grid.lr_decay, ', '.join(map(str, grid.lr_decay_epochs))),
