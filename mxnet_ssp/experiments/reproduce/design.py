@@ -18,9 +18,8 @@ import numpy as np
 
 from .paired import LEVEL, median_interval, paired_ratio
 from .presets import parse_arm
-from .stats import time_to_target
 from .verdicts import (INCONCLUSIVE, REFUTED, SUPPORTED, _interval, _ratio,
-                       _resampled_medians, verdicts)
+                       _resampled_medians, seed_times, verdicts)
 
 __all__ = ['draw_times', 'interval_coverage', 'claim_power', 'coverage_table', 'power_table',
            'lab_times', 'measured_spread', 'PAPER_WORLD', 'LARGE_WORLD', 'METHODS']
@@ -168,16 +167,9 @@ def power_table(ns=(5, 6, 8, 10), spread=0.2, correlation=0.0, world=None, reps=
 def lab_times(results, target):
     """{arm: {seed: seconds to `target`}} of a lab's ``results.json`` (parsed): the
     successful trials that reached the target (its first snapshot evaluation at or above)."""
-    times = {}
-    for row in results['arms']:
-        reached = {}
-        for trial in row['trials']:
-            seconds = (time_to_target(trial.get('curve') or [], target)
-                       if trial.get('status') == 'ok' else None)
-            if seconds is not None and seconds > 0:
-                reached[trial['seed']] = seconds
-        times[row['arm']] = reached
-    return times
+    return {row['arm']: {seed: t for seed, t in seed_times(row['trials'], target).items()
+                         if 0 < t < math.inf}
+            for row in results['arms']}
 
 
 def measured_spread(times):
