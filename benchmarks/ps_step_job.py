@@ -97,6 +97,7 @@ def main():
             server_pids = [int(open(f).read()) for f in
                            sorted(glob.glob(os.path.join(args.out, 'server-*.pid')))]
             cpu0, srv0 = time.process_time(), servers_cpu_seconds(server_pids)
+            thread0 = time.thread_time()
         t0 = time.perf_counter()
         # the gradients are set once, never by backward: the stale-gradient check must not refuse them
         trainer.step(args.batch_size, ignore_stale_grad=True)
@@ -104,6 +105,7 @@ def main():
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
     cpu = time.process_time() - cpu0
+    thread_cpu = time.thread_time() - thread0      # this (the training) thread alone
     srv1 = servers_cpu_seconds(server_pids)
     kv = trainer._kvstore
     with open(os.path.join(args.out, 'worker-%d.json' % kv.rank), 'w') as f:
@@ -111,7 +113,7 @@ def main():
                    'one_array': args.one_array, 'arrays': len(params),
                    'bytes': 4 * sum(p.data().size for p in params),
                    'root_uri': os.environ.get('DMLC_PS_ROOT_URI'),
-                   'step_s': times, 'worker_cpu_s': cpu,
+                   'step_s': times, 'worker_cpu_s': cpu, 'thread_cpu_s': thread_cpu,
                    'server_cpu_s': None if srv0 is None or srv1 is None else srv1 - srv0,
                    'server_pids': server_pids}, f)
 
