@@ -364,7 +364,7 @@ def main(argv=None):
         prog='mxnet-ssp-advise',
         description='Which paradigm for this cluster: fit each worker\'s compute and the step '
                     'overhead from a real run\'s metrics, simulate every paradigm over the same '
-                    'wall time, and recommend the least stale one within 10%% of the best '
+                    'wall time, and recommend the least stale one within 10% of the best '
                     'throughput.')
     p.add_argument('run_dir', metavar='RUN_DIR',
                    help="a job's mxnet-ssp-train --save-dir (train-worker<rank>.jsonl), or the "

@@ -229,13 +229,13 @@ def parse_args(argv=None):
                         help='comma-separated trial counts of the --results power tables '
                              '(default 6,8,10)')
     args = parser.parse_args(argv)
+    given = args.trials
     try:
-        args.trials = tuple(int(n) for n in args.trials.split(','))
+        args.trials = tuple(int(n) for n in given.split(','))
         if any(n < 2 or n > 100 for n in args.trials):
             raise ValueError
     except ValueError:
-        parser.error('--trials %r: expected comma-separated integers from 2 to 100'
-                     % args.trials)
+        parser.error('--trials %s: expected comma-separated integers from 2 to 100' % given)
     if not 0 < args.target < 1:
         parser.error('--target %r: expected an accuracy between 0 and 1' % args.target)
     return args
