@@ -164,3 +164,43 @@ def test_an_undefined_ratio_is_a_pair_of_unknown_order_and_quiet():
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         assert P.seed_ratios({1: 0.0, 2: 3.0}, {1: 0.0, 2: 0.0}) == ([0.0, INF], [INF, INF])
+
+
+@pytest.mark.parametrize('n,level,j', [
+    # coverage(2, 1) = 1/2 exactly; coverage(10, 4) = 1 - 2 * 176 / 1024 = 0.656,
+    # coverage(10, 5) = 1 - 2 * 386 / 1024 = 0.246: j can exceed n / 3 at a low level;
+    # coverage(7, 3) = 1 - 2 * 29 / 128 = 0.547
+    (2, 0.5, 1), (10, 0.5, 4), (10, 0.6, 4), (7, 0.5, 3), (7, 0.55, 2),
+])
+def test_rank_at_low_levels(n, level, j):
+    assert P.rank(n, level) == j
+
+
+def test_a_median_between_zero_and_never_is_undefined_and_quiet():
+    # three pairs where only B never got there (ratio 0), three where only A never did (inf):
+    # the middle two are 0 and inf, their geometric mean undefined
+    a = {1: 5.0, 2: 5.0, 3: 5.0, 4: INF, 5: INF, 6: INF}
+    b = {1: INF, 2: INF, 3: INF, 4: 5.0, 5: 5.0, 6: 5.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        same(P.paired_ratio(a, b), (NAN, 0.0, INF, 31 / 32, 0.95))
+        # -inf and inf: the midpoint of the middle two is undefined
+        same(P.median_interval([-INF, INF, -INF, INF, -INF, INF]),
+             (NAN, -INF, INF, 31 / 32, 0.95))
+
+
+@pytest.mark.parametrize('interval,text', [
+    # minus infinity is a number, not a target never reached
+    (P.Interval(-INF, -INF, 0.0, 31 / 32, 0.95), '-inf [-inf, 0.00] 96.9%'),
+    (P.Interval(NAN, -INF, INF, 31 / 32, 0.95), '- [-inf, never] 96.9%'),
+    # a coverage exactly at the level asked is not short of it
+    (P.Interval(2.0, 1.0, 3.0, 0.75, 0.75), '2.00 [1.00, 3.00] 75%'),
+])
+def test_fmt_interval_defaults(interval, text):
+    assert P.fmt_interval(interval) == text
+
+
+def test_an_interval_at_exactly_its_level_is_shown_without_a_mark():
+    got = P.median_interval([3.0, 1.0, 2.0], level=0.75)
+    assert got == (2.0, 1.0, 3.0, 0.75, 0.75) and got.decisive
+    assert P.fmt_interval(got) == '2.00 [1.00, 3.00] 75%'

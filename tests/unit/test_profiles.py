@@ -191,3 +191,293 @@ def test_summary_names_every_part_of_the_scenario():
         '8 workers, base 60 ms, jitter 5%, episodes x4 for 20-60 iterations, started with '
         'probability 0.003 per iteration')
     assert SCENARIOS['mixed-2'].summary() == '2 workers, base 15 ms, worker 1 x2.5, jitter 1%'
+
+
+# -- the user's own cluster: defaults, edges and the exact messages ------------------------
+
+ACCEPTED = {    # what each setting accepts, as docs and SPEC_KEYS state it
+    'name': 'letters, digits, ".", "_" or "-", at most 40 (default: the file name, or '
+            '"custom"); not the name of a built-in scenario',
+    'workers': 'an integer from 2 to 16',
+    'base_ms': 'the compute milliseconds of one iteration of a normal worker, > 0 and '
+               '<= 60000',
+    'factors': "each rank's compute time relative to base_ms, one per worker, each in "
+               "[0.1, 100] (spec: 1:1.3:1.8:3; file: a list); default all 1",
+    'jitter': 'the relative standard deviation of an iteration, in [0, 1): a fraction or a '
+              'percentage (0.1 or 10%); default 0',
+    'episode_rate': 'the probability per iteration that a worker starts a slow episode, in '
+                    '[0, 1); default 0 (none)',
+    'episode_factor': 'the slowdown during an episode, in [1, 100]; default 1',
+    'episode_length': "the range of an episode's length in iterations, 1 <= A <= B <= "
+                      '100000 (spec: A-B; file: [A, B])',
+    'description': 'free text for reports (file only)',
+}
+KEYS = ('name, workers, base_ms, factors, jitter, episode_rate, episode_factor, '
+        'episode_length, description')
+
+
+def test_the_accepted_settings_are_documented_in_order():
+    from mxnet_ssp.lab.profiles import SPEC_EXAMPLE, SPEC_KEYS
+    assert SPEC_KEYS == ACCEPTED and ', '.join(SPEC_KEYS) == KEYS
+    assert SPEC_EXAMPLE == 'workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%'
+
+
+def test_a_minimal_spec_takes_every_default():
+    sc = get_scenario('workers=2,base_ms=5')
+    assert sc == Scenario('custom', 'your cluster', 2, 0.005, slow=(), jitter=0.0,
+                          episode_rate=0.0, episode_factor=1.0, episode_length=(0, 0))
+    assert (type(sc.workers), type(sc.episode_factor), type(sc.episode_length)) == (
+        int, float, tuple)
+    assert sc.spec() == 'name=custom,workers=2,base_ms=5.0,factors=1.0:1.0'
+
+
+def test_a_spec_passes_through_a_scenario_and_ignores_case_blanks_and_empty_items():
+    sc = SCENARIOS['mixed-4']
+    assert get_scenario(sc) is sc
+    assert get_scenario('  mixed-4\n') is sc
+    got = get_scenario(',, Workers = 3 ,BASE_MS=7,, Factors = 1 : 2 : 1 ,')
+    assert (got.workers, got.base_s, got.slow) == (3, 0.007, ((1, 2.0),))
+
+
+@pytest.mark.parametrize('spec,field,value', [
+    ('workers=2,base_ms=5', 'workers', 2),
+    ('workers=16,base_ms=5', 'workers', 16),
+    ('workers=2,base_ms=60000', 'base_s', 60.0),
+    ('workers=2,base_ms=0.001', 'base_s', 1e-6),
+    ('workers=2,base_ms=5,factors=0.1:100', 'slow', ((0, 0.1), (1, 100.0))),
+    ('workers=2,base_ms=5,jitter=0', 'jitter', 0.0),
+    ('workers=2,base_ms=5,jitter=0%', 'jitter', 0.0),
+    ('workers=2,base_ms=5,jitter=99%', 'jitter', 0.99),
+    ('workers=2,base_ms=5,jitter=0.999', 'jitter', 0.999),
+    ('workers=2,base_ms=5,episode_rate=0', 'episode_rate', 0.0),
+    ('workers=2,base_ms=5,episode_rate=0.999,episode_length=1-1', 'episode_rate', 0.999),
+    ('workers=2,base_ms=5,episode_rate=0.5,episode_length=1-1,episode_factor=1',
+     'episode_factor', 1.0),
+    ('workers=2,base_ms=5,episode_rate=0.5,episode_length=1-1,episode_factor=100',
+     'episode_factor', 100.0),
+    ('workers=2,base_ms=5,episode_rate=0.5,episode_length=1-1', 'episode_length', (1, 1)),
+    ('workers=2,base_ms=5,episode_rate=0.5,episode_length=100000-100000', 'episode_length',
+     (100000, 100000)),
+    ('workers=2,base_ms=5,episode_rate=0.5,episode_length= 3 - 9 ', 'episode_length', (3, 9)),
+    ('workers=2,base_ms=5,name=' + 'a' * 40, 'name', 'a' * 40),
+    ('workers=2,base_ms=5,name=A.b_c-9', 'name', 'A.b_c-9'),
+])
+def test_the_edges_of_every_setting_are_accepted(spec, field, value):
+    assert getattr(get_scenario(spec), field) == value
+
+
+def test_episode_settings_default_to_a_factor_of_one():
+    sc = get_scenario('workers=2,base_ms=5,episode_rate=0.25,episode_length=2-3')
+    assert (sc.episode_rate, sc.episode_factor, sc.episode_length) == (0.25, 1.0, (2, 3))
+
+
+def spec_error(value):
+    with pytest.raises(ScenarioError) as err:
+        get_scenario(value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize('value,message', [
+    ('workers=1,base_ms=5', "workers = '1': expected " + ACCEPTED['workers']),
+    ('workers= 17 ,base_ms=5', "workers = '17': expected " + ACCEPTED['workers']),
+    ('workers=x,base_ms=5', "workers = 'x': expected " + ACCEPTED['workers']),
+    ('workers=2,base_ms=-1', "base_ms = '-1': expected " + ACCEPTED['base_ms']),
+    ('workers=2,base_ms=0', "base_ms = '0': expected " + ACCEPTED['base_ms']),
+    ('workers=2,base_ms=60000.5', "base_ms = '60000.5': expected " + ACCEPTED['base_ms']),
+    ('workers=2,base_ms=inf', "base_ms = 'inf': expected " + ACCEPTED['base_ms']),
+    ('workers=2,base_ms=5%', "base_ms = '5%': expected " + ACCEPTED['base_ms']),
+    ('workers=2,base_ms=5,factors=1:100.5', "factors = '100.5': expected "
+     + ACCEPTED['factors']),
+    ('workers=2,base_ms=5,factors=0.09:1', "factors = '0.09': expected " + ACCEPTED['factors']),
+    ('workers=2,base_ms=5,jitter=100%', "jitter = '100%': expected " + ACCEPTED['jitter']),
+    ('workers=2,base_ms=5,jitter=-0.1', "jitter = '-0.1': expected " + ACCEPTED['jitter']),
+    ('workers=2,base_ms=5,jitter=1.5', "jitter = '1.5': expected " + ACCEPTED['jitter']),
+    ('workers=2,base_ms=5,jitter=%', "jitter = '%': expected " + ACCEPTED['jitter']),
+    ('workers=2,base_ms=5,episode_rate=-0.1', "episode_rate = '-0.1': expected "
+     + ACCEPTED['episode_rate']),
+    ('workers=2,base_ms=5,episode_rate=1.5', "episode_rate = '1.5': expected "
+     + ACCEPTED['episode_rate']),
+    ('workers=2,base_ms=5,episode_rate=1%', "episode_rate = '1%': expected "
+     + ACCEPTED['episode_rate']),
+    ('workers=2,base_ms=5,episode_rate=0.1,episode_length=1-2,episode_factor=101',
+     "episode_factor = '101': expected " + ACCEPTED['episode_factor']),
+    ('workers=2,base_ms=5,episode_rate=0.1,episode_length=1-100001',
+     "episode_length = '100001': expected " + ACCEPTED['episode_length']),
+    ('workers=2,base_ms=5,episode_rate=0.1,episode_length=9-8',
+     'episode_length = 9-8: expected ' + ACCEPTED['episode_length']),
+    ('workers=2,base_ms=5,episode_rate=0.1,episode_length=4',
+     "episode_length = ['4']: expected %s (required with episode_rate)"
+     % ACCEPTED['episode_length']),
+    ('workers=2,base_ms=5,episode_rate=0.1,episode_length=1-2-3',
+     "episode_length = ['1', '2', '3']: expected %s (required with episode_rate)"
+     % ACCEPTED['episode_length']),
+    ('workers=2,base_ms=5,episode_rate=0.1',
+     'episode_length = None: expected %s (required with episode_rate)'
+     % ACCEPTED['episode_length']),
+    ('workers=2,base_ms=5,episode_length=1-2',
+     'episode_factor and episode_length need episode_rate > 0'),
+    ('workers=2,base_ms=5,episode_rate=0,episode_factor=2',
+     'episode_factor and episode_length need episode_rate > 0'),
+    ('workers=3,base_ms=5,factors=1:2',
+     "factors = ['1', '2']: expected 3 values (one per worker), each in [0.1, 100]"),
+    ('workers=2,base_ms=5,factors=',
+     'factors = []: expected 2 values (one per worker), each in [0.1, 100]'),
+    ('workers=2,base_ms=5,name=' + 'a' * 41, "name = '%s': expected %s"
+     % ('a' * 41, ACCEPTED['name'])),
+    ('workers=2,base_ms=5,name=', "name = '': expected " + ACCEPTED['name']),
+    ('workers=2,base_ms=5,name=straggler-8', "name = 'straggler-8': expected "
+     + ACCEPTED['name']),
+    ('workers=2,base_ms=5,speed=3,Zoom=1', 'unknown settings speed, zoom; accepted: ' + KEYS),
+    ('workers=2,base_ms=5,speed=3', 'unknown setting speed; accepted: ' + KEYS),
+    ('workers=2', 'base_ms is required (%s)' % ACCEPTED['base_ms']),
+    ('base_ms=2', 'workers is required (%s)' % ACCEPTED['workers']),
+    ('workers=2,base_ms=5,Workers=3', 'workers is given twice'),
+    ('workers=2,base_ms=5,description=x',
+     'description is accepted in a file only (a spec splits at commas)'),
+])
+def test_a_bad_spec_gives_the_whole_message(value, message):
+    assert spec_error(value) == 'scenario spec: ' + message
+
+
+def test_an_item_without_equals_names_the_spec_the_item_and_the_keys():
+    assert spec_error('workers=2, fast ,base_ms=5') == (
+        "scenario spec 'workers=2, fast ,base_ms=5': 'fast' is not key=value (keys: %s)"
+        % KEYS)
+
+
+def test_parse_spec_names_where_the_spec_came_from():
+    from mxnet_ssp.lab.profiles import parse_spec
+    with pytest.raises(ScenarioError) as err:
+        parse_spec('workers=1,base_ms=5', where='--emulate')
+    assert str(err.value) == "--emulate: workers = '1': expected " + ACCEPTED['workers']
+    assert parse_spec('workers=2,base_ms=5').name == 'custom'
+
+
+def file_error(path):
+    with pytest.raises(ScenarioError) as err:
+        get_scenario(str(path))
+    return str(err.value)
+
+
+@pytest.mark.parametrize('text,message', [
+    ('{"workers": 2, "base_ms": true}', 'base_ms = True: expected ' + ACCEPTED['base_ms']),
+    ('{"workers": 2.0, "base_ms": 3}', 'workers = 2.0: expected ' + ACCEPTED['workers']),
+    ('{"workers": "3", "base_ms": 3, "factors": [1, 2]}',
+     "factors = [1, 2]: expected 3 values (one per worker), each in [0.1, 100]"),
+    ('{"workers": 2, "base_ms": 3, "factors": [1, "x"]}',
+     "factors = 'x': expected " + ACCEPTED['factors']),
+    ('{"workers": 2, "base_ms": 3, "factors": [1, null]}',
+     'factors = None: expected ' + ACCEPTED['factors']),
+    ('{"workers": 2, "base_ms": 3, "name": 7}', 'name = 7: expected ' + ACCEPTED['name']),
+    ('{"workers": 2, "base_ms": 3, "episode_rate": 0.1, "episode_length": 5}',
+     'episode_length = 5: expected %s (required with episode_rate)'
+     % ACCEPTED['episode_length']),
+    ('{"workers": 2, "base_ms": 3, "episode_rate": 0.1, "episode_length": [1.0, 2]}',
+     'episode_length = 1.0: expected ' + ACCEPTED['episode_length']),
+    ('{"workers": 2, "base_ms": 3, "episode_rate": 0.1, "episode_length": [true, 2]}',
+     'episode_length = True: expected ' + ACCEPTED['episode_length']),
+    ('{"workers": 2, "base_ms": 3, "description": ["x"]}',
+     "description = ['x']: expected " + ACCEPTED['description']),
+    ('{"workers": 2, "base_ms": 3, "speed": 1}', 'unknown setting speed; accepted: ' + KEYS),
+    ('"workers"', 'expected a table of settings (%s), got str' % KEYS),
+    ('[1]', 'expected a table of settings (%s), got list' % KEYS),
+])
+def test_a_bad_json_file_gives_the_whole_message(tmp_path, text, message):
+    path = tmp_path / 'lab.json'
+    path.write_text(text)
+    assert file_error(path) == 'scenario file %s: %s' % (path, message)
+
+
+def test_a_file_takes_every_default_and_its_name_from_the_file(tmp_path):
+    path = tmp_path / 'my.lab.json'
+    path.write_text('{"workers": " 3 ", "base_ms": " 2.5 ", "factors": ["1", 1, "2"], '
+                    '"jitter": " 20% "}')
+    assert get_scenario(str(path)) == Scenario(
+        'my.lab', 'your cluster', 3, 0.0025, slow=((2, 2.0),), jitter=0.2, episode_rate=0.0,
+        episode_factor=1.0, episode_length=(0, 0))
+
+
+def test_a_file_with_episodes_and_a_name(tmp_path):
+    path = tmp_path / 'Lab.TOML'
+    path.write_text('name = "shared"\nworkers = 2\nbase_ms = 10\nepisode_rate = 0.01\n'
+                    'episode_factor = 3\nepisode_length = [5, 7]\n')
+    sc = get_scenario(str(path))
+    assert (sc.name, sc.description, sc.episode_rate, sc.episode_factor, sc.episode_length) == (
+        'shared', 'your cluster', 0.01, 3.0, (5, 7))
+
+
+def test_a_json_file_needs_no_extension_when_it_exists(tmp_path):
+    path = tmp_path / 'cluster'
+    path.write_text('{"workers": 2, "base_ms": 4}')
+    sc = get_scenario(str(path))
+    assert (sc.name, sc.workers, sc.base_s) == ('cluster', 2, 0.004)
+    upper = tmp_path / 'BIG.JSON'
+    upper.write_text('{"workers": 2, "base_ms": 4}')
+    assert get_scenario(str(upper)).name == 'BIG'
+
+
+def test_a_file_that_is_not_text_or_not_valid_is_named(tmp_path):
+    import json
+    import tomllib
+    for name, kind in (('bin.json', 'JSON'), ('bin.toml', 'TOML')):
+        path = tmp_path / name
+        path.write_bytes(b'\xff\xfe')
+        message = file_error(path)
+        assert message.startswith('scenario file %s is not valid %s: ' % (path, kind))
+        assert "'utf-8' codec can't decode byte 0xff" in message
+    path = tmp_path / 'bad.json'
+    path.write_text('{"workers": 2')
+    try:
+        json.loads('{"workers": 2')
+    except ValueError as err:
+        why = str(err)
+    assert file_error(path) == 'scenario file %s is not valid JSON: %s' % (path, why)
+    path = tmp_path / 'bad.toml'
+    path.write_text('workers = ')
+    try:
+        tomllib.loads('workers = ')
+    except ValueError as err:
+        why = str(err)
+    assert file_error(path) == 'scenario file %s is not valid TOML: %s' % (path, why)
+
+
+def test_a_missing_or_unreadable_file_gives_the_reason(tmp_path):
+    path = tmp_path / 'nope.json'
+    assert file_error(path) == 'scenario file %s cannot be read: No such file or directory' % path
+    folder = tmp_path / 'dir.json'
+    folder.mkdir()
+    assert file_error(folder) == 'scenario file %s cannot be read: Is a directory' % folder
+
+
+def test_an_unknown_value_that_is_not_a_file_is_not_read(tmp_path):
+    message = spec_error(str(tmp_path / 'absent'))
+    assert message.startswith("emulated scenario '%s' is not known" % (tmp_path / 'absent'))
+
+
+def test_a_value_may_not_hold_a_second_equals_sign():
+    # the key ends at the first '=': the rest, '=' included, is the value
+    assert spec_error('workers=2,base_ms=5,name=a=b') == (
+        "scenario spec: name = 'a=b': expected " + ACCEPTED['name'])
+
+
+def test_toml_without_tomllib_asks_for_json(tmp_path, monkeypatch):
+    import sys
+    path = tmp_path / 'lab.toml'
+    path.write_text('workers = 2\nbase_ms = 5\n')
+    monkeypatch.setitem(sys.modules, 'tomllib', None)       # as on Python < 3.11
+    assert file_error(path) == ('scenario file %s: reading TOML needs Python 3.11 or later; '
+                                'write the same keys as JSON' % path)
+    json_path = tmp_path / 'lab.json'
+    json_path.write_text('{"workers": 2, "base_ms": 5}')
+    assert get_scenario(str(json_path)).workers == 2
+
+
+def test_a_file_s_text_values_are_stripped_of_any_whitespace(tmp_path):
+    # str.strip() removes every whitespace character, also the separators U+001C..U+001F
+    # that int() and float() alone reject
+    assert '\x1c3\x1f'.strip() == '3'
+    path = tmp_path / 'lab.json'
+    path.write_text('{"workers": "\\u001c3\\u001f", "base_ms": "\\u001c5\\u001f", '
+                    '"episode_rate": "\\u001d0.5", "episode_length": ["\\u001e2", 4]}')
+    sc = get_scenario(str(path))
+    assert (sc.workers, sc.base_s, sc.episode_rate, sc.episode_length) == (3, 0.005, 0.5, (2, 4))

@@ -882,3 +882,96 @@ def test_sim_vs_lab_without_asp_step_times():
     assert got[0]['model_diff'] == pytest.approx(0.0) and got[0]['fixed_diff'] == \
         pytest.approx(0.0)
     assert V.sim_vs_lab([], FLAT, 10) == []
+
+
+# ---------------------------------------------------------------------------
+# the level asked, the budget, and the claim's own defaults
+# ---------------------------------------------------------------------------
+def _replay_at(a, b, seed, op, level):
+    """The percentile interval of the replayed resamples at `level`: with 2000 values, the
+    lower order statistic at floor(tail * 1999), the upper at ceil((1 - tail) * 1999)."""
+    rng = np.random.default_rng(seed)
+    x, y = _replay_medians(rng, a), _replay_medians(rng, b)
+    values = sorted(op(p, q) for p, q in zip(x, y))
+    tail = (1 - level) / 2
+    return values[math.floor(tail * 1999)], values[math.ceil((1 - tail) * 1999)]
+
+
+def test_the_unpaired_intervals_take_the_level_asked():
+    # 97.5% (two comparisons): tail 0.0125, positions 24.99 -> 24 and 1974.01 -> 1975
+    assert (math.floor(0.0125 * 1999), math.ceil(0.9875 * 1999)) == (24, 1975)
+    for seed in (0, 1):
+        wide = _replay_at(A9, B9, seed, operator.sub, 0.975)
+        assert wide != _replay_pair(A9, B9, seed, operator.sub)
+        assert V.difference_interval(A9, B9, seed=seed, level=0.975) == (58.0,) + wide
+        assert V.ratio_interval(A9, B9, seed=seed, level=0.975) == (
+            (112.0 / 54.0,) + _replay_at(A9, B9, seed, operator.truediv, 0.975))
+
+
+def test_interval_allows_undefined_samples_up_to_exactly_1_minus_the_level():
+    # 1 - 0.75 = 0.25 exactly: one nan in four is allowed; [1, 2, 3] at tails 0.125:
+    # 0.25 -> 0 and 1.75 -> 2
+    assert V._interval([NAN, 3.0, 1.0, 2.0], 0.75) == (1.0, 3.0)
+    low, high = V._interval([NAN, NAN, 1.0, 2.0, 3.0, 4.0, 5.0], 0.75)      # 2/7 > 0.25
+    assert math.isnan(low) and math.isnan(high)
+
+
+def test_a_claim_of_two_comparisons_asks_each_unpaired_reading_at_97_5_percent():
+    a = dict(enumerate(A9))
+    b = dict(enumerate(B9))
+    got = V._claim('A slower than B', [('first', a, b), ('second', a, b)],
+                   lambda iv: V._greater(iv, 1.0))
+    low, high = _replay_at(A9, B9, 0, operator.truediv, 0.975)
+    one = '%.2f [%.2f, %.2f]' % (112.0 / 54.0, low, high)
+    assert got.unpaired == 'first: %s; second: %s' % (one, one)
+    low95, high95 = _replay_pair(A9, B9, 0, operator.truediv)
+    assert '%.2f [%.2f, %.2f]' % (112.0 / 54.0, low95, high95) != one    # the level shows
+    # the paired side: 9 seeds at 97.5% take [min, max] (99.6%): ratios 100/50 .. 124/58
+    assert got.claim == 'A slower than B' and got.verdict == S
+    assert got.evidence == 'first: 2.07 [2.00, 2.14] 99.6%; second: 2.07 [2.00, 2.14] 99.6%'
+
+
+def test_a_claim_reads_the_unpaired_medians_unless_told_not_to():
+    a, b = {k: 200.0 for k in range(6)}, {k: 100.0 for k in range(6)}
+    got = V._claim('t', [('x', a, b)], lambda iv: V._greater(iv, 1.0))
+    assert got == ('t', S, 'x: 2.00 [2.00, 2.00] 96.9%', 'x: 2.00 [2.00, 2.00]')
+    assert V._claim('t', [('x', a, b)], lambda iv: V._greater(iv, 1.0), reading=False) == (
+        't', S, 'x: 2.00 [2.00, 2.00] 96.9%', '')
+
+
+def test_verdicts_censor_every_arm_at_the_budget():
+    times = {'asp': [100] * 6, 'dssp': [100] * 5 + [105]}
+    claim = 'DSSP as fast as ASP'
+
+    def at(budget):
+        return {v.claim.split(' (')[0]: (v.verdict, v.evidence)
+                for v in V.verdicts(rows_for(times), TARGET, budget=budget)}[claim]
+    assert at(None) == (S, 't_DSSP / t_ASP: 1.00 [1.00, 1.05] 96.9%')
+    # reached exactly at the budget: counts
+    assert at(105.0) == (S, 't_DSSP / t_ASP: 1.00 [1.00, 1.05] 96.9%')
+    # reached after it: never, as far as the comparison knows
+    assert at(104.9) == (I, 't_DSSP / t_ASP: 1.00 [1.00, never] 96.9%')
+
+
+def test_seed_times_at_and_past_the_budget():
+    trials = [trial(1, 60.0), trial(2, 60.5), trial(3, None)]
+    assert V.seed_times(trials, TARGET, 60.0) == {1: 60.0, 2: INF, 3: INF}
+    assert V.seed_times(trials, TARGET) == {1: 60.0, 2: 60.5, 3: INF}
+
+
+def test_balance_verdicts_censor_at_the_budget():
+    rows = rows_for({'asp': [100] * 5 + [200], 'bsp-balance': [100] * 6})
+    (_, verdict, vs_asp, _, _, _), = V.balance_verdicts(rows, TARGET)
+    assert (verdict, vs_asp) == (S, (1.0, 0.5, 1.0, 31 / 32, 0.95))
+    # at 150 s ASP's sixth trial never got there: a ratio of 0 on that seed
+    (_, verdict, vs_asp, _, _, _), = V.balance_verdicts(rows, TARGET, budget=150.0)
+    assert (verdict, vs_asp) == (S, (1.0, 0.0, 1.0, 31 / 32, 0.95))
+
+
+def test_common_budget_reads_finished_trials_with_a_curve_only():
+    rows = [{'arm': parse_arm('asp'), 'trials': [trial(1, 80.0), trial(2, 30.0, status='failed'),
+                                                 dict(trial(3, 10.0), curve=[])]},
+            {'arm': parse_arm('bsp'), 'trials': [trial(1, 70.0)]}]
+    assert V.common_budget(rows) == 70.0
+    rows[1]['trials'][0]['status'] = 'failed'
+    assert V.common_budget(rows) == 80.0
