@@ -24,9 +24,12 @@ TOKEN = 'MXNET_SSP_ELASTIC_TEST'
 
 
 def _train(save, epochs, extra=()):
+    # lr 0.03: at 0.1 (momentum 0.9) this MLP with two SSP workers diverged to chance accuracy
+    # in 2 of 3 plain 4-epoch jobs, with buckets and without, resumed or not (a CI run failed
+    # this test so: the resumed job has two workers where the first trains mostly with one)
     return [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar', '--kvstore', 'dist_ssp',
             '--model', 'mlp', '--dataset', 'digits', '--num-epochs', str(epochs),
-            '--batch-size', '32', '--lr', '0.1', '--save-dir', str(save), '--log-interval', '0',
+            '--batch-size', '32', '--lr', '0.03', '--save-dir', str(save), '--log-interval', '0',
             '--no-progress', '--emulate', 'workers=2,base_ms=25,factors=1:1,jitter=0%'] + list(extra)
 
 
@@ -82,7 +85,8 @@ def test_training_goes_on_after_a_kill_and_the_checkpoint_resumes(tmp_path):
     summary = json.loads((save / 'summary.json').read_text())
     (lost,) = summary['lost_workers']
     assert summary['elastic'] == 1 and lost['clock'] >= 20, summary
-    assert summary['final_accuracy'] > 0.2, summary     # 10 classes: chance is 0.1
+    # 10 classes (chance 0.1); 5 runs at lr 0.03 ended at 0.958-0.975 here
+    assert summary['final_accuracy'] > 0.8, summary
     assert 'done: final test accuracy %.4f' % summary['final_accuracy'] in err, fail_msg(done)
     assert '; lost worker %d at clock %d' % (lost['rank'], lost['clock']) in err, fail_msg(done)
     assert (save / 'model-final.params').exists()
@@ -93,4 +97,5 @@ def test_training_goes_on_after_a_kill_and_the_checkpoint_resumes(tmp_path):
     assert again.returncode == 0, fail_msg(again)
     resumed = json.loads((save / 'summary.json').read_text())
     assert resumed['resumed_from'] == str(save / 'model-final.params')
-    assert resumed['final_accuracy'] > 0.2 and resumed['lost_workers'] == [], resumed
+    # the resumed job goes on from the checkpoint (5 runs: 0.928-0.969), not from scratch
+    assert resumed['final_accuracy'] > 0.8 and resumed['lost_workers'] == [], resumed
