@@ -3,30 +3,13 @@
 The runs here are written by the tests with known compute times and overheads, so the fit
 can be checked against them; tests/e2e/test_train_script.py advises on a real job."""
 import json
-import random
 
 import pytest
 
 from mxnet_ssp.lab import advise
 from mxnet_ssp.lab.advise import (AdviseError, Fit, Prediction, check_lab, fit_run, predict,
                                   recommend)
-
-
-def write_train_logs(directory, compute, step, n=200, jitter=0.0, seed=1, waits=None):
-    """train-worker<rank>.jsonl as mxnet-ssp-train writes them: worker r computes compute[r]
-    (x (1 + jitter * N(0, 1))) then steps step s (+ waits[r] s of waiting)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    for rank, c in enumerate(compute):
-        t = 1000.0
-        with open(str(directory / ('train-worker%d.jsonl' % rank)), 'w') as f:
-            for i in range(1, n + 1):
-                real = c * max(0.05, 1 + jitter * rng.gauss(0, 1))
-                s = step + (waits[rank] if waits else 0.0)
-                t += real + s
-                f.write(json.dumps({'rank': rank, 'iteration': i, 'time': t,
-                                    'compute_s': 0.002, 'sleep_s': real - 0.002,
-                                    'step_s': s, 'batch': 32}) + '\n')
+from advise_logs import write_train_logs
 
 
 def test_the_fit_recovers_compute_jitter_and_overhead(tmp_path):

@@ -2,34 +2,16 @@
 format_advice, format_check).
 
 The formatters get hand-built fits, predictions and lab rows whose printed numbers are worked
-out here from the inputs; main gets argv lists, tiny synthetic runs (the helper below writes
+out here from the inputs; main gets argv lists, tiny synthetic runs (tests/advise_logs.py writes
 them as mxnet-ssp-train does, like tests/unit/test_advise.py) and, where only its wiring is
 checked, stand-ins for the fit and the simulation that record what main passed them."""
-import json
 import math
-import random
 
 import pytest
 
 from mxnet_ssp.lab import advise
 from mxnet_ssp.lab.advise import AdviseError, Fit, Prediction
-
-
-def write_train_logs(directory, compute, step, n=26, jitter=0.0, seed=1, waits=None):
-    """train-worker<rank>.jsonl as mxnet-ssp-train writes them: worker r computes compute[r]
-    (x (1 + jitter * N(0, 1))) then steps step s (+ waits[r] s of waiting)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    for rank, c in enumerate(compute):
-        t = 1000.0
-        with open(str(directory / ('train-worker%d.jsonl' % rank)), 'w') as f:
-            for i in range(1, n + 1):
-                real = c * max(0.05, 1 + jitter * rng.gauss(0, 1))
-                s = step + (waits[rank] if waits else 0.0)
-                t += real + s
-                f.write(json.dumps({'rank': rank, 'iteration': i, 'time': t,
-                                    'compute_s': 0.002, 'sleep_s': real - 0.002,
-                                    'step_s': s, 'batch': 32}) + '\n')
+from advise_logs import write_train_logs
 
 
 # -- format_advice ---------------------------------------------------------------------------
@@ -284,7 +266,7 @@ def test_main_reports_a_fit_error_raised_by_the_fit(recorder, monkeypatch, capsy
 
 def test_main_advises_on_a_real_run(tmp_path, capsys):
     # worker 1 computes 2.5x longer than worker 0; 26 iterations each, 21 fitted
-    write_train_logs(tmp_path, [0.02, 0.05], 0.002, jitter=0.01)
+    write_train_logs(tmp_path, [0.02, 0.05], 0.002, n=26, jitter=0.01)
     assert advise.main([str(tmp_path), '--seeds', '1', '--wall-time', '2']) == 0
     out, err = capsys.readouterr()
     lines = out.split('\n')
@@ -310,8 +292,9 @@ def test_main_advises_on_a_real_run(tmp_path, capsys):
 
 def test_main_checks_a_real_lab_with_the_seeds_given(tmp_path, capsys):
     runs = tmp_path / 'runs'
-    write_train_logs(runs / 'asp' / 't1', [0.02, 0.05], 0.002, jitter=0.2)
-    write_train_logs(runs / 'bsp' / 't1', [0.02, 0.05], 0.002, waits=[0.03, 0.0], seed=2)
+    write_train_logs(runs / 'asp' / 't1', [0.02, 0.05], 0.002, n=26, jitter=0.2)
+    write_train_logs(runs / 'bsp' / 't1', [0.02, 0.05], 0.002, n=26, waits=[0.03, 0.0],
+                     seed=2)
     assert advise.main([str(tmp_path), '--check-lab', '--seeds', '1']) == 0
     out = capsys.readouterr().out
     assert out == advise.format_check(str(tmp_path), advise.check_lab(str(tmp_path), 1)) + '\n'

@@ -4,7 +4,6 @@ step times, jitter and slow iterations, and clusters whose simulation can be don
 (iteration times that are exact binary fractions, no jitter)."""
 import json
 import os
-import random
 import statistics
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from mxnet_ssp.lab import advise
 from mxnet_ssp.lab.advise import AdviseError, Fit, check_lab, fit_run, predict
 from mxnet_ssp.lab.simulate import simulate
+from advise_logs import write_train_logs
 
 
 def write_jsonl(path, rows):
@@ -19,23 +19,6 @@ def write_jsonl(path, rows):
     with open(str(path), 'w') as f:
         for row in rows:
             f.write(json.dumps(row) + '\n')
-
-
-def write_train_logs(directory, compute, step, n=200, jitter=0.0, seed=1, waits=None):
-    """train-worker<rank>.jsonl as mxnet-ssp-train writes them: worker r computes compute[r]
-    (x (1 + jitter * N(0, 1))) then steps step s (+ waits[r] s of waiting)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    rng = random.Random(seed)
-    for rank, c in enumerate(compute):
-        t = 1000.0
-        with open(str(directory / ('train-worker%d.jsonl' % rank)), 'w') as f:
-            for i in range(1, n + 1):
-                real = c * max(0.05, 1 + jitter * rng.gauss(0, 1))
-                s = step + (waits[rank] if waits else 0.0)
-                t += real + s
-                f.write(json.dumps({'rank': rank, 'iteration': i, 'time': t,
-                                    'compute_s': 0.002, 'sleep_s': real - 0.002,
-                                    'step_s': s, 'batch': 32}) + '\n')
 
 
 def write_cycled_logs(directory, compute, steps, cycles, n=35):
