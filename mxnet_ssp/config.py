@@ -86,6 +86,9 @@ DEFAULT_FOLLOW_GRACE = 10.0
 ENV_BUCKET_BYTES = 'MXNET_SSP_BUCKET_BYTES'
 #: Its default (docs/stores.md, "Buckets", gives the measurements behind it).
 DEFAULT_BUCKET_BYTES = 4 << 20
+#: Whether a worker's batched copies into and out of buckets run as NumPy copies inside one
+#: operation of MXNet's engine (on, the default) or as MXNet's own copies (docs/stores.md).
+ENV_HOST_COPIES = 'MXNET_SSP_HOST_COPIES'
 #: MXNet's own setting: arrays of at least this many elements are split over all servers.
 ENV_BIGARRAY_BOUND = 'MXNET_KVSTORE_BIGARRAY_BOUND'
 #: The accepted spellings of a yes/no setting, and what they mean.
@@ -639,6 +642,13 @@ def bucket_bytes(environ=None, value=None):
             return DEFAULT_BUCKET_BYTES
     return _int_setting(value, source, 0, 'a number of bytes, an integer >= 0 (0 turns '
                         'bucketing off; default %d)' % DEFAULT_BUCKET_BYTES)
+
+
+def host_copies(environ=None):
+    """``MXNET_SSP_HOST_COPIES``: whether bucket copies may run as NumPy copies on MXNet's
+    engine (default on; a yes/no value as :func:`parse_flag` reads it)."""
+    env = os.environ if environ is None else environ
+    return parse_flag(env.get(ENV_HOST_COPIES), ENV_HOST_COPIES, True)
 
 
 def bigarray_bound(environ=None):

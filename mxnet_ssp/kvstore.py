@@ -103,6 +103,7 @@ class SSPKVStore(KVStoreBase):
     def __init__(self, store=None, **settings):
         store = store or self.store_type
         self._bucket_bytes = cfg.bucket_bytes(value=settings.pop('bucket_bytes', None))
+        self._host_copies = cfg.host_copies()
         self._config = cfg.from_env(store, **settings)
         self._rejoining = cfg.rejoining()   # a replacement of a lost worker (elastic mode)
         if self._rejoining and not self._config.elastic:
@@ -508,7 +509,7 @@ class SSPKVStore(KVStoreBase):
                 self._keys.count_string_keys(keys)
         self._plan, self._bucket_keys = plan, {b.key: b for b in plan.buckets}
         from .ps.packer import Packer
-        self._packer = Packer(plan, dtypes)
+        self._packer = Packer(plan, dtypes, host=self._host_copies)
         if self._tracker.learned:
             self._packer.expect(self._tracker.expected)
         logger.info('worker[%d] %s', self._rank, plan.describe())

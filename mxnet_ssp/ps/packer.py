@@ -21,33 +21,51 @@ All copies are MXNet operations on its engine, so they are ordered after the pul
 fills a buffer and before the push that reads it, without a wait.
 
 A copy costs one engine operation and about 12 us of Python per array on this machine (a
-worker's ResNet-110 step made 670 of them).  So float32 members on the CPU are copied many at
-a time, by one ``amp_multicast`` (MXNet's cast of several arrays to their widest type, which
-for arrays of one type is a copy of each into its output): one operation and one call per
-bucket.  Other types and devices keep a copy per array (MXNet's CPU ``amp_multicast`` fails
-for float16 and float64, and its outputs must share the inputs' device).
+worker's ResNet-110 step made 670 of them).  So members on the CPU are copied many at a time,
+in one engine operation per bucket and direction where they can:
+
+* by NumPy's ``copyto`` on views of the arrays' memory, inside one operation of MXNet's engine
+  (:mod:`mxnet_ssp.ps.host_copy`; float32 and float64; ``MXNET_SSP_HOST_COPIES``, on by
+  default): 0.5 ms for the 335 arrays of the ResNet-110 list where MXNet's copy kernels take
+  2.0-2.3 ms.  Into a bucket, every gradient takes it, checked in the operation for MKL-DNN's
+  own memory layout (a source found so stops the job at the next push, with a message);
+  out of a bucket, only one-dimensional weights: MKL-DNN reorders a layer's weights of two or
+  more dimensions in place at an inference pass, and NumPy would write row-major values into
+  its blocked layout;
+* else by one ``amp_multicast`` (MXNet's cast of several arrays to their widest type, which
+  for arrays of one type is a copy of each into its output; float32 only), which knows the
+  layout.
+
+Other types and devices keep a copy per array (MXNet's CPU ``amp_multicast`` fails for
+float16 and float64, and its outputs must share the inputs' device).
 """
 from mxnet import ndarray as nd
 import numpy as np
 
+from . import host_copy
+
 __all__ = ['Packer']
 
-_BATCHED = np.dtype(np.float32)
+_BATCHED = np.dtype(np.float32)          # what amp_multicast copies on the CPU
+_HOST = (np.dtype(np.float32), np.dtype(np.float64))    # what host copies take
 
 
 def _copy_many(srcs, dsts):
-    """Copy each of `srcs` into the array of `dsts` at the same place (same shapes)."""
-    if len(srcs) == 1:
-        srcs[0].copyto(dsts[0])
-    elif srcs:
+    """Copy each of `srcs` into the array of `dsts` at the same place (same shapes), by
+    MXNet: one operation for float32 arrays, else one per array."""
+    if len(srcs) > 1 and np.dtype(srcs[0].dtype) == _BATCHED:
         nd.amp_multicast(*srcs, num_outputs=len(srcs), out=dsts)
+    else:
+        for src, dst in zip(srcs, dsts):
+            src.copyto(dst)
 
 
 class _Buffers:
     __slots__ = ('bucket', 'arrays', 'views', 'filling', 'present', 'need', 'missing',
-                 'header_all', 'batched', 'deferred', 'fit_in', 'fit_out')
+                 'header_all', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
+                 '_host_views', '_host_of', '_plans')
 
-    def __init__(self, bucket, dtype):
+    def __init__(self, bucket, dtype, host=True):
         self.bucket = bucket
         self.arrays = [nd.zeros(bucket.length, dtype=dtype) for _ in range(2)]
         # each member's place, in its own shape, made once: a copy is then one engine
@@ -59,11 +77,57 @@ class _Buffers:
         self.need = {m.key for m in bucket.members}
         self.missing = len(self.need)     # members it needs and has not got since the push
         self.header_all = nd.ones(len(bucket.members), dtype=dtype)
-        self.batched = (np.dtype(dtype) == _BATCHED
-                        and self.arrays[0].context.device_type == 'cpu')
+        on_cpu = self.arrays[0].context.device_type == 'cpu'
+        # batched copies done by NumPy in an engine operation (module docstring), else by
+        # MXNet's amp_multicast (float32 only)
+        self.host = (host and on_cpu and np.dtype(dtype) in _HOST
+                     and host_copy.available())
+        self.batched = self.host or (on_cpu and np.dtype(dtype) == _BATCHED)
         self.deferred = {}                # member key -> the array to copy into its place
         self.fit_in = {}                  # member key -> the last gradient found fit to batch
         self.fit_out = {}                 # member key -> the last weight array found fit
+        self._host_views = [None, None]   # per buffer: member key -> NumPy view of its place
+        self._host_of = {}                # (member key, 'in'/'out') -> (array, its NumPy view)
+        self._plans = {}                  # ('in'/'out', buffer) -> the last CopyPlan made
+
+    def host_copy(self, side, which, keys, arrays):
+        """Push the copies of members `keys` between buffer `which` and the callers'
+        `arrays` (side 'in': into the buffer; 'out': out of it) as one engine operation,
+        reusing the last plan while the arrays are the same objects.  Every array has a view
+        (:meth:`host_of`); a source of two or more dimensions is checked for MKL-DNN's layout
+        in the operation."""
+        plan = self._plans.get((side, which))
+        if plan is None or not plan.same(arrays) or plan.keys != keys:
+            places = self.host_places(which)
+            views = [self.host_of(k, side, a) for k, a in zip(keys, arrays)]
+            if side == 'in':
+                plan = host_copy.CopyPlan(
+                    [(places[k], v, a if a.ndim > 1 else None)
+                     for k, v, a in zip(keys, views, arrays)],
+                    arrays, [self.arrays[which]], arrays)
+            else:
+                plan = host_copy.CopyPlan([(v, places[k]) for k, v in zip(keys, views)],
+                                          [self.arrays[which]], arrays, arrays)
+            plan.keys = keys
+            self._plans[(side, which)] = plan
+        plan.push()
+
+    def host_places(self, which):
+        """NumPy views of the members' places in buffer `which` (made once)."""
+        if self._host_views[which] is None:
+            self._host_views[which] = {k: host_copy.host_view(v)
+                                       for k, v in self.views[which].items()}
+        return self._host_views[which]
+
+    def host_of(self, key, side, array):
+        """The NumPy view of `array`, a caller's array for member `key` (remembered: the
+        store is handed the same arrays step after step), or None if it is in MKL-DNN's own
+        layout when first seen (then MXNet copies it)."""
+        known = self._host_of.get((key, side))
+        if known is None or known[0] is not array:
+            known = (array, host_copy.host_view(array))
+            self._host_of[(key, side)] = known
+        return known[1]
 
     def fits(self, key, array, seen):
         """Whether `array` can be copied with others in one operation: on the buffers'
@@ -83,9 +147,10 @@ class _Buffers:
 class Packer:
     """The buffers of a worker's buckets (see the module's docstring)."""
 
-    def __init__(self, plan, dtypes):
+    def __init__(self, plan, dtypes, host=True):
         self.plan = plan
-        self._buffers = [_Buffers(b, dtypes[b.number]) for b in plan.buckets]
+        # host: whether copies may run as NumPy copies on MXNet's engine (module docstring)
+        self._buffers = [_Buffers(b, dtypes[b.number], host) for b in plan.buckets]
 
     def buffers(self, bucket):
         return self._buffers[bucket.number]
@@ -132,8 +197,16 @@ class Packer:
         buf = self._buffers[bucket.number]
         if buf.deferred:
             keys = list(buf.deferred)
+            srcs = [buf.deferred[k] for k in keys]
             views = buf.views[buf.filling]
-            _copy_many([buf.deferred[k] for k in keys], [views[k] for k in keys])
+            if buf.host:
+                host = [buf.host_of(k, 'in', a) is not None for k, a in zip(keys, srcs)]
+                if any(host):
+                    buf.host_copy('in', buf.filling, [k for k, h in zip(keys, host) if h],
+                                  [a for a, h in zip(srcs, host) if h])
+                    keys = [k for k, h in zip(keys, host) if not h]
+                    srcs = [a for a, h in zip(srcs, host) if not h]
+            _copy_many(srcs, [views[k] for k in keys])
             buf.deferred = {}
 
     def deferring(self):
@@ -179,14 +252,22 @@ class Packer:
         """Copy members' weights from the receive buffer of `bucket` into the callers' arrays:
         `pairs` of (member, out), `out` an array or a list of arrays."""
         buf = self._buffers[bucket.number]
-        pulled = buf.views[1 - buf.filling]
-        srcs, dsts = [], []
+        which = 1 - buf.filling
+        pulled = buf.views[which]
+        keys, dsts = [], []               # by NumPy: one-dimensional weights only
+        srcs, outs = [], []               # by MXNet
         for member, out in pairs:
             src = pulled[member.key]
             for o in (out if isinstance(out, (list, tuple)) else (out,)):
-                if buf.batched and buf.fits(member.key, o, buf.fit_out):
-                    srcs.append(src)
+                if not (buf.batched and buf.fits(member.key, o, buf.fit_out)):
+                    src.copyto(o)
+                elif (buf.host and len(member.shape) == 1
+                        and buf.host_of(member.key, 'out', o) is not None):
+                    keys.append(member.key)
                     dsts.append(o)
                 else:
-                    src.copyto(o)
-        _copy_many(srcs, dsts)
+                    srcs.append(src)
+                    outs.append(o)
+        if dsts:
+            buf.host_copy('out', which, keys, dsts)
+        _copy_many(srcs, outs)

@@ -23,7 +23,7 @@ THRESHOLD_FORM = ('a fraction in [0, 1): the predicted gain below which the spli
 SMOOTHING_FORM = 'a weight in (0, 1]: how much the newest measurement counts (1: no averaging)'
 ALL_ENV = (cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE, cfg.ENV_TIMEOUT, cfg.ENV_METRICS_DIR,
            cfg.ENV_SOFTSYNC_SPLITS, cfg.ENV_STALENESS_LOG, cfg.ENV_WRAP_ASYNC, cfg.ENV_CONTROLLER,
-           cfg.ENV_GPUS, cfg.ENV_NUM_SERVER, cfg.ENV_NUM_WORKER) + cfg.BALANCE_ENV
+           cfg.ENV_GPUS, cfg.ENV_NUM_SERVER, cfg.ENV_NUM_WORKER, cfg.ENV_HOST_COPIES) + cfg.BALANCE_ENV
 
 
 def message(exc_type, fn, *args, **kwargs):
@@ -322,6 +322,17 @@ def test_wrap_async_defaults_on_and_reads_the_given_mapping(hostile_env):
     assert cfg.wrap_async({cfg.ENV_WRAP_ASYNC: 'Yes'}) is True
     assert message(cfg.ConfigError, cfg.wrap_async, {cfg.ENV_WRAP_ASYNC: 'nope'}) == (
         "MXNET_SSP_WRAP_ASYNC='nope' is not valid: " + FLAGS)
+
+
+def test_host_copies_default_on_and_read_os_environ_by_default(clean_env):
+    assert cfg.host_copies({}) is True and cfg.host_copies({cfg.ENV_HOST_COPIES: ' '}) is True
+    assert cfg.host_copies({cfg.ENV_HOST_COPIES: 'No'}) is False
+    assert cfg.host_copies() is True
+    clean_env.setenv(cfg.ENV_HOST_COPIES, '0')
+    assert cfg.host_copies() is False
+    clean_env.setenv(cfg.ENV_HOST_COPIES, '2')
+    assert message(cfg.ConfigError, cfg.host_copies) == (
+        "MXNET_SSP_HOST_COPIES='2' is not valid: " + FLAGS)
 
 
 def test_wrap_async_reads_os_environ_by_default(clean_env):

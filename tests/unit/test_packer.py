@@ -1,6 +1,10 @@
 """The worker's bucket buffers (mxnet_ssp.ps.packer) on real NDArrays, and how the store tells
 the parameter loops of gluon.Trainer and Module (whose members may be copied late, many at a
-time) from any other caller (whose arrays are copied before the call returns)."""
+time) from any other caller (whose arrays are copied before the call returns).
+
+Every buffer test runs twice: with the batched copies done by NumPy in an engine operation
+(mxnet_ssp.ps.host_copy, the default where it is available) and by MXNet's own copies (where
+it is not)."""
 import sys
 
 import mxnet as mx
@@ -10,9 +14,35 @@ from mxnet import gluon, nd
 
 from mxnet_ssp.core.buckets import ArrayInfo, plan_buckets
 from mxnet_ssp.kvstore import _keys_pushed_by
+from mxnet_ssp.ps import host_copy
 from mxnet_ssp.ps.packer import Packer
 
 SHAPES = {0: (2, 3), 1: (4,), 2: (1, 2, 2)}
+
+
+@pytest.fixture(autouse=True, params=['host copies', 'mxnet copies'])
+def copies(request, monkeypatch):
+    """Which path the batched copies take (decided when a Packer is made)."""
+    host = request.param == 'host copies'
+    if host:
+        assert host_copy.available()              # MXNet 1.9.1 has what the path needs
+    monkeypatch.setitem(host_copy._state, 'available', host)
+    return host
+
+
+def test_the_path_asked_for_is_the_one_taken(copies):
+    plan, packer = make_packer()
+    assert packer.buffers(plan.buckets[0]).host is copies
+    plan16, packer16 = make_packer('float16')
+    assert packer16.buffers(plan16.buckets[0]).host is False     # float16: never NumPy's
+    plan64, packer64 = make_packer('float64')
+    assert packer64.buffers(plan64.buckets[0]).host is copies
+
+
+def test_host_copies_turned_off_are_mxnet_s(copies):
+    plan = make_packer()[0]
+    assert Packer(plan, [np.dtype('float32')], host=False).buffers(plan.buckets[0]).host is False
+    assert Packer(plan, [np.dtype('float32')], host=True).buffers(plan.buckets[0]).host is copies
 
 
 def make_packer(dtype='float32', shapes=SHAPES):
@@ -104,16 +134,21 @@ def test_a_member_staged_again_keeps_its_latest_value():
 
 
 @pytest.mark.parametrize('dtype', ['float16', 'float64'])
-def test_types_mxnet_cannot_copy_many_at_a_time_are_copied_at_once(dtype):
-    # MXNet's CPU amp_multicast fails for these types (at run time, inside the engine)
+def test_types_mxnet_cannot_copy_many_at_a_time_are_copied_at_once(dtype, copies):
+    # MXNet's CPU amp_multicast fails for these types (at run time, inside the engine);
+    # host copies take float64 many at a time, as float32
     plan, packer = make_packer(dtype)
     bucket = plan.buckets[0]
     g = grads(dtype)
     expected = {k: v.asnumpy() for k, v in g.items()}
+    batched = copies and dtype == 'float64'
     for m in bucket.members:
         packer.stage(bucket, m, g[m.key], defer=True)
+        if batched:
+            packer.gather(bucket)                 # what the store does before a write
         g[m.key][:] = -1
     assert packer.deferring() == []
+    assert packer.buffers(bucket).batched is batched
     parts, _ = payload(bucket, packer.take(bucket))
     for k in SHAPES:
         np.testing.assert_array_equal(parts[k], expected[k])
@@ -179,14 +214,15 @@ def test_scatter_copies_each_member_to_every_array_it_is_given():
             np.testing.assert_array_equal(o.asnumpy(), want.astype(o.dtype))
 
 
-def test_a_float16_bucket_scatters_too():
-    plan, packer = make_packer('float16')
+@pytest.mark.parametrize('dtype', ['float16', 'float64'])
+def test_a_float16_or_float64_bucket_scatters_too(dtype):
+    plan, packer = make_packer(dtype)
     bucket = plan.buckets[0]
     packer.recv(bucket)[:] = 0.5
-    outs = [nd.zeros(m.shape, dtype='float16') for m in bucket.members]
+    outs = [nd.zeros(m.shape, dtype=dtype) for m in bucket.members]
     packer.scatter(bucket, list(zip(bucket.members, outs)))
     for o in outs:
-        np.testing.assert_array_equal(o.asnumpy(), np.full(o.shape, 0.5, np.float16))
+        np.testing.assert_array_equal(o.asnumpy(), np.full(o.shape, 0.5, dtype))
 
 
 # -- which callers' members may wait -------------------------------------------------------
@@ -232,9 +268,7 @@ def test_any_other_caller_is_not_a_known_loop():
     for k in range(2):
         recorder.pushpull(k, nd.zeros(1))
     assert recorder.seen == [(0, None), (1, None)]
-
-
-def test_weights_mxnet_keeps_in_its_own_layout_get_their_values():
+def test_weights_mxnet_keeps_in_its_own_layout_get_their_values(copies):
     """MXNet's CPU build (MKL-DNN) reorders a convolution's weight array in place, in its own
     blocked layout, at an inference pass: a copy must go through MXNet, which knows the
     layout.  A copy through the memory (NumPy on a pointer, tried on 2026-11-26) wrote
@@ -255,3 +289,63 @@ def test_weights_mxnet_keeps_in_its_own_layout_get_their_values():
         np.testing.assert_array_equal(weight.asnumpy().ravel(), want[:weight.size])
         np.testing.assert_array_equal(bias.asnumpy(), want[weight.size:weight.size + 4])
         recv[:] = recv * 2 + 1
+    host_out = [k for (side, _), plan in packer.buffers(bucket)._plans.items()
+                if side == 'out' for k in plan.keys]
+    # NumPy copies out of a bucket: the one-dimensional member only
+    assert host_out == ([1] if copies else [])
+
+
+def conv_in_mxnet_layout():
+    """A convolution's weight array after an inference pass: in MKL-DNN's blocked layout."""
+    net = gluon.nn.Conv2D(16, 3, in_channels=16)
+    net.initialize(mx.init.Xavier())
+    net(nd.ones((1, 16, 5, 5))).wait_to_read()
+    weight = net.weight.data()
+    nd.waitall()
+    assert host_copy.in_mxnet_layout(weight)
+    return net, weight
+
+
+def test_a_gradient_in_mxnet_s_layout_when_first_seen_is_copied_by_mxnet(copies):
+    net, weight = conv_in_mxnet_layout()
+    plan, packer = make_packer(shapes={0: weight.shape, 1: (4,)})
+    bucket = plan.buckets[0]
+    bias = nd.arange(4)
+    for m in bucket.members:
+        packer.stage(bucket, m, weight if m.key == 0 else bias, defer=True)
+    parts, header = payload(bucket, packer.take(bucket))
+    np.testing.assert_array_equal(parts[0], weight.asnumpy())
+    np.testing.assert_array_equal(parts[1], np.arange(4))
+    assert host_copy.in_mxnet_layout(weight)      # still blocked: nothing reordered it
+    host_in = [k for (side, _), plan in packer.buffers(bucket)._plans.items()
+               if side == 'in' for k in plan.keys]
+    assert host_in == ([1] if copies else [])
+
+
+def test_a_gradient_that_turns_to_mxnet_s_layout_later_stops_the_job_with_a_message(copies):
+    """A source checked row-major when its copy was planned and found in MKL-DNN's layout in
+    the copy's operation: not copied, and the next push says why (MXNet's copies know the
+    layout and go on)."""
+    net = gluon.nn.Conv2D(16, 3, in_channels=16)
+    net.initialize(mx.init.Xavier())
+    weight = net.weight.data()
+    plan, packer = make_packer(shapes={0: weight.shape, 1: (4,)})
+    bucket = plan.buckets[0]
+
+    def push_once():
+        for m in bucket.members:
+            packer.stage(bucket, m, weight if m.key == 0 else nd.ones(4), defer=True)
+        return packer.take(bucket)
+
+    parts, _ = payload(bucket, push_once())       # planned with the weight row-major
+    np.testing.assert_array_equal(parts[0], weight.asnumpy())
+    net(nd.ones((1, 16, 5, 5))).wait_to_read()    # an inference pass reorders it in place
+    send = push_once()
+    if not copies:
+        parts, _ = payload(bucket, send)
+        np.testing.assert_array_equal(parts[0], weight.asnumpy())
+        return
+    send.wait_to_read()
+    with pytest.raises(host_copy.LayoutChanged, match=r"key\(s\) 0 was in MKL-DNN's own memory "
+                       r"layout .* set MXNET_SSP_HOST_COPIES=0 to copy through MXNet"):
+        push_once()
