@@ -72,6 +72,17 @@ def test_buckets_give_the_bits_of_one_key_per_array(tmp_path, api, store, rule, 
         assert not on['dense0_bias'].any() and not off['dense0_bias'].any()
 
 
+def test_weights_mxnet_reorders_at_inference_passes_get_the_bits_of_one_key_per_array(tmp_path):
+    """A convolution's and the dense layers' weights go into MKL-DNN's own layout at every
+    inference pass between steps (the job checks it); the copies out of buckets must write
+    them through MXNet (NumPy copies scrambled them once: docs/benchmarks.md)."""
+    args = ['--conv', '--rule', 'sgd', '--steps', '5']
+    (_, off, _), = train(tmp_path, 'off', 0, args)
+    (info, on, _), = train(tmp_path, 'on', 4 << 20, args)
+    assert info['buckets'] >= 1 and info['bucketed'] >= 4, info
+    assert_same_bits(off, on)
+
+
 @pytest.mark.slow
 def test_two_devices_per_worker_give_the_bits_of_one_key_per_array(tmp_path):
     args = ['--devices', '2', '--rule', 'sgd', '--steps', '4']

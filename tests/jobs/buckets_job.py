@@ -27,6 +27,10 @@ def parse_args():
     p.add_argument('--save-at', type=int, default=0)
     p.add_argument('--resume', default=None, help='states saved by --save-at, to load first')
     p.add_argument('--devices', type=int, default=1, help='CPU contexts per worker')
+    p.add_argument('--conv', action='store_true',
+                   help='trainer: a 16-channel convolution in place of the middle layers, '
+                        'and an inference pass after every step (MKL-DNN then reorders the '
+                        'weights in place into its own layout)')
     p.add_argument('--out', required=True)
     return p.parse_args()
 
@@ -58,16 +62,23 @@ def train_trainer(args, kv, opt):
     from mxnet import gluon
     mx.random.seed(7)
     net = gluon.nn.HybridSequential()
-    net.add(gluon.nn.Dense(6, in_units=5), gluon.nn.BatchNorm(in_channels=6),
-            gluon.nn.Dense(4, in_units=6), gluon.nn.Dense(3, in_units=4))
+    if args.conv:
+        net.add(gluon.nn.Dense(144, in_units=5),
+                gluon.nn.HybridLambda(lambda F, h: F.reshape(h, (-1, 16, 3, 3))),
+                gluon.nn.Conv2D(16, 3, padding=1, in_channels=16),
+                gluon.nn.Dense(3, in_units=144))
+    else:
+        net.add(gluon.nn.Dense(6, in_units=5), gluon.nn.BatchNorm(in_channels=6),
+                gluon.nn.Dense(4, in_units=6), gluon.nn.Dense(3, in_units=4))
     ctx = [mx.cpu(i) for i in range(args.devices)]
     net.initialize(mx.init.Xavier(rnd_type='uniform'), ctx=ctx)
     if args.resume:                               # the weights saved with the states
         net.load_parameters(os.path.join(os.path.dirname(args.resume), 'net.params'))
-    for name, param in net.collect_params().items():
-        if name.endswith(('bias', 'gamma', 'beta')):
-            param.wd_mult = 0.0
-    net[2].weight.lr_mult = 0.5
+    if not args.conv:                             # (with --conv: one bucket for the weights
+        for name, param in net.collect_params().items():      # and the convolution's bias)
+            if name.endswith(('bias', 'gamma', 'beta')):
+                param.wd_mult = 0.0
+        net[2].weight.lr_mult = 0.5
     net[0].bias.lr_mult = 0.0                     # starts at 0 and must stay there
     net[3].bias.grad_req = 'null'                 # frozen: a bucket member never pushed
     trainer = gluon.Trainer(net.collect_params(), opt, kvstore=kv)
@@ -89,11 +100,18 @@ def train_trainer(args, kv, opt):
         for loss in losses:
             loss.backward()
         trainer.step(8)
+        if args.conv:                             # evaluation, as between epochs
+            for c in ctx:
+                net(mx.nd.array(x, ctx=c)).wait_to_read()
         if step == args.save_at and not args.resume:
             mx.nd.waitall()
             trainer.save_states(os.path.join(args.out, 'states'))
             net.save_parameters(os.path.join(args.out, 'net.params'))
     mx.nd.waitall()
+    if args.conv:
+        from mxnet_ssp.ps.host_copy import in_mxnet_layout
+        conv = net[2].weight.data(ctx[0])
+        assert in_mxnet_layout(conv), 'the inference passes left the weights row-major'
     for p in net.collect_params().values():       # the devices agree on what is trained
         for d in (p.list_data()[1:] if p.grad_req != 'null' else ()):
             assert (d.asnumpy() == p.data(ctx[0]).asnumpy()).all(), p.name
