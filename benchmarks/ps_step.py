@@ -82,8 +82,14 @@ CONFIGS += [
            {'MXNET_SSP_WRAP_ASYNC': '1', 'MXNET_SSP_ELASTIC': '1'}),
     Config('ours_ssp_elastic', 'ours dist_ssp s=3, bucketing default, elastic', 'dist_ssp',
            {'MXNET_SSP_STALENESS': '3', 'MXNET_SSP_ELASTIC': '1'}),
+    # the bucket copies by MXNet alone (MXNET_SSP_HOST_COPIES=0; docs/stores.md)
+    Config('ours_async_mxnet_copies', "ours dist_async, bucketing default, MXNet's copies",
+           'dist_async', {'MXNET_SSP_WRAP_ASYNC': '1', 'MXNET_SSP_HOST_COPIES': '0'}),
+    Config('ours_ssp_mxnet_copies', "ours dist_ssp s=3, bucketing default, MXNet's copies",
+           'dist_ssp', {'MXNET_SSP_STALENESS': '3', 'MXNET_SSP_HOST_COPIES': '0'}),
 ]
-EXTRA_KEYS = ['ours_async_elastic', 'ours_ssp_elastic']
+EXTRA_KEYS = ['ours_async_elastic', 'ours_ssp_elastic', 'ours_async_mxnet_copies',
+              'ours_ssp_mxnet_copies']
 OURS = ('ours_async_off', 'ours_async_default', 'ours_ssp_off', 'ours_ssp_default')
 
 
