@@ -39,6 +39,8 @@ in one engine operation per bucket and direction where they can:
 Other types and devices keep a copy per array (MXNet's CPU ``amp_multicast`` fails for
 float16 and float64, and its outputs must share the inputs' device).
 """
+import operator
+
 from mxnet import ndarray as nd
 import numpy as np
 
@@ -48,6 +50,9 @@ __all__ = ['Packer']
 
 _BATCHED = np.dtype(np.float32)          # what amp_multicast copies on the CPU
 _HOST = (np.dtype(np.float32), np.dtype(np.float64))    # what host copies take
+#: Weights copied out of buckets by NumPy have at most this many dimensions: MKL-DNN reorders
+#: weights of 2 to 5 in place at inference passes (module docstring).
+_HOST_OUT_MAX_NDIM = 1
 
 
 def _copy_many(srcs, dsts):
@@ -60,10 +65,35 @@ def _copy_many(srcs, dsts):
             src.copyto(dst)
 
 
+class _Route:
+    """How one bucket buffer's copies to or from the callers' arrays run, made when the
+    arrays first come and kept while the same keys come with the same array objects (the
+    store is handed the same gradient and weight arrays step after step): one NumPy
+    operation (`plan`, for `host_keys`), one MXNet operation (`mx_srcs` into `mx_dsts`) and
+    copies one by one (`singles`: (source, destination) pairs)."""
+    __slots__ = ('keys', 'arrays', 'plan', 'host_keys', 'mx_srcs', 'mx_dsts', 'singles')
+
+    def __init__(self, keys, arrays):
+        self.keys, self.arrays = list(keys), list(arrays)
+        self.plan = None
+        self.host_keys, self.mx_srcs, self.mx_dsts, self.singles = [], [], [], []
+
+    def matches(self, keys, arrays):
+        return (keys == self.keys and len(arrays) == len(self.arrays)
+                and all(map(operator.is_, arrays, self.arrays)))
+
+    def run(self):
+        if self.plan is not None:
+            self.plan.push()
+        _copy_many(self.mx_srcs, self.mx_dsts)
+        for src, dst in self.singles:
+            src.copyto(dst)
+
+
 class _Buffers:
     __slots__ = ('bucket', 'arrays', 'views', 'filling', 'present', 'need', 'missing',
                  'header_all', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
-                 '_host_views', '_host_of', '_plans')
+                 '_host_views', '_host_of', '_routes')
 
     def __init__(self, bucket, dtype, host=True):
         self.bucket = bucket
@@ -88,29 +118,63 @@ class _Buffers:
         self.fit_out = {}                 # member key -> the last weight array found fit
         self._host_views = [None, None]   # per buffer: member key -> NumPy view of its place
         self._host_of = {}                # (member key, 'in'/'out') -> (array, its NumPy view)
-        self._plans = {}                  # ('in'/'out', buffer) -> the last CopyPlan made
+        self._routes = {}                 # ('in'/'out', buffer) -> the last _Route made
 
-    def host_copy(self, side, which, keys, arrays):
-        """Push the copies of members `keys` between buffer `which` and the callers'
-        `arrays` (side 'in': into the buffer; 'out': out of it) as one engine operation,
-        reusing the last plan while the arrays are the same objects.  Every array has a view
-        (:meth:`host_of`); a source of two or more dimensions is checked for MKL-DNN's layout
-        in the operation."""
-        plan = self._plans.get((side, which))
-        if plan is None or not plan.same(arrays) or plan.keys != keys:
-            places = self.host_places(which)
-            views = [self.host_of(k, side, a) for k, a in zip(keys, arrays)]
-            if side == 'in':
-                plan = host_copy.CopyPlan(
-                    [(places[k], v, a if a.ndim > 1 else None)
-                     for k, v, a in zip(keys, views, arrays)],
-                    arrays, [self.arrays[which]], arrays)
-            else:
-                plan = host_copy.CopyPlan([(v, places[k]) for k, v in zip(keys, views)],
-                                          [self.arrays[which]], arrays, arrays)
-            plan.keys = keys
-            self._plans[(side, which)] = plan
-        plan.push()
+    def copy_in(self, keys, srcs):
+        """Copy `srcs` (gradients that :meth:`fits`) into the places of members `keys` in
+        the buffer being filled: by NumPy where :meth:`host_of` gives a view (each source of
+        two or more dimensions checked for MKL-DNN's layout in the operation), else by
+        MXNet."""
+        which = self.filling
+        route = self._routes.get(('in', which))
+        if route is None or not route.matches(keys, srcs):
+            route = _Route(keys, srcs)
+            views, host, host_srcs = self.views[which], [], []
+            for k, a in zip(keys, srcs):
+                view = self.host_of(k, 'in', a) if self.host else None
+                if view is None:
+                    route.mx_srcs.append(a)
+                    route.mx_dsts.append(views[k])
+                else:
+                    host.append((self.host_places(which)[k], view, a if a.ndim > 1 else None))
+                    host_srcs.append(a)
+                    route.host_keys.append(k)
+            if host:
+                route.plan = host_copy.CopyPlan(host, host_srcs, [self.arrays[which]])
+                route.plan.keys = route.host_keys
+            self._routes[('in', which)] = route
+        route.run()
+
+    def copy_out(self, keys, outs):
+        """Copy members' weights from the receive buffer into `outs` (member ``keys[i]``
+        into ``outs[i]``): by NumPy for one-dimensional arrays with a view (:meth:`host_of`),
+        by MXNet in one operation for the others that :meth:`fits`, one by one for the
+        rest."""
+        which = 1 - self.filling
+        route = self._routes.get(('out', which))
+        if route is None or not route.matches(keys, outs):
+            route = _Route(keys, outs)
+            pulled, host, host_outs = self.views[which], [], []
+            for k, o in zip(keys, outs):
+                src = pulled[k]
+                view = None
+                if not (self.batched and self.fits(k, o, self.fit_out)):
+                    route.singles.append((src, o))
+                    continue
+                if self.host and len(src.shape) <= _HOST_OUT_MAX_NDIM:
+                    view = self.host_of(k, 'out', o)
+                if view is None:
+                    route.mx_srcs.append(src)
+                    route.mx_dsts.append(o)
+                else:
+                    host.append((view, self.host_places(which)[k]))
+                    host_outs.append(o)
+                    route.host_keys.append(k)
+            if host:
+                route.plan = host_copy.CopyPlan(host, [self.arrays[which]], host_outs)
+                route.plan.keys = route.host_keys
+            self._routes[('out', which)] = route
+        route.run()
 
     def host_places(self, which):
         """NumPy views of the members' places in buffer `which` (made once)."""
@@ -197,16 +261,7 @@ class Packer:
         buf = self._buffers[bucket.number]
         if buf.deferred:
             keys = list(buf.deferred)
-            srcs = [buf.deferred[k] for k in keys]
-            views = buf.views[buf.filling]
-            if buf.host:
-                host = [buf.host_of(k, 'in', a) is not None for k, a in zip(keys, srcs)]
-                if any(host):
-                    buf.host_copy('in', buf.filling, [k for k, h in zip(keys, host) if h],
-                                  [a for a, h in zip(srcs, host) if h])
-                    keys = [k for k, h in zip(keys, host) if not h]
-                    srcs = [a for a, h in zip(srcs, host) if not h]
-            _copy_many(srcs, [views[k] for k in keys])
+            buf.copy_in(keys, list(buf.deferred.values()))
             buf.deferred = {}
 
     def deferring(self):
@@ -252,22 +307,12 @@ class Packer:
         """Copy members' weights from the receive buffer of `bucket` into the callers' arrays:
         `pairs` of (member, out), `out` an array or a list of arrays."""
         buf = self._buffers[bucket.number]
-        which = 1 - buf.filling
-        pulled = buf.views[which]
-        keys, dsts = [], []               # by NumPy: one-dimensional weights only
-        srcs, outs = [], []               # by MXNet
+        keys, outs = [], []
         for member, out in pairs:
-            src = pulled[member.key]
-            for o in (out if isinstance(out, (list, tuple)) else (out,)):
-                if not (buf.batched and buf.fits(member.key, o, buf.fit_out)):
-                    src.copyto(o)
-                elif (buf.host and len(member.shape) == 1
-                        and buf.host_of(member.key, 'out', o) is not None):
-                    keys.append(member.key)
-                    dsts.append(o)
-                else:
-                    srcs.append(src)
-                    outs.append(o)
-        if dsts:
-            buf.host_copy('out', which, keys, dsts)
-        _copy_many(srcs, outs)
+            if isinstance(out, (list, tuple)):
+                keys.extend([member.key] * len(out))
+                outs.extend(out)
+            else:
+                keys.append(member.key)
+                outs.append(out)
+        buf.copy_out(keys, outs)

@@ -29,7 +29,7 @@ from mxnet_ssp.experiments.training.options import (check_args, learning_rate_at
                                                     parse_decay_epochs)
 from mxnet_ssp.experiments.training.store import make_kvstore, make_optimizer, read_server_weights
 
-from conftest import INSTALL_TEST, ROOT, need, need_module  # noqa: E402  (the checkout)
+from conftest import INSTALL_TEST, ROOT, need, need_module, read_jsonl  # noqa: E402  (the checkout)
 #: how the launcher and reproduce start the training script: by module, not by a file path
 TRAIN = [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
 
@@ -46,11 +46,6 @@ def bad_flag(capsys, argv, environ=None):
     err = capsys.readouterr().err
     assert 'usage:' in err
     return err.split('error:', 1)[1]
-
-
-def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def script_env(**extra):

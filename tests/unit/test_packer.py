@@ -292,8 +292,8 @@ def test_weights_mxnet_keeps_in_its_own_layout_get_their_values(copies):
         np.testing.assert_array_equal(weight.asnumpy().ravel(), want[:weight.size])
         np.testing.assert_array_equal(bias.asnumpy(), want[weight.size:weight.size + 4])
         recv[:] = recv * 2 + 1
-    host_out = [k for (side, _), plan in packer.buffers(bucket)._plans.items()
-                if side == 'out' for k in plan.keys]
+    host_out = [k for (side, _), route in packer.buffers(bucket)._routes.items()
+                if side == 'out' for k in route.host_keys]
     # NumPy copies out of a bucket: the one-dimensional member only
     assert host_out == ([1] if copies else [])
 
@@ -320,8 +320,8 @@ def test_a_gradient_in_mxnet_s_layout_when_first_seen_is_copied_by_mxnet(copies)
     np.testing.assert_array_equal(parts[0], weight.asnumpy())
     np.testing.assert_array_equal(parts[1], np.arange(4))
     assert host_copy.in_mxnet_layout(weight)      # still blocked: nothing reordered it
-    host_in = [k for (side, _), plan in packer.buffers(bucket)._plans.items()
-               if side == 'in' for k in plan.keys]
+    host_in = [k for (side, _), route in packer.buffers(bucket)._routes.items()
+               if side == 'in' for k in route.host_keys]
     assert host_in == ([1] if copies else [])
 
 
@@ -352,3 +352,35 @@ def test_a_gradient_that_turns_to_mxnet_s_layout_later_stops_the_job_with_a_mess
     with pytest.raises(host_copy.LayoutChanged, match=r"key\(s\) 0 was in MKL-DNN's own memory "
                        r"layout .* set MXNET_SSP_HOST_COPIES=0 to copy through MXNet"):
         push_once()
+
+
+def test_new_array_objects_get_their_copies_and_the_old_ones_are_left_alone(copies):
+    """The copies are planned once for the arrays a caller hands over and kept while the same
+    objects come back; other objects (a Parameter re-initialized, another network) get a
+    plan of their own."""
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    first, second = grads(base=1.0), grads(base=100.0)
+    outs_a = {k: nd.zeros(s) for k, s in SHAPES.items()}
+    outs_b = {k: nd.zeros(s) for k, s in SHAPES.items()}
+    for step, (g, outs) in enumerate([(first, outs_a), (first, outs_a), (second, outs_b),
+                                      (first, outs_a)]):
+        for m in bucket.members:
+            packer.stage(bucket, m, g[m.key], defer=True)
+        parts, _ = payload(bucket, packer.take(bucket))
+        for k in SHAPES:
+            np.testing.assert_array_equal(parts[k], g[k].asnumpy(), err_msg='step %d' % step)
+        packer.scatter(bucket, [(m, outs[m.key]) for m in bucket.members])
+        for k in SHAPES:
+            np.testing.assert_array_equal(outs[k].asnumpy(), g[k].asnumpy())
+        if step == 2:            # the first outputs kept the first values
+            for k in SHAPES:
+                np.testing.assert_array_equal(outs_a[k].asnumpy(), first[k].asnumpy())
+    routes = packer.buffers(bucket)._routes
+    assert sorted(routes) == [('in', 0), ('in', 1), ('out', 0), ('out', 1)]
+    keys = [m.key for m in bucket.members]     # the buffers take turns: 0, 1, 0, 1
+    assert routes[('in', 1)].matches(keys, [first[k] for k in keys])
+    assert routes[('out', 1)].matches(keys, [outs_a[k] for k in keys])
+    assert routes[('in', 0)].matches(keys, [second[k] for k in keys])
+    assert routes[('out', 0)].matches(keys, [outs_b[k] for k in keys])
+    assert not routes[('out', 0)].matches(keys, [outs_a[k] for k in keys])
