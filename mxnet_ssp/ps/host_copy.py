@@ -7,7 +7,7 @@ every pulled weight out of its receive buffer.  MXNet 1.9.1's CPU copy kernels m
 
 The copies must keep MXNet's ordering: after the operations that write the sources
 (backward, a pull) and before those that read the destinations (the push, the next
-forward), without making the caller wait.  So :func:`push_copies` pushes ONE operation onto
+forward), without making the caller wait.  So :class:`CopyPlan` pushes ONE operation onto
 MXNet's engine (``MXEnginePushSyncND``) that reads the sources' arrays and writes the
 destinations'; the engine runs its body, a Python function doing the NumPy copies, on one
 of its CPU threads once the sources are ready, and everything pushed later that touches a
@@ -27,8 +27,8 @@ Two things MXNet leaves to the caller, both checked here:
   lives and keeps its storage (dense arrays never move it).  The first view of an array
   waits until it is written (its storage exists).
 
-Only dense float32/float64 CPU arrays take this path (:func:`mxnet_ssp.host_kernels.on_host`);
-the caller keeps MXNet's copies for the rest.
+Only dense float32/float64 CPU arrays take this path (the caller, :mod:`mxnet_ssp.ps.packer`,
+checks); it keeps MXNet's copies for the rest.
 
 MXNet's CPU build (MKL-DNN) may keep an array's memory in a blocked layout of its own, which
 NumPy would read and write as if it were row-major: a convolution or fully connected layer
@@ -41,14 +41,14 @@ such an array).  So:
 * :func:`host_view` refuses an array in MXNet's layout (the caller copies it through MXNet);
 * a plan may name, per copy, the source to check in the operation's body, just before the
   copy (`check`); a source found in MXNet's layout there is not copied, and the next
-  :func:`push_copies` or push raises :class:`LayoutChanged` (the step that pushed it would
+  push of a plan raises :class:`LayoutChanged` (the step that pushed it would
   otherwise carry a wrong value without a word);
 * the callers never give this path a destination that MXNet may reorder in place: weights
   of two or more dimensions are copied out of buckets by MXNet (:mod:`mxnet_ssp.ps.packer`).
   One-dimensional arrays have one layout only (MXNet 1.9.1 reorders weights in place for
   convolution, deconvolution and fully connected layers, whose weights have 2 to 5).  An error inside an operation's body (none is
 expected: shapes and types are checked when the views are made) is kept and raised by the
-next :func:`push_copies` (:func:`raise_pending`), and the copies run by MXNet from then on.
+next push (:func:`raise_pending`).
 """
 import ctypes
 import itertools
@@ -59,10 +59,10 @@ import traceback
 
 import numpy as np
 
-from ..host_kernels import _Interface, on_host
+from ..host_kernels import _Interface
 
-__all__ = ['CopyPlan', 'available', 'chunk_of', 'eligible', 'host_view', 'push_copies',
-           'raise_pending']
+__all__ = ['CopyPlan', 'LayoutChanged', 'available', 'chunk_of', 'host_view',
+           'in_mxnet_layout', 'raise_pending']
 
 logger = logging.getLogger(__name__)
 
@@ -244,14 +244,3 @@ class CopyPlan:
             with _lock:
                 _jobs.pop(token, None)
             raise
-
-
-def push_copies(copies, reads, writes):
-    """Push one operation of :class:`CopyPlan` (made for this call only)."""
-    CopyPlan(copies, reads, writes).push()
-
-
-def eligible(arrays):
-    """True if every array can be copied on the host (:func:`available` and
-    :func:`mxnet_ssp.host_kernels.on_host`)."""
-    return available() and on_host(*arrays)

@@ -95,7 +95,7 @@ class _Buffers:
                  'header_all', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
                  '_host_views', '_host_of', '_routes')
 
-    def __init__(self, bucket, dtype, host=True):
+    def __init__(self, bucket, dtype, host):
         self.bucket = bucket
         self.arrays = [nd.zeros(bucket.length, dtype=dtype) for _ in range(2)]
         # each member's place, in its own shape, made once: a copy is then one engine
@@ -172,7 +172,6 @@ class _Buffers:
                     route.host_keys.append(k)
             if host:
                 route.plan = host_copy.CopyPlan(host, [self.arrays[which]], host_outs)
-                route.plan.keys = route.host_keys
             self._routes[('out', which)] = route
         route.run()
 
@@ -212,7 +211,6 @@ class Packer:
     """The buffers of a worker's buckets (see the module's docstring)."""
 
     def __init__(self, plan, dtypes, host=True):
-        self.plan = plan
         # host: whether copies may run as NumPy copies on MXNet's engine (module docstring)
         self._buffers = [_Buffers(b, dtypes[b.number], host) for b in plan.buckets]
 

@@ -25,27 +25,92 @@ def test_mxnet_1_9_1_has_what_the_path_needs():
     assert host_copy.chunk_of(other) != chunk
 
 
+def test_the_path_is_checked_once_per_process(monkeypatch):
+    monkeypatch.setitem(host_copy._state, 'available', None)
+    assert host_copy.available() is True and host_copy._state['available'] is True
+    monkeypatch.setattr(host_copy, '_layout_holds', lambda: 1 / 0)    # not asked again
+    assert host_copy.available() is True
+
+
 def test_the_path_is_off_when_the_layout_does_not_hold(monkeypatch):
     monkeypatch.setitem(host_copy._state, 'available', None)
     monkeypatch.setattr(host_copy, 'chunk_of', lambda array: id(array))    # every view apart
     assert host_copy.available() is False
-    assert host_copy.eligible([nd.zeros(2)]) is False
+
+
+def test_the_path_is_off_without_the_engine_call(monkeypatch):
+    from mxnet import base
+
+    class Lib:                                     # MXNet's library without the call
+        def __getattr__(self, name):
+            if name == 'MXEnginePushSyncND':
+                raise AttributeError(name)
+            return getattr(base._LIB, name)
+
+    monkeypatch.setitem(host_copy._state, 'available', None)
+    monkeypatch.setattr(base, '_LIB', Lib())
+    assert host_copy.available() is False
+
+
+def test_a_failing_check_turns_the_path_off_with_a_log_line(monkeypatch, caplog):
+    def broken():
+        raise RuntimeError('boom')
+    monkeypatch.setitem(host_copy._state, 'available', None)
+    monkeypatch.setattr(host_copy, '_layout_holds', broken)
+    with caplog.at_level('INFO', logger='mxnet_ssp.ps.host_copy'):
+        assert host_copy.available() is False
+    assert caplog.messages == ['mxnet-ssp: host copies are off (RuntimeError: boom)']
+
+
+def slow_write(into, value):
+    """Queue a write of `value` into `into` behind a matrix product of some 10 ms, so that
+    what is pushed next finds it pending."""
+    a = nd.ones((700, 700)) / 700.0
+    into[:] = nd.dot(a, a)[0:into.shape[0]].reshape(-1)[0:into.size].reshape(into.shape) * 0 \
+        + value
 
 
 def test_copies_run_after_pending_writes_and_before_later_reads():
-    src = nd.random.uniform(shape=(300, 300))
-    big = src * 3                                  # queued: the copy must wait for it
+    big = nd.zeros((300, 300))
     dst = nd.zeros((2, 300, 300))
-    want = (src * 3).asnumpy()
     plan = host_copy.CopyPlan([(host_copy.host_view(dst)[0], host_copy.host_view(big))],
                               [big], [dst], [big])
-    big2 = big * 0 + 7                             # writes elsewhere: no effect on the copy
+    want = np.arange(90000, dtype=np.float32).reshape(300, 300)
+    slow_write(big, nd.array(want))                # queued: the copy must wait for it
+    other = big * 0 + 7                            # reads big, writes elsewhere
     plan.push()
-    after = dst[0] + 1                             # queued after: sees the copy
+    after = dst[0] + 1                             # queued after: must see the copy
     np.testing.assert_array_equal(after.asnumpy(), want + 1)
     np.testing.assert_array_equal(dst[1].asnumpy(), np.zeros((300, 300)))
-    assert big2.asnumpy()[0, 0] == 7
-    assert plan.same([big]) and not plan.same([big2]) and not plan.same([big, big])
+    assert other.asnumpy()[0, 0] == 7
+    assert plan.same([big]) and not plan.same([other]) and not plan.same([big, big])
+
+
+def test_plans_pushed_one_after_the_other_each_run_their_own_copies():
+    """Two operations pushed before either ran (the first waits for a pending write)."""
+    a, b = nd.zeros(1000), nd.zeros(1000)
+    dst_a, dst_b = nd.zeros(1000), nd.zeros(1000)
+    first = host_copy.CopyPlan([(host_copy.host_view(dst_a), host_copy.host_view(a))],
+                               [a], [dst_a])
+    second = host_copy.CopyPlan([(host_copy.host_view(dst_b), host_copy.host_view(b))],
+                                [b], [dst_b])
+    slow_write(a, nd.arange(1000) * 2)
+    b[:] = 5
+    first.push()
+    second.push()
+    np.testing.assert_array_equal(dst_a.asnumpy(), np.arange(1000) * 2)
+    np.testing.assert_array_equal(dst_b.asnumpy(), np.full(1000, 5.0))
+
+
+def test_each_storage_chunk_is_named_once_and_never_both_read_and_written():
+    base, other, third = nd.zeros((6, 2)), nd.zeros((6, 2)), nd.zeros(3)
+    view = host_copy.host_view
+    plan = host_copy.CopyPlan(
+        [(view(base[0:2]), view(other[0:2])), (view(base[2:4]), view(third[0:2]))],
+        [other[0:2], other[2:4], third, base[4:6]], [base[0:2], base[2:4]])
+    assert [host_copy.chunk_of(a) for a in plan.writes] == [host_copy.chunk_of(base)]
+    assert [host_copy.chunk_of(a) for a in plan.reads] == [host_copy.chunk_of(other),
+                                                           host_copy.chunk_of(third)]
 
 
 def test_a_plan_pushed_again_copies_the_sources_as_they_are_then():
@@ -92,6 +157,42 @@ def test_an_error_in_the_body_is_raised_by_the_next_push(capfd):
     with pytest.raises(RuntimeError, match=r'^a host copy failed on MXNet\'s engine thread: '
                                            r'ValueError: could not broadcast'):
         good.push()
-    assert 'mxnet-ssp: a host copy failed on MXNet\'s engine thread' in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert err.startswith("mxnet-ssp: a host copy failed on MXNet's engine thread:\n"
+                          "Traceback (most recent call last):\n"), err
+    assert '\nValueError: could not broadcast' in err and 'np.copyto(dst, src)' in err
     good.push()                                    # reported once; the next ones run
     np.testing.assert_array_equal(dst.asnumpy(), [1, 1, 1, 1, 0])
+
+
+def test_the_layout_message_names_the_keys_or_says_it_does_not_know_them():
+    assert str(host_copy.LayoutChanged([3, 'w'])).startswith(
+        "the array for key(s) 3, w was in MKL-DNN's own memory layout when its host copy ran")
+    assert str(host_copy.LayoutChanged([])).startswith("the array for key(s) ? was in")
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_a_view_shows_the_array_s_memory_with_its_type_and_shape(dtype):
+    array = nd.arange(6, dtype=dtype).reshape((2, 3))
+    view = host_copy.host_view(array)
+    assert view.dtype == np.dtype(dtype) and view.shape == (2, 3)
+    np.testing.assert_array_equal(view, np.arange(6).reshape(2, 3))
+    view[1, 2] = 9                                 # the same memory
+    assert array.asnumpy()[1, 2] == 9
+
+
+def test_a_push_mxnet_refuses_leaves_nothing_behind(monkeypatch):
+    src, dst = nd.ones(3), nd.zeros(3)
+    plan = host_copy.CopyPlan([(host_copy.host_view(dst), host_copy.host_view(src))],
+                              [src], [dst])
+
+    class Lib:                                     # MXNet's library refusing the push
+        def MXEnginePushSyncND(self, *args):
+            raise RuntimeError('refused')
+
+    from mxnet import base
+    monkeypatch.setattr(base, '_LIB', Lib())
+    before = dict(host_copy._jobs)
+    with pytest.raises(RuntimeError, match='refused'):
+        plan.push()
+    assert host_copy._jobs == before

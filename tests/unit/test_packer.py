@@ -334,24 +334,53 @@ def test_a_gradient_that_turns_to_mxnet_s_layout_later_stops_the_job_with_a_mess
     weight = net.weight.data()
     plan, packer = make_packer(shapes={0: weight.shape, 1: (4,)})
     bucket = plan.buckets[0]
+    bias = nd.zeros(4)                            # copied after the weight, in the same plan
 
-    def push_once():
+    def push_once(step):
+        bias[:] = step
         for m in bucket.members:
-            packer.stage(bucket, m, weight if m.key == 0 else nd.ones(4), defer=True)
+            packer.stage(bucket, m, weight if m.key == 0 else bias, defer=True)
         return packer.take(bucket)
 
-    parts, _ = payload(bucket, push_once())       # planned with the weight row-major
+    parts, _ = payload(bucket, push_once(1))      # planned with the weight row-major
     np.testing.assert_array_equal(parts[0], weight.asnumpy())
     net(nd.ones((1, 16, 5, 5))).wait_to_read()    # an inference pass reorders it in place
-    send = push_once()
+    send = push_once(2)
+    parts, _ = payload(bucket, send)
+    np.testing.assert_array_equal(parts[1], np.full(4, 2.0))   # the others are copied
     if not copies:
-        parts, _ = payload(bucket, send)
         np.testing.assert_array_equal(parts[0], weight.asnumpy())
         return
-    send.wait_to_read()
-    with pytest.raises(host_copy.LayoutChanged, match=r"key\(s\) 0 was in MKL-DNN's own memory "
-                       r"layout .* set MXNET_SSP_HOST_COPIES=0 to copy through MXNet"):
-        push_once()
+    assert not np.array_equal(parts[0], weight.asnumpy())      # not copied: stale
+    with pytest.raises(host_copy.LayoutChanged) as err:
+        push_once(3)
+    assert str(err.value) == (
+        "the array for key(s) 0 was in MKL-DNN's own memory layout when its host copy ran (an "
+        "MXNet operator wrote it so after its copies were planned): it was not copied, so what "
+        "reads the copy has a stale value; set MXNET_SSP_HOST_COPIES=0 to copy through MXNet")
+    assert err.value.keys == [0]
+
+
+def test_a_one_element_list_is_its_array(copies):
+    """gluon.Trainer hands the store a list per parameter (one array per device)."""
+    plan, packer = make_packer()
+    g = grads()
+    bucket = plan.buckets[0]
+    for defer in (True, False):
+        for m in bucket.members:
+            packer.stage(bucket, m, [g[m.key]], defer=defer)
+        parts, _ = payload(bucket, packer.take(bucket))
+        for k in SHAPES:
+            np.testing.assert_array_equal(parts[k], g[k].asnumpy())
+
+
+@pytest.mark.parametrize('dtype', ['float16', 'float32', 'float64'])
+def test_buffers_and_header_take_the_bucket_s_type(dtype):
+    plan, packer = make_packer(dtype)
+    buf = packer.buffers(plan.buckets[0])
+    assert [a.dtype for a in buf.arrays] == [np.dtype(dtype)] * 2
+    assert buf.header_all.dtype == np.dtype(dtype)
+    assert all(a.context == mx.cpu() for a in buf.arrays)
 
 
 def test_new_array_objects_get_their_copies_and_the_old_ones_are_left_alone(copies):
@@ -363,8 +392,11 @@ def test_new_array_objects_get_their_copies_and_the_old_ones_are_left_alone(copi
     first, second = grads(base=1.0), grads(base=100.0)
     outs_a = {k: nd.zeros(s) for k, s in SHAPES.items()}
     outs_b = {k: nd.zeros(s) for k, s in SHAPES.items()}
+    kept = {}
     for step, (g, outs) in enumerate([(first, outs_a), (first, outs_a), (second, outs_b),
                                       (first, outs_a)]):
+        if step == 2:
+            kept = dict(packer.buffers(bucket)._routes)
         for m in bucket.members:
             packer.stage(bucket, m, g[m.key], defer=True)
         parts, _ = payload(bucket, packer.take(bucket))
@@ -379,8 +411,53 @@ def test_new_array_objects_get_their_copies_and_the_old_ones_are_left_alone(copi
     routes = packer.buffers(bucket)._routes
     assert sorted(routes) == [('in', 0), ('in', 1), ('out', 0), ('out', 1)]
     keys = [m.key for m in bucket.members]     # the buffers take turns: 0, 1, 0, 1
+    # the same arrays again: the routes made for them at steps 0 and 1, not new ones
+    assert routes[('in', 1)] is kept[('in', 1)] and routes[('out', 1)] is kept[('out', 1)]
+    assert routes[('in', 0)] is not kept[('in', 0)]
+    if copies:                   # the gradients of two or more dimensions are checked
+        checked = [c is not None for _, _, c in routes[('in', 1)].plan.copies]
+        assert checked == [len(SHAPES[k]) > 1 for k in routes[('in', 1)].host_keys]
+        assert routes[('in', 1)].host_keys == keys
+        assert routes[('out', 1)].host_keys == [k for k in keys if len(SHAPES[k]) == 1]
     assert routes[('in', 1)].matches(keys, [first[k] for k in keys])
     assert routes[('out', 1)].matches(keys, [outs_a[k] for k in keys])
     assert routes[('in', 0)].matches(keys, [second[k] for k in keys])
     assert routes[('out', 0)].matches(keys, [outs_b[k] for k in keys])
     assert not routes[('out', 0)].matches(keys, [outs_a[k] for k in keys])
+
+
+def test_a_bucket_expects_only_the_members_a_step_pushes(copies):
+    """Once the store has learnt which keys a step pushes (a frozen parameter is never
+    pushed), a bucket is complete without the others, which the push carries as zeros."""
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    packer.expect([0, 2, 99])                     # 99: not in this bucket
+    assert packer.needs(bucket) == {0, 2}
+    g = grads()
+    members = {m.key: m for m in bucket.members}
+    assert packer.stage(bucket, members[0], g[0], defer=True) is False
+    assert packer.stage(bucket, members[2], g[2], defer=True) is True
+    parts, header = payload(bucket, packer.take(bucket))
+    np.testing.assert_array_equal(header, [1, 0, 1])
+    np.testing.assert_array_equal(parts[1], np.zeros(SHAPES[1]))
+    np.testing.assert_array_equal(parts[2], g[2].asnumpy())
+    packer.stage(bucket, members[1], g[1])        # one it does not wait for, before expect
+    packer.expect([0, 1, 2])
+    assert packer.stage(bucket, members[0], g[0]) is False
+    assert packer.stage(bucket, members[2], g[2]) is True
+
+
+def test_many_float32_copies_are_one_mxnet_operation(monkeypatch):
+    from mxnet_ssp.ps import packer as packer_mod
+    calls = []
+    real = nd.amp_multicast
+    monkeypatch.setattr(packer_mod.nd, 'amp_multicast',
+                        lambda *a, **kw: calls.append(len(a)) or real(*a, **kw))
+    for dtype, n, batched in (('float32', 2, [2]), ('float32', 1, []), ('float64', 3, [])):
+        calls.clear()
+        srcs = [nd.full((2,), i + 1, dtype=dtype) for i in range(n)]
+        dsts = [nd.zeros((2,), dtype=dtype) for _ in range(n)]
+        packer_mod._copy_many(srcs, dsts)
+        assert calls == batched, (dtype, n)
+        for i, d in enumerate(dsts):
+            np.testing.assert_array_equal(d.asnumpy(), np.full(2, i + 1))
