@@ -46,9 +46,10 @@ such an array).  So:
 * the callers never give this path a destination that MXNet may reorder in place: weights
   of two or more dimensions are copied out of buckets by MXNet (:mod:`mxnet_ssp.ps.packer`).
   One-dimensional arrays have one layout only (MXNet 1.9.1 reorders weights in place for
-  convolution, deconvolution and fully connected layers, whose weights have 2 to 5).  An error inside an operation's body (none is
-expected: shapes and types are checked when the views are made) is kept and raised by the
-next push (:func:`raise_pending`).
+  convolution, deconvolution and fully connected layers, whose weights have 2 to 5).
+
+An error inside an operation's body (none is expected: shapes and types are checked when the
+views are made) is kept and raised by the next push (:func:`raise_pending`).
 """
 import ctypes
 import itertools
@@ -89,17 +90,15 @@ def _run(_rctx, token):
     if job is None:
         return
     try:
-        changed = []
-        for dst, src, check in job.copies:
+        changed = []                     # the indices of the copies not made
+        for i, (dst, src, check) in enumerate(job.copies):
             if check is not None and _in_layout(check):
-                changed.append(check)
+                changed.append(i)
                 continue
             np.copyto(dst, src)
         if changed:
             keys = job.keys or ()
-            named = [keys[i] for i, (_, _, c) in enumerate(job.copies)
-                     if c in changed and i < len(keys)]
-            raise LayoutChanged(named)
+            raise LayoutChanged([keys[i] for i in changed if i < len(keys)])
     except BaseException as err:             # noqa: BLE001 - reported by raise_pending
         _errors.append(err)
         sys.stderr.write('mxnet-ssp: a host copy failed on MXNet\'s engine thread:\n%s'
@@ -206,27 +205,22 @@ class CopyPlan:
     """One engine operation doing ``np.copyto(dst, src)`` for each ``(dst, src)`` or
     ``(dst, src, check)`` of `copies` (NumPy views; `check` an NDArray whose layout is checked
     just before the copy, see the module's docstring, or None), after MXNet's pending writes
-    to `reads` and reads and writes of `writes` (NDArrays: those whose memory the views show;
-    they keep alive the arrays `check` names).  Made once, pushed every step (:meth:`push`)
-    while the arrays stay the same (:meth:`same`)."""
+    to `reads` and reads and writes of `writes` (NDArrays: those whose memory the views show).
+    Made once by its caller and pushed every step (:meth:`push`) while its arrays stay the
+    same; `keys` may label the copies, one per copy, for :class:`LayoutChanged`."""
 
-    __slots__ = ('copies', 'reads', 'writes', 'arrays', 'keys', '_const', '_mutable')
+    __slots__ = ('copies', 'reads', 'writes', 'keys', '_checked', '_const', '_mutable')
 
-    def __init__(self, copies, reads, writes, arrays=()):
+    def __init__(self, copies, reads, writes):
+        self._checked = [c[2] for c in copies if len(c) > 2 and c[2] is not None]
         self.copies = [(c[0], c[1], c[2].handle.value if len(c) > 2 and c[2] is not None
-                        else None) for c in copies]
+                        else None) for c in copies]   # the handles stay valid: _checked
         self.writes = _distinct(writes)
         self.reads = _distinct(reads, skip={chunk_of(a) for a in self.writes})
-        self.arrays = list(arrays)        # what :meth:`same` compares with
         self.keys = None                  # the caller's label of what the copies are
         self._const = (ctypes.c_void_p * len(self.reads))(*[a.handle.value for a in self.reads])
         self._mutable = (ctypes.c_void_p * len(self.writes))(
             *[a.handle.value for a in self.writes])
-
-    def same(self, arrays):
-        """True if `arrays` are the very objects this plan was made for (same order)."""
-        mine = self.arrays
-        return len(mine) == len(arrays) and all(a is b for a, b in zip(mine, arrays))
 
     def push(self):
         """Push the operation; returns at once."""
