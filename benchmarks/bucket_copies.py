@@ -24,6 +24,7 @@ threads included), the calling thread's CPU and the wall time.
                                                          [--reps 300] [--trials 3]
 """
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -90,23 +91,17 @@ def measure(step, reps, warmup=10):
     return tuple(1e3 * d / reps for d in (c1 - c0, t1 - t0, w1 - w0))
 
 
-class _way:
+@contextlib.contextmanager
+def _way(way):
     """With 'numpy-all', let NumPy copy weights of any shape out of buckets (the withdrawn
     variant; for this measurement only)."""
-
-    def __init__(self, way):
-        self.way = way
-        self.saved = None
-
-    def __enter__(self):
-        if self.way == 'numpy-all':
-            self.saved = packer_mod._HOST_OUT_MAX_NDIM
-            packer_mod._HOST_OUT_MAX_NDIM = 32
-        return self
-
-    def __exit__(self, *exc):
-        if self.saved is not None:
-            packer_mod._HOST_OUT_MAX_NDIM = self.saved
+    saved = packer_mod._HOST_OUT_MAX_NDIM
+    if way == 'numpy-all':
+        packer_mod._HOST_OUT_MAX_NDIM = 32
+    try:
+        yield
+    finally:
+        packer_mod._HOST_OUT_MAX_NDIM = saved
 
 
 def fmt(values):

@@ -315,33 +315,30 @@ def test_parse_flag_rejects_with_the_full_message(value):
         'MXNET_SSP_X=%r is not valid: %s' % (value, FLAGS))
 
 
-def test_wrap_async_defaults_on_and_reads_the_given_mapping(hostile_env):
-    assert cfg.wrap_async({}) is True
-    assert cfg.wrap_async({cfg.ENV_WRAP_ASYNC: ''}) is True
-    assert cfg.wrap_async({cfg.ENV_WRAP_ASYNC: '0'}) is False
-    assert cfg.wrap_async({cfg.ENV_WRAP_ASYNC: 'Yes'}) is True
-    assert message(cfg.ConfigError, cfg.wrap_async, {cfg.ENV_WRAP_ASYNC: 'nope'}) == (
-        "MXNET_SSP_WRAP_ASYNC='nope' is not valid: " + FLAGS)
+ON_BY_DEFAULT = [(cfg.ENV_WRAP_ASYNC, cfg.wrap_async), (cfg.ENV_HOST_COPIES, cfg.host_copies)]
 
 
-def test_host_copies_default_on_and_read_os_environ_by_default(clean_env):
-    assert cfg.host_copies({}) is True and cfg.host_copies({cfg.ENV_HOST_COPIES: ' '}) is True
-    assert cfg.host_copies({cfg.ENV_HOST_COPIES: 'No'}) is False
-    assert cfg.host_copies() is True
-    clean_env.setenv(cfg.ENV_HOST_COPIES, '0')
-    assert cfg.host_copies() is False
-    clean_env.setenv(cfg.ENV_HOST_COPIES, '2')
-    assert message(cfg.ConfigError, cfg.host_copies) == (
-        "MXNET_SSP_HOST_COPIES='2' is not valid: " + FLAGS)
+@pytest.mark.parametrize('name,reader', ON_BY_DEFAULT)
+def test_flags_on_by_default_read_the_given_mapping(hostile_env, name, reader):
+    assert reader({}) is True
+    assert reader({name: ''}) is True and reader({name: ' '}) is True
+    assert reader({name: '0'}) is False and reader({name: 'No'}) is False
+    assert reader({name: 'Yes'}) is True
+    assert message(cfg.ConfigError, reader, {name: 'nope'}) == (
+        "%s='nope' is not valid: %s" % (name, FLAGS))
 
 
-def test_wrap_async_reads_os_environ_by_default(clean_env):
-    assert cfg.wrap_async() is True
-    clean_env.setenv(cfg.ENV_WRAP_ASYNC, 'off')
-    assert cfg.wrap_async() is False
-    clean_env.setenv(cfg.ENV_WRAP_ASYNC, 'x')
-    assert message(cfg.ConfigError, cfg.wrap_async) == (
-        "MXNET_SSP_WRAP_ASYNC='x' is not valid: " + FLAGS)
+@pytest.mark.parametrize('name,reader', ON_BY_DEFAULT)
+def test_flags_on_by_default_read_os_environ_by_default(clean_env, name, reader):
+    assert reader() is True
+    clean_env.setenv(name, 'off')
+    assert reader() is False
+    clean_env.setenv(name, '0')
+    assert reader() is False
+    for bad in ('x', '2'):
+        clean_env.setenv(name, bad)
+        assert message(cfg.ConfigError, reader) == (
+            "%s=%r is not valid: %s" % (name, bad, FLAGS))
 
 
 # ---------------------------------------------------------------------------
