@@ -87,9 +87,14 @@ CONFIGS += [
            'dist_async', {'MXNET_SSP_WRAP_ASYNC': '1', 'MXNET_SSP_HOST_COPIES': '0'}),
     Config('ours_ssp_mxnet_copies', "ours dist_ssp s=3, bucketing default, MXNet's copies",
            'dist_ssp', {'MXNET_SSP_STALENESS': '3', 'MXNET_SSP_HOST_COPIES': '0'}),
+    # the servers' SGD by MXNet's operator (MXNET_SSP_HOST_UPDATES=0; docs/stores.md)
+    Config('ours_async_mxnet_updates', "ours dist_async, bucketing default, MXNet's SGD",
+           'dist_async', {'MXNET_SSP_WRAP_ASYNC': '1', 'MXNET_SSP_HOST_UPDATES': '0'}),
+    Config('ours_ssp_mxnet_updates', "ours dist_ssp s=3, bucketing default, MXNet's SGD",
+           'dist_ssp', {'MXNET_SSP_STALENESS': '3', 'MXNET_SSP_HOST_UPDATES': '0'}),
 ]
 EXTRA_KEYS = ['ours_async_elastic', 'ours_ssp_elastic', 'ours_async_mxnet_copies',
-              'ours_ssp_mxnet_copies']
+              'ours_ssp_mxnet_copies', 'ours_async_mxnet_updates', 'ours_ssp_mxnet_updates']
 OURS = ('ours_async_off', 'ours_async_default', 'ours_ssp_off', 'ours_ssp_default')
 
 
@@ -196,6 +201,8 @@ def run_job(config, model, workers, steps, warmup, out, shapes_file=SHAPES_FILE)
     env = dict(os.environ, OMP_NUM_THREADS='1', MXNET_SSP_METRICS_DIR='off')
     env.pop('MXNET_SSP_BUCKET_BYTES', None)
     env.pop('MXNET_SSP_STALENESS', None)
+    env.pop('MXNET_SSP_HOST_COPIES', None)
+    env.pop('MXNET_SSP_HOST_UPDATES', None)
     env.update(config.env)
     cmd = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', str(workers), '-s', '1',
            '--launcher', 'local', '--timeout', str(JOB_TIMEOUT),

@@ -89,6 +89,9 @@ DEFAULT_BUCKET_BYTES = 4 << 20
 #: Whether a worker's batched copies into and out of buckets run as NumPy copies inside one
 #: operation of MXNet's engine (on, the default) or as MXNet's own copies (docs/stores.md).
 ENV_HOST_COPIES = 'MXNET_SSP_HOST_COPIES'
+#: Whether the servers run MXNet's own SGD as NumPy passes with the same bits (on, the
+#: default) or through MXNet's operator (docs/stores.md, "The servers' update").
+ENV_HOST_UPDATES = 'MXNET_SSP_HOST_UPDATES'
 #: MXNet's own setting: arrays of at least this many elements are split over all servers.
 ENV_BIGARRAY_BOUND = 'MXNET_KVSTORE_BIGARRAY_BOUND'
 #: The accepted spellings of a yes/no setting, and what they mean.
@@ -649,6 +652,13 @@ def host_copies(environ=None):
     engine (default on; a yes/no value as :func:`parse_flag` reads it)."""
     env = os.environ if environ is None else environ
     return parse_flag(env.get(ENV_HOST_COPIES), ENV_HOST_COPIES, True)
+
+
+def host_updates(environ=None):
+    """``MXNET_SSP_HOST_UPDATES``: whether the servers may run MXNet's SGD as NumPy passes
+    (default on; a yes/no value as :func:`parse_flag` reads it)."""
+    env = os.environ if environ is None else environ
+    return parse_flag(env.get(ENV_HOST_UPDATES), ENV_HOST_UPDATES, True)
 
 
 def bigarray_bound(environ=None):

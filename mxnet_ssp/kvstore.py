@@ -104,6 +104,7 @@ class SSPKVStore(KVStoreBase):
         store = store or self.store_type
         self._bucket_bytes = cfg.bucket_bytes(value=settings.pop('bucket_bytes', None))
         self._host_copies = cfg.host_copies()
+        self._host_updates = cfg.host_updates()
         self._config = cfg.from_env(store, **settings)
         self._rejoining = cfg.rejoining()   # a replacement of a lost worker (elastic mode)
         if self._rejoining and not self._config.elastic:
@@ -694,7 +695,8 @@ class SSPKVStore(KVStoreBase):
         spec = UpdaterSpec(self._sent_optimizer, num_workers=self._num_workers, slots=bool(slots),
                            num_servers=self._num_servers, softsync_c=softsync_c,
                            metrics_dir=self._config.metrics_dir,
-                           staleness_log=self._config.staleness_log)
+                           staleness_log=self._config.staleness_log,
+                           host_updates=self._host_updates)
         if not self._rejoining:           # the servers have it, with the job's optimizer state
             self._kv.set_optimizer(spec)
         self._optimizer = optimizer

@@ -110,6 +110,9 @@ class ServerOptimizer(SavedState):
         Where the servers write staleness statistics.
     staleness_log : bool
         Also log every gradient (key, sender, tau, version) as JSON Lines.
+    host_updates : bool
+        Run MXNet's own SGD as NumPy passes with the same bits (:class:`mxnet_ssp.optim.HostSGD`;
+        the workers' ``MXNET_SSP_HOST_UPDATES``); otherwise through MXNet's operator.
 
     Notes
     -----
@@ -121,7 +124,7 @@ class ServerOptimizer(SavedState):
     """
 
     def __init__(self, optimizer, num_workers=1, slots=False, num_servers=1, softsync_c=1,
-                 metrics_dir=None, staleness_log=False):
+                 metrics_dir=None, staleness_log=False, host_updates=True):
         self.optimizer = optimizer
         # MXNet's Updater batches keys when aggregate_num > 0; the server calls
         # it with one key at a time anyway, and batching would hide the reserved key.
@@ -132,12 +135,16 @@ class ServerOptimizer(SavedState):
         self.softsync_c = softsync_c
         self.metrics_dir = metrics_dir
         self.staleness_log = staleness_log
+        self.host_updates = host_updates
         self._init_runtime()
 
     def _init_runtime(self):
         # lazily: MXNet is still importing in a server
-        from ..optim import is_worker_aware, one_call_update
+        from ..optim import HostSGD, is_worker_aware, one_call_update
         self._worker_aware = is_worker_aware(self.optimizer)
+        # MXNet's SGD by NumPy, same bits (optim.HostSGD); MXNET_SSP_HOST_UPDATES=0: MXNet's
+        self._host_rule = (HostSGD(self.optimizer) if self.__dict__.get('host_updates', True)
+                           and HostSGD.applies(self.optimizer) else None)
         # rules of users' own classes may not say: assume they read the backup
         self._needs_backup = self._worker_aware and getattr(self.optimizer, 'needs_backup', True)
         # ASP: prepare_grad + apply in one call, when the rule has one
@@ -233,7 +240,13 @@ class ServerOptimizer(SavedState):
             return
         if index not in self._states:
             self._states[index] = self.optimizer.create_state_multi_precision(index, weight)
-        self.optimizer.update_multi_precision(index, weight, grad, self._states[index])
+        self._rule_update(index, weight, grad, self._states[index])
+
+    def _rule_update(self, index, weight, grad, state):
+        """The user's rule, as MXNet's Updater calls it, on a key or a part of a bucket."""
+        host = self._host_rule
+        if host is None or not host.update(index, weight, grad, state):
+            self.optimizer.update_multi_precision(index, weight, grad, state)
 
     def _update_plain_bucket(self, bucket, weight, grad):
         """A bucket's key: the rule over the payload, or over the members carried."""
@@ -244,8 +257,8 @@ class ServerOptimizer(SavedState):
                 bucket, weight, opt.create_state_multi_precision, self._states)
 
         def call(index, part, _):
-            opt.update_multi_precision(index, weight[part], grad[part],
-                                       state_part(state, part, bucket.payload))
+            self._rule_update(index, weight[part], grad[part],
+                              state_part(state, part, bucket.payload))
         bucket.run(opt, bucket.flags(grad), call)
 
     def _bucket_state(self, bucket, weight, create, saved):
@@ -417,7 +430,7 @@ class ServerOptimizer(SavedState):
         if self.worker_aware:
             self.optimizer.apply(k, weight, grad, state, staleness)
         else:
-            self.optimizer.update_multi_precision(k, weight, grad, state)
+            self._rule_update(k, weight, grad, state)
 
     def _record(self, k, m, tau, version, applied, members=None, taus=None):
         """Count a gradient's staleness (tau None: a refresh) and log it if asked; a bucket's

@@ -116,6 +116,7 @@ def test_parse_flag_accepts_every_spelling(value, expected):
 @pytest.mark.parametrize('variable,reader', [
     (cfg.ENV_WRAP_ASYNC, lambda env: cfg.wrap_async(env)),
     (cfg.ENV_HOST_COPIES, lambda env: cfg.host_copies(env)),
+    (cfg.ENV_HOST_UPDATES, lambda env: cfg.host_updates(env)),
     (cfg.ENV_STALENESS_LOG, lambda env: cfg.from_env('dist_async', env).staleness_log)])
 def test_flags_reject_unknown_values_naming_the_variable(variable, reader):
     with pytest.raises(cfg.ConfigError) as err:

@@ -23,7 +23,8 @@ THRESHOLD_FORM = ('a fraction in [0, 1): the predicted gain below which the spli
 SMOOTHING_FORM = 'a weight in (0, 1]: how much the newest measurement counts (1: no averaging)'
 ALL_ENV = (cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE, cfg.ENV_TIMEOUT, cfg.ENV_METRICS_DIR,
            cfg.ENV_SOFTSYNC_SPLITS, cfg.ENV_STALENESS_LOG, cfg.ENV_WRAP_ASYNC, cfg.ENV_CONTROLLER,
-           cfg.ENV_GPUS, cfg.ENV_NUM_SERVER, cfg.ENV_NUM_WORKER, cfg.ENV_HOST_COPIES) + cfg.BALANCE_ENV
+           cfg.ENV_GPUS, cfg.ENV_NUM_SERVER, cfg.ENV_NUM_WORKER, cfg.ENV_HOST_COPIES,
+           cfg.ENV_HOST_UPDATES) + cfg.BALANCE_ENV
 
 
 def message(exc_type, fn, *args, **kwargs):
@@ -315,7 +316,8 @@ def test_parse_flag_rejects_with_the_full_message(value):
         'MXNET_SSP_X=%r is not valid: %s' % (value, FLAGS))
 
 
-ON_BY_DEFAULT = [(cfg.ENV_WRAP_ASYNC, cfg.wrap_async), (cfg.ENV_HOST_COPIES, cfg.host_copies)]
+ON_BY_DEFAULT = [(cfg.ENV_WRAP_ASYNC, cfg.wrap_async), (cfg.ENV_HOST_COPIES, cfg.host_copies),
+                 (cfg.ENV_HOST_UPDATES, cfg.host_updates)]
 
 
 @pytest.mark.parametrize('name,reader', ON_BY_DEFAULT)
