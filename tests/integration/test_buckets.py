@@ -21,9 +21,9 @@ pytestmark = pytest.mark.integration
 JOB = os.path.join(JOBS, 'buckets_job.py')
 
 
-def train(tmp_path, name, bucket_bytes, args, workers=1, servers=1):
+def train(tmp_path, name, bucket_bytes, args, workers=1, servers=1, **env_extra):
     out = tmp_path / name
-    env = job_env(tmp_path, MXNET_SSP_BUCKET_BYTES=bucket_bytes)
+    env = job_env(tmp_path, MXNET_SSP_BUCKET_BYTES=bucket_bytes, **env_extra)
     proc = run_job(tmp_path, [sys.executable, JOB, '--out', str(out)] + list(args),
                    workers=workers, servers=servers, env=env)
     assert proc.returncode == 0, fail_msg(proc)
@@ -70,6 +70,19 @@ def test_buckets_give_the_bits_of_one_key_per_array(tmp_path, api, store, rule, 
     if api == 'trainer':
         # gluon Parameters' multipliers reach the servers (MXNet's pickling drops them)
         assert not on['dense0_bias'].any() and not off['dense0_bias'].any()
+
+
+def test_servers_sgd_by_numpy_gives_the_bits_of_mxnets_operator(tmp_path):
+    """The servers' SGD as NumPy passes (MXNET_SSP_HOST_UPDATES, on by default) against
+    MXNet's own operator, on a bucket and on the keys left alone: momentum, weight decay and
+    gluon's multipliers (one weight at lr_mult 0.5, biases at wd_mult 0), 2 servers."""
+    args = ['--api', 'trainer', '--store', 'dist_ssp', '--rule', 'sgd', '--steps', '5']
+    (mx_info, by_mxnet, _), = train(tmp_path, 'mxnet', 4 << 20, args, servers=2,
+                                    MXNET_SSP_HOST_UPDATES='0')
+    (np_info, by_numpy, _), = train(tmp_path, 'numpy', 4 << 20, args, servers=2)
+    assert mx_info['buckets'] >= 1 and np_info['buckets'] == mx_info['buckets']
+    assert mx_info['clock'] == np_info['clock'] == 5
+    assert_same_bits(by_mxnet, by_numpy)
 
 
 def test_weights_mxnet_reorders_at_inference_passes_get_the_bits_of_one_key_per_array(tmp_path):
