@@ -595,11 +595,15 @@ class SSPKVStore(KVStoreBase):
         key = self._keys.mine(bucket.key)
         self._kv.push(key, self._packer.take(bucket), priority=priority)
         if step.fast:
-            self._kv.pull(key, out=self._packer.recv(bucket), priority=priority)
+            recv = self._packer.recv(bucket)
+            self._kv.pull(key, out=recv, priority=priority)
             self._pulled_in_step.add(bucket.number)
             waiting = self._waiting.pop(bucket.number, ())
             self._packer.scatter(bucket, waiting)
-            step.pulled([m.key for m, _ in waiting], [out for _, out in waiting])
+            # the step's end waits for the pull (so for the push: the server answers a pull
+            # after the pushes before it), not for the copies out of it, which MXNet orders
+            # before anything that reads the callers' arrays
+            step.pulled([m.key for m, _ in waiting], recv)
 
     def _finish_step(self, priority):
         """The step's last push: push the buckets still holding gradients, then end it."""

@@ -222,10 +222,12 @@ class CopyPlan:
         self._mutable = (ctypes.c_void_p * len(self.writes))(
             *[a.handle.value for a in self.writes])
 
-    def push(self):
-        """Push the operation; returns at once."""
+    def push(self, report=True):
+        """Push the operation; returns at once.  First raises what an earlier operation's body
+        met (:func:`raise_pending`), unless `report` is False."""
         from mxnet.base import _LIB, check_call
-        raise_pending()
+        if report:
+            raise_pending()
         token = next(_tokens)
         with _lock:
             _jobs[token] = self                   # kept alive until the body ran

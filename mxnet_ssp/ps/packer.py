@@ -91,9 +91,9 @@ class _Route:
 
 
 class _Buffers:
-    __slots__ = ('bucket', 'arrays', 'views', 'filling', 'present', 'need', 'missing',
-                 'header_all', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
-                 '_host_views', '_host_of', '_routes')
+    __slots__ = ('bucket', 'arrays', 'views', 'headers', 'filling', 'present', 'need',
+                 'missing', 'header_all', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
+                 '_host_views', '_host_of', '_routes', '_header_plans')
 
     def __init__(self, bucket, dtype, host):
         self.bucket = bucket
@@ -102,6 +102,7 @@ class _Buffers:
         # operation (reshaping on every step costs as much again)
         self.views = [{m.key: a[m.offset:m.offset + m.size].reshape(m.shape)
                        for m in bucket.members} for a in self.arrays]
+        self.headers = [a[bucket.payload:bucket.length] for a in self.arrays]
         self.filling = 0                  # the array being filled; the other was pushed last
         self.present = set()              # member keys staged since the last push
         self.need = {m.key for m in bucket.members}
@@ -119,6 +120,7 @@ class _Buffers:
         self._host_views = [None, None]   # per buffer: member key -> NumPy view of its place
         self._host_of = {}                # (member key, 'in'/'out') -> (array, its NumPy view)
         self._routes = {}                 # ('in'/'out', buffer) -> the last _Route made
+        self._header_plans = [None, None]  # per buffer: a host copy of ones into its header
 
     def copy_in(self, keys, srcs):
         """Copy `srcs` (gradients that :meth:`fits`) into the places of members `keys` in
@@ -174,6 +176,21 @@ class _Buffers:
                 route.plan = host_copy.CopyPlan(host, [self.arrays[which]], host_outs)
             self._routes[('out', which)] = route
         route.run()
+
+    def write_header_all(self, which):
+        """Write 1 for every member into the header of buffer `which` (one engine operation;
+        a pull into the buffer since its last push overwrote the header)."""
+        plan = self._header_plans[which]
+        if plan is None and self.host:
+            base = host_copy.host_view(self.arrays[which])    # None: never, a 1-D array
+            if base is not None:
+                ones = np.ones(len(self.bucket.members), dtype=base.dtype)
+                plan = self._header_plans[which] = host_copy.CopyPlan(
+                    [(base[self.bucket.payload:], ones)], [], [self.arrays[which]])
+        if plan is None:
+            self.header_all.copyto(self.headers[which])
+        else:
+            plan.push(report=False)       # the members' copies report at the next push
 
     def host_places(self, which):
         """NumPy views of the members' places in buffer `which` (made once)."""
@@ -279,10 +296,10 @@ class Packer:
         buf = self._buffers[bucket.number]
         members = bucket.members
         send, views = buf.arrays[buf.filling], buf.views[buf.filling]
-        header = send[bucket.payload:bucket.length]
         if len(buf.present) == len(members):
-            buf.header_all.copyto(header)
+            buf.write_header_all(buf.filling)
         else:
+            header = buf.headers[buf.filling]
             flags = np.zeros(len(members), dtype=np.float32)
             for i, m in enumerate(members):
                 if m.key in buf.present:

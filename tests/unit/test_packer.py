@@ -461,3 +461,30 @@ def test_many_float32_copies_are_one_mxnet_operation(monkeypatch):
         assert calls == batched, (dtype, n)
         for i, d in enumerate(dsts):
             np.testing.assert_array_equal(d.asnumpy(), np.full(2, i + 1))
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16'])
+def test_the_header_is_written_again_after_a_pull_overwrote_it(copies, dtype):
+    """A pull lands in the buffer pushed last, header included (the server's copy of it):
+    each full push writes its header of ones again, by one host copy where the buffer takes
+    them, and a push that leaves a member out writes its 0 after them."""
+    plan, packer = make_packer(dtype)
+    bucket = plan.buckets[0]
+    full = np.ones(len(bucket.members))
+    for step in range(4):
+        stage_all(plan, packer, grads(dtype, base=step), defer=True)
+        send = packer.take(bucket)
+        parts, header = payload(bucket, send)
+        np.testing.assert_array_equal(header, full)
+        np.testing.assert_array_equal(parts[1], grads(dtype, base=step)[1].asnumpy())
+        packer.recv(bucket)[:] = -5               # the pull of the push just taken
+    buf = packer.buffers(bucket)
+    made = [p is not None for p in buf._header_plans]
+    assert made == [buf.host, buf.host]           # one plan per buffer, kept
+    for m in bucket.members[:2]:                  # the last member left out
+        packer.stage(bucket, m, grads(dtype)[m.key])
+    parts, header = payload(bucket, packer.take(bucket))
+    np.testing.assert_array_equal(header, [1, 1, 0])
+    np.testing.assert_array_equal(parts[2], np.zeros(SHAPES[2]))
+    stage_all(plan, packer, grads(dtype), defer=True)
+    np.testing.assert_array_equal(payload(bucket, packer.take(bucket))[1], full)
