@@ -24,7 +24,8 @@ workers; server CPU ms/step = the server process's CPU time (``/proc``) during
 rank 0's timed steps divided by their number (with W workers that window also
 carries the other workers' steps); worker CPU ms/step likewise for the
 workers' own processes (mean over workers).  ``--trials T`` repeats the whole
-set, the configurations taking turns within each trial, and prints
+set, the configurations taking turns within each trial (in an order turned by
+one place per trial: :func:`rotated`), and prints
 median [min-max].  The scheduler address the workers saw (``DMLC_PS_ROOT_URI``,
 127.0.0.1 under the local launcher) and the load average before each job are
 printed and kept in ``<out>/results.json``; each job's log is
@@ -267,6 +268,14 @@ def fmt_stat(values, digits=1):
     return (f + ' [' + f + '-' + f + ']') % (statistics.median(values), min(values), max(values))
 
 
+def rotated(configs, trial):
+    """The order the configurations run in at trial `trial`: turned by one place per trial,
+    so that no configuration always follows the same one (the job before leaves the machine
+    warm or busy: native dist_async's steps are ten times longer than the others')."""
+    k = trial % len(configs) if configs else 0
+    return configs[k:] + configs[:k]
+
+
 def ratios(num, den):
     return [a / b for a, b in zip(num, den) if a is not None and b]
 
@@ -369,7 +378,7 @@ def main(argv=None):
             tcp[model].append(tcp_floor(nbytes, args.tcp_reps))
             print('trial %d %s floor (b) TCP: %.2f ms' % (trial, model, 1e3 * tcp[model][-1]), file=sys.stderr)
             for w in args.workers:
-                for config in args.configs:
+                for config in rotated(args.configs, trial):
                     out = os.path.join(args.out, 'trial%d' % trial, model, 'w%d' % w, config.key)
                     load = os.getloadavg()[0]   # other work on the machine shows here
                     fig = job_figures(run_job(config, model, w, steps, warmup, out))

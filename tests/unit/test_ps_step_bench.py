@@ -43,3 +43,10 @@ def test_table_ratios_and_floor_rows():
         '| 1 | ours dist_ssp s=3, bucketing off | 10.0 | 2.00 | 2.00 | - | 1.0 |'
     assert rows['native dist_sync'] == '| 1 | native dist_sync | - | - | - | - | - |'
     assert rows['floor (b): bare TCP push + pull, 1 connection'].split(' | ')[2] == '2.0'
+
+
+def test_the_configurations_order_turns_by_one_place_per_trial():
+    configs = ['a', 'b', 'c']
+    assert [ps_step.rotated(configs, t) for t in range(4)] == [
+        ['a', 'b', 'c'], ['b', 'c', 'a'], ['c', 'a', 'b'], ['a', 'b', 'c']]
+    assert ps_step.rotated([], 2) == []
