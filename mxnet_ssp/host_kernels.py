@@ -1,6 +1,6 @@
 """Server-side passes: DC-ASGD's compensation (one definition, run by NumPy on the memory of
-CPU NDArrays or by MXNet's operators elsewhere), the momentum step and the copy into a
-sender's slot as NumPy operations.
+CPU NDArrays or by MXNet's operators elsewhere), the momentum step, the copy into a
+sender's slot and MXNet's own SGD (:class:`HostSGD`) as NumPy operations.
 
 MXNet 1.9.1's CPU kernels for element-wise operators run one scalar at a time, and the
 square root DC-ASGD-a needs per element costs about two whole ``sgd_mom_update`` passes
@@ -260,6 +260,77 @@ def sgd_step(w, g, mom, work, momentum, lr, wd, rescale, clip=None):
         np.multiply(u, lr, out=u)
     np.subtract(acc, u, out=acc)
     np.add(w, acc, out=w)
+
+
+class HostSGD:
+    """MXNet's own SGD (``mx.optimizer.SGD``, that class exactly: a subclass may change the
+    update) run by NumPy on a server, with the same bits.
+
+    :meth:`update` does what ``SGD.update_multi_precision`` does for one dense float32/float64
+    CPU array: the same book-keeping on the optimizer (update count, learning rate with its
+    multiplier, weight decay with its multiplier) and the arithmetic of MXNet's
+    ``multi_sgd_mom_update`` / ``multi_sgd_update`` kernel as NumPy passes
+    (:func:`sgd_step`), with the kernel's own values of the scalars
+    (:class:`SGDScalars`).  MXNet 1.9.1's kernel runs one scalar at
+    a time and, for each element, loops over the list of arrays it was given: it takes about
+    1.5 ms for a 2.3 MB array here, the NumPy passes about 0.4 ms (docs/benchmarks.md).
+    Anything else (float16, sparse, other devices, a momentum state that is not an array,
+    a clipping bound beyond float32) returns False before touching the optimizer, and the
+    caller runs MXNet's own update.
+    """
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+        self._scalars = SGDScalars()
+        self._work = {}                   # dtype -> two flat arrays, as large as needed yet
+
+    @staticmethod
+    def applies(optimizer):
+        """Whether `optimizer` is MXNet's SGD itself."""
+        from mxnet.optimizer import SGD
+        return type(optimizer) is SGD
+
+    def _buffers(self, like):
+        work = self._work.get(like.dtype)
+        if work is None or work[0].size < like.size:
+            work = self._work[like.dtype] = [np.empty(like.size, dtype=like.dtype)
+                                             for _ in range(2)]
+        return [b[:like.size].reshape(like.shape) for b in work]
+
+    def update(self, index, weight, grad, state):
+        """Update `weight` (NDArray) with `grad` and the momentum `state` as
+        ``optimizer.update_multi_precision(index, weight, grad, state)`` would; False (and
+        nothing done) where this path does not apply."""
+        from mxnet import ndarray as nd
+        from mxnet.base import MXNetError
+        opt = self.optimizer
+        momentum = opt.momentum > 0
+        if not (on_host(weight, grad) and grad.shape == weight.shape
+                and grad.dtype == weight.dtype):
+            return False
+        if momentum and not (isinstance(state, nd.NDArray) and on_host(state)
+                             and state.shape == weight.shape and state.dtype == weight.dtype):
+            return False
+        scalars = self._scalars
+        clip = None
+        # MXNet passes a bound that is not 0 (or None); its kernel clips when it is >= 0
+        if opt.clip_gradient and opt.clip_gradient > 0:
+            try:
+                clip = scalars.value('clip_gradient', opt.clip_gradient)
+            except MXNetError:    # MXNet refuses the bound: its own update says so
+                return False
+            if not clip < np.finfo(np.float32).max:     # no bound below float32's largest
+                return False
+        indices = [index]
+        opt._update_count(indices)
+        lr = scalars.value('lrs', opt._get_lrs(indices)[0])
+        wd = scalars.value('wds', opt._get_wds(indices)[0])
+        rescale = scalars.value('rescale_grad', opt.rescale_grad)
+        mom = scalars.value('momentum', opt.momentum) if momentum else None
+        views = host_views(weight, grad, state) if momentum else host_views(weight, grad)
+        sgd_step(views[0], views[1], views[2] if momentum else None, self._buffers(views[0]),
+                 mom, lr, wd, rescale, clip)
+        return True
 
 
 def copy_into(dst, src):

@@ -111,7 +111,7 @@ class ServerOptimizer(SavedState):
     staleness_log : bool
         Also log every gradient (key, sender, tau, version) as JSON Lines.
     host_updates : bool
-        Run MXNet's own SGD as NumPy passes with the same bits (:class:`mxnet_ssp.optim.HostSGD`;
+        Run MXNet's own SGD as NumPy passes with the same bits (:class:`mxnet_ssp.host_kernels.HostSGD`;
         the workers' ``MXNET_SSP_HOST_UPDATES``); otherwise through MXNet's operator.
 
     Notes
@@ -140,9 +140,10 @@ class ServerOptimizer(SavedState):
 
     def _init_runtime(self):
         # lazily: MXNet is still importing in a server
-        from ..optim import HostSGD, is_worker_aware, one_call_update
+        from ..host_kernels import HostSGD
+        from ..optim import is_worker_aware, one_call_update
         self._worker_aware = is_worker_aware(self.optimizer)
-        # MXNet's SGD by NumPy, same bits (optim.HostSGD); MXNET_SSP_HOST_UPDATES=0: MXNet's
+        # MXNet's SGD by NumPy, same bits (host_kernels.HostSGD); MXNET_SSP_HOST_UPDATES=0: MXNet's
         self._host_rule = (HostSGD(self.optimizer) if self.__dict__.get('host_updates', True)
                            and HostSGD.applies(self.optimizer) else None)
         # rules of users' own classes may not say: assume they read the backup

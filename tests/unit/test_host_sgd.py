@@ -1,4 +1,4 @@
-"""MXNet's SGD run by NumPy on the servers (mxnet_ssp.optim.HostSGD, host_kernels.sgd_step and
+"""MXNet's SGD run by NumPy on the servers (mxnet_ssp.host_kernels: HostSGD, sgd_step and
 SGDScalars): the same bits and the same book-keeping as ``mx.optimizer.SGD`` itself, for every
 setting its kernel reads, and MXNet's own update wherever the NumPy path does not apply."""
 import pickle
@@ -9,8 +9,7 @@ import pytest
 mx = pytest.importorskip('mxnet')
 nd = mx.nd
 
-from mxnet_ssp.host_kernels import SGDScalars, sgd_step  # noqa: E402
-from mxnet_ssp.optim import HostSGD  # noqa: E402
+from mxnet_ssp.host_kernels import HostSGD, SGDScalars, sgd_step  # noqa: E402
 from mxnet_ssp.ps.server import ServerOptimizer  # noqa: E402
 
 # numbers MXNet 1.9.1 reads one bit away from numpy.float32(x): lrs/wds entries (one parser)
