@@ -188,7 +188,9 @@ class SGDScalars:
     ``lrs`` one bit away from ``numpy.float32(lr)``.  So each parameter is learnt from the
     operator itself, once per text: ``multi_sgd_mom_update`` on one element whose result is
     exactly the parameter or minus it.  Cached; one small MXNet operation per new text (a
-    learning-rate schedule gives one per new rate).
+    learning-rate schedule gives one per new rate).  MXNet writes each number with ``str``
+    (``repr`` inside the lists ``lrs`` and ``wds``), the same text for equal numbers of one
+    type, so the cache is keyed by the number.
     """
 
     #: parameter -> (weight, gradient, momentum state, the call's other parameters, sign):
@@ -212,8 +214,7 @@ class SGDScalars:
         """The float32 MXNet computes with for `number` given as parameter `name` of
         ``multi_sgd_mom_update`` / ``multi_sgd_update`` (``lrs`` and ``wds``: one entry)."""
         known = self._known[name]
-        text = repr(number) if name in ('lrs', 'wds') else str(number)   # as MXNet formats it
-        got = known.get(text)
+        got = known.get(number)           # equal numbers: the same text for MXNet
         if got is None:
             from mxnet import ndarray as nd
             w, g, m, others, sign = self._PROBES[name]
@@ -225,7 +226,7 @@ class SGDScalars:
             got = np.float32(sign * mom.asnumpy()[0])
             if len(known) >= self._LIMIT:
                 known.clear()
-            known[text] = got
+            known[number] = got
         return got
 
 

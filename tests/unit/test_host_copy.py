@@ -208,3 +208,11 @@ def test_a_push_mxnet_refuses_leaves_nothing_behind(monkeypatch):
     with pytest.raises(RuntimeError, match='refused'):
         plan.push()
     assert host_copy._jobs == before
+
+
+def test_the_layout_check_finds_mxnets_functions_at_its_first_use(monkeypatch):
+    monkeypatch.setattr(host_copy, '_API', [])
+    assert host_copy.in_mxnet_layout(nd.zeros(3)) is False
+    from mxnet.base import _LIB
+    assert host_copy._API == [_LIB.MXNDArrayToDLPack, _LIB.MXNDArrayCallDLPackDeleter]
+    assert host_copy.in_mxnet_layout(nd.zeros((2, 2))) is False

@@ -161,3 +161,28 @@ def test_host_views_read_each_array_with_its_own_dtype():
     np.testing.assert_array_equal(va, [1.5, -2.25, 3.0])
     np.testing.assert_array_equal(vb, [[1e300, -4.0]])
     np.testing.assert_array_equal(vc, [7, 8])
+
+
+@pytest.mark.parametrize('name', ['multiply', 'add', 'subtract', 'divide'])
+@pytest.mark.parametrize('operand', ['array', 'number'])
+def test_ndarray_ops_compute_what_numpy_computes(name, operand):
+    """NDArrayOps, the passes' operations as MXNet operators, with an array or a number as
+    the second operand: the bits of NumPy's operation (element-wise IEEE float32)."""
+    mx = need_module('mxnet')
+    a = a32(1.5, -2.25, 7.0, 0.1)
+    b = a32(0.3, 4.0, -0.7, 3.0) if operand == 'array' else np.float32(0.3)
+    out = mx.nd.zeros(4)
+    second = mx.nd.array(b) if operand == 'array' else float(b)
+    getattr(host_kernels.NDArrayOps, name)(mx.nd.array(a), second, out=out)
+    np.testing.assert_array_equal(out.asnumpy(), getattr(np, name)(a, b))
+
+
+def test_ndarray_ops_copyto_and_clip_and_sqrt():
+    mx = need_module('mxnet')
+    src, dst = mx.nd.array(a32(1, -4, 9)), mx.nd.zeros(3)
+    host_kernels.NDArrayOps.copyto(dst, src)
+    assert dst.asnumpy().tolist() == [1, -4, 9]
+    host_kernels.NDArrayOps.clip(src, -2, 3, out=dst)
+    assert dst.asnumpy().tolist() == [1, -2, 3]
+    host_kernels.NDArrayOps.sqrt(mx.nd.array(a32(4, 9, 0.25)), out=dst)
+    assert dst.asnumpy().tolist() == [2, 3, 0.5]

@@ -110,7 +110,7 @@ def test_scalars_forget_all_past_the_limit():
         scalars.value('wds', x)
     assert len(scalars._known['wds']) == 3
     scalars.value('wds', 0.4)
-    assert list(scalars._known['wds']) == ['0.4']
+    assert list(scalars._known['wds']) == [0.4]
 
 
 def test_sgd_step_without_momentum_keeps_the_sign_of_zero_as_the_kernel():
@@ -130,7 +130,8 @@ def fresh(kw=None):
     return mx.optimizer.SGD(**(kw or dict(learning_rate=0.1, momentum=0.9)))
 
 
-@pytest.mark.parametrize('case', ['float16', 'row_sparse gradient', 'shapes differ',
+@pytest.mark.parametrize('case', ['float16', 'row_sparse gradient', 'row_sparse weight',
+                                  'shapes differ',
                                   'dtypes differ', 'no momentum state', 'state of another dtype',
                                   'bound at float32\'s largest', 'bound MXNet refuses'])
 def test_where_the_numpy_path_does_not_apply_nothing_is_touched(case):
@@ -142,6 +143,8 @@ def test_where_the_numpy_path_does_not_apply_nothing_is_touched(case):
         w, g, state = w.astype('float16'), g.astype('float16'), state.astype('float16')
     elif case == 'row_sparse gradient':
         g = g.tostype('row_sparse')
+    elif case == 'row_sparse weight':
+        w = w.tostype('row_sparse')
     elif case == 'shapes differ':
         g = nd.ones((2, 3))
     elif case == 'dtypes differ':
@@ -155,10 +158,10 @@ def test_where_the_numpy_path_does_not_apply_nothing_is_touched(case):
     elif case == 'bound MXNet refuses':
         kw['clip_gradient'] = 1e39
     opt = fresh(kw)
-    before = w.asnumpy().copy()
+    before = w.tostype('default').asnumpy().copy()
     assert HostSGD(opt).update(0, w, g, state) is False
     assert opt.num_update == 0 and opt._index_update_count == {}
-    np.testing.assert_array_equal(w.asnumpy(), before)
+    np.testing.assert_array_equal(w.tostype('default').asnumpy(), before)
     if case == 'bound MXNet refuses':
         with pytest.raises(mx.base.MXNetError, match='clip_gradient'):
             opt.update_multi_precision(0, w, g, state)
@@ -189,6 +192,8 @@ def test_work_buffers_grow_per_dtype_and_are_reused():
     assert [x.shape for x in b] == [(50,), (50,)]
     c = host._buffers(small)
     assert all(np.shares_memory(x, y) for x, y in zip(c, b))
+    again = host._buffers(big)                    # as large as the buffers: no new ones
+    assert all(np.shares_memory(x, y) for x, y in zip(again, b))
     d = host._buffers(np.zeros(4, np.float64))
     assert d[0].dtype == np.float64 and not np.shares_memory(d[0], b[0])
     assert not np.shares_memory(b[0], b[1])

@@ -479,8 +479,11 @@ def test_the_header_is_written_again_after_a_pull_overwrote_it(copies, dtype):
         np.testing.assert_array_equal(parts[1], grads(dtype, base=step)[1].asnumpy())
         packer.recv(bucket)[:] = -5               # the pull of the push just taken
     buf = packer.buffers(bucket)
-    made = [p is not None for p in buf._header_plans]
-    assert made == [buf.host, buf.host]           # one plan per buffer, kept
+    made = list(buf._header_plans)
+    assert [p is not None for p in made] == [buf.host, buf.host]     # one plan per buffer
+    stage_all(plan, packer, grads(dtype), defer=True)
+    packer.take(bucket)
+    assert all(a is b for a, b in zip(buf._header_plans, made))     # kept, not made again
     for m in bucket.members[:2]:                  # the last member left out
         packer.stage(bucket, m, grads(dtype)[m.key])
     parts, header = payload(bucket, packer.take(bucket))
