@@ -32,7 +32,10 @@ without leaving the controller, so the controller fails the job and names
 this rank to the others, instead of letting them train on without it.  A server whose update or
 command fails ends at once with :data:`SERVER_FAILED` (:func:`end_server`).  The scheduler
 and the servers of a job that failed elsewhere end with :data:`FATAL_EXIT`
-(:func:`end_job`, called as :mod:`mxnet_ssp.ps.follow` decides).
+(:func:`end_job`, called as :mod:`mxnet_ssp.ps.follow` decides).  A copy into a bucket
+that failed after the job's last push (a gradient of the last step found in MKL-DNN's own
+layout: :mod:`mxnet_ssp.ps.host_copy`) would have no later push to report it: once the
+stores are freed, the exit hook ends the worker with status 1 and says so.
 
 Waits that nobody else bounds
 -----------------------------
@@ -197,6 +200,21 @@ def end_job(message, status=FATAL_EXIT):
     os._exit(status)
 
 
+def copy_error_left(rank=None):
+    """What an operation of :mod:`mxnet_ssp.ps.host_copy` met after the last push that could
+    report it (a gradient of the job's last step found in MKL-DNN's layout, say), as the
+    message the job ends with, or None.  Call it once every operation has run."""
+    host_copy = sys.modules.get(__name__.rsplit('.', 1)[0] + '.host_copy')
+    if host_copy is None:
+        return None
+    try:
+        host_copy.raise_pending()
+    except Exception as err:        # noqa: BLE001 - LayoutChanged or a copy's failure
+        who = '' if rank is None else 'worker[%d]: ' % rank
+        return '%sthe last step\'s copies into its buckets: %s' % (who, err)
+    return None
+
+
 def _at_exit():
     if _fatal is not None:
         _die(_fatal)
@@ -209,3 +227,7 @@ def _at_exit():
                 exit_counts[step] = exit_counts.get(step, 0) + 1
             except Exception:       # one store's failure must not keep the others' barrier
                 logger.exception('mxnet-ssp: %s of a store at exit failed', step)
+    # the native stores are freed: every push was sent, so every copy before it has run
+    left = copy_error_left(stores[0].rank if stores else None)
+    if left is not None:
+        _die(fatal(left))
