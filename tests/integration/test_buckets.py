@@ -56,8 +56,12 @@ CASES = [   # (api, store, rule, servers); the default run takes one of each kin
 
 @pytest.mark.parametrize('api,store,rule,servers', CASES)
 def test_buckets_give_the_bits_of_one_key_per_array(tmp_path, api, store, rule, servers):
+    """With 'sgd' the job with one key per array also runs MXNet's own SGD operator on the
+    servers (MXNET_SSP_HOST_UPDATES=0), the job with buckets the servers' NumPy passes
+    (the default): the same bits, so both paths are MXNet's."""
     args = ['--api', api, '--store', store, '--rule', rule, '--steps', '5']
-    (off_info, off, _), = train(tmp_path, 'off', 0, args, servers=servers)
+    (off_info, off, _), = train(tmp_path, 'off', 0, args, servers=servers,
+                                MXNET_SSP_HOST_UPDATES='0' if rule == 'sgd' else '1')
     (on_info, on, _), = train(tmp_path, 'on', 4 << 20, args, servers=servers)
     assert off_info['buckets'] == 0
     # every trained array is small: all but the frozen one and a lone lr_mult 0.5 weight
@@ -70,19 +74,6 @@ def test_buckets_give_the_bits_of_one_key_per_array(tmp_path, api, store, rule, 
     if api == 'trainer':
         # gluon Parameters' multipliers reach the servers (MXNet's pickling drops them)
         assert not on['dense0_bias'].any() and not off['dense0_bias'].any()
-
-
-def test_servers_sgd_by_numpy_gives_the_bits_of_mxnets_operator(tmp_path):
-    """The servers' SGD as NumPy passes (MXNET_SSP_HOST_UPDATES, on by default) against
-    MXNet's own operator, on a bucket and on the keys left alone: momentum, weight decay and
-    gluon's multipliers (one weight at lr_mult 0.5, biases at wd_mult 0), 2 servers."""
-    args = ['--api', 'trainer', '--store', 'dist_ssp', '--rule', 'sgd', '--steps', '5']
-    (mx_info, by_mxnet, _), = train(tmp_path, 'mxnet', 4 << 20, args, servers=2,
-                                    MXNET_SSP_HOST_UPDATES='0')
-    (np_info, by_numpy, _), = train(tmp_path, 'numpy', 4 << 20, args, servers=2)
-    assert mx_info['buckets'] >= 1 and np_info['buckets'] == mx_info['buckets']
-    assert mx_info['clock'] == np_info['clock'] == 5
-    assert_same_bits(by_mxnet, by_numpy)
 
 
 def test_weights_mxnet_reorders_at_inference_passes_get_the_bits_of_one_key_per_array(tmp_path):
