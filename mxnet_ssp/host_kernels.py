@@ -186,9 +186,9 @@ class SGDScalars:
     the parsers it reads them with do not always give the float32 nearest to the number: of
     41,013 learning rates tried with MXNet 1.9.1, 1,486 came out of ``multi_sgd_update``'s
     ``lrs`` one bit away from ``numpy.float32(lr)``.  So each parameter is learnt from the
-    operator itself, once per text: ``multi_sgd_mom_update`` on one element whose result is
-    exactly the parameter or minus it.  Cached; one small MXNet operation per new text (a
-    learning-rate schedule gives one per new rate).  MXNet writes each number with ``str``
+    operator itself, once per number: ``multi_sgd_mom_update`` on one element whose result
+    is exactly the parameter or minus it.  Cached; one small MXNet operation per new number
+    (a learning-rate schedule gives one per new rate).  MXNet writes each number with ``str``
     (``repr`` inside the lists ``lrs`` and ``wds``), the same text for equal numbers of one
     type, so the cache is keyed by the number.
     """
@@ -205,7 +205,7 @@ class SGDScalars:
                           {'lrs': [1.0], 'wds': [0.0], 'momentum': 0.0, 'rescale_grad': 1.0},
                           -1.0),
     }
-    _LIMIT = 4096                         # texts remembered, per parameter
+    _LIMIT = 4096                         # numbers remembered, per parameter
 
     def __init__(self):
         self._known = {name: {} for name in self._PROBES}
