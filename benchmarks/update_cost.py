@@ -31,12 +31,14 @@ def _kernels_only(opt):
     return opt
 
 
+def _sgd_momentum():
+    return mx.optimizer.SGD(learning_rate=0.01, momentum=0.9, rescale_grad=1.0)
+
+
 RULES = {
     'SGD (plain store)': (lambda: mx.optimizer.SGD(learning_rate=0.01, rescale_grad=1.0), False),
-    'SGD momentum 0.9 (plain store)': (
-        lambda: mx.optimizer.SGD(learning_rate=0.01, momentum=0.9, rescale_grad=1.0), False),
-    "SGD momentum 0.9, MXNet's operator (plain store)": (
-        lambda: mx.optimizer.SGD(learning_rate=0.01, momentum=0.9, rescale_grad=1.0), False),
+    'SGD momentum 0.9 (plain store)': (_sgd_momentum, False),
+    "SGD momentum 0.9, MXNet's operator (plain store)": (_sgd_momentum, False),
     'lr / tau, momentum 0.9 (slot mode)': (
         lambda: optim.StalenessAwareSGD(learning_rate=0.01, momentum=0.9, rescale_grad=1.0), True),
     'DC-ASGD-a, momentum 0.9 (slot mode)': (

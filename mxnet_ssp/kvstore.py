@@ -140,11 +140,10 @@ class SSPKVStore(KVStoreBase):
         self._log = StepLog(self._rank, self._config.metrics_dir)
         self._arrays = {}                 # key -> (shape, dtype, stype, server-side index)
         self._plan = None                 # the BucketPlan, decided at the first push
-        self._of_key = {}                 # its member key -> (bucket, member)
         self._bucket_keys = {}            # bucket key -> Bucket
         self._packer = None
-        self._waiting = collections.defaultdict(list)   # bucket number -> [(member, out)]
-                                          # to unpack
+        # bucket number -> [(member, out)] to unpack
+        self._waiting = collections.defaultdict(list)
         self._pulled_in_step = set()      # buckets pulled in this (fast) step
         self._loop = None                 # (caller's frame, buckets it completes): see _loop_of
         self._sent_optimizer = None
@@ -296,24 +295,17 @@ class SSPKVStore(KVStoreBase):
 
     def pushpull(self, key, value, out=None, priority=0):
         """Push `value` and pull the updated weights into `out` (or `value`)."""
-        step = self._step
-        found = (self._of_key.get(key) if step is not None and type(key) in _ONE_KEY
-                 and not self._closed else None)
+        step, plan = self._step, self._plan
+        found = (plan.of_key.get(key) if step is not None and plan is not None
+                 and not self._closed and not isinstance(key, (list, tuple)) else None)
         if found is not None and not self._tracker.in_step(key):
             # one bucketed key in a step in progress, as gluon.Trainer and Module push every
             # step (335 calls per ResNet-110 step): what _begin and _stage do for it, without
             # their other cases
             bucket, member = found
-            complete = self._packer.stage(bucket, member, value, defer=True)
-            if step.fast:
-                self._waiting[bucket.number].append((member, value if out is None else out))
-            else:
-                step.deferred.append((key, value if out is None else out, priority, True))
-            if complete:
-                self._flush(bucket, step, priority)
-            frame, loop = sys._getframe(1), self._loop
-            if bucket.number not in (loop[1] if loop is not None and loop[0] is frame
-                                     else self._loop_of(frame)):
+            self._stage_one(key, bucket, member, value, value if out is None else out, step,
+                            priority)
+            if bucket.number not in self._loop_of(sys._getframe(1)):
                 self._packer.gather(bucket)
             if self._tracker.on_push((key,)):
                 self._finish_step(priority)
@@ -479,7 +471,7 @@ class SSPKVStore(KVStoreBase):
         them.  No worker pushes a packed array on its own key after this.
         """
         pushed, self._first_keys = self._first_keys, None
-        self._plan, self._bucket_keys, self._of_key = BucketPlan([]), {}, {}
+        self._plan, self._bucket_keys = BucketPlan([]), {}
         why = self._no_buckets_reason()
         if why is not None:
             if self._bucket_bytes > 0:
@@ -520,7 +512,6 @@ class SSPKVStore(KVStoreBase):
                 self._kv.init(keys, values)
                 self._keys.count_string_keys(keys)
         self._plan, self._bucket_keys = plan, {b.key: b for b in plan.buckets}
-        self._of_key = plan.of_key
         from .ps.packer import Packer
         self._packer = Packer(plan, dtypes, host=self._host_copies)
         if self._tracker.learned:
@@ -646,7 +637,7 @@ class SSPKVStore(KVStoreBase):
                 continue
             bucket, member = found
             if step is not None and bucket.number not in self._pulled_in_step:
-                self._waiting.setdefault(bucket.number, []).append((member, o))
+                self._waiting[bucket.number].append((member, o))
                 continue
             if step is None and bucket.number not in unpack:
                 if pulled is not None and self._keys.slot_mode:
@@ -1001,8 +992,6 @@ def _keys_pushed_by(frame):
 
 
 _LOOPS = {}      # code object -> which loop of MXNet's it is
-# the key types of pushpull's short path: gluon.Trainer's (int) and Module's (str)
-_ONE_KEY = frozenset([int, str])
 
 
 def _store_class(name):

@@ -144,15 +144,10 @@ def _load_api():
     return _API
 
 
-def _in_layout(handle):
-    """Whether the NDArray behind `handle` (an int) is in MKL-DNN's own layout."""
-    out = ctypes.c_void_p()
-    return _refused(ctypes.c_void_p(handle), out, ctypes.byref(out))
-
-
 def in_mxnet_layout(array):
     """Whether `array` (an NDArray) is now in MKL-DNN's own (blocked) memory layout."""
-    return _in_layout(array.handle.value)
+    out = ctypes.c_void_p()
+    return _refused(ctypes.c_void_p(array.handle.value), out, ctypes.byref(out))
 
 
 def chunk_of(array):
