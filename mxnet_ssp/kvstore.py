@@ -60,7 +60,7 @@ from .ps import discovery
 from . import config as cfg
 from .core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
                          plan_buckets)
-from .ps.channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,
+from .ps.channel import (ABORT, DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,
                          UpdaterSpec, refresh_marker)
 from .controller.client import ControllerClient
 from .ps.native import FreedNative, create_native, free_native
@@ -237,6 +237,8 @@ class SSPKVStore(KVStoreBase):
     # -- data path -------------------------------------------------------------
     def init(self, key, value):
         """Initialize `key` on the servers (collective, like the native store)."""
+        if _row_sparse(value):
+            self._sparse_case('key %r' % (key,))
         self._tracker.on_init(as_list(key), as_values(key, value))
         self._remember(key, value)
         if not self._keys.slot_mode:
@@ -247,6 +249,8 @@ class SSPKVStore(KVStoreBase):
 
     def broadcast(self, key, value, out, priority=0):
         """Initialize `key` with `value` and pull it into `out` (collective)."""
+        if _row_sparse(value) or _row_sparse(out):
+            self._sparse_case('key %r' % (key,))
         self._tracker.on_init(as_list(key), as_values(key, value))
         self._remember(key, value)
         if not self._keys.slot_mode:
@@ -258,6 +262,8 @@ class SSPKVStore(KVStoreBase):
 
     def push(self, key, value, priority=0):
         """Push gradients; in SSP/DSSP blocks only when this push completes a step."""
+        if self._plan is None and _row_sparse(value):
+            self._sparse_case('a push of key %r' % (key,))
         keys = as_list(key)
         step = self._begin(keys)
         if self._first_keys is not None:
@@ -310,6 +316,9 @@ class SSPKVStore(KVStoreBase):
             if self._tracker.on_push((key,)):
                 self._finish_step(priority)
             return
+        if self.handed_off is not None or (self._plan is None and _row_sparse(value)
+                                           and self._sparse_case('a push of key %r' % (key,))):
+            return self._kv.pushpull(key, value, out=out, priority=priority)
         keys = as_list(key)
         out = value if out is None else out
         step = self._begin(keys)
@@ -663,6 +672,24 @@ class SSPKVStore(KVStoreBase):
         for number, pairs in unpack.items():
             self._packer.scatter(self._plan.buckets[number], pairs)
 
+    #: Set by :class:`mxnet_ssp.stock_names.StockNameStore` once MXNet's own store serves
+    #: every call; the stores named by mxnet-ssp never hand off.
+    handed_off = None
+
+    def _sparse_case(self, what):
+        """`what` holds row_sparse arrays, which this store's data path does not serve."""
+        raise SSPError('worker[%d]: %s: %s holds row_sparse arrays, which mxnet-ssp\'s stores '
+                       'do not serve; use dense parameters (e.g. Embedding(sparse_grad=False)), '
+                       'or dist_async, which hands them to MXNet\'s own store'
+                       % (self._rank, self.type, what))
+
+    def set_gradient_compression(self, compression_params):
+        """Refused: the buckets and the servers' update rules of this store are not shown to
+        keep MXNet's compression exact."""
+        raise SSPError('worker[%d]: %s does not support gradient compression (%r); use '
+                       'dist_async or dist_sync, which hand it to MXNet\'s own store, or train '
+                       'without it' % (self._rank, self.type, compression_params))
+
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
         """Passed to MXNet's store for ``dist_async`` with a plain optimizer; else refused."""
         if self._config.synchronous or self._keys.slot_mode:
@@ -914,6 +941,17 @@ class SSPKVStore(KVStoreBase):
         """
         raise SSPError(_process.fatal('worker[%d]: %s' % (self._rank, err))) from err
 
+    def abort_servers(self, message):
+        """The job failed on this worker (`message`): make every server end now.  Returns
+        whether the notice was sent (not in elastic mode, where the job goes on without this
+        worker, nor once the native store is freed).  Called by the exit hook of
+        :mod:`mxnet_ssp.ps._process`."""
+        if self._config.elastic or isinstance(self._kv, FreedNative):
+            return False
+        body = py_str(pickle.dumps(Control(ABORT, message), 0))
+        self._kv._send_command_to_servers(0, body)
+        return True
+
     def free_native(self):
         """Free MXNet's native store: ps-lite's finalize barrier, so it waits for every node.
 
@@ -1001,11 +1039,19 @@ def _store_class(name):
     return klass
 
 
+def _row_sparse(value):
+    if isinstance(value, (list, tuple)):
+        return any(_row_sparse(v) for v in value)
+    return getattr(value, 'stype', 'default') == 'row_sparse'
+
+
 DistSSP = _store_class('dist_ssp')
 DistDSSP = _store_class('dist_dssp')
 DistSoftsync = _store_class('dist_softsync')
 if cfg.wrap_async():
-    DistAsync = _store_class('dist_async')
+    from .stock_names import stock_name_class     # noqa: E402 (needs SSPKVStore)
+    DistAsync = stock_name_class('dist_async')
+    KVStoreBase.kv_registry['dist_async'] = DistAsync
 
 
 def create(name, **settings):
@@ -1029,6 +1075,9 @@ def create(name, **settings):
         raise cfg.ConfigError('kvstore type must be a string, got %r' % (name,))
     lowered = name.lower()
     if lowered in cfg.STORE_TYPES or lowered in cfg.ASYNC_STORE_TYPES:
+        klass = KVStoreBase.kv_registry.get(lowered)
+        if klass is not None and issubclass(klass, SSPKVStore):
+            return klass(**settings)
         return SSPKVStore(lowered, **settings)
     if settings:
         raise cfg.ConfigError('settings %s are only accepted by %s, not by kvstore type %r'

@@ -162,6 +162,29 @@ def bounded(seconds, message):
     return _watchdog.bounded(seconds, message)
 
 
+def _abort_servers(message):
+    """Tell the servers that the job failed on this worker, so that they end now.
+
+    Without it they would wait in ps-lite's finalize barrier for this worker, until their
+    connection to the scheduler closes (:mod:`mxnet_ssp.ps.follow`): a scheduler that never
+    saw this worker connected (it failed right after joining) never closes it.  Each store
+    that can (``abort_servers``; not in elastic mode, where the job goes on) sends one
+    command; a server that does not take it within :data:`ABORT_S` is left to the
+    followers.
+    """
+    for store in list(_stores):
+        abort = getattr(store, 'abort_servers', None)
+        if abort is None:
+            continue
+        try:
+            with bounded(ABORT_S, '%s (the servers did not take the abort notice within %g s)'
+                         % (message, ABORT_S)):
+                if abort(message):
+                    return
+        except Exception as err:     # the notice is a courtesy: exit as planned
+            logger.warning('mxnet-ssp: could not tell the servers that the job failed: %s', err)
+
+
 def _die(message):
     logger.error('%s -- exiting without waiting for the other workers', message)
     sys.stdout.flush()
@@ -215,8 +238,13 @@ def copy_error_left(rank=None):
     return None
 
 
+#: Seconds a failing worker gives the servers to take its abort notice (:func:`_at_exit`).
+ABORT_S = 5.0
+
+
 def _at_exit():
     if _fatal is not None:
+        _abort_servers(_fatal)
         _die(_fatal)
     stores = list(_stores)
     del _stores[:]

@@ -28,13 +28,13 @@ import json
 
 import numpy as np
 
-from ._process import end_server
+from ._process import end_job, end_server
 
 __all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'BALANCE_KEY', 'BALANCE_KEY_STR', 'RESERVED_KEYS',
            'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
            'REFRESH_BITS', 'slot_key', 'slot_of', 'encode_blob', 'decode_blob', 'is_discovery',
            'refresh_marker',
-           'is_refresh', 'UpdaterSpec', 'Control', 'run_command', 'serve_commands']
+           'is_refresh', 'UpdaterSpec', 'Control', 'ABORT', 'run_command', 'serve_commands']
 
 #: Reserved integer key for controller discovery.  MXNet places a small key on
 #: server (key * 9973) % num_servers, computed in a C int: keep key * 9973 < 2**31.
@@ -186,7 +186,8 @@ class Control:
     result as its optimizer.  Unpickling a Control runs the command on the
     live :class:`mxnet_ssp.ps.server.ServerOptimizer` of that server and yields that same object,
     so the servers keep their optimizer and state.  Actions: ``set_lr``
-    (float), ``save`` and ``load`` (a path prefix).
+    (float), ``save`` and ``load`` (a path prefix), and :data:`ABORT` (a message: the
+    server ends, with or without an optimizer).
     """
 
     def __init__(self, action, payload):
@@ -196,6 +197,10 @@ class Control:
     def __reduce__(self):
         return (run_command, (self.action, self.payload))
 
+
+#: The :class:`Control` action a failing worker sends every server: end now, naming it (the
+#: payload: the worker's message).  Served before, and without, an optimizer.
+ABORT = 'abort'
 
 _handler = None     # the server's live optimizer: it runs the commands (set by serve_commands)
 
@@ -213,6 +218,10 @@ def run_command(action, payload):
     keep their optimizer and its state.  A failure ends the server process
     (see :func:`mxnet_ssp.ps._process.end_server`).
     """
+    if action == ABORT:
+        # a worker is exiting because the job failed (its script raised, a peer died): this
+        # server's loop would wait in ps-lite's finalize barrier for it for ever
+        end_job('server: ending, the job failed on a worker: %s' % (str(payload)[:2000],))
     try:
         if _handler is None:
             raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')

@@ -94,8 +94,13 @@ GRACE_S = cfg.DEFAULT_FOLLOW_GRACE
 #: Elastic mode: seconds the scheduler waits once only the servers are connected, and a
 #: server once the scheduler's connection closed (the end of the job, not a fault).
 ELASTIC_GRACE_S = 1.5
+#: Seconds before a process ends once every connection of the job was seen and none is
+#: left (:class:`LinkFollower`): the rest of the job is gone, not reconnecting.
+GONE_GRACE_S = 2.0
 #: Seconds between two looks at this process's connections.
 POLL_S = 0.5
+#: The same before every connection of the job was seen once (a look costs well under 1 ms).
+STARTUP_POLL_S = 0.02
 
 # MXNet's server loop: KVStoreServer.run, which calls MXKVStoreRunServer
 _LOOP_FUNCTION = 'run'
@@ -255,18 +260,27 @@ class LinkFollower(_Lasting):
         Seconds the count must stay below the most seen.
     """
 
-    def __init__(self, expected, grace=GRACE_S):
+    def __init__(self, expected, grace=GRACE_S, gone_grace=GONE_GRACE_S):
         if expected < 1:
             raise ValueError('expected must be >= 1, got %r' % (expected,))
         self.expected = expected
         self.grace = float(grace)
+        self.gone_grace = min(float(gone_grace), self.grace)
         self.peak = 0           # most connections seen at once, at most `expected`
         self.since = None       # when the count fell below `peak` (None: it is not below)
 
     def observe(self, count, now):
-        """`count` connections are open at time `now` (seconds): None, or seconds lost."""
+        """`count` connections are open at time `now` (seconds): None, or seconds lost.
+
+        Once every connection of a complete job was open, none left decides after
+        `gone_grace` seconds instead of `grace`: every other node ended without ps-lite's
+        finalize (a normal end leaves the loop milliseconds after the last one closes)."""
         self.peak = max(self.peak, min(count, self.expected))
-        return self._lasting(count < self.peak, now)
+        lost = self._lasting(count < self.peak, now)
+        if (lost is None and count == 0 and self.peak == self.expected
+                and now - self.since >= self.gone_grace):
+            return now - self.since
+        return lost
 
 
 class DrainFollower(_Lasting):
@@ -412,7 +426,10 @@ def _watch(role, environ, poll=POLL_S, grace=None, active=in_server_loop, who=No
     follower = follower or LinkFollower(expected, grace)
     entered = complete = False
     while True:
-        time.sleep(poll)        # a period between looks, not a synchronization
+        # a period between looks, not a synchronization; short until every connection of
+        # the job was seen once: a worker that fails right after joining may otherwise come
+        # and go between two looks, and the scheduler would never miss it
+        time.sleep(poll if complete else min(poll, STARTUP_POLL_S))
         if not active():
             if entered:         # the loop returned: the job ended, this process is exiting
                 return

@@ -92,6 +92,30 @@ def test_drain_of_a_server_whose_workers_came_and_went_between_two_looks():
     assert f.observe(1, 7.0, joined=True) == 1.0
 
 
+def test_every_node_gone_after_a_complete_job_decides_after_the_short_grace():
+    f = LinkFollower(expected=3, grace=10.0, gone_grace=2.0)
+    assert f.observe(3, 0.0) is None
+    assert f.observe(0, 1.0) is None and f.observe(0, 2.9) is None     # within the short grace
+    assert f.observe(0, 3.0) == pytest.approx(2.0)
+
+
+def test_some_nodes_left_or_an_incomplete_job_keeps_the_long_grace():
+    f = LinkFollower(expected=3, grace=10.0, gone_grace=2.0)
+    assert f.observe(3, 0.0) is None
+    assert f.observe(1, 1.0) is None and f.observe(1, 10.9) is None    # one node left: 10 s
+    assert f.observe(1, 11.0) == pytest.approx(10.0)
+    g = LinkFollower(expected=3, grace=10.0, gone_grace=2.0)
+    assert g.observe(2, 0.0) is None                                   # never complete
+    assert g.observe(0, 1.0) is None and g.observe(0, 10.9) is None
+    assert g.observe(0, 11.0) == pytest.approx(10.0)
+
+
+def test_gone_grace_never_exceeds_the_grace():
+    f = LinkFollower(expected=1, grace=1.0, gone_grace=5.0)
+    assert f.observe(1, 0.0) is None and f.observe(0, 0.5) is None
+    assert f.observe(0, 1.5) == pytest.approx(1.0)
+
+
 def test_expected_must_be_positive():
     with pytest.raises(ValueError, match='expected'):
         LinkFollower(expected=0)
