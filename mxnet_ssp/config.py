@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from .core.names import DSSP_MODES
 
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
-           'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC', 'ENV_CONTROLLER',
+           'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC', 'ENV_WRAP_SYNC',
+           'ENV_CONTROLLER', 'SERVER_SYNC_TYPES', 'wrap_sync', 'WRAP_SETTINGS',
            'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES',
            'DSSP_MODES', 'CONTROLLER_PLACEMENTS', 'DEFAULT_CONTROLLER', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
@@ -33,6 +34,8 @@ ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
 ENV_SOFTSYNC_SPLITS = 'MXNET_SSP_SOFTSYNC_SPLITS'
 ENV_STALENESS_LOG = 'MXNET_SSP_STALENESS_LOG'
 ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
+#: Whether mxnet-ssp serves MXNet's ``dist_sync`` (BSP) with its bucketed data path.
+ENV_WRAP_SYNC = 'MXNET_SSP_WRAP_SYNC'
 #: The GPUs of one worker process, as its MXNet numbers them (``'0'``, ``'0,1'``): set by
 #: ``mxnet-ssp-launch --gpus-per-worker / --gpu-map``, read by the training loop.
 ENV_GPUS = 'MXNET_SSP_GPUS'
@@ -103,6 +106,12 @@ STORE_TYPES = {'dist_ssp': (3, 3), 'dist_dssp': (3, 15)}
 #: Asynchronous store types this package provides: no controller; the servers know the
 #: sender and staleness of every gradient when the optimizer needs it.
 ASYNC_STORE_TYPES = ('dist_async', 'dist_softsync')
+#: MXNet's synchronous store type that this package serves too (no controller: MXNet's
+#: servers wait for every worker's push of a key and apply the sum once).
+SERVER_SYNC_TYPES = ('dist_sync',)
+#: MXNet's store types mxnet-ssp serves under their own names, and the setting that keeps
+#: MXNet's store instead.
+WRAP_SETTINGS = {'dist_async': ENV_WRAP_ASYNC, 'dist_sync': ENV_WRAP_SYNC}
 #: Every store type of this package (in the order messages list them): their servers can
 #: report the sender and staleness of every gradient.
 OUR_STORE_TYPES = ('dist_async', 'dist_ssp', 'dist_dssp', 'dist_softsync')
@@ -420,6 +429,13 @@ def wrap_async(environ=None):
     return parse_flag(env.get(ENV_WRAP_ASYNC), ENV_WRAP_ASYNC, True)
 
 
+def wrap_sync(environ=None):
+    """Whether mxnet-ssp serves ``dist_sync`` with its bucketed data path
+    (``MXNET_SSP_WRAP_SYNC``, default on)."""
+    env = os.environ if environ is None else environ
+    return parse_flag(env.get(ENV_WRAP_SYNC), ENV_WRAP_SYNC, True)
+
+
 def check_kvstore_name(name, ours_only=False):
     """Check a kvstore type name; raise ConfigError naming the accepted ones."""
     ours = tuple(STORE_TYPES) + ASYNC_STORE_TYPES
@@ -444,7 +460,9 @@ def from_env(store, environ=None, **overrides):
         Python take precedence over the environment.
     """
     env = os.environ if environ is None else environ
-    store = check_kvstore_name(store, ours_only=True)
+    if not (isinstance(store, str) and store.lower() in SERVER_SYNC_TYPES):
+        store = check_kvstore_name(store, ours_only=True)
+    store = store.lower()
     known = {'staleness', 'mode', 'timeout', 'metrics_dir', 'splits', 'staleness_log'}
     unknown = set(overrides) - known
     if unknown:
@@ -458,7 +476,7 @@ def from_env(store, environ=None, **overrides):
     log = overrides.get('staleness_log')
     if log is None:
         log = parse_flag(env.get(ENV_STALENESS_LOG), ENV_STALENESS_LOG, False)
-    if store in ASYNC_STORE_TYPES:
+    if store in ASYNC_STORE_TYPES or store in SERVER_SYNC_TYPES:
         for name in ('staleness', 'mode'):
             if overrides.get(name) is not None:
                 raise ConfigError('%s is not a setting of %s: only %s take one'

@@ -111,7 +111,14 @@ class SSPKVStore(KVStoreBase):
         if self._rejoining and not self._config.elastic:
             raise SSPError('%s=1 (a restarted worker rejoining the job) needs elastic mode: '
                            'set %s in every process' % (cfg.ENV_REJOIN, cfg.ENV_ELASTIC))
-        self._kv = create_native(self._config.timeout)
+        if self._config.store in cfg.SERVER_SYNC_TYPES and self._config.elastic:
+            raise SSPError('%s (BSP) cannot go on without a lost worker: MXNet\'s servers wait '
+                           'for every worker\'s push of each key; unset %s, or use dist_ssp, '
+                           'dist_dssp or dist_async for elastic training'
+                           % (self._config.store, cfg.ENV_ELASTIC))
+        self._kv = create_native(self._config.timeout,
+                                 'dist_sync' if self._config.store in cfg.SERVER_SYNC_TYPES
+                                 else 'dist_async')
         self._rank = self._kv.rank
         if self._rejoining and self._rank == 0:
             # MXNet's own free of the native store would wait in ps-lite's barrier for ever
@@ -316,8 +323,9 @@ class SSPKVStore(KVStoreBase):
             if self._tracker.on_push((key,)):
                 self._finish_step(priority)
             return
-        if self.handed_off is not None or (self._plan is None and _row_sparse(value)
-                                           and self._sparse_case('a push of key %r' % (key,))):
+        if self.handed_off is not None or (self._plan is None and (
+                (_row_sparse(value) and self._sparse_case('a push of key %r' % (key,)))
+                or (self._optimizer is None and self._no_optimizer_case()))):
             return self._kv.pushpull(key, value, out=out, priority=priority)
         keys = as_list(key)
         out = value if out is None else out
@@ -683,6 +691,10 @@ class SSPKVStore(KVStoreBase):
                        'or dist_async, which hands them to MXNet\'s own store'
                        % (self._rank, self.type, what))
 
+    def _no_optimizer_case(self):
+        """A push before set_optimizer: False here (the push is refused, naming the call)."""
+        return False
+
     def set_gradient_compression(self, compression_params):
         """Refused: the buckets and the servers' update rules of this store are not shown to
         keep MXNet's compression exact."""
@@ -714,7 +726,12 @@ class SSPKVStore(KVStoreBase):
                            'that every server host can import' % type(optimizer).__name__)
         # imported here: `import mxnet_ssp.optim` before mxnet imports this module while
         # optim is half-initialized (its `import mxnet` runs the store registration)
-        from .optim import is_worker_aware
+        from .optim import STORES_THAT_REPORT, StalenessRequiredError, is_worker_aware
+        if self._config.store in cfg.SERVER_SYNC_TYPES and is_worker_aware(optimizer):
+            raise StalenessRequiredError(
+                '%s needs a store that reports the staleness of each gradient: use one of %s '
+                '(in %s every gradient is fresh: MXNet\'s servers sum a step\'s gradients)'
+                % (type(optimizer).__name__, STORES_THAT_REPORT, self._config.store))
         slots = is_worker_aware(optimizer) or self._config.store == 'dist_softsync'
         if slots and self._tracker.expected and not self._keys.slot_mode:
             raise SSPError('worker[%d]: %s needs the sender of every gradient, so set the '
@@ -1048,10 +1065,13 @@ def _row_sparse(value):
 DistSSP = _store_class('dist_ssp')
 DistDSSP = _store_class('dist_dssp')
 DistSoftsync = _store_class('dist_softsync')
+from .stock_names import stock_name_class     # noqa: E402 (needs SSPKVStore)
 if cfg.wrap_async():
-    from .stock_names import stock_name_class     # noqa: E402 (needs SSPKVStore)
     DistAsync = stock_name_class('dist_async')
     KVStoreBase.kv_registry['dist_async'] = DistAsync
+if cfg.wrap_sync():
+    DistSync = stock_name_class('dist_sync')
+    KVStoreBase.kv_registry['dist_sync'] = DistSync
 
 
 def create(name, **settings):
@@ -1074,7 +1094,8 @@ def create(name, **settings):
     if not isinstance(name, str):
         raise cfg.ConfigError('kvstore type must be a string, got %r' % (name,))
     lowered = name.lower()
-    if lowered in cfg.STORE_TYPES or lowered in cfg.ASYNC_STORE_TYPES:
+    if (lowered in cfg.STORE_TYPES or lowered in cfg.ASYNC_STORE_TYPES
+            or lowered in cfg.SERVER_SYNC_TYPES and lowered in KVStoreBase.kv_registry):
         klass = KVStoreBase.kv_registry.get(lowered)
         if klass is not None and issubclass(klass, SSPKVStore):
             return klass(**settings)

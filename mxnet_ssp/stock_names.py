@@ -69,14 +69,21 @@ class StockNameStore(SSPKVStore, _NativeKVStore):
                 '(%s); MXNet\'s own %s store serves that case: set %s=0 to use it from the start'
                 % (self._rank, self.type, why,
                    'its slots' if self._keys.slot_mode else 'its pushes so far',
-                   self.type, cfg.ENV_WRAP_ASYNC))
+                   self.type, cfg.WRAP_SETTINGS[self.type]))
         self.handed_off = why
         logger.warning('worker[%d] %s: %s: MXNet\'s own %s store serves this job from here on '
                        '(%s=0 chooses it from the start)', self._rank, self.type, why, self.type,
-                       cfg.ENV_WRAP_ASYNC)
+                       cfg.WRAP_SETTINGS[self.type])
         if self._optimizer is not None:
             # the servers hold mxnet-ssp's updater: send them the optimizer as MXNet does
             self._kv.set_optimizer(self._optimizer)
+
+    def _no_optimizer_case(self):
+        if self.type not in cfg.SERVER_SYNC_TYPES:
+            return False        # MXNet's dist_async cannot apply it either: refused by name
+        self._hand_off('a push before any set_optimizer (update_on_kvstore=False): the '
+                       'servers sum the gradients')
+        return True
 
     def _sparse_case(self, what):
         self._hand_off('%s holds row_sparse arrays' % what)
@@ -100,6 +107,8 @@ class StockNameStore(SSPKVStore, _NativeKVStore):
     def push(self, key, value, priority=0):
         if self.handed_off is None and self._plan is None and has_row_sparse(value):
             self._hand_off('a push of key %r holds row_sparse arrays' % (key,))
+        if self.handed_off is None and self._optimizer is None:
+            self._no_optimizer_case()
         if self.handed_off is not None:
             return self._kv.push(key, value, priority=priority)
         return SSPKVStore.push(self, key, value, priority)

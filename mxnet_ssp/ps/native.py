@@ -1,4 +1,4 @@
-"""MXNet's own ``dist_async`` store under every mxnet-ssp store: creating and freeing it.
+"""MXNet's own store under every mxnet-ssp store (``dist_async``; ``dist_sync`` for BSP): creating and freeing it.
 
 The tensors travel through MXNet's native store; the two moments where it waits in ps-lite
 for the rest of the job, with no Python timeout of its own, are here, each bounded by the
@@ -21,8 +21,9 @@ from .. import config as cfg
 __all__ = ['create_native', 'free_native', 'FreedNative', 'refuse_worker_aware_rules']
 
 
-def create_native(timeout):
-    """MXNet's own ``dist_async`` store, bypassing the registry (mxnet-ssp may own that name).
+def create_native(timeout, kind='dist_async'):
+    """MXNet's own store of type `kind` (``'dist_async'``, or ``'dist_sync'`` for BSP),
+    bypassing the registry (mxnet-ssp may own that name).
 
     Joining the job waits in ps-lite for the scheduler, for ever if it never came up: the
     process ends after `timeout` seconds with a message naming the scheduler's address.
@@ -33,7 +34,7 @@ def create_native(timeout):
                   os.environ.get('DMLC_PS_ROOT_PORT', '?')))
     handle = KVStoreHandle()
     with _process.bounded(timeout, message):
-        check_call(_LIB.MXKVStoreCreate(c_str('dist_async'), ctypes.byref(handle)))
+        check_call(_LIB.MXKVStoreCreate(c_str(kind), ctypes.byref(handle)))
     native = _NativeKVStore(handle)
     follow.follow_scheduler(native.rank)    # end this worker when the job failed elsewhere
     return native

@@ -49,6 +49,7 @@ def parse_args():
 #: step learns the buckets); ``handed_off``: the cases it hands to MXNet's own store.
 GROUPS = {'data_path': ['sgd_buckets', 'multi_precision', 'dense', 'invalid'],
           'handed_off': ['trainer', 'row_sparse', 'compression'],
+          'allreduce': ['allreduce'],
           'refusals': ['refusals']}
 
 
@@ -261,6 +262,44 @@ class Job:
         self.record('invalid', out)
         kv._barrier()
 
+
+    def allreduce(self, kv):
+        """gluon.Trainer(update_on_kvstore=False): the servers only sum the gradients
+        (dist_sync), each worker updates its own copy: every worker ends with the weights of
+        one process training on the summed gradient."""
+        mx = self.mx
+        from mxnet import autograd, gluon
+
+        def net_and_data():
+            net = gluon.nn.Dense(3, in_units=4)
+            net.initialize(mx.init.Constant(0.5))
+            rng = np.random.RandomState(7)      # the same data on every worker
+            return net, [(mx.nd.array(rng.uniform(-1, 1, (8, 4))),
+                          mx.nd.array(rng.randint(0, 3, 8))) for _ in range(self.repeat)]
+        loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        net, data = net_and_data()
+        trainer = gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.25},
+                                kvstore=kv, update_on_kvstore=False)
+        for x, y in data:
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+            trainer.step(8)
+        local, _ = net_and_data()
+        alone = gluon.Trainer(local.collect_params(), 'sgd', {'learning_rate': 0.25},
+                              kvstore=None)
+        for x, y in data:
+            with autograd.record():
+                loss = loss_fn(local(x), y)
+            loss.backward()
+            alone.step(8 / self.workers)        # the summed gradient is workers x this one
+        got = [p.data().asnumpy() for p in net.collect_params().values()]
+        want = [p.data().asnumpy() for p in local.collect_params().values()]
+        for g, w in zip(got, want):
+            assert np.allclose(g, w, rtol=1e-6, atol=1e-7), (g.ravel()[:3], w.ravel()[:3])
+        self.record('allreduce', {'update_on_kvstore': trainer._update_on_kvstore,
+                                  'weights': [g.ravel().tolist() for g in got]})
+        kv._barrier()
 
     def refusals(self, kv):
         """A store the user named (dist_ssp, ...): the cases it does not serve, refused."""
