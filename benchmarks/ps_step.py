@@ -11,11 +11,14 @@ and biases, updates on the server) plus ``mx.nd.waitall()``.
 
 Configurations (one job each):
 
-- ``native dist_async`` (``MXNET_SSP_WRAP_ASYNC=0``) and ``native dist_sync``;
+- ``native dist_async`` (``MXNET_SSP_WRAP_ASYNC=0``) and ``native dist_sync``
+  (``MXNET_SSP_WRAP_SYNC=0``);
+- mxnet-ssp's bucketed ``dist_sync`` (BSP), bucketing off and default;
 - mxnet-ssp's ``dist_async`` wrapper and ``dist_ssp`` (``MXNET_SSP_STALENESS=3``),
   each with ``MXNET_SSP_BUCKET_BYTES=0`` ("bucketing off") and with the
   variable unset ("bucketing default");
-- floor (a): the same bytes as ONE array through native ``dist_async``;
+- floor (a): the same bytes as ONE array through native ``dist_async`` (and, BSP's own
+  floor, through native ``dist_sync``);
 - floor (b): a bare loopback TCP push + pull of the same bytes (send to a sink
   process, receive the same number of bytes back), no MXNet.
 
@@ -64,7 +67,11 @@ class Config:
 
 CONFIGS = [
     Config('native_async', 'native dist_async', 'dist_async', {'MXNET_SSP_WRAP_ASYNC': '0'}),
-    Config('native_sync', 'native dist_sync', 'dist_sync', {'MXNET_SSP_WRAP_ASYNC': '0'}),
+    Config('native_sync', 'native dist_sync', 'dist_sync', {'MXNET_SSP_WRAP_SYNC': '0'}),
+    Config('ours_sync_off', 'ours dist_sync (BSP), bucketing off', 'dist_sync',
+           {'MXNET_SSP_WRAP_SYNC': '1', 'MXNET_SSP_BUCKET_BYTES': '0'}),
+    Config('ours_sync_default', 'ours dist_sync (BSP), bucketing default', 'dist_sync',
+           {'MXNET_SSP_WRAP_SYNC': '1'}),
     Config('ours_async_off', 'ours dist_async, bucketing off', 'dist_async',
            {'MXNET_SSP_WRAP_ASYNC': '1', 'MXNET_SSP_BUCKET_BYTES': '0'}),
     Config('ours_async_default', 'ours dist_async, bucketing default', 'dist_async',
@@ -75,6 +82,8 @@ CONFIGS = [
            {'MXNET_SSP_STALENESS': '3'}),
     Config('floor_one_array', 'floor (a): one array, native dist_async', 'dist_async',
            {'MXNET_SSP_WRAP_ASYNC': '0'}, one_array=True),
+    Config('floor_one_array_sync', 'floor (a, BSP): one array, native dist_sync', 'dist_sync',
+           {'MXNET_SSP_WRAP_SYNC': '0'}, one_array=True),
 ]
 CONFIG_KEYS = [c.key for c in CONFIGS]
 # on request only (--stores): elastic mode's cost (docs/elastic.md)
@@ -289,23 +298,26 @@ def table(model, shapes_summary, cells, tcp, workers_list):
     arrays, elements, nbytes, no_wd = shapes_summary
     lines = ['### %s: %d arrays, %.2fM float32 parameters, %.1f MB (%d with wd_mult 0)'
              % (model, arrays, elements / 1e6, nbytes / 1e6, no_wd), '',
-             '| W | configuration | ms/step | native dist_async / this | this / floor (a) '
+             '| W | configuration | ms/step | native dist_async / this '
+             '| native dist_sync / this | this / floor (a) '
              '| server CPU ms/step | worker CPU ms/step |',
-             '|---:|---|---:|---:|---:|---:|---:|']
+             '|---:|---|---:|---:|---:|---:|---:|---:|']
     for w in workers_list:
         base = [c['ms'] for c in cells[(w, 'native_async')]]
+        base_sync = [c['ms'] for c in cells.get((w, 'native_sync'), [])]
         floor = [c['ms'] for c in cells[(w, 'floor_one_array')]]
         for config in CONFIGS:
             if (w, config.key) not in cells:       # not asked for
                 continue
             runs = cells[(w, config.key)]
             ms = [c['ms'] for c in runs]
-            lines.append('| %d | %s | %s | %s | %s | %s | %s |' % (
+            lines.append('| %d | %s | %s | %s | %s | %s | %s | %s |' % (
                 w, config.label, fmt_stat(ms),
-                fmt_stat(ratios(base, ms), 2), fmt_stat(ratios(ms, floor), 2),
+                fmt_stat(ratios(base, ms), 2), fmt_stat(ratios(base_sync, ms), 2),
+                fmt_stat(ratios(ms, floor), 2),
                 fmt_stat([c['server_cpu_ms'] for c in runs]),
                 fmt_stat([c['worker_cpu_ms'] for c in runs])))
-        lines.append('| %d | floor (b): bare TCP push + pull, 1 connection | %s | | | | |'
+        lines.append('| %d | floor (b): bare TCP push + pull, 1 connection | %s | | | | | |'
                      % (w, fmt_stat([1e3 * t for t in tcp])))
     return '\n'.join(lines)
 

@@ -193,6 +193,17 @@ class SSPKVStore(KVStoreBase):
         return self._keys.slot_mode
 
     @property
+    def data_path(self):
+        """What this store's traffic travels as: its class, the buckets of its plan (0 before
+        the first step ends, or with one key per array), the arrays they hold, and why MXNet's
+        own store serves every call (None: it does not)."""
+        plan = self._plan
+        return {'store_class': '%s.%s' % (type(self).__module__, type(self).__name__),
+                'buckets': len(plan.buckets) if plan else 0,
+                'arrays_in_buckets': len(plan.of_key) if plan else 0,
+                'handed_off': self.handed_off}
+
+    @property
     def _updater(self):
         return _LocalUpdater(self._optimizer)
 

@@ -162,8 +162,17 @@ def result_of(grid, arm, paradigm, directory, marker):
         'final_accuracy': numbers['final_accuracy'],
         'train_time_s': numbers['train_time_s'],
         'time_to_target_s': reached[0] if reached else None,
-        'max_lead': numbers['max_lead']})
+        'max_lead': numbers['max_lead'], 'data_path': numbers.get('data_path')})
     return result
+
+
+def describe_data_path(path):
+    """'mxnet-ssp, 2 buckets' / 'MXNet's own': the table's data-path column."""
+    if not path:
+        return '-'
+    if not path['store_class'].startswith('mxnet_ssp.') or path.get('handed_off'):
+        return "MXNet's own"
+    return 'mxnet-ssp, %d bucket%s' % (path['buckets'], '' if path['buckets'] == 1 else 's')
 
 
 def run_one(args, grid, paradigm):
@@ -189,10 +198,11 @@ def _fmt(value, fmt):
 
 def markdown_table(results, args):
     """The comparison as a markdown table (one row per run)."""
-    lines = ['| paradigm | kvstore | train time (s) | job time (s) | iterations/worker (min/max) '
+    lines = ['| paradigm | kvstore | data path | train time (s) | job time (s) '
+             '| iterations/worker (min/max) '
              '| ms/iteration (min/max) | final test accuracy | time to %.0f%% (s) |'
              % (100 * args.target_accuracy),
-             '|---|---|---:|---:|---:|---:|---:|---:|']
+             '|---|---|---|---:|---:|---:|---:|---:|---:|']
     for r in results:
         iters = list(r['iterations_per_worker'].values())
         status = '' if r['status'] == 'ok' else ' (failed, exit %s)' % r['exit_code']
@@ -202,8 +212,9 @@ def markdown_table(results, args):
         elif r['paradigm'] == 'DSSP':
             kv += ' s=%s' % args.dssp_staleness
         per_iter = [v for v in r['iteration_ms_per_worker'].values() if v is not None]
-        lines.append('| %s%s | %s | %s | %.1f | %s | %s | %s | %s |' % (
-            r['paradigm'], status, kv, _fmt(r['train_time_s'], '%.1f'), r['job_time_s'],
+        lines.append('| %s%s | %s | %s | %s | %.1f | %s | %s | %s | %s |' % (
+            r['paradigm'], status, kv, describe_data_path(r.get('data_path')),
+            _fmt(r['train_time_s'], '%.1f'), r['job_time_s'],
             '%d/%d' % (min(iters), max(iters)) if iters else '-',
             '%.0f/%.0f' % (min(per_iter), max(per_iter)) if per_iter else '-',
             _fmt(r['final_accuracy'], '%.3f'), _fmt(r['time_to_target_s'], '%.1f')))

@@ -89,7 +89,9 @@ def test_collect_and_table(tmp_path):
         for elapsed, acc in ((1.0, 0.5), (2.0, 0.92), (3.0, 0.95)):
             f.write(json.dumps({'elapsed_s': elapsed, 'accuracy': acc, 'iteration': 5}) + '\n')
     with open(run / 'summary.json', 'w') as f:
-        json.dump({'final_accuracy': 0.95, 'wall_time_s': 3.5}, f)
+        json.dump({'final_accuracy': 0.95, 'wall_time_s': 3.5,
+                   'data_path': {'store_class': 'mxnet_ssp.stock_names.dist_async',
+                                 'buckets': 2, 'arrays_in_buckets': 4, 'handed_off': None}}, f)
     marker = {'exit_code': 0, 'status': 'ok', 'duration_s': 12.3}
     result = cp.result_of(grid, args.arms['asp'], 'asp', str(run), marker)
     assert result['iterations_per_worker'] == {0: 10, 1: 8}
@@ -104,8 +106,16 @@ def test_collect_and_table(tmp_path):
     table = cp.markdown_table([result, failed], cp.parse_args([]))
     lines = table.splitlines()
     assert lines[0].startswith('| paradigm |') and 'time to 90% (s)' in lines[0]
-    assert lines[2] == '| ASP | dist_async | 3.5 | 12.3 | 8/10 | 20/50 | 0.950 | 2.0 |'
-    assert lines[3] == '| DSSP (failed, exit 1) | dist_dssp s=3,15 | - | 12.3 | - | - | - | - |'
+    assert lines[2] == ('| ASP | dist_async | mxnet-ssp, 2 buckets | 3.5 | 12.3 | 8/10 | 20/50 '
+                        '| 0.950 | 2.0 |')
+    assert lines[3] == ('| DSSP (failed, exit 1) | dist_dssp s=3,15 | - | - | 12.3 | - | - | - '
+                        '| - |')
+    assert cp.describe_data_path({'store_class': 'mxnet.kvstore.kvstore.KVStore', 'buckets': 0,
+                                  'handed_off': None}) == "MXNet's own"
+    assert cp.describe_data_path({'store_class': 'mxnet_ssp.stock_names.dist_sync',
+                                  'buckets': 1, 'handed_off': 'row_sparse'}) == "MXNet's own"
+    assert cp.describe_data_path({'store_class': 'mxnet_ssp.stock_names.dist_sync',
+                                  'buckets': 1, 'handed_off': None}) == 'mxnet-ssp, 1 bucket'
 
 
 def readme_demo_command():
@@ -163,8 +173,13 @@ def test_readme_demo_command_one_epoch(tmp_path):
         assert run['time_to_target_s'] == first['elapsed_s'], name
         cells = [c.strip() for c in row]
         assert cells[0] == run['paradigm'] and cells[1].startswith(run['kvstore'])
-        assert cells[4] == '%d/%d' % (expected_iterations, expected_iterations)
-        assert cells[6] == '%.3f' % run['final_accuracy']
+        assert cells[5] == '%d/%d' % (expected_iterations, expected_iterations)
+        assert cells[7] == '%.3f' % run['final_accuracy']
+        # one data path in every arm: mxnet-ssp's, with buckets, BSP included
+        path = summary['data_path']
+        assert run['data_path'] == path, name
+        assert path['store_class'].startswith('mxnet_ssp.') and path['buckets'] >= 1, (name, path)
+        assert path['handed_off'] is None and cells[2].startswith('mxnet-ssp, '), (name, path)
     # the slow worker (rank 1, x2.5) slept; the SSP/DSSP runs stayed within their bounds
     slow = read_jsonl(out / 'runs' / 'bsp' / 'trial1' / 'train-worker1.jsonl')
     assert all(r['sleep_s'] > 0 for r in slow)

@@ -56,6 +56,8 @@ def collect_run(directory, arm):
         'train_time_s': summary.get('wall_time_s'),
         'iterations': {r: logs[r][-1]['iteration'] for r in ranks},
         'it_per_s': {}, 'compute_ms': {}, 'step_ms': {},
+        # which store carried the arm's traffic (class, buckets): one data path per comparison
+        'data_path': summary.get('data_path'),
     }
     busy = {}
     for r in ranks:

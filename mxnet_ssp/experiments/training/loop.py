@@ -537,4 +537,14 @@ class Training:
             'final_accuracy': self.accuracy, 'wall_time_s': round(wall, 3),
             'elastic': getattr(settings, 'elastic', 0) or None,
             'lost_workers': getattr(kv, 'lost_workers', []),
+            'data_path': data_path(kv),
         }
+
+
+def data_path(kv):
+    """Which data path a store is (every arm of a comparison records it): its class, and
+    for mxnet-ssp's stores the buckets and whether MXNet's own store took over."""
+    if hasattr(kv, 'data_path'):
+        return kv.data_path
+    return {'store_class': '%s.%s' % (type(kv).__module__, type(kv).__name__), 'buckets': 0,
+            'arrays_in_buckets': 0, 'handed_off': None}
