@@ -299,10 +299,8 @@ def up(plan, sshd, measure_links=True):
         _write(os.path.join(directory, 'known_hosts'), '\n'.join(known) + '\n', 0o644)
         _write(os.path.join(directory, 'ssh_config'), ssh_config_text(plan, directory), 0o644)
         workers = [h.address for h in plan.hosts[1:]]
-        _write(os.path.join(directory, 'hostfile'),
-               '# %s: the hosts but the login host %s (%s)\n' % (
-                   PROG, plan.host(0).name, plan.host(0).address) + '\n'.join(workers) + '\n',
-               0o644)
+        # addresses only, no comment: MXNet's stock launcher takes every line for a host
+        _write(os.path.join(directory, 'hostfile'), '\n'.join(workers) + '\n', 0o644)
         _write(os.path.join(directory, 'hostfile.all'),
                '\n'.join(h.address for h in plan.hosts) + '\n', 0o644)
         _make_network(plan)
