@@ -260,7 +260,6 @@ def check_ssh(plan, directory, source=0):
     procs = [(h, subprocess.Popen(in_host(ssh_config, src.namespace,
                                           ['ssh', '-o', 'BatchMode=yes', '-o',
                                            'ConnectTimeout=10', h.address,
-                                           'cat /proc/sys/kernel/hostname >/dev/null && '
                                            'ip -o -4 addr show']),
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True))
