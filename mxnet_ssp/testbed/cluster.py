@@ -199,11 +199,22 @@ def in_host(ssh_config, namespace, argv):
             'mount --bind "$0" %s && exec "$@"' % SSH_CLIENT_CONFIG, ssh_config] + list(argv)
 
 
+#: run in each new namespace before its links exist: no IPv6 (no link-local fe80:: addresses,
+#: no neighbour discovery), so the only addresses are the testbed's IPv4 ones and loopback
+NO_IPV6 = ('if [ -d /proc/sys/net/ipv6 ]; then echo 1 > /proc/sys/net/ipv6/conf/default/'
+           'disable_ipv6 && echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6; fi')
+
+
+def _add_namespace(name):
+    sh(['ip', 'netns', 'add', name])
+    sh(['ip', 'netns', 'exec', name, 'sh', '-c', NO_IPV6])
+    sh(['ip', '-n', name, 'link', 'set', 'lo', 'up'])
+
+
 def _make_network(plan):
     br, bridge = plan.bridge_namespace, plan.bridge
     prefix_len = NETWORK.prefixlen
-    sh(['ip', 'netns', 'add', br])
-    sh(['ip', '-n', br, 'link', 'set', 'lo', 'up'])
+    _add_namespace(br)
     sh(['ip', '-n', br, 'link', 'add', bridge, 'type', 'bridge'])
     sh(['ip', '-n', br, 'addr', 'add', '%s/%d' % (BRIDGE_ADDRESS, prefix_len), 'dev', bridge])
     sh(['ip', '-n', br, 'link', 'set', bridge, 'up'])
@@ -211,8 +222,7 @@ def _make_network(plan):
         burst = tbf_burst(h.rate)
         tbf = ['root', 'tbf', 'rate', '%dbit' % h.rate, 'burst', str(burst),
                'latency', TBF_LATENCY]
-        sh(['ip', 'netns', 'add', h.namespace])
-        sh(['ip', '-n', h.namespace, 'link', 'set', 'lo', 'up'])
+        _add_namespace(h.namespace)
         sh(['ip', '-n', br, 'link', 'add', h.link, 'type', 'veth', 'peer', 'name', h.ifname,
             'netns', h.namespace])
         sh(['ip', '-n', br, 'link', 'set', h.link, 'master', bridge])

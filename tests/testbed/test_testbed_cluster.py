@@ -144,10 +144,12 @@ def test_each_host_has_its_own_address_only_and_the_root_namespace_is_untouched(
         found = sorted(re.findall(r' (\S+) +inet (\S+) ', addrs))
         assert found == [('lo', '127.0.0.1/8'), (prefix + 'eth', host['address'] + '/15')], addrs
         assert ipaddress.ip_interface(found[1][1]).network == NETWORK
+        assert in_ns(host['namespace'], 'ip', '-6', 'addr', 'show').stdout == ''   # no fe80::
         routes = in_ns(host['namespace'], 'ip', '-4', 'route', 'show').stdout.splitlines()
         assert [r.split()[:3] for r in routes] == [['198.18.0.0/15', 'dev', prefix + 'eth']], routes
     bridge = in_ns(prefix + 'net', 'ip', '-o', '-4', 'addr', 'show').stdout
     assert sorted(re.findall(r' inet (\S+) ', bridge)) == ['127.0.0.1/8', '198.19.255.254/15']
+    assert in_ns(prefix + 'net', 'ip', '-6', 'addr', 'show').stdout == ''
     assert root_namespace_view() == up['root_before']
 
 

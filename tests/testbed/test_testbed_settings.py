@@ -2,6 +2,7 @@
 namespaces, nothing started; they run anywhere."""
 import ipaddress
 import json
+import os
 import subprocess
 import sys
 
@@ -239,3 +240,27 @@ def test_command_line_check_builds_the_plan():
     assert cli.check(args, {ENV_PREFIX: 'tb9-'}) == ('tb9-', None)
     assert args.command == ['env', '-0'] and args.host == 'host2'
     json.dumps(vars(p.hosts[0]))        # what up writes into testbed.json
+
+
+@pytest.mark.parametrize('verb', [['up'], ['down'], ['status'], ['run', '--', 'true']])
+def test_main_refuses_a_user_that_is_not_root(verb, monkeypatch, capsys):
+    monkeypatch.setattr(os, 'geteuid', lambda: 1000)
+    assert cli.main(['--prefix', 'tb-'] + verb) == 2
+    out, err = capsys.readouterr()
+    assert out == '' and err == (
+        'mxnet-ssp-testbed: user: effective uid 1000; accepted: root (uid 0), since network '
+        'namespaces, links and tbf need CAP_SYS_ADMIN and CAP_NET_ADMIN (run: sudo '
+        'mxnet-ssp-testbed %s ...)\n' % verb[0])
+
+
+def test_main_refuses_when_a_program_is_missing(monkeypatch, capsys, tmp_path):
+    """As root with an empty PATH: `ip` is named first (before anything is changed)."""
+    monkeypatch.setattr(os, 'geteuid', lambda: 0)
+    monkeypatch.setenv('PATH', str(tmp_path))
+    assert cli.main(['--prefix', 'tb-', 'up', '--hosts', '2']) == 2
+    assert capsys.readouterr().err == ('mxnet-ssp-testbed: program ip: not found on PATH; '
+                                       'accepted: an installed ip (apt-get install iproute2)\n')
+    (tmp_path / 'ip').write_text('#!/bin/sh\nexit 99\n')     # never run: tc is missing
+    (tmp_path / 'ip').chmod(0o755)
+    assert cli.main(['--prefix', 'tb-', 'up', '--hosts', '2']) == 2
+    assert capsys.readouterr().err.startswith('mxnet-ssp-testbed: program tc: not found on PATH')
