@@ -13,6 +13,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -233,6 +234,15 @@ def test_up_again_replaces_it_and_down_twice_leaves_nothing():
             with open('/run/%stestbed/%s/sshd.pid' % (prefix, name)) as f:
                 sshds.append(int(f.read()))
         assert all(cluster._alive(pid) for pid in sshds)
+        os.kill(sshds[1], 9)            # status notices a dead sshd
+        deadline = time.monotonic() + 10
+        while cluster._alive(sshds[1]) and time.monotonic() < deadline:
+            time.sleep(0.01)            # polling its exit, with a deadline
+        status = tb(prefix, 'status')
+        assert status.returncode == 1, fail(status)
+        assert re.search(r'^  host1 .* sshd NOT RUNNING$', status.stdout, re.M), fail(status)
+        assert re.search(r'^  host0 .* sshd running \(pid %d\)$' % sshds[0], status.stdout,
+                         re.M), fail(status)
         subprocess.run(['ip', 'netns', 'add', prefix + 'h7'], check=True)
         down = tb(prefix, 'down')
         assert down.returncode == 0, fail(down)

@@ -264,3 +264,21 @@ def test_main_refuses_when_a_program_is_missing(monkeypatch, capsys, tmp_path):
     (tmp_path / 'ip').chmod(0o755)
     assert cli.main(['--prefix', 'tb-', 'up', '--hosts', '2']) == 2
     assert capsys.readouterr().err.startswith('mxnet-ssp-testbed: program tc: not found on PATH')
+
+
+def test_run_and_status_of_a_testbed_that_is_not_up(monkeypatch, capsys, tmp_path):
+    """run refuses (exit 2) naming the prefix and the state file it looked for; nothing runs
+    (the fake ip and mount on PATH would exit 99)."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    for name in ('ip', 'mount'):
+        (bin_dir / name).write_text('#!/bin/sh\nexit 99\n')
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setattr(os, 'geteuid', lambda: 0)
+    monkeypatch.setenv('PATH', str(bin_dir))
+    monkeypatch.setenv(ENV_STATE_ROOT, str(tmp_path))
+    assert cli.main(['--prefix', 'tb-', 'run', '--host', 'host1', '--', 'true']) == 2
+    assert capsys.readouterr().err == (
+        'mxnet-ssp-testbed: testbed tb-: not up (no %s/tb-testbed/testbed.json); accepted: a '
+        'prefix whose testbed is up (start one with mxnet-ssp-testbed up --prefix tb-)\n'
+        % tmp_path)
