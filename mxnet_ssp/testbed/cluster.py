@@ -136,9 +136,13 @@ def down(prefix, quiet=False):
         left = _stop(namespace_pids(name))
         if left and not quiet:
             say('%s: processes %s in namespace %s did not end' % (PROG, left, name))
+    failed = []
     for name in mine:
-        sh(['ip', 'netns', 'delete', name], check=False)
-        removed.append('namespace ' + name)
+        proc = sh(['ip', 'netns', 'delete', name], check=False)
+        if proc.returncode == 0:
+            removed.append('namespace ' + name)
+        else:
+            failed.append('namespace %s (%s)' % (name, proc.stderr.strip()))
     directory = state_dir(prefix)
     if os.path.lexists(directory):
         if os.path.isdir(directory) and not os.path.islink(directory):
@@ -146,6 +150,9 @@ def down(prefix, quiet=False):
         else:
             os.unlink(directory)
         removed.append('state directory ' + directory)
+    if failed:
+        raise RuntimeError('could not remove %s%s' % (', '.join(failed), '; removed ' +
+                                                       ', '.join(removed) if removed else ''))
     return removed
 
 
@@ -276,7 +283,12 @@ def check_ssh(plan, directory, source=0):
              for h in plan.hosts]
     failures = []
     for h, proc in procs:
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            err += ' (no answer within 60 s)'
         if proc.returncode != 0 or (' %s/' % h.address) not in out:
             failures.append('%s (%s): exit %d %s' % (h.name, h.address, proc.returncode,
                                                      err.strip()[-300:]))
@@ -338,7 +350,10 @@ def up(plan, sshd, measure_links=True):
             % (PROG, PROG, '' if plan.prefix == 'mxssp-' else ' --prefix ' + plan.prefix))
         return rc
     except BaseException:
-        down(plan.prefix, quiet=True)
+        try:
+            down(plan.prefix, quiet=True)
+        except RuntimeError as err:        # the first error is the one to report
+            say('%s: %s' % (PROG, err))
         raise
 
 
