@@ -339,8 +339,10 @@ def up(plan, sshd, measure_links=True):
                 % (h.name, h.address, h.namespace, format_rate(h.rate),
                    '  (login host)' if h.index == 0 else ''))
         say('ssh from host0 to every host: ok (key %s)' % os.path.join(directory, 'id_ed25519'))
-        say('hostfile: %s (host1 .. host%d; %s.all: every host)'
-            % (os.path.join(directory, 'hostfile'), len(plan.hosts) - 1,
+        last = len(plan.hosts) - 1
+        say('hostfile: %s (%s; %s.all: every host)'
+            % (os.path.join(directory, 'hostfile'),
+               'host1' if last == 1 else 'host1 .. host%d' % last,
                os.path.join(directory, 'hostfile')))
         say('ssh config: %s' % os.path.join(directory, 'ssh_config'))
         rc = 0
