@@ -11,6 +11,7 @@ the value and what is accepted); run: the command's own code.
 """
 import argparse
 import os
+import signal
 import sys
 
 from .settings import (DEFAULT_PREFIX, DEFAULT_RATE, ENV_PREFIX, ENV_STATE_ROOT, EXIT_USAGE,
@@ -77,6 +78,12 @@ def check(args, environ=None):
     return prefix, None
 
 
+def _exit_on_signal(signum, frame):
+    sys.stderr.write('%s: stopped by %s; removing what up made\n'
+                     % (PROG, signal.Signals(signum).name))
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     from . import cluster
@@ -85,6 +92,9 @@ def main(argv=None):
         cluster.preflight(args.verb)
         sshd = cluster.find_sshd() if args.verb == 'up' else None
         if args.verb == 'up':
+            # stopped half-way (SIGTERM, SIGHUP, Ctrl-C), up removes what it made
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, _exit_on_signal)
             return cluster.up(the_plan, sshd, measure_links=not args.no_measure)
         if args.verb == 'down':
             removed = cluster.down(prefix)

@@ -260,3 +260,35 @@ def test_up_again_replaces_it_and_down_twice_leaves_nothing():
         subprocess.run(['ip', 'netns', 'delete', other])
     assert left_over(prefix) == []
     assert not owned_namespace(other, prefix)
+
+
+def test_up_stopped_half_way_removes_what_it_made():
+    """SIGTERM once host0's sshd runs (its pid file exists; the ssh check and the measurement
+    are still to come): up exits 143 and leaves nothing of its prefix."""
+    need_testbed_tools()
+    prefix = new_prefix()
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
+    proc = subprocess.Popen([PY, '-m', 'mxnet_ssp.testbed', '--prefix', prefix, 'up',
+                             '--hosts', '2'], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pidfile = '/run/%stestbed/host0/sshd.pid' % prefix
+        deadline = time.monotonic() + 60
+        while not os.path.exists(pidfile) and proc.poll() is None:
+            assert time.monotonic() < deadline, 'no %s within 60 s' % pidfile
+            time.sleep(0.005)           # polling a file, with a deadline
+        assert proc.poll() is None, proc.communicate()
+        with open(pidfile) as f:
+            sshd = int(f.read() or 0)
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 143, (out, err)
+        assert 'stopped by SIGTERM; removing what up made' in err
+        assert left_over(prefix) == []
+        assert sshd == 0 or not cluster._alive(sshd)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        tb(prefix, 'down')
+    assert left_over(prefix) == []
