@@ -24,7 +24,7 @@ from mxnet_ssp.testbed.settings import NETWORK, owned_namespace
 INSTALL_IPROUTE = 'apt-get install iproute2'
 PY = sys.executable
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 
 
 def need_testbed_tools():

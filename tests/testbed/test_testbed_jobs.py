@@ -21,7 +21,7 @@ from test_testbed_cluster import fail, need_testbed_tools, new_prefix, tb
 
 PY = sys.executable
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 
 # Records where this process runs (DIR/<role>-<pid>.json), then runs the job script
 # (argv[2:]) as __main__.  Written before `import mxnet`, which never returns in a scheduler
