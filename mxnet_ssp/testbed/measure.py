@@ -6,6 +6,9 @@ bridge's own namespace, so one host's measurement does not depend on another hos
 - ``up``: host i sends, a receiver in the bridge namespace (at the bridge's address) counts;
 - ``down``: the bridge namespace sends, a receiver in host i counts.
 
+A direction is measured again (up to 3 transfers, the fastest counts) while it falls short
+by more than 10%: on a busy machine the processes, not the link, may be the limit.
+
 The receiver starts its clock once it has received more than tbf's bucket (the first burst
 leaves at line speed) and stops it at the last byte, so the result is the shaped steady
 rate of TCP payload.  tbf counts whole Ethernet frames: at MTU 1500 a segment carries 1448
@@ -24,6 +27,8 @@ from .settings import BRIDGE_ADDRESS, tbf_burst
 PAYLOAD_SHARE = 1448 / 1514
 TOLERANCE = 0.10
 SECONDS = 0.25
+#: transfers per direction at most (see best_of)
+ATTEMPTS = 3
 
 RECEIVER = r'''
 import json, socket, sys, time
@@ -139,12 +144,32 @@ def _rest(proc):
     return (proc.stderr.read() or b'').decode(errors='replace').strip()[-400:]
 
 
+def best_of(receiver_ns, receiver_address, sender_ns, bits, attempts=ATTEMPTS, python=None):
+    """(payload bits/s, transfers made): the fastest of up to `attempts` transfers, stopping at
+    the first within TOLERANCE of `bits`.
+
+    tbf is an upper bound that a busy machine's processes may fail to reach (a transfer that
+    loses the CPU for 50 ms of its 250 ms runs 20% slow); they can never pass it, so the
+    fastest transfer is the link's rate, and a rate more than 10% over the setting fails at
+    once.
+    """
+    best = None
+    for attempt in range(1, attempts + 1):
+        got = measure(receiver_ns, receiver_address, sender_ns, bits, python)
+        best = got if best is None else max(best, got)
+        if within(best, bits) or best > bits:
+            break
+    return best, attempt
+
+
 def measure_host(plan, host, python=None):
-    """{'up': bits/s host -> bridge, 'down': bits/s bridge -> host} of host `host`'s link."""
-    return {
-        'up': measure(plan.bridge_namespace, BRIDGE_ADDRESS, host.namespace, host.rate, python),
-        'down': measure(host.namespace, host.address, plan.bridge_namespace, host.rate, python),
-    }
+    """{'up': bits/s host -> bridge, 'down': bits/s bridge -> host, 'transfers': {...}} of host
+    `host`'s link."""
+    up, up_n = best_of(plan.bridge_namespace, BRIDGE_ADDRESS, host.namespace, host.rate,
+                       python=python)
+    down, down_n = best_of(host.namespace, host.address, plan.bridge_namespace, host.rate,
+                           python=python)
+    return {'up': up, 'down': down, 'transfers': {'up': up_n, 'down': down_n}}
 
 
 def within(measured, bits, tolerance=TOLERANCE):

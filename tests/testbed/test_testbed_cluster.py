@@ -68,11 +68,29 @@ def root_namespace_view():
             for what in ('link show', 'addr show', 'route show', '-6 route show')}
 
 
+def prefix_processes(prefix):
+    """'pid: command line' of the live processes whose command line names the testbed's state
+    directory (its sshds), in any namespace: one whose namespace lost its name counts too."""
+    found = []
+    marker = ('/run/%stestbed/' % prefix).encode()
+    for name in os.listdir('/proc'):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open('/proc/%s/cmdline' % name, 'rb') as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if marker in cmdline and cluster._alive(int(name)):
+                found.append('%s: %s' % (name, cmdline.replace(b'\0', b' ').decode(
+                    errors='replace')))
+    return found
+
+
 def left_over(prefix):
-    """Everything with `prefix` that exists: namespaces and the state directory."""
+    """Everything with `prefix` that exists: namespaces, the state directory, processes."""
     names = [n for n in cluster.namespaces() if n.startswith(prefix)]
     state = os.path.join('/run', prefix + 'testbed')
-    return names + ([state] if os.path.lexists(state) else [])
+    return names + ([state] if os.path.lexists(state) else []) + prefix_processes(prefix)
 
 
 def fail(proc):
@@ -171,9 +189,9 @@ def test_a_transfer_between_two_hosts_runs_at_the_slower_link(up):
     hosts = up['state']['hosts']
     cases = [(0, 2, 2 * 10 ** 8), (2, 1, 2 * 10 ** 8), (0, 1, 10 ** 9)]
     for src, dst, bits in cases:
-        got = measure.measure(hosts[dst]['namespace'], hosts[dst]['address'],
-                              hosts[src]['namespace'], bits)
-        assert measure.within(got, bits), (src, dst, got, bits)
+        got, transfers = measure.best_of(hosts[dst]['namespace'], hosts[dst]['address'],
+                                         hosts[src]['namespace'], bits)
+        assert measure.within(got, bits), (src, dst, got, bits, transfers)
 
 
 def test_ssh_between_hosts_with_the_testbed_key_only(up):

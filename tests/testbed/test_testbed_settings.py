@@ -282,3 +282,20 @@ def test_run_and_status_of_a_testbed_that_is_not_up(monkeypatch, capsys, tmp_pat
         'mxnet-ssp-testbed: testbed tb-: not up (no %s/tb-testbed/testbed.json); accepted: a '
         'prefix whose testbed is up (start one with mxnet-ssp-testbed up --prefix tb-)\n'
         % tmp_path)
+
+
+@pytest.mark.parametrize('readings, best, transfers', [
+    ([0.956e9], 0.956e9, 1),                     # within 10% at once
+    ([0.5e9, 0.95e9, 0.7e9], 0.95e9, 2),         # short, then within: stops
+    ([0.5e9, 0.6e9, 0.7e9], 0.7e9, 3),           # short every time: the fastest, after 3
+    ([1.3e9, 0.95e9], 1.3e9, 1),                 # over the setting: shaping failed, no retry
+])
+def test_best_of_measures_again_only_while_short(monkeypatch, readings, best, transfers):
+    calls = []
+
+    def fake(receiver_ns, address, sender_ns, bits, python=None):
+        calls.append((receiver_ns, address, sender_ns, bits))
+        return readings[len(calls) - 1]
+    monkeypatch.setattr(measure, 'measure', fake)
+    assert measure.best_of('r', '198.18.0.2', 's', 10 ** 9) == (best, transfers)
+    assert calls == [('r', '198.18.0.2', 's', 10 ** 9)] * transfers
