@@ -122,7 +122,7 @@ def test_dist_ssp_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_pa
     env = job_env(tmp_path)
     env.pop('STOCK_LAUNCH_HOST_IP')
     argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'ssh',
-            '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '180',
+            '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '120',
             PY, str(tmp_path / 'where.py'), str(where), os.path.join(JOBS, 'gluon_job.py'),
             '--kvstore', 'dist_ssp', '--steps', str(steps), '--out', str(out)]
     proc = run_on_login_host(cluster4['prefix'], argv, env, tmp_path)
