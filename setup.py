@@ -74,5 +74,6 @@ setup(
         'mxnet-ssp-compare = mxnet_ssp.experiments.compare_paradigms:main',
         'mxnet-ssp-reproduce = mxnet_ssp.reproduce:main',
         'mxnet-ssp-advise = mxnet_ssp.lab.advise:main',
+        'mxnet-ssp-testbed = mxnet_ssp.testbed:main',
     ]},
 )

@@ -32,6 +32,7 @@ TOOLS = {
     'mxnet-ssp-reproduce': 'mxnet_ssp.reproduce',
     'mxnet-ssp-launch': 'mxnet_ssp.launch',
     'mxnet-ssp-advise': 'mxnet_ssp.lab.advise',
+    'mxnet-ssp-testbed': 'mxnet_ssp.testbed',
 }
 
 
@@ -127,6 +128,7 @@ def test_tools_run_outside_the_checkout(tmp_path):
     assert '--ssp-staleness' in run('mxnet-ssp-compare', '--help').stdout
     assert '--kvstore' in run('mxnet-ssp-train', '--help').stdout
     assert 'RUN_DIR' in run('mxnet-ssp-advise', '--help').stdout
+    assert '{up,down,status,run}' in run('mxnet-ssp-testbed', '--help').stdout
 
     # a short training run, in one process
     save = work / 'run'

@@ -1,0 +1,163 @@
+"""Real parameter-server jobs across an emulated 4-host cluster (mxnet-ssp-testbed).
+
+The launcher runs on the login host (host0) and starts the servers and workers over ssh on
+the other hosts, through each host's own sshd, with the hostfile the testbed wrote: our
+launcher (``python -m mxnet_ssp.launch --launcher ssh``) with ``dist_ssp``, and MXNet's
+stock tools/launch.py (tests/jobs/stock_launch.py) with ``dist_async``.  Every process
+records, before it imports mxnet, the network namespace it runs in and its address towards
+the scheduler, so the tests check where each one ran.  Needs what test_testbed_cluster.py
+needs (root, iproute2, OpenSSH); skipped without it, failed under CI=true.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import JOBS, ROOT, fail_msg, job_env, read_jsonl
+from test_testbed_cluster import fail, need_testbed_tools, new_prefix, tb
+
+PY = sys.executable
+
+pytestmark = [pytest.mark.integration, pytest.mark.ssh]
+
+# Records where this process runs (DIR/<role>-<pid>.json), then runs the job script
+# (argv[2:]) as __main__.  Written before `import mxnet`, which never returns in a scheduler
+# or server.
+WHERE = '''\
+import json, os, runpy, socket, sys
+out = sys.argv[1]
+role = os.environ.get('DMLC_ROLE')
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+probe.connect((os.environ['DMLC_PS_ROOT_URI'], int(os.environ['DMLC_PS_ROOT_PORT'])))
+record = {'role': role, 'address': probe.getsockname()[0],
+          'netns': os.readlink('/proc/self/ns/net'), 'node_host': os.environ.get('DMLC_NODE_HOST'),
+          'root_uri': os.environ['DMLC_PS_ROOT_URI'], 'pid': os.getpid(),
+          'index': os.environ.get('MXNET_SSP_LAUNCH_INDEX', os.environ.get('DMLC_TASK_ID'))}
+probe.close()
+path = os.path.join(out, '%s-%d.json' % (role, os.getpid()))
+with open(path + '.tmp', 'w') as f:
+    json.dump(record, f)
+os.rename(path + '.tmp', path)
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name='__main__')
+'''
+
+
+@pytest.fixture(scope='module')
+def cluster4():
+    """4 emulated hosts at 1gbit (host0: the login host); removed on every exit path."""
+    need_testbed_tools()
+    prefix = new_prefix()
+    try:
+        proc = tb(prefix, 'up', '--hosts', '4', '--rate', '1gbit', '--no-measure')
+        assert proc.returncode == 0, fail(proc)
+        with open('/run/%stestbed/testbed.json' % prefix) as f:
+            state = json.load(f)
+        yield state
+    finally:
+        down = tb(prefix, 'down')
+        assert down.returncode == 0, fail(down)
+
+
+def namespace_ids(state):
+    """{'net:[inode]': host name} of the testbed's hosts."""
+    return {'net:[%d]' % os.stat('/run/netns/' + h['namespace']).st_ino: h['name']
+            for h in state['hosts']}
+
+
+def placements(directory, state):
+    """[(role, launch index, host name by namespace, address, DMLC_NODE_HOST)], sorted."""
+    ids = namespace_ids(state)
+    out = []
+    for name in os.listdir(directory):
+        if name.endswith('.json'):
+            with open(os.path.join(directory, name)) as f:
+                r = json.load(f)
+            out.append((r['role'], r['index'] if r['role'] != 'scheduler' else None,
+                        ids.get(r['netns'], r['netns']), r['address'], r['node_host']))
+    return sorted(out, key=lambda p: (p[0], p[1] or ''))
+
+
+def run_on_login_host(prefix, argv, env, cwd, timeout=150):
+    """``mxnet-ssp-testbed run -- ARGV`` on host0 in a session of its own; on timeout the
+    whole session is killed (and `down` stops what is left on the hosts)."""
+    proc = subprocess.Popen([PY, '-m', 'mxnet_ssp.testbed', '--prefix', prefix, 'run', '--']
+                            + list(argv), env=env, cwd=str(cwd), start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail('job on the testbed did not finish within %d s:\n%s\n%s'
+                    % (timeout, out[-3000:], err[-6000:]))
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def check_training(out, store, steps):
+    for rank in (0, 1):
+        result = read_jsonl(out / ('train-%d.json' % rank))[0]
+        assert result['type'] == store, result
+        assert result['loss_last'] < 0.1 * result['loss_first'], result
+
+
+def test_dist_ssp_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_path):
+    """-n 2 -s 1 over ssh with the testbed's hostfile (host1..host3): the scheduler on host0,
+    then round-robin per role over the hostfile: server #0 and worker #0 on host1, worker #1
+    on host2; each process binds its own host's address."""
+    steps = 10
+    where, out = tmp_path / 'where', tmp_path / 'train'
+    where.mkdir()
+    (tmp_path / 'where.py').write_text(WHERE)
+    hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
+    env = job_env(tmp_path)
+    env.pop('STOCK_LAUNCH_HOST_IP')
+    argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'ssh',
+            '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '120',
+            PY, str(tmp_path / 'where.py'), str(where), os.path.join(JOBS, 'gluon_job.py'),
+            '--kvstore', 'dist_ssp', '--steps', str(steps), '--out', str(out)]
+    proc = run_on_login_host(cluster4['prefix'], argv, env, tmp_path)
+    assert proc.returncode == 0, fail_msg(proc)
+    assert 'all 4 processes exited with code 0' in proc.stderr, fail_msg(proc)
+    check_training(out, 'dist_ssp', steps)
+    assert placements(where, cluster4) == [
+        ('scheduler', None, 'host0', '198.18.0.1', None),
+        ('server', '0', 'host1', '198.18.0.2', '198.18.0.2'),
+        ('worker', '0', 'host1', '198.18.0.2', '198.18.0.2'),
+        ('worker', '1', 'host2', '198.18.0.3', '198.18.0.3'),
+    ], fail_msg(proc)
+
+
+def test_dist_async_job_with_mxnets_stock_launch_py_over_ssh(cluster4, tmp_path):
+    """MXNet's tools/launch.py --launcher ssh, unchanged, from host0: the tracker advertises
+    host0's address (STOCK_LAUNCH_HOST_IP); it gives each process DMLC_NODE_HOST = its
+    hostfile entry, and puts server #0 on host1 and workers #0, #1 on host2 and host3."""
+    steps = 10
+    where, out = tmp_path / 'where', tmp_path / 'train'
+    where.mkdir()
+    (tmp_path / 'where.py').write_text(WHERE)
+    hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
+    env = job_env(tmp_path, STOCK_LAUNCH_HOST_IP='198.18.0.1')
+    argv = [PY, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
+            '--launcher', 'ssh', '-H', hostfile,
+            PY, str(tmp_path / 'where.py'), str(where), os.path.join(JOBS, 'gluon_job.py'),
+            '--kvstore', 'dist_async', '--steps', str(steps), '--out', str(out)]
+    proc = run_on_login_host(cluster4['prefix'], argv, env, tmp_path)
+    assert proc.returncode == 0, fail_msg(proc)
+    check_training(out, 'dist_async', steps)
+    found = placements(where, cluster4)
+    assert sorted((role, host, address, node) for role, _, host, address, node in found) == [
+        ('scheduler', 'host0', '198.18.0.1', '198.18.0.1'),
+        ('server', 'host1', '198.18.0.2', '198.18.0.2'),
+        ('worker', 'host2', '198.18.0.3', '198.18.0.3'),
+        ('worker', 'host3', '198.18.0.4', '198.18.0.4'),
+    ], fail_msg(proc)
