@@ -7,7 +7,7 @@ reads ``os.environ`` for these settings.
 """
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .core.names import DSSP_MODES
 
@@ -140,6 +140,9 @@ class SyncConfig:
     controller : str
         Where the controller runs on its server's host: ``'process'`` or ``'thread'``
         (``MXNET_SSP_CONTROLLER``).
+    origins : tuple of (str, str)
+        Where each setting came from: ``(MXNET_SSP_NAME, 'mxnet_ssp.create()' |
+        'environment' | '<settings file> line N' | 'default')``; not compared.
     """
     store: str = 'dist_dssp'
     s_lower: int = 3
@@ -151,6 +154,7 @@ class SyncConfig:
     staleness_log: bool = False
     controller: str = DEFAULT_CONTROLLER
     elastic: int = 0
+    origins: tuple = field(default=(), compare=False)
 
     @property
     def synchronous(self):
@@ -389,7 +393,7 @@ def parse_elastic(value, num_workers=None, source=ENV_ELASTIC):
 
 def elastic_min_workers(environ=None):
     """The job's elastic setting (:data:`ENV_ELASTIC`): least workers, or 0 (off)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_ELASTIC)
     workers = env.get(ENV_NUM_WORKER)
     return parse_elastic(value, parse_num_workers(workers) if workers else None)
@@ -397,13 +401,13 @@ def elastic_min_workers(environ=None):
 
 def rejoining(environ=None):
     """Whether this worker replaces a lost one (:data:`ENV_REJOIN`, a yes/no flag)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_REJOIN), ENV_REJOIN, False)
 
 
 def controller_placement(environ=None):
     """Where the controller runs (``MXNET_SSP_CONTROLLER``): ``process`` (default) or ``thread``."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_CONTROLLER)
     if value is None or not value.strip():
         return DEFAULT_CONTROLLER
@@ -416,7 +420,7 @@ def controller_placement(environ=None):
 
 def wrap_async(environ=None):
     """Whether mxnet-ssp registers its own ``dist_async`` (``MXNET_SSP_WRAP_ASYNC``, default on)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_WRAP_ASYNC), ENV_WRAP_ASYNC, True)
 
 
@@ -438,12 +442,94 @@ def from_env(store, environ=None, **overrides):
     store : str
         ``'dist_ssp'`` or ``'dist_dssp'``.
     environ : mapping, optional
-        Environment to read (defaults to ``os.environ``); tests pass a dict.
+        Environment to read; tests pass a dict.  Default: ``os.environ`` over the job's
+        settings file (:mod:`mxnet_ssp.settings_file`).
     **overrides
         ``staleness``, ``mode``, ``timeout``, ``metrics_dir`` given from
-        Python take precedence over the environment.
+        Python take precedence over the environment, which takes precedence over the
+        settings file.
     """
+    env = _environ(environ)
+    try:
+        conf = _from_env(store, env, overrides)
+    except ConfigError as err:
+        raise ConfigError(_with_origins(str(err), env)) from None
+    origins = tuple((name, 'mxnet_ssp.create()' if arg in overrides and (
+        overrides[arg] is not None or arg == 'metrics_dir')
+                     else _settings_file().origin(env, name))
+                    for arg, name in _OVERRIDE_ENV)
+    conf = replace(conf, origins=origins)
+    if environ is None:
+        _note_defaults_once(conf, env)
+    return conf
+
+
+#: from_env's keyword arguments and the settings they replace.
+_OVERRIDE_ENV = (('staleness', ENV_STALENESS), ('mode', ENV_DSSP_MODE), ('timeout', ENV_TIMEOUT),
+                 ('metrics_dir', ENV_METRICS_DIR), ('splits', ENV_SOFTSYNC_SPLITS),
+                 ('staleness_log', ENV_STALENESS_LOG), (None, ENV_ELASTIC),
+                 (None, ENV_CONTROLLER))
+
+
+def _settings_file():
+    from . import settings_file
+    return settings_file
+
+
+def _environ(environ):
+    """`environ` as given, or this process's settings: ``os.environ`` over the settings file
+    (:func:`mxnet_ssp.settings_file.environ`)."""
+    if environ is not None:
+        return environ
+    return _settings_file().environ()
+
+
+def _with_origins(message, env):
+    """`message` plus where the settings it names were set, when some came from the file."""
+    from_file = getattr(env, 'from_file', {})
+    named = [n for n in sorted(from_file) if n in message]
+    if not named:
+        return message
+    return '%s (%s)' % (message, '; '.join('%s is set in %s' % (n, env.origin(n))
+                                           for n in named))
+
+
+_noted = []
+
+
+def under_ssh(environ=None):
+    """Whether this process was started over ssh (``SSH_CONNECTION``, or ``DMLC_JOB_CLUSTER``
+    = ``ssh`` as mxnet-ssp-launch sets it): where MXNet's stock launcher passes no setting."""
     env = os.environ if environ is None else environ
+    return bool(env.get('SSH_CONNECTION')) or env.get('DMLC_JOB_CLUSTER') == 'ssh'
+
+
+def _note_defaults_once(conf, env):
+    """Under ssh, with no MXNET_SSP_* setting in the environment nor a settings file, say
+    once which values this process uses and where they come from (issue 41: MXNet's stock
+    launch.py drops them over ssh without a word)."""
+    if _noted or not under_ssh(env):
+        return
+    ours = [n for n in env if n.startswith('MXNET_SSP_')
+            and n not in _settings_file().NOT_IN_FILE]
+    if ours or getattr(env, 'path', None):
+        return
+    _noted.append(conf.store)
+    import logging
+    logging.getLogger('mxnet_ssp').warning(
+        'mxnet-ssp: %s on %s was started over ssh and no MXNET_SSP_* setting reached it '
+        '(MXNet\'s tools/launch.py passes none over ssh) and there is no settings file '
+        '(%s in %s, or %s): using %s, all of them defaults (docs/launch.md)',
+        env.get('DMLC_ROLE') or 'this process', _hostname(), _settings_file().DEFAULT_FILE,
+        os.getcwd(), _settings_file().ENV_SETTINGS, conf.describe())
+
+
+def _hostname():
+    import socket
+    return socket.gethostname()
+
+
+def _from_env(store, env, overrides):
     store = check_kvstore_name(store, ours_only=True)
     known = {'staleness', 'mode', 'timeout', 'metrics_dir', 'splits', 'staleness_log'}
     unknown = set(overrides) - known
@@ -576,7 +662,7 @@ def balance_from_env(environ=None, num_workers=None, **overrides):
     ConfigError
         Naming the setting, its value and what is accepted.
     """
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     known = {'total', 'min_batch', 'max_batch', 'period', 'threshold', 'smoothing'}
     unknown = set(overrides) - known
     if unknown:
@@ -638,7 +724,7 @@ def bucket_bytes(environ=None, value=None):
     (0: every array keeps its own key), default :data:`DEFAULT_BUCKET_BYTES`."""
     source = 'bucket_bytes'
     if value is None:
-        env = os.environ if environ is None else environ
+        env = _environ(environ)
         value = env.get(ENV_BUCKET_BYTES)
         source = ENV_BUCKET_BYTES
         if value is None or not str(value).strip():
@@ -650,20 +736,20 @@ def bucket_bytes(environ=None, value=None):
 def host_copies(environ=None):
     """``MXNET_SSP_HOST_COPIES``: whether bucket copies may run as NumPy copies on MXNet's
     engine (default on; a yes/no value as :func:`parse_flag` reads it)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_HOST_COPIES), ENV_HOST_COPIES, True)
 
 
 def host_updates(environ=None):
     """``MXNET_SSP_HOST_UPDATES``: whether the servers may run MXNet's SGD as NumPy passes
     (default on; a yes/no value as :func:`parse_flag` reads it)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_HOST_UPDATES), ENV_HOST_UPDATES, True)
 
 
 def bigarray_bound(environ=None):
     """MXNet's ``MXNET_KVSTORE_BIGARRAY_BOUND`` as MXNet reads it (default 1000000)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_BIGARRAY_BOUND)
     if value is None or not str(value).strip():
         return 1000000
@@ -675,7 +761,7 @@ def follow_grace(environ=None):
     """``MXNET_SSP_FOLLOW_GRACE``: seconds, a number in [1, 600], default
     :data:`DEFAULT_FOLLOW_GRACE` (shorter would take ps-lite's reconnects at start-up for a
     failed job)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_FOLLOW_GRACE)
     if value is None or not str(value).strip():
         return DEFAULT_FOLLOW_GRACE
@@ -685,7 +771,7 @@ def follow_grace(environ=None):
 
 def metrics_dir_if_set(environ=None):
     """``MXNET_SSP_METRICS_DIR`` when it is set and not off (the default is not applied)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_METRICS_DIR)
     if value is None or value.strip().lower() in ('', 'off', 'none', '0'):
         return None
