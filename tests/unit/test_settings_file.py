@@ -353,3 +353,27 @@ def test_equal_settings_and_a_hello_without_settings_are_admitted(controller):
     assert srv.failure is None
     a.leave()
     b.leave()
+
+
+# -- the launcher ---------------------------------------------------------------------------
+def test_the_launcher_refuses_a_bad_settings_file_before_starting_anything(tmp_path):
+    write(tmp_path, 'MXNET_SSP_TIMEOUT=30\nMXNET_SSP_STALENESS=1,5\n')
+    marker = tmp_path / 'started'
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('MXNET_SSP_', 'DMLC_'))}
+    done = subprocess.run([sys.executable, '-m', 'mxnet_ssp.launch', '-n', '1', '-s', '1',
+                           '--launcher', 'local', sys.executable, '-c',
+                           'open(%r, "w")' % str(marker), '--kvstore', 'dist_ssp'],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert ("mxnet-ssp-launch: error: MXNET_SSP_STALENESS='1,5' is not valid for dist_ssp: "
+            "expected one integer s >= 0 (e.g. '3') (MXNET_SSP_STALENESS is set in %s line 2)"
+            % (tmp_path / sf.DEFAULT_FILE)) in done.stderr, done.stderr
+    assert not marker.exists()
+    write(tmp_path, 'MXNET_SSP_TIMEOUT=30\nMXNET_SSP_STALENES=1\n')
+    done = subprocess.run(done.args, cwd=str(tmp_path), env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and ('error: settings file %s, line 2: MXNET_SSP_STALENES is '
+                                     'not a setting of mxnet-ssp' % (tmp_path / sf.DEFAULT_FILE)
+                                     ) in done.stderr, done.stderr
+    assert not marker.exists()
