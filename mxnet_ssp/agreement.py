@@ -25,6 +25,11 @@ MXNET_KVSTORE_BIGARRAY_   MXNet's own: which arrays are split over all servers (
 BOUND                     layout again)
 ========================  =================================================================
 
+The asynchronous stores outside elastic mode have no controller: there each server compares
+the settings every worker sends with its optimizer (:func:`check_updater_settings`; MXNet
+sends every worker's ``set_optimizer`` to every server) and ends, failing the job, at the
+first worker whose settings differ.
+
 Not compared: ``MXNET_SSP_METRICS_DIR`` (a path on each host), ``MXNET_SSP_HOST_COPIES``
 (how one worker copies, the same bits either way), ``MXNET_SSP_CONTROLLER`` (only the worker
 that starts the controller's counts), ``MXNET_SSP_FOLLOW_GRACE`` (how fast each process ends
@@ -35,7 +40,8 @@ import socket
 from . import config as cfg
 from .settings_file import DEFAULT_FILE, origin
 
-__all__ = ['KVSTORE', 'job_settings', 'differences', 'mismatch_message', 'this_host']
+__all__ = ['KVSTORE', 'job_settings', 'differences', 'mismatch_message', 'this_host', 'sender',
+           'check_updater_settings']
 
 #: The name of the store type in the compared settings.
 KVSTORE = 'kvstore type'
@@ -130,3 +136,42 @@ def mismatch_message(names, worker_settings, worker_who, job_settings_, job_who)
             'environment (MXNet\'s tools/launch.py passes no MXNET_SSP_* variable over ssh)'
             % (worker_who, '; '.join(parts), ', '.join(names),
                'them' if len(names) > 1 else 'it', DEFAULT_FILE))
+
+
+def sender(rank, settings):
+    """What a worker sends: its rank, its host and its :func:`job_settings`."""
+    return {'rank': int(rank), 'host': this_host(), 'settings': settings}
+
+
+def _has_controller(settings):
+    store = (settings.get(KVSTORE) or [None])[0]
+    elastic = (settings.get(cfg.ENV_ELASTIC) or ['0'])[0]
+    return store in cfg.STORE_TYPES or elastic not in ('0', None)
+
+
+_updater_reference = []      # a server's first sender (:func:`check_updater_settings`)
+
+
+def check_updater_settings(sent):
+    """Server side: compare a worker's settings sent with its optimizer (:func:`sender`)
+    with the first worker's; return the failure message, or None.
+
+    Only where the controller cannot compare them: when either worker's store has no
+    controller (an asynchronous store outside elastic mode).  With a controller it compares
+    them at the worker's first step and its message reaches every worker.
+    """
+    if not isinstance(sent, dict) or not isinstance(sent.get('settings'), dict):
+        return None
+    if not _updater_reference:
+        _updater_reference.append(sent)
+        return None
+    first = _updater_reference[0]
+    if _has_controller(first['settings']) and _has_controller(sent['settings']):
+        return None
+    names = differences(first['settings'], sent['settings'])
+    if not names:
+        return None
+    return mismatch_message(names, sent['settings'],
+                            'worker %s on host %s' % (sent.get('rank'), sent.get('host')),
+                            first['settings'],
+                            'worker %s on host %s' % (first.get('rank'), first.get('host')))

@@ -58,7 +58,7 @@ from mxnet.kvstore.base import KVStoreBase
 from .ps import _process
 from .ps import discovery
 from . import config as cfg
-from .agreement import job_settings
+from .agreement import job_settings, sender
 from .core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
                          plan_buckets)
 from .ps.channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,
@@ -704,7 +704,9 @@ class SSPKVStore(KVStoreBase):
                            num_servers=self._num_servers, softsync_c=softsync_c,
                            metrics_dir=self._config.metrics_dir,
                            staleness_log=self._config.staleness_log,
-                           host_updates=self._host_updates)
+                           host_updates=self._host_updates,
+                           agree=sender(self._rank, job_settings(self._config, self._bucket_bytes,
+                                                                 self._host_updates)))
         if not self._rejoining:           # the servers have it, with the job's optimizer state
             self._kv.set_optimizer(spec)
         self._optimizer = optimizer

@@ -45,3 +45,29 @@ def test_workers_with_other_bucket_bytes_fail_before_training(tmp_path):
         .split('Every process')[0], fail_msg(proc)
     assert re.search(r'(worker #[01]|server #0) \(launch index; pid \d+\) exited with code 1 '
                      r'— stopping the job', proc.stderr), fail_msg(proc)
+
+
+def test_async_workers_with_other_bucket_bytes_fail_on_the_server(tmp_path):
+    """dist_async (no controller): the server compares the settings each worker sends with
+    its optimizer and ends at the second worker's, naming the setting, both values and both
+    workers; the job fails (the workers follow the ended server)."""
+    env = job_env(tmp_path)
+    env.pop('MXNET_SSP_BUCKET_BYTES', None)
+    out = tmp_path / 'o'
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'mismatch_job.py'),
+                              '--store', 'dist_async', '--odd-index', '1',
+                              '--odd-env', 'MXNET_SSP_BUCKET_BYTES=0', '--iters', '3',
+                              '--out', str(out)], workers=2, env=env, timeout=120)
+    assert proc.returncode != 0, fail_msg(proc)
+    found = re.findall(
+        r"mxnet-ssp: server: the job failed: worker (\d) on host (\S+) has settings that differ "
+        r"from the job's: MXNET_SSP_BUCKET_BYTES=(\d+) \(from (\w+)\), but the job runs with "
+        r"MXNET_SSP_BUCKET_BYTES=(\d+) \(from (\w+), as worker (\d) on host \2\)\. Every "
+        r"process of a job must use the same MXNET_SSP_BUCKET_BYTES: set it", proc.stderr)
+    assert len(found) == 1, fail_msg(proc)
+    rank, _, value, origin, job_value, job_origin, job_rank = found[0]
+    assert {rank, job_rank} == {'0', '1'}, fail_msg(proc)
+    assert {(value, origin), (job_value, job_origin)} == {('0', 'environment'),
+                                                          ('4194304', 'default')}, fail_msg(proc)
+    assert re.search(r'server #0 \(launch index; pid \d+\) exited with code \d+ — stopping the '
+                     r'job', proc.stderr), fail_msg(proc)
