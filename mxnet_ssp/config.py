@@ -518,7 +518,8 @@ def _note_defaults_once(conf, env):
     import logging
     logging.getLogger('mxnet_ssp').warning(
         'mxnet-ssp: %s on %s was started over ssh and no MXNET_SSP_* setting reached it '
-        '(MXNet\'s tools/launch.py passes none over ssh) and there is no settings file '
+        '(MXNet\'s tools/launch.py passes none over ssh; mxnet-ssp-launch passes those of '
+        'its environment) and there is no settings file '
         '(%s in %s, or %s): using %s, all of them defaults (docs/launch.md)',
         env.get('DMLC_ROLE') or 'this process', _hostname(), _settings_file().DEFAULT_FILE,
         os.getcwd(), _settings_file().ENV_SETTINGS, conf.describe())
