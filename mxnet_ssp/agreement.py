@@ -41,7 +41,7 @@ from . import config as cfg
 from .settings_file import DEFAULT_FILE, origin
 
 __all__ = ['KVSTORE', 'job_settings', 'differences', 'mismatch_message', 'this_host', 'sender',
-           'check_updater_settings']
+           'check_updater_settings', 'compact_origin']
 
 #: The name of the store type in the compared settings.
 KVSTORE = 'kvstore type'
@@ -116,7 +116,15 @@ def _entry(settings, name):
     entry = settings.get(name)
     if not entry:
         return 'not set', 'an mxnet-ssp that does not send it'
-    return entry[0], entry[1]
+    return entry[0], entry[1] or 'an origin not sent'
+
+
+def compact_origin(origin):
+    """`origin` without a settings file's path: ``'settings file line 3'``."""
+    if origin in ('environment', 'default', 'mxnet_ssp.create()', 'the script'):
+        return origin
+    head, sep, line = origin.rpartition(' line ')
+    return 'settings file line %s' % line if sep else origin
 
 
 def mismatch_message(names, worker_settings, worker_who, job_settings_, job_who):

@@ -148,6 +148,26 @@ class DiscoveryError(RuntimeError):
     """The servers did not give a usable controller address (the message says why)."""
 
 
+def fit_agree(request, sent):
+    """`sent` (:func:`mxnet_ssp.agreement.sender`) in a form that fits the discovery request
+    (:data:`~mxnet_ssp.ps.channel.DISCOVERY_LEN`): as it is, else with each settings file's
+    path left out of the origins (``'settings file line 3'``), else with no origins; None if
+    even that does not fit (the controller then takes the first worker's HELLO as the job's
+    settings)."""
+    from ..agreement import compact_origin
+    settings = sent['settings']
+    for origin in (None, compact_origin, lambda text: ''):
+        attempt = dict(sent)
+        if origin is not None:
+            attempt['settings'] = {k: [v[0], origin(v[1])] for k, v in settings.items()}
+        try:
+            encode_blob(dict(request, agree=attempt))
+        except ValueError:
+            continue
+        return attempt
+    return None
+
+
 def request_controller(native, key, config, num_workers, rank, agree=None):
     """Worker side: ask the servers for the controller of this job; return the answer dict.
 
@@ -174,8 +194,10 @@ def request_controller(native, key, config, num_workers, rank, agree=None):
                'metrics_dir': config.metrics_dir, 'controller': config.controller,
                'elastic': config.elastic}
     if agree is not None:
-        from ..agreement import this_host
-        request['agree'] = {'rank': rank, 'host': this_host(), 'settings': agree}
+        from ..agreement import sender
+        fitting = fit_agree(request, sender(rank, agree))
+        if fitting is not None:
+            request['agree'] = fitting
     native.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
     native.push(key, nd.array(encode_blob(request), dtype=np.float32))
     reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)

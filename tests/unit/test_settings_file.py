@@ -377,3 +377,21 @@ def test_the_launcher_refuses_a_bad_settings_file_before_starting_anything(tmp_p
                                      'not a setting of mxnet-ssp' % (tmp_path / sf.DEFAULT_FILE)
                                      ) in done.stderr, done.stderr
     assert not marker.exists()
+
+
+# -- the discovery request carries the job's settings in 1024 bytes -------------------------
+def test_the_discovery_request_fits_the_settings_shortening_origins_as_needed():
+    from mxnet_ssp.ps.channel import decode_blob, encode_blob
+    from mxnet_ssp.ps.discovery import fit_agree
+    request = {'v': 1, 'store': 'dist_dssp', 'metrics_dir': '/m'}
+    short = {'rank': 0, 'host': 'a', 'settings': values()}
+    assert fit_agree(request, short) == short
+    deep = '/very/deep/directory/of/a/cluster/user/experiment/run-0001/mxnet_ssp.env line %d'
+    long = {'rank': 0, 'host': 'a', 'settings': {'MXNET_SSP_X%d' % i: ['1', deep % i]
+                                                 for i in range(9)}}
+    fitted = fit_agree(request, long)
+    assert fitted['settings'] == {'MXNET_SSP_X%d' % i: ['1', 'settings file line %d' % i]
+                                  for i in range(9)}
+    assert decode_blob(encode_blob(dict(request, agree=fitted)))['agree'] == fitted
+    huge = {'rank': 0, 'host': 'h' * 2000, 'settings': {}}
+    assert fit_agree(request, huge) is None
