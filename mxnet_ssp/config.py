@@ -4,6 +4,11 @@ Every environment variable the package understands is named here as a
 constant, parsed into a typed value and validated with a message that names
 the variable, the value and the accepted form.  Nothing else in the package
 reads ``os.environ`` for these settings.
+
+A reader called without an explicit `environ` reads this process's settings: ``os.environ``
+over the job's settings file (``mxnet_ssp.env`` in the working directory, or
+``MXNET_SSP_SETTINGS``; :mod:`mxnet_ssp.settings_file`), which reaches every host whatever
+the launcher.  Precedence: ``mxnet_ssp.create()`` arguments > environment > file > defaults.
 """
 import math
 import os
@@ -24,7 +29,7 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env',
            'ENV_ELASTIC', 'parse_elastic', 'elastic_min_workers', 'UNBOUNDED_STALENESS',
            'ENV_REJOIN', 'rejoining', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE', 'follow_grace',
-           'metrics_dir_if_set']
+           'metrics_dir_if_set', 'under_ssh']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
