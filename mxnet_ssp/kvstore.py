@@ -58,7 +58,7 @@ from mxnet.kvstore.base import KVStoreBase
 from .ps import _process
 from .ps import discovery
 from . import config as cfg
-from .agreement import job_settings, sender
+from .config import job_settings, sender
 from .core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
                          plan_buckets)
 from .ps.channel import (DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,

@@ -313,7 +313,7 @@ class ControllerClient(FrameClient):
         Seconds to wait for each handshake message once connected.
     settings : dict, optional
         This worker's settings that must agree across the job, ``{name: [value, origin]}``
-        (:func:`mxnet_ssp.agreement.job_settings`), sent with the HELLO together with
+        (:func:`mxnet_ssp.config.job_settings`), sent with the HELLO together with
         `host`; the controller refuses the worker, and fails the job, if they differ from
         the job's.
     host : str, optional

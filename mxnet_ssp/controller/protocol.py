@@ -58,7 +58,7 @@ fields (none in a HELLO without settings, which is a HELLO of an mxnet-ssp that 
 and still accepted); the secret never crosses the wire, a captured HELLO is useless on another
 connection because the nonce differs, and the settings cannot be altered on the way.  The
 settings body is ``{"host": str, "settings": {name: [value, origin], ...}}`` (strings only,
-:mod:`mxnet_ssp.agreement`); anything else after the fixed fields is malformed.
+:func:`mxnet_ssp.config.job_settings`); anything else after the fixed fields is malformed.
 
 The batch-balancing service (:mod:`mxnet_ssp.controller.balance_service`) speaks the same
 frames on its own port: the same CHALLENGE, HELLO and ERROR, a HELLO ``mac`` under its own

@@ -85,7 +85,7 @@ import logging
 import time
 
 from . import protocol as P
-from ..agreement import differences, mismatch_message
+from ..core.agreement import differences, mismatch_message
 from .protocol import ControllerError
 from .transport import LEFT, READY, FrameServer
 
@@ -129,7 +129,7 @@ class ControllerServer(FrameServer):
         0: fail-fast (a worker that disconnects without LEAVE fails the job).  n >= 1:
         elastic mode, the job goes on while at least n workers are not lost (Contracts).
     agree : dict, optional
-        The job's settings that every worker must share (:mod:`mxnet_ssp.agreement`):
+        The job's settings that every worker must share (:func:`mxnet_ssp.config.job_settings`):
         ``{"rank", "host", "settings": {name: [value, origin]}}`` of the worker whose
         request started the controller.  A worker whose HELLO carries other values fails
         the job before its first step, with a message naming each setting, both values and

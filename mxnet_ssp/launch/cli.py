@@ -14,8 +14,7 @@ import signal
 HEARTBEAT_INTERVAL = 'PS_HEARTBEAT_INTERVAL'
 HEARTBEAT_TIMEOUT = 'PS_HEARTBEAT_TIMEOUT'
 
-from ..config import ENV_ELASTIC, ConfigError, parse_elastic
-from ..settings_file import environ as settings_environ
+from ..config import ENV_ELASTIC, ConfigError, parse_elastic, settings_environ
 from .gpus import GPU_ENV
 from .job import Job
 from .local import plan_local
@@ -221,7 +220,7 @@ def plan_job(job, num_gpus=None):
 
 
 def check_settings_file(job):
-    """The job's settings file (:mod:`mxnet_ssp.settings_file`: ``mxnet_ssp.env`` in this
+    """The job's settings file (:func:`mxnet_ssp.config.settings_environ`: ``mxnet_ssp.env`` in this
     directory, or ``MXNET_SSP_SETTINGS``), checked like every process of the job will read
     it; raise LaunchError.  Its values are not passed on: each process reads the file."""
     try:

@@ -178,7 +178,7 @@ def _server_optimizer(optimizer, settings):
     settings = dict(settings)
     sent = settings.pop('agree', None)      # the sender's settings that must agree
     if sent is not None:
-        from ..agreement import check_updater_settings
+        from ..config import check_updater_settings
         message = check_updater_settings(sent)
         if message:
             end_job('server: the job failed: %s' % message)

@@ -149,12 +149,12 @@ class DiscoveryError(RuntimeError):
 
 
 def fit_agree(request, sent):
-    """`sent` (:func:`mxnet_ssp.agreement.sender`) in a form that fits the discovery request
+    """`sent` (:func:`mxnet_ssp.config.sender`) in a form that fits the discovery request
     (:data:`~mxnet_ssp.ps.channel.DISCOVERY_LEN`): as it is, else with each settings file's
     path left out of the origins (``'settings file line 3'``), else with no origins; None if
     even that does not fit (the controller then takes the first worker's HELLO as the job's
     settings)."""
-    from ..agreement import compact_origin
+    from ..core.agreement import compact_origin
     settings = sent['settings']
     for origin in (None, compact_origin, lambda text: ''):
         attempt = dict(sent)
@@ -175,7 +175,7 @@ def request_controller(native, key, config, num_workers, rank, agree=None):
     answer, and checks it: an error the servers reported or no answer at all (mxnet-ssp not
     installed on the servers) raise :class:`DiscoveryError`.  The servers answering is
     bounded by ``config.timeout``.  `agree`: this worker's settings that must agree
-    (:func:`mxnet_ssp.agreement.job_settings`); the first request to reach the servers
+    (:func:`mxnet_ssp.config.job_settings`); the first request to reach the servers
     makes them the job's, and the controller refuses a worker whose settings differ (its
     HELLO carries them) with a message naming the setting, both values and both workers.
     Without `agree`, a controller running another staleness, mode or elastic setting than
@@ -194,8 +194,7 @@ def request_controller(native, key, config, num_workers, rank, agree=None):
                'metrics_dir': config.metrics_dir, 'controller': config.controller,
                'elastic': config.elastic}
     if agree is not None:
-        from ..agreement import sender
-        fitting = fit_agree(request, sender(rank, agree))
+        fitting = fit_agree(request, cfg.sender(rank, agree))
         if fitting is not None:
             request['agree'] = fitting
     native.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))

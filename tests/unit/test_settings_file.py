@@ -1,4 +1,4 @@
-"""The job's settings file (mxnet_ssp.settings_file): parsing, validation, precedence, the
+"""The job's settings file (mxnet_ssp.config: settings_environ and friends): parsing, validation, precedence, the
 warning under ssh, and the agreement check (what a worker sends in its HELLO and how the
 controller answers a worker whose settings differ), over real loopback sockets."""
 import json
@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from mxnet_ssp import agreement, config as cfg, settings_file as sf
+from mxnet_ssp import config as cfg
+from mxnet_ssp.core import agreement
 from mxnet_ssp.controller import protocol as P
 from mxnet_ssp.controller.client import ControllerClient
 from mxnet_ssp.controller.server import ControllerError, ControllerServer
@@ -19,19 +20,19 @@ SECRET = b'settings-test-secret'
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    sf.reset_cache()
+    cfg.reset_settings_cache()
     yield
-    sf.reset_cache()
+    cfg.reset_settings_cache()
 
 
-def write(tmp_path, text, name=sf.DEFAULT_FILE):
+def write(tmp_path, text, name=cfg.SETTINGS_FILE):
     path = tmp_path / name
     path.write_text(text)
     return path
 
 
 def settings(tmp_path, base=None):
-    return sf.environ({} if base is None else base, cwd=str(tmp_path))
+    return cfg.settings_environ({} if base is None else base, cwd=str(tmp_path))
 
 
 # -- the format -----------------------------------------------------------------------------
@@ -39,7 +40,7 @@ def test_values_comments_export_quotes_and_line_numbers(tmp_path):
     path = write(tmp_path, '# job settings\n\n  MXNET_SSP_STALENESS = 2 \n'
                            'export MXNET_SSP_TIMEOUT="30"\nMXNET_SSP_DSSP_MODE=\'paper\'\n'
                            '   # indented comment\nMXNET_SSP_METRICS_DIR=\n')
-    assert sf.parse_settings_file(str(path)) == {
+    assert cfg.parse_settings_file(str(path)) == {
         'MXNET_SSP_STALENESS': ('2', 3), 'MXNET_SSP_TIMEOUT': ('30', 4),
         'MXNET_SSP_DSSP_MODE': ('paper', 5), 'MXNET_SSP_METRICS_DIR': ('', 7)}
 
@@ -49,7 +50,7 @@ def test_values_comments_export_quotes_and_line_numbers(tmp_path):
 def test_a_line_that_is_not_name_equals_value_is_an_error_naming_file_and_line(tmp_path, line):
     path = write(tmp_path, '# ok\n%s\n' % line)
     with pytest.raises(cfg.ConfigError) as err:
-        sf.parse_settings_file(str(path))
+        cfg.parse_settings_file(str(path))
     assert str(err.value).startswith('settings file %s, line 2: %r is not a setting: expected '
                                      'NAME=VALUE (e.g. MXNET_SSP_STALENESS=2)' % (path, line))
 
@@ -57,9 +58,9 @@ def test_a_line_that_is_not_name_equals_value_is_an_error_naming_file_and_line(t
 def test_an_unknown_setting_is_an_error_naming_it_and_every_accepted_name(tmp_path):
     path = write(tmp_path, 'MXNET_SSP_TIMEOUT=30\nMXNET_SSP_STALENES=2\n')
     with pytest.raises(cfg.ConfigError) as err:
-        sf.parse_settings_file(str(path))
+        cfg.parse_settings_file(str(path))
     assert str(err.value) == ('settings file %s, line 2: MXNET_SSP_STALENES is not a setting of '
-                              'mxnet-ssp: expected one of %s' % (path, ', '.join(sf.FILE_SETTINGS)))
+                              'mxnet-ssp: expected one of %s' % (path, ', '.join(cfg.FILE_SETTINGS)))
 
 
 def test_a_variable_that_is_not_ours_is_refused(tmp_path):
@@ -67,23 +68,23 @@ def test_a_variable_that_is_not_ours_is_refused(tmp_path):
     with pytest.raises(cfg.ConfigError, match=r'line 1: OMP_NUM_THREADS is not an mxnet-ssp '
                                               r'setting \(the file sets MXNET_SSP_\* settings '
                                               r'only'):
-        sf.parse_settings_file(str(path))
+        cfg.parse_settings_file(str(path))
 
 
-@pytest.mark.parametrize('name', sorted(sf.NOT_IN_FILE))
+@pytest.mark.parametrize('name', sorted(cfg.NOT_IN_FILE))
 def test_per_process_and_launcher_settings_are_refused_with_the_reason(tmp_path, name):
     path = write(tmp_path, '%s=1\n' % name)
     with pytest.raises(cfg.ConfigError) as err:
-        sf.parse_settings_file(str(path))
+        cfg.parse_settings_file(str(path))
     assert str(err.value) == ('settings file %s, line 1: %s cannot be set in a settings file: %s'
-                              % (path, name, sf.NOT_IN_FILE[name]))
+                              % (path, name, cfg.NOT_IN_FILE[name]))
 
 
 def test_a_setting_given_twice_is_an_error_naming_both_lines(tmp_path):
     path = write(tmp_path, 'MXNET_SSP_STALENESS=2\n\nMXNET_SSP_STALENESS=2\n')
     with pytest.raises(cfg.ConfigError, match=r'line 3: MXNET_SSP_STALENESS is set again '
                                               r'\(first on line 1\)'):
-        sf.parse_settings_file(str(path))
+        cfg.parse_settings_file(str(path))
 
 
 @pytest.mark.parametrize('line,accepted', [
@@ -104,7 +105,7 @@ def test_a_bad_value_is_an_error_naming_file_line_setting_value_and_accepted(tmp
                                                                              accepted):
     path = write(tmp_path, '\n%s\n' % line)
     with pytest.raises(cfg.ConfigError) as err:
-        sf.parse_settings_file(str(path))
+        cfg.parse_settings_file(str(path))
     assert str(err.value).startswith('settings file %s, line 2: %s' % (path, accepted)), err.value
 
 
@@ -113,11 +114,11 @@ def test_every_setting_the_package_names_is_accepted_or_refused_with_a_reason():
     NOT_IN_FILE; this catches one added to mxnet_ssp.config alone."""
     names = {v for k, v in vars(cfg).items()
              if k.startswith('ENV_') and isinstance(v, str) and v.startswith('MXNET_SSP_')}
-    names.add(sf.ENV_SETTINGS)
-    assert set(sf.FILE_SETTINGS) == set(sf._checks())
-    assert not set(sf.FILE_SETTINGS) & set(sf.NOT_IN_FILE)
-    assert names <= set(sf.FILE_SETTINGS) | set(sf.NOT_IN_FILE), sorted(
-        names - set(sf.FILE_SETTINGS) - set(sf.NOT_IN_FILE))
+    names.add(cfg.ENV_SETTINGS)
+    assert set(cfg.FILE_SETTINGS) == set(cfg._checks())
+    assert not set(cfg.FILE_SETTINGS) & set(cfg.NOT_IN_FILE)
+    assert names <= set(cfg.FILE_SETTINGS) | set(cfg.NOT_IN_FILE), sorted(
+        names - set(cfg.FILE_SETTINGS) - set(cfg.NOT_IN_FILE))
 
 
 # -- where the file is, and precedence ------------------------------------------------------
@@ -148,11 +149,11 @@ def test_settings_path_names_another_file_relative_to_the_working_directory(tmp_
     write(tmp_path, 'MXNET_SSP_STALENESS=2\n')
     (tmp_path / 'conf').mkdir()
     other = write(tmp_path / 'conf', 'MXNET_SSP_STALENESS=5\n', 'job.env')
-    env = settings(tmp_path, {sf.ENV_SETTINGS: 'conf/job.env'})
+    env = settings(tmp_path, {cfg.ENV_SETTINGS: 'conf/job.env'})
     assert env.path == str(other) and env['MXNET_SSP_STALENESS'] == '5'
-    assert settings(tmp_path, {sf.ENV_SETTINGS: 'off'}).path is None
+    assert settings(tmp_path, {cfg.ENV_SETTINGS: 'off'}).path is None
     with pytest.raises(cfg.ConfigError) as err:
-        settings(tmp_path, {sf.ENV_SETTINGS: 'missing.env'})
+        settings(tmp_path, {cfg.ENV_SETTINGS: 'missing.env'})
     assert str(err.value).startswith("MXNET_SSP_SETTINGS='missing.env' is not valid: expected "
                                      "the path of an existing settings file")
 
@@ -227,7 +228,7 @@ def test_job_settings_are_normal_forms_with_their_origins(tmp_path):
     path = write(tmp_path, 'MXNET_SSP_STALENESS=4\n')
     env = settings(tmp_path)
     conf = cfg.from_env('dist_dssp', environ=env)
-    got = agreement.job_settings(conf, 4096, False, environ=env)
+    got = cfg.job_settings(conf, 4096, False, environ=env)
     assert got == {
         'kvstore type': ['dist_dssp', 'the script'],
         'MXNET_SSP_STALENESS': ['4,4', '%s line 1' % path],
@@ -239,7 +240,7 @@ def test_job_settings_are_normal_forms_with_their_origins(tmp_path):
         'MXNET_SSP_STALENESS_LOG': ['off', 'default'],
         'MXNET_KVSTORE_BIGARRAY_BOUND': ['1000000', 'default']}
     same = cfg.from_env('dist_dssp', environ={'MXNET_SSP_STALENESS': '4,4'})
-    other = agreement.job_settings(same, 4096, False, environ={})
+    other = cfg.job_settings(same, 4096, False, environ={})
     assert agreement.differences(got, other) == []     # '4' and '4,4' are one setting
     other['MXNET_SSP_TIMEOUT'] = ['60', 'environment']
     del other['MXNET_SSP_ELASTIC']
@@ -368,13 +369,13 @@ def test_the_launcher_refuses_a_bad_settings_file_before_starting_anything(tmp_p
     assert done.returncode == 2, done.stderr
     assert ("mxnet-ssp-launch: error: MXNET_SSP_STALENESS='1,5' is not valid for dist_ssp: "
             "expected one integer s >= 0 (e.g. '3') (MXNET_SSP_STALENESS is set in %s line 2)"
-            % (tmp_path / sf.DEFAULT_FILE)) in done.stderr, done.stderr
+            % (tmp_path / cfg.SETTINGS_FILE)) in done.stderr, done.stderr
     assert not marker.exists()
     write(tmp_path, 'MXNET_SSP_TIMEOUT=30\nMXNET_SSP_STALENES=1\n')
     done = subprocess.run(done.args, cwd=str(tmp_path), env=env, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and ('error: settings file %s, line 2: MXNET_SSP_STALENES is '
-                                     'not a setting of mxnet-ssp' % (tmp_path / sf.DEFAULT_FILE)
+                                     'not a setting of mxnet-ssp' % (tmp_path / cfg.SETTINGS_FILE)
                                      ) in done.stderr, done.stderr
     assert not marker.exists()
 
@@ -395,3 +396,27 @@ def test_the_discovery_request_fits_the_settings_shortening_origins_as_needed():
     assert decode_blob(encode_blob(dict(request, agree=fitted)))['agree'] == fitted
     huge = {'rank': 0, 'host': 'h' * 2000, 'settings': {}}
     assert fit_agree(request, huge) is None
+
+
+def test_a_server_compares_the_settings_sent_with_the_optimizer_where_no_controller_does():
+    def sent(rank, store, bucket, elastic='0'):
+        return cfg.sender(rank, {'kvstore type': [store, 'the script'],
+                                 'MXNET_SSP_ELASTIC': [elastic, 'default'],
+                                 'MXNET_SSP_BUCKET_BYTES': [bucket, 'environment']})
+    cfg._updater_reference.clear()
+    try:
+        assert cfg.check_updater_settings(sent(0, 'dist_async', '0')) is None
+        assert cfg.check_updater_settings(sent(1, 'dist_async', '0')) is None
+        message = cfg.check_updater_settings(sent(1, 'dist_async', '64'))
+        assert message.startswith(
+            "worker 1 on host %s has settings that differ from the job's: "
+            "MXNET_SSP_BUCKET_BYTES=64 (from environment), but the job runs with "
+            "MXNET_SSP_BUCKET_BYTES=0 (from environment, as worker 0 on host %s)"
+            % (cfg.this_host(), cfg.this_host())), message
+        cfg._updater_reference.clear()          # a controller compares these: not here
+        assert cfg.check_updater_settings(sent(0, 'dist_ssp', '0')) is None
+        assert cfg.check_updater_settings(sent(1, 'dist_ssp', '64')) is None
+        assert cfg.check_updater_settings(sent(1, 'dist_async', '0', elastic='1')) is None
+        assert 'kvstore type=dist_async' in cfg.check_updater_settings(sent(1, 'dist_async', '0'))
+    finally:
+        cfg._updater_reference.clear()
