@@ -919,10 +919,20 @@ def settings_path(base=None, cwd=None):
         ``MXNET_SSP_SETTINGS`` names a file that does not exist.
     """
     env = os.environ if base is None else base
-    cwd = os.getcwd() if cwd is None else cwd
     given = (env.get(ENV_SETTINGS) or '').strip()
     if given.lower() in _OFF:
         return None
+    if cwd is None:
+        try:
+            cwd = os.getcwd()
+        except OSError:          # the working directory was removed: it holds no file
+            if not given:
+                return None
+            if not os.path.isabs(os.path.expanduser(given)):
+                raise ConfigError('%s=%r is not valid here: it is relative to the working '
+                                  'directory, which no longer exists; expected an absolute '
+                                  'path, or off' % (ENV_SETTINGS, given)) from None
+            cwd = '/'
     if given:
         path = os.path.join(cwd, os.path.expanduser(given))
         if not os.path.isfile(path):
