@@ -4,11 +4,18 @@ Every environment variable the package understands is named here as a
 constant, parsed into a typed value and validated with a message that names
 the variable, the value and the accepted form.  Nothing else in the package
 reads ``os.environ`` for these settings.
+
+A reader called without an explicit `environ` reads this process's settings: ``os.environ``
+over the job's settings file (``mxnet_ssp.env`` in the working directory, or
+``MXNET_SSP_SETTINGS``; see "the job's settings file" below), which reaches every host whatever
+the launcher.  Precedence: ``mxnet_ssp.create()`` arguments > environment > file > defaults.
 """
 import math
 import os
-from dataclasses import dataclass, replace
+import socket
+from dataclasses import dataclass, field, replace
 
+from .core.agreement import KVSTORE, SETTINGS_FILE, differences, mismatch_message
 from .core.names import DSSP_MODES
 
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
@@ -25,7 +32,10 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env',
            'ENV_ELASTIC', 'parse_elastic', 'elastic_min_workers', 'UNBOUNDED_STALENESS',
            'ENV_REJOIN', 'rejoining', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE', 'follow_grace',
-           'metrics_dir_if_set']
+           'metrics_dir_if_set', 'under_ssh', 'ENV_SETTINGS', 'SETTINGS_FILE', 'FILE_SETTINGS',
+           'NOT_IN_FILE', 'SettingsView', 'settings_path', 'parse_settings_file',
+           'settings_environ', 'settings_origin', 'reset_settings_cache', 'job_settings',
+           'sender', 'this_host', 'check_updater_settings']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -149,6 +159,9 @@ class SyncConfig:
     controller : str
         Where the controller runs on its server's host: ``'process'`` or ``'thread'``
         (``MXNET_SSP_CONTROLLER``).
+    origins : tuple of (str, str)
+        Where each setting came from: ``(MXNET_SSP_NAME, 'mxnet_ssp.create()' |
+        'environment' | '<settings file> line N' | 'default')``; not compared.
     """
     store: str = 'dist_dssp'
     s_lower: int = 3
@@ -160,6 +173,7 @@ class SyncConfig:
     staleness_log: bool = False
     controller: str = DEFAULT_CONTROLLER
     elastic: int = 0
+    origins: tuple = field(default=(), compare=False)
 
     @property
     def synchronous(self):
@@ -398,7 +412,7 @@ def parse_elastic(value, num_workers=None, source=ENV_ELASTIC):
 
 def elastic_min_workers(environ=None):
     """The job's elastic setting (:data:`ENV_ELASTIC`): least workers, or 0 (off)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_ELASTIC)
     workers = env.get(ENV_NUM_WORKER)
     return parse_elastic(value, parse_num_workers(workers) if workers else None)
@@ -406,13 +420,13 @@ def elastic_min_workers(environ=None):
 
 def rejoining(environ=None):
     """Whether this worker replaces a lost one (:data:`ENV_REJOIN`, a yes/no flag)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_REJOIN), ENV_REJOIN, False)
 
 
 def controller_placement(environ=None):
     """Where the controller runs (``MXNET_SSP_CONTROLLER``): ``process`` (default) or ``thread``."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_CONTROLLER)
     if value is None or not value.strip():
         return DEFAULT_CONTROLLER
@@ -425,14 +439,14 @@ def controller_placement(environ=None):
 
 def wrap_async(environ=None):
     """Whether mxnet-ssp registers its own ``dist_async`` (``MXNET_SSP_WRAP_ASYNC``, default on)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_WRAP_ASYNC), ENV_WRAP_ASYNC, True)
 
 
 def wrap_sync(environ=None):
     """Whether mxnet-ssp serves ``dist_sync`` with its bucketed data path
     (``MXNET_SSP_WRAP_SYNC``, default on)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_WRAP_SYNC), ENV_WRAP_SYNC, True)
 
 
@@ -454,12 +468,85 @@ def from_env(store, environ=None, **overrides):
     store : str
         ``'dist_ssp'`` or ``'dist_dssp'``.
     environ : mapping, optional
-        Environment to read (defaults to ``os.environ``); tests pass a dict.
+        Environment to read; tests pass a dict.  Default: ``os.environ`` over the job's
+        settings file (:func:`settings_environ`).
     **overrides
         ``staleness``, ``mode``, ``timeout``, ``metrics_dir`` given from
-        Python take precedence over the environment.
+        Python take precedence over the environment, which takes precedence over the
+        settings file.
     """
+    env = _environ(environ)
+    try:
+        conf = _from_env(store, env, overrides)
+    except ConfigError as err:
+        raise ConfigError(_with_origins(str(err), env)) from None
+    origins = tuple((name, 'mxnet_ssp.create()' if arg in overrides and (
+        overrides[arg] is not None or arg == 'metrics_dir')
+                     else settings_origin(env, name))
+                    for arg, name in _OVERRIDE_ENV)
+    conf = replace(conf, origins=origins)
+    if environ is None:
+        _note_defaults_once(conf, env)
+    return conf
+
+
+#: from_env's keyword arguments and the settings they replace.
+_OVERRIDE_ENV = (('staleness', ENV_STALENESS), ('mode', ENV_DSSP_MODE), ('timeout', ENV_TIMEOUT),
+                 ('metrics_dir', ENV_METRICS_DIR), ('splits', ENV_SOFTSYNC_SPLITS),
+                 ('staleness_log', ENV_STALENESS_LOG), (None, ENV_ELASTIC),
+                 (None, ENV_CONTROLLER))
+
+
+def _environ(environ):
+    """`environ` as given, or this process's settings: ``os.environ`` over the settings file
+    (:func:`settings_environ`)."""
+    if environ is not None:
+        return environ
+    return settings_environ()
+
+
+def _with_origins(message, env):
+    """`message` plus where the settings it names were set, when some came from the file."""
+    from_file = getattr(env, 'from_file', {})
+    named = [n for n in sorted(from_file) if n in message]
+    if not named:
+        return message
+    return '%s (%s)' % (message, '; '.join('%s is set in %s' % (n, env.origin(n))
+                                           for n in named))
+
+
+_noted = []
+
+
+def under_ssh(environ=None):
+    """Whether this process was started over ssh (``SSH_CONNECTION``, or ``DMLC_JOB_CLUSTER``
+    = ``ssh`` as mxnet-ssp-launch sets it): where MXNet's stock launcher passes no setting."""
     env = os.environ if environ is None else environ
+    return bool(env.get('SSH_CONNECTION')) or env.get('DMLC_JOB_CLUSTER') == 'ssh'
+
+
+def _note_defaults_once(conf, env):
+    """Under ssh, with no MXNET_SSP_* setting in the environment nor a settings file, say
+    once which values this process uses and where they come from (issue 41: MXNet's stock
+    launch.py drops them over ssh without a word)."""
+    if _noted or not under_ssh(env):
+        return
+    ours = [n for n in env if n.startswith('MXNET_SSP_')
+            and n not in NOT_IN_FILE]
+    if ours or getattr(env, 'path', None):
+        return
+    _noted.append(conf.store)
+    import logging
+    logging.getLogger('mxnet_ssp').warning(
+        'mxnet-ssp: %s on %s was started over ssh and no MXNET_SSP_* setting reached it '
+        '(MXNet\'s tools/launch.py passes none over ssh; mxnet-ssp-launch passes those of '
+        'its environment) and there is no settings file '
+        '(%s in %s, or %s): using %s, all of them defaults (docs/launch.md)',
+        env.get('DMLC_ROLE') or 'this process', this_host(), SETTINGS_FILE, os.getcwd(),
+        ENV_SETTINGS, conf.describe())
+
+
+def _from_env(store, env, overrides):
     if not (isinstance(store, str) and store.lower() in SERVER_SYNC_TYPES):
         store = check_kvstore_name(store, ours_only=True)
     store = store.lower()
@@ -594,7 +681,7 @@ def balance_from_env(environ=None, num_workers=None, **overrides):
     ConfigError
         Naming the setting, its value and what is accepted.
     """
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     known = {'total', 'min_batch', 'max_batch', 'period', 'threshold', 'smoothing'}
     unknown = set(overrides) - known
     if unknown:
@@ -656,7 +743,7 @@ def bucket_bytes(environ=None, value=None):
     (0: every array keeps its own key), default :data:`DEFAULT_BUCKET_BYTES`."""
     source = 'bucket_bytes'
     if value is None:
-        env = os.environ if environ is None else environ
+        env = _environ(environ)
         value = env.get(ENV_BUCKET_BYTES)
         source = ENV_BUCKET_BYTES
         if value is None or not str(value).strip():
@@ -668,20 +755,20 @@ def bucket_bytes(environ=None, value=None):
 def host_copies(environ=None):
     """``MXNET_SSP_HOST_COPIES``: whether bucket copies may run as NumPy copies on MXNet's
     engine (default on; a yes/no value as :func:`parse_flag` reads it)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_HOST_COPIES), ENV_HOST_COPIES, True)
 
 
 def host_updates(environ=None):
     """``MXNET_SSP_HOST_UPDATES``: whether the servers may run MXNet's SGD as NumPy passes
     (default on; a yes/no value as :func:`parse_flag` reads it)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     return parse_flag(env.get(ENV_HOST_UPDATES), ENV_HOST_UPDATES, True)
 
 
 def bigarray_bound(environ=None):
     """MXNet's ``MXNET_KVSTORE_BIGARRAY_BOUND`` as MXNet reads it (default 1000000)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_BIGARRAY_BOUND)
     if value is None or not str(value).strip():
         return 1000000
@@ -693,7 +780,7 @@ def follow_grace(environ=None):
     """``MXNET_SSP_FOLLOW_GRACE``: seconds, a number in [1, 600], default
     :data:`DEFAULT_FOLLOW_GRACE` (shorter would take ps-lite's reconnects at start-up for a
     failed job)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_FOLLOW_GRACE)
     if value is None or not str(value).strip():
         return DEFAULT_FOLLOW_GRACE
@@ -703,8 +790,410 @@ def follow_grace(environ=None):
 
 def metrics_dir_if_set(environ=None):
     """``MXNET_SSP_METRICS_DIR`` when it is set and not off (the default is not applied)."""
-    env = os.environ if environ is None else environ
+    env = _environ(environ)
     value = env.get(ENV_METRICS_DIR)
     if value is None or value.strip().lower() in ('', 'off', 'none', '0'):
         return None
     return value
+
+
+# ---------------------------------------------------------------------------
+# the job's settings file
+# ---------------------------------------------------------------------------
+# The job's settings file: ``MXNET_SSP_*`` settings that reach every process of a job.
+#
+# Why a file (issue 41): MXNet 1.9.1's stock ``tools/launch.py --launcher ssh`` (its dmlc
+# tracker's ``ssh.py``) exports only ``DMLC_*`` and a fixed list of variables into the remote
+# command, and ignores ``--env`` there, so every ``MXNET_SSP_*`` variable set on the launching
+# host is silently lost on the other hosts.  What it does keep is the working directory: it runs
+# ``cd <the launcher's cwd>; <command>`` on every host (a cluster's shared home or file system).
+# A file in that directory therefore reaches every process under every launcher (stock or ours,
+# local, ssh or mpi) and every process started by hand in that directory, without the launcher's
+# help.
+#
+# Where it is found
+# -----------------
+# ``MXNET_SSP_SETTINGS`` names the file (a path, relative to the working directory; it must
+# exist), or ``off`` to read none.  Unset or empty: ``mxnet_ssp.env`` in the working directory,
+# when it exists.  (``MXNET_SSP_SETTINGS`` itself is an environment variable, so under stock ssh
+# only the default name works on the remote hosts.)
+#
+# Format
+# ------
+# One setting per line, ``NAME=VALUE`` (``export NAME=VALUE`` too, so a shell can ``source`` the
+# file); blank lines and lines whose first non-blank character is ``#`` are ignored; spaces
+# around the name and the value are dropped, and one pair of matching quotes around the value.
+# Only the ``MXNET_SSP_*`` settings that the processes of a job read are accepted
+# (:data:`FILE_SETTINGS`); each value is checked as the process would check it.  Anything else
+# (an unknown name, a misspelt one, a line that is not ``NAME=VALUE``, a name given twice, a bad
+# value) is an error that names the file, the line and what is accepted: a setting must never be
+# silently ignored.
+#
+# Precedence
+# ----------
+# ``mxnet_ssp.create(name, staleness=...)`` arguments > environment > file > defaults.  The
+# environment wins over the file because it is the narrower, per-process layer: a launcher's
+# ``--env-worker``, a one-off ``MXNET_SSP_TIMEOUT=60 python train.py``, a test harness; the file
+# is the job-wide baseline that every host shares.  Each worker reports where each of its
+# settings came from, and the controller refuses a worker whose settings differ from the job's
+# (:func:`job_settings`), so an environment value that reached only some hosts is caught
+# before the first step instead of running a job with two configurations.
+
+#: The path of the settings file, or ``off``.
+ENV_SETTINGS = 'MXNET_SSP_SETTINGS'
+_OFF = ('off', 'none', 'no', '0', 'false')
+
+
+def _checks():
+    """name -> check(value): raises ConfigError naming the setting, value and accepted form."""
+
+    def one(reader):
+        return lambda name, value: reader({name: value})
+
+    return {
+        ENV_STALENESS: lambda name, value: parse_staleness(value, 'dist_dssp', name),
+        ENV_DSSP_MODE: lambda name, value: parse_mode(value, name),
+        ENV_TIMEOUT: lambda name, value: parse_timeout(value, name),
+        ENV_METRICS_DIR: lambda name, value: None,
+        ENV_SOFTSYNC_SPLITS: lambda name, value: parse_splits(value, None, name),
+        ENV_STALENESS_LOG: lambda name, value: parse_flag(value, name, False),
+        ENV_WRAP_ASYNC: lambda name, value: parse_flag(value, name, True),
+        ENV_WRAP_SYNC: lambda name, value: parse_flag(value, name, True),
+        ENV_HOST_COPIES: lambda name, value: parse_flag(value, name, True),
+        ENV_HOST_UPDATES: lambda name, value: parse_flag(value, name, True),
+        ENV_CONTROLLER: one(controller_placement),
+        ENV_ELASTIC: lambda name, value: parse_elastic(value, None, name),
+        ENV_FOLLOW_GRACE: one(follow_grace),
+        ENV_BUCKET_BYTES: one(bucket_bytes),
+        ENV_BALANCE_MIN: one(balance_from_env),
+        ENV_BALANCE_MAX: one(balance_from_env),
+        ENV_BALANCE_PERIOD: one(balance_from_env),
+        ENV_BALANCE_THRESHOLD: one(balance_from_env),
+        ENV_BALANCE_SMOOTHING: one(balance_from_env),
+    }
+
+
+#: The settings a file may set (those every process of a job reads from its environment).
+FILE_SETTINGS = ('MXNET_SSP_BALANCE_MAX', 'MXNET_SSP_BALANCE_MIN', 'MXNET_SSP_BALANCE_PERIOD',
+                 'MXNET_SSP_BALANCE_SMOOTHING', 'MXNET_SSP_BALANCE_THRESHOLD',
+                 'MXNET_SSP_BUCKET_BYTES', 'MXNET_SSP_CONTROLLER', 'MXNET_SSP_DSSP_MODE',
+                 'MXNET_SSP_ELASTIC', 'MXNET_SSP_FOLLOW_GRACE', 'MXNET_SSP_HOST_COPIES',
+                 'MXNET_SSP_HOST_UPDATES', 'MXNET_SSP_METRICS_DIR', 'MXNET_SSP_SOFTSYNC_SPLITS',
+                 'MXNET_SSP_STALENESS', 'MXNET_SSP_STALENESS_LOG', 'MXNET_SSP_TIMEOUT',
+                 'MXNET_SSP_WRAP_ASYNC', 'MXNET_SSP_WRAP_SYNC')
+
+#: MXNET_SSP_* names that exist but cannot come from the file, and why.
+NOT_IN_FILE = {
+    ENV_SETTINGS: 'it says which file to read',
+    'MXNET_SSP_AUTOLOAD': 'the start-up hook reads it before any file is read; set it in the '
+                          'environment',
+    'MXNET_SSP_GPUS': 'it differs per worker (mxnet-ssp-launch --gpu-map sets it)',
+    'MXNET_SSP_LAUNCH_INDEX': 'the launcher sets it per process',
+    'MXNET_SSP_REJOIN': 'the launcher sets it in a restarted worker',
+    'MXNET_SSP_LAUNCH_SSH_ARGS': "it is the launcher's own; set it in the launcher's "
+                                 'environment',
+    'MXNET_SSP_LAUNCH_MPIRUN': "it is the launcher's own; set it in the launcher's environment",
+}
+
+
+class SettingsView(dict):
+    """The environment with the settings file's values under it (the environment wins).
+
+    A plain dict of name -> value (what every reader in :mod:`mxnet_ssp.config` takes as
+    `environ`), plus where the values came from: :attr:`path` (the file read, or None),
+    :attr:`from_file` (name -> line number of each value taken from the file) and
+    :attr:`overridden` (name -> (line, file's value) for file values the environment
+    replaced).
+    """
+
+    def __init__(self, base, path=None, values=None):
+        super().__init__(base)
+        self.path = path
+        self.from_file = {}
+        self.overridden = {}
+        for name, (value, line) in (values or {}).items():
+            if name in base:
+                if base[name] != value:
+                    self.overridden[name] = (line, value)
+            else:
+                self[name] = value
+                self.from_file[name] = line
+
+    def origin(self, name):
+        """Where setting `name` comes from: ``'environment'``, ``'<file> line N'`` or
+        ``'default'`` (not set)."""
+        if name in self.from_file:
+            return '%s line %d' % (self.path, self.from_file[name])
+        if name in self:
+            return 'environment'
+        return 'default'
+
+
+def settings_path(base=None, cwd=None):
+    """The settings file this process reads, or None.
+
+    Raises
+    ------
+    ConfigError
+        ``MXNET_SSP_SETTINGS`` names a file that does not exist.
+    """
+    env = os.environ if base is None else base
+    given = (env.get(ENV_SETTINGS) or '').strip()
+    if given.lower() in _OFF:
+        return None
+    if cwd is None:
+        try:
+            cwd = os.getcwd()
+        except OSError:          # the working directory was removed: it holds no file
+            if not given:
+                return None
+            if not os.path.isabs(os.path.expanduser(given)):
+                raise ConfigError('%s=%r is not valid here: it is relative to the working '
+                                  'directory, which no longer exists; expected an absolute '
+                                  'path, or off' % (ENV_SETTINGS, given)) from None
+            cwd = '/'
+    if given:
+        path = os.path.join(cwd, os.path.expanduser(given))
+        if not os.path.isfile(path):
+            raise ConfigError('%s=%r is not valid: expected the path of an existing settings '
+                              'file (NAME=VALUE lines; relative to the working directory %s), '
+                              'or off to read none' % (ENV_SETTINGS, given, cwd))
+        return os.path.abspath(path)
+    path = os.path.join(cwd, SETTINGS_FILE)
+    return os.path.abspath(path) if os.path.isfile(path) else None
+
+
+def _unquote(value):
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in '"\'':
+        return value[1:-1]
+    return value
+
+
+def parse_settings_file(path, text=None):
+    """Read and check the settings file at `path` (or its `text`).
+
+    Returns
+    -------
+    dict
+        name -> ``(value, line number)``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, the line, what is wrong and what is accepted.
+    """
+    if text is None:
+        try:
+            with open(path, encoding='utf-8') as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError('settings file %s cannot be read: %s' % (path, exc)) from None
+    checks = _checks()
+    accepted = 'one of %s' % ', '.join(FILE_SETTINGS)
+    values = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith('#'):
+            continue
+        where = 'settings file %s, line %d' % (path, number)
+        body = line[len('export '):].lstrip() if line.startswith('export ') else line
+        name, eq, value = body.partition('=')
+        name, value = name.strip(), _unquote(value.strip())
+        if not eq or not name or any(c.isspace() for c in name):
+            raise ConfigError('%s: %r is not a setting: expected NAME=VALUE (e.g. '
+                              'MXNET_SSP_STALENESS=2), a comment starting with #, or an '
+                              'empty line' % (where, raw))
+        if name in NOT_IN_FILE:
+            raise ConfigError('%s: %s cannot be set in a settings file: %s'
+                              % (where, name, NOT_IN_FILE[name]))
+        if name not in checks:
+            what = ('is not a setting of mxnet-ssp' if name.startswith('MXNET_SSP_') else
+                    'is not an mxnet-ssp setting (the file sets MXNET_SSP_* settings only; '
+                    "set other variables in the processes' environment)")
+            raise ConfigError('%s: %s %s: expected %s' % (where, name, what, accepted))
+        if name in values:
+            raise ConfigError('%s: %s is set again (first on line %d): expected each setting '
+                              'once' % (where, name, values[name][1]))
+        try:
+            checks[name](name, value)
+        except ConfigError as err:
+            raise ConfigError('%s: %s' % (where, err)) from None
+        values[name] = (value, number)
+    return values
+
+
+_settings_cache = {}
+
+
+def reset_settings_cache():
+    """Forget the files read so far (tests)."""
+    _settings_cache.clear()
+
+
+def _read_settings(path):
+    st = os.stat(path)
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _settings_cache:
+        _settings_cache[key] = parse_settings_file(path)
+    return _settings_cache[key]
+
+
+def settings_environ(base=None, cwd=None):
+    """This process's settings: `base` (default ``os.environ``) over the settings file.
+
+    Returns a :class:`SettingsView`.  The file is read once per process while it does not
+    change.
+
+    Raises
+    ------
+    ConfigError
+        The file is malformed, or ``MXNET_SSP_SETTINGS`` names no file.
+    """
+    base = os.environ if base is None else base
+    path = settings_path(base, cwd)
+    if path is None:
+        return SettingsView(base)
+    return SettingsView(base, path, _read_settings(path))
+
+
+def settings_origin(env, name):
+    """Where `name` comes from in `env` (a :class:`SettingsView` or a plain mapping)."""
+    if isinstance(env, SettingsView):
+        return env.origin(name)
+    return 'environment' if name in env else 'default'
+
+
+# ---------------------------------------------------------------------------
+# the settings every worker of a job must share
+# ---------------------------------------------------------------------------
+# Every worker of a job runs with the same settings, or the job fails before its first step.
+#
+# Each worker sends the settings that must agree, with where each came from, in its HELLO to
+# the controller (:func:`mxnet_ssp.controller.protocol.encode_hello`); the controller compares
+# them with the job's (those of the worker whose discovery request started it) and fails the
+# job, naming the setting, both values, where each came from and both workers' rank and host,
+# when they differ (:meth:`mxnet_ssp.controller.server.ControllerServer`).
+#
+# What must agree, and why (:func:`job_settings`):
+#
+# ========================  =================================================================
+# kvstore type              the workers would follow different synchronization rules
+# MXNET_SSP_STALENESS       the controller enforces one bound; a worker configured with a
+#                           larger sL would skip waits it believes unneeded (its fast path)
+# MXNET_SSP_DSSP_MODE       ``dist_dssp``: what a grant means
+# MXNET_SSP_TIMEOUT         when a wait counts as a failure: one worker would give up, or
+#                           report a stall, long before another
+# MXNET_SSP_ELASTIC         whether a lost worker ends the job
+# MXNET_SSP_SOFTSYNC_SPLITS ``dist_softsync``: how many gradients make one update
+# MXNET_SSP_BUCKET_BYTES    the layout of the server keys: workers with different buckets
+#                           push and pull different keys
+# MXNET_SSP_HOST_UPDATES,   sent to the servers with the optimizer: the last worker's would win
+# MXNET_SSP_STALENESS_LOG   silently on every server
+# MXNET_KVSTORE_BIGARRAY_   MXNet's own: which arrays are split over all servers (the key
+# BOUND                     layout again)
+# ========================  =================================================================
+#
+# The asynchronous stores outside elastic mode have no controller: there each server compares
+# the settings every worker sends with its optimizer (:func:`check_updater_settings`; MXNet
+# sends every worker's ``set_optimizer`` to every server) and ends, failing the job, at the
+# first worker whose settings differ.
+#
+# Not compared: ``MXNET_SSP_METRICS_DIR`` (a path on each host), ``MXNET_SSP_HOST_COPIES``
+# (how one worker copies, the same bits either way), ``MXNET_SSP_CONTROLLER`` (only the worker
+# that starts the controller's counts), ``MXNET_SSP_FOLLOW_GRACE`` (how fast each process ends
+# after a failure) and the batch-balancing settings (read by the balancing service).
+
+def _flag(value):
+    return 'on' if value else 'off'
+
+
+def this_host():
+    """This host's name, as the messages give it."""
+    return socket.gethostname()
+
+
+def job_settings(config, bytes_per_bucket, updates_on_host, environ=None):
+    """The settings of a worker that must agree across the job.
+
+    Parameters
+    ----------
+    config : mxnet_ssp.config.SyncConfig
+        The worker's (its :attr:`~mxnet_ssp.config.SyncConfig.origins` say where each came
+        from).
+    bytes_per_bucket : int
+        Its bytes per bucket (``MXNET_SSP_BUCKET_BYTES`` or ``create(bucket_bytes=...)``).
+    updates_on_host : bool
+        Its ``MXNET_SSP_HOST_UPDATES``.
+    environ : mapping, optional
+        Where the other values are read (default: the process's settings).
+
+    Returns
+    -------
+    dict
+        name -> ``[value, origin]``, both strings: values in one normal form (``'3,15'``,
+        ``'300'``, ``'on'``), so equal settings spelt differently compare equal.
+    """
+    env = _environ(environ)
+    origins = dict(config.origins)
+
+    def where(name):
+        return origins.get(name) or settings_origin(env, name)
+
+    out = {KVSTORE: [config.store, 'the script']}
+    if config.synchronous:
+        value = ('%d' % config.s_lower if config.store == 'dist_ssp'
+                 else '%d,%d' % (config.s_lower, config.s_upper))
+        out[ENV_STALENESS] = [value, where(ENV_STALENESS)]
+        if config.store == 'dist_dssp':
+            out[ENV_DSSP_MODE] = [config.mode, where(ENV_DSSP_MODE)]
+    out[ENV_TIMEOUT] = ['%g' % config.timeout, where(ENV_TIMEOUT)]
+    out[ENV_ELASTIC] = ['%d' % config.elastic, where(ENV_ELASTIC)]
+    if config.store == 'dist_softsync':
+        out[ENV_SOFTSYNC_SPLITS] = ['%d' % config.splits, where(ENV_SOFTSYNC_SPLITS)]
+    from_env_bytes = bucket_bytes(env)
+    out[ENV_BUCKET_BYTES] = ['%d' % bytes_per_bucket, where(ENV_BUCKET_BYTES)
+                             if bytes_per_bucket == from_env_bytes else 'mxnet_ssp.create()']
+    out[ENV_HOST_UPDATES] = [_flag(updates_on_host), where(ENV_HOST_UPDATES)]
+    out[ENV_STALENESS_LOG] = [_flag(config.staleness_log), where(ENV_STALENESS_LOG)]
+    out[ENV_BIGARRAY_BOUND] = ['%d' % bigarray_bound(env),
+                               'environment' if ENV_BIGARRAY_BOUND in env else 'default']
+    return out
+
+
+def sender(rank, settings):
+    """What a worker sends: its rank, its host and its :func:`job_settings`."""
+    return {'rank': int(rank), 'host': this_host(), 'settings': settings}
+
+
+def _has_controller(settings):
+    store = (settings.get(KVSTORE) or [None])[0]
+    elastic = (settings.get(ENV_ELASTIC) or ['0'])[0]
+    return store in STORE_TYPES or elastic not in ('0', None)
+
+
+_updater_reference = []      # a server's first sender (:func:`check_updater_settings`)
+
+
+def check_updater_settings(sent):
+    """Server side: compare a worker's settings sent with its optimizer (:func:`sender`)
+    with the first worker's; return the failure message, or None.
+
+    Only where the controller cannot compare them: when either worker's store has no
+    controller (an asynchronous store outside elastic mode).  With a controller it compares
+    them at the worker's first step and its message reaches every worker.
+    """
+    if not isinstance(sent, dict) or not isinstance(sent.get('settings'), dict):
+        return None
+    if not _updater_reference:
+        _updater_reference.append(sent)
+        return None
+    first = _updater_reference[0]
+    if _has_controller(first['settings']) and _has_controller(sent['settings']):
+        return None
+    names = differences(first['settings'], sent['settings'])
+    if not names:
+        return None
+    return mismatch_message(names, sent['settings'],
+                            'worker %s on host %s' % (sent.get('rank'), sent.get('host')),
+                            first['settings'],
+                            'worker %s on host %s' % (first.get('rank'), first.get('host')))

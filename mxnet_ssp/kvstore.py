@@ -58,6 +58,7 @@ from mxnet.kvstore.base import KVStoreBase
 from .ps import _process
 from .ps import discovery
 from . import config as cfg
+from .config import job_settings, sender
 from .core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
                          plan_buckets)
 from .ps.channel import (ABORT, DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,
@@ -758,7 +759,9 @@ class SSPKVStore(KVStoreBase):
                            num_servers=self._num_servers, softsync_c=softsync_c,
                            metrics_dir=self._config.metrics_dir,
                            staleness_log=self._config.staleness_log,
-                           host_updates=self._host_updates)
+                           host_updates=self._host_updates,
+                           agree=sender(self._rank, job_settings(self._config, self._bucket_bytes,
+                                                                 self._host_updates)))
         if not self._rejoining:           # the servers have it, with the job's optimizer state
             self._kv.set_optimizer(spec)
         self._optimizer = optimizer
@@ -833,16 +836,18 @@ class SSPKVStore(KVStoreBase):
         # server, for every worker (also in slot mode: the servers answer a discovery
         # push before decoding slots, and a later string key skips to a whole block)
         key = DISCOVERY_KEY_STR if self._tracker.string_keys else DISCOVERY_KEY
+        agree = job_settings(self._config, self._bucket_bytes, self._host_updates)
         try:
             answer = discovery.request_controller(self._kv, key, self._config, self._num_workers,
-                                                  self._rank)
+                                                  self._rank, agree)
         except discovery.DiscoveryError as err:
             raise SSPError(str(err)) from err
         finally:
             self._keys.count_string_keys(key)
         client = ControllerClient((answer['host'], answer['port']),
                                   bytes.fromhex(answer['secret']), self._rank,
-                                  timeout=self._config.timeout, rejoin=self._rejoining)
+                                  timeout=self._config.timeout, rejoin=self._rejoining,
+                                  settings=agree)
         try:
             client.connect()
         except ControllerError as err:

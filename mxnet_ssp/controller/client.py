@@ -104,6 +104,7 @@ class FrameClient:
         self._reader = P.FrameReader(max_frame)
         self._frames = []
         self._error = None          # error_class once the connection is unusable
+        self._hello_body = b''      # settings sent with the HELLO (protocol.encode_settings)
 
     def _where(self):
         return '%s at %s:%d (worker %d)' % (self.service, self.address[0], self.address[1],
@@ -173,8 +174,9 @@ class FrameClient:
             raise self._set_error('%s: %s speaks protocol version %d, this client '
                                   '%d (mxnet-ssp versions differ)'
                                   % (self._where(), self.peer, version, P.VERSION))
-        mac = P.peer_mac(self._secret, self.mac_context, nonce, self.rank)
-        self._sendall(P.encode_hello(self.rank, mac), 'HELLO')
+        body = self._hello_body
+        mac = P.peer_mac(self._secret, self.mac_context, nonce, self.rank, body)
+        self._sendall(P.encode_hello(self.rank, mac, body=body), 'HELLO')
         kind, payload = self._read(self.handshake_timeout, 'the WELCOME')
         if kind == P.ERROR:
             raise self._set_error('%s refused the connection: %s'
@@ -309,11 +311,21 @@ class ControllerClient(FrameClient):
         Extra seconds to wait for the controller's own stall report.
     handshake_timeout : float
         Seconds to wait for each handshake message once connected.
+    settings : dict, optional
+        This worker's settings that must agree across the job, ``{name: [value, origin]}``
+        (:func:`mxnet_ssp.config.job_settings`), sent with the HELLO together with
+        `host`; the controller refuses the worker, and fails the job, if they differ from
+        the job's.
+    host : str, optional
+        This worker's host name for those messages (default: ``socket.gethostname()``).
     """
 
     def __init__(self, address, secret, rank, timeout=300.0, connect_timeout=None,
-                 release_margin=10.0, handshake_timeout=10.0, rejoin=False):
+                 release_margin=10.0, handshake_timeout=10.0, rejoin=False, settings=None,
+                 host=None):
         super().__init__(address, secret, rank, timeout, connect_timeout, handshake_timeout)
+        if settings is not None:
+            self._hello_body = P.encode_settings(host or socket.gethostname(), settings)
         self.release_margin = float(release_margin)
         self.rejoin = bool(rejoin)
         #: A rejoining worker's clock, from the controller's REJOINED (None otherwise).

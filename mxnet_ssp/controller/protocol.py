@@ -17,7 +17,10 @@ message   type  body                       direction and meaning
 CHALLENGE 1     ``H`` version, ``32s``     server -> client on connect; fresh
                 nonce                      random nonce per connection
 HELLO     2     ``H`` version, ``I`` rank, client -> server; ``mac`` is
-                ``32s`` mac                :func:`hello_mac` of the nonce
+                ``32s`` mac, then          :func:`hello_mac` of the nonce (and
+                optionally UTF-8 JSON      the settings); the settings are
+                ``{"host", "settings"}``   the worker's host and those that
+                                           must agree (:func:`encode_hello`)
 WELCOME   3     ``I`` num_workers,         server -> client: authenticated;
                 ``I`` s_lower, ``I``       echoes the job's settings and the
                 s_upper, ``B`` mode,       controller's hold timeout
@@ -50,8 +53,12 @@ REJOINED  12    UTF-8 JSON ``{"clock"}``   server -> client, elastic mode, right
 ========  ====  =========================  ===================================
 
 The HELLO ``mac`` is ``HMAC-SHA256(secret, b'mxnet-ssp-v1' + nonce +
-rank.to_bytes(4, 'big'))``; the secret never crosses the wire and a captured
-HELLO is useless on another connection because the nonce differs.
+rank.to_bytes(4, 'big') + settings)``, ``settings`` being the JSON bytes after the fixed
+fields (none in a HELLO without settings, which is a HELLO of an mxnet-ssp that sends none
+and still accepted); the secret never crosses the wire, a captured HELLO is useless on another
+connection because the nonce differs, and the settings cannot be altered on the way.  The
+settings body is ``{"host": str, "settings": {name: [value, origin], ...}}`` (strings only,
+:func:`mxnet_ssp.config.job_settings`); anything else after the fixed fields is malformed.
 
 The batch-balancing service (:mod:`mxnet_ssp.controller.balance_service`) speaks the same
 frames on its own port: the same CHALLENGE, HELLO and ERROR, a HELLO ``mac`` under its own
@@ -85,7 +92,8 @@ from ..core.sync import Release
 __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BYTES',
            'CHALLENGE', 'HELLO', 'WELCOME', 'CLOCK', 'RELEASE', 'LEAVE', 'BYE', 'ERROR',
            'MODES', 'peer_mac', 'hello_mac', 'frame', 'FrameReader', 'encode_challenge',
-           'decode_challenge', 'encode_hello', 'decode_hello', 'encode_welcome',
+           'decode_challenge', 'encode_hello', 'decode_hello', 'decode_hello_settings',
+           'encode_settings', 'decode_settings', 'encode_welcome',
            'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
            'decode_release', 'encode_error', 'decode_error', 'LEAVE_FRAME', 'BYE_FRAME',
            'encode_bye', 'decode_bye', 'LOST', 'BARRIER', 'PASSED', 'encode_lost',
@@ -140,17 +148,18 @@ def message_name(kind):
     return _NAMES.get(kind, 'unknown type %d' % kind)
 
 
-def peer_mac(secret, context, nonce, rank):
-    """HMAC-SHA256 of ``context + nonce + rank (4 bytes, big-endian)`` under `secret`: how a
-    peer proves it knows the job's secret without sending it.  Each service names its own
-    `context`, so a MAC made for one is useless for another."""
-    return hmac.new(secret, context + nonce + int(rank).to_bytes(4, 'big'),
+def peer_mac(secret, context, nonce, rank, body=b''):
+    """HMAC-SHA256 of ``context + nonce + rank (4 bytes, big-endian) + body`` under `secret`:
+    how a peer proves it knows the job's secret without sending it.  Each service names its
+    own `context`, so a MAC made for one is useless for another; `body` is the HELLO's
+    settings (empty: the MAC of a HELLO without them)."""
+    return hmac.new(secret, context + nonce + int(rank).to_bytes(4, 'big') + bytes(body),
                     hashlib.sha256).digest()
 
 
-def hello_mac(secret, nonce, rank):
+def hello_mac(secret, nonce, rank, body=b''):
     """The controller's HELLO MAC: :func:`peer_mac` with :data:`MAC_CONTEXT`."""
-    return peer_mac(secret, MAC_CONTEXT, nonce, rank)
+    return peer_mac(secret, MAC_CONTEXT, nonce, rank, body)
 
 
 def frame(payload):
@@ -213,15 +222,72 @@ def decode_challenge(payload):
     return version, nonce
 
 
-def encode_hello(rank, mac, version=VERSION):
-    """HELLO frame for `rank`."""
-    return frame(_HELLO.pack(HELLO, version, rank, mac))
+#: Longest host name and setting text a HELLO's settings may carry.
+MAX_SETTING_TEXT = 512
+
+
+def encode_settings(host, settings):
+    """The HELLO's settings body: compact UTF-8 JSON ``{"host", "settings"}``.
+
+    Origins (file paths) are shortened from the left if the HELLO would not fit one frame.
+    """
+    settings = {str(k): [str(v[0]), str(v[1])] for k, v in settings.items()}
+    for keep in (None, 120, 40, 0):
+        if keep is not None:
+            settings = {k: [v[0], ('...' + v[1][-keep:]) if keep and len(v[1]) > keep
+                            else v[1][:keep] if keep else '']
+                        for k, v in settings.items()}
+        body = json.dumps({'host': str(host)[:MAX_SETTING_TEXT], 'settings': settings},
+                          separators=(',', ':'), sort_keys=True).encode('utf-8')
+        if _HELLO.size + len(body) <= MAX_FRAME:
+            return body
+    raise ValueError('the settings do not fit one HELLO frame (%d bytes)' % len(body))
+
+
+def decode_settings(body):
+    """``(host, settings)`` of a HELLO's settings body; ProtocolError if it is not one."""
+    try:
+        obj = json.loads(body.decode('utf-8'))
+    except ValueError as exc:
+        raise ProtocolError('HELLO settings are not JSON: %s' % exc) from None
+    if not isinstance(obj, dict) or set(obj) != {'host', 'settings'}:
+        raise ProtocolError('HELLO settings are not {"host", "settings"}: %.80r' % (obj,))
+    host, settings = obj['host'], obj['settings']
+    if not isinstance(host, str) or len(host) > MAX_SETTING_TEXT:
+        raise ProtocolError('HELLO settings name no valid host: %.80r' % (host,))
+    if not isinstance(settings, dict) or not all(
+            isinstance(k, str) and len(k) <= MAX_SETTING_TEXT and isinstance(v, list)
+            and len(v) == 2 and all(isinstance(x, str) and len(x) <= MAX_SETTING_TEXT
+                                    for x in v)
+            for k, v in settings.items()):
+        raise ProtocolError('HELLO settings are not {name: [value, origin]} strings: %.80r'
+                            % (settings,))
+    return host, settings
+
+
+def encode_hello(rank, mac, version=VERSION, body=b''):
+    """HELLO frame for `rank`; `body`: :func:`encode_settings`'s bytes, or empty (the MAC
+    must cover the same `body`)."""
+    return frame(_HELLO.pack(HELLO, version, rank, mac) + bytes(body))
 
 
 def decode_hello(payload):
-    """Return ``(version, rank, mac)``."""
+    """Return ``(version, rank, mac)`` of a HELLO without settings.  A HELLO with settings
+    is refused here; see :func:`decode_hello_settings`."""
     _, version, rank, mac = _unpack(_HELLO, payload, HELLO)
     return version, rank, mac
+
+
+def decode_hello_settings(payload):
+    """Return ``(version, rank, mac, body, settings)``: `body` the raw settings bytes the
+    MAC covers (``b''`` if none) and `settings` ``(host, {name: [value, origin]})`` or None.
+    ProtocolError for a short HELLO or a settings body that is not valid."""
+    if len(payload) < _HELLO.size:
+        raise ProtocolError('HELLO has %d bytes, expected at least %d'
+                            % (len(payload), _HELLO.size))
+    _, version, rank, mac = _HELLO.unpack_from(payload)
+    body = bytes(payload[_HELLO.size:])
+    return version, rank, mac, body, (decode_settings(body) if body else None)
 
 
 def encode_welcome(num_workers, s_lower, s_upper, mode, timeout):

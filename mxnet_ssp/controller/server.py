@@ -85,6 +85,7 @@ import logging
 import time
 
 from . import protocol as P
+from ..core.agreement import differences, mismatch_message
 from .protocol import ControllerError
 from .transport import LEFT, READY, FrameServer
 
@@ -127,11 +128,18 @@ class ControllerServer(FrameServer):
     min_workers : int
         0: fail-fast (a worker that disconnects without LEAVE fails the job).  n >= 1:
         elastic mode, the job goes on while at least n workers are not lost (Contracts).
+    agree : dict, optional
+        The job's settings that every worker must share (:func:`mxnet_ssp.config.job_settings`):
+        ``{"rank", "host", "settings": {name: [value, origin]}}`` of the worker whose
+        request started the controller.  A worker whose HELLO carries other values fails
+        the job before its first step, with a message naming each setting, both values and
+        where they came from, and both workers.  None: the first HELLO with settings sets
+        them.  A HELLO without settings (an mxnet-ssp that sends none) is not compared.
     """
 
     def __init__(self, policy, secret, host='127.0.0.1', port=0, timeout=300.0,
                  metrics_path=None, clock=time.monotonic, auth_timeout=5.0, max_pending=64,
-                 on_failed=None, drain=5.0, min_workers=0):
+                 on_failed=None, drain=5.0, min_workers=0, agree=None):
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise ValueError('secret must be non-empty bytes')
         if not timeout > 0:
@@ -157,6 +165,11 @@ class ControllerServer(FrameServer):
         self._connected_at = {}                # rank -> time of first WELCOME
         self._left = set()
         self._held = {}                        # rank -> time its CLOCK was handled
+        self._agree = None                     # (who, settings) every worker must match
+        if agree:
+            self._agree = ('worker %s on host %s' % (agree.get('rank', '?'),
+                                                     agree.get('host', '?')),
+                           dict(agree['settings']))
 
     # -- public API (and start, stop, address: FrameServer) ---------------------
     @property
@@ -289,6 +302,23 @@ class ControllerServer(FrameServer):
         if self._failure is not None:
             return 'the job already failed: ' + self._failure
         return None
+
+    def _settings_refusal(self, conn, rank, settings):
+        """A worker whose settings differ from the job's fails the job (class docstring)."""
+        if settings is None:
+            return None
+        host, mine = settings
+        who = 'worker %d on host %s (connected from %s)' % (rank, host, conn.describe())
+        if self._agree is None:
+            self._agree = ('worker %d on host %s' % (rank, host), dict(mine))
+            return None
+        job_who, job = self._agree
+        names = differences(job, mine)
+        if not names:
+            return None
+        message = mismatch_message(names, mine, who, job, job_who)
+        self._fail(message)
+        return message
 
     def _on_admitted(self, conn, rank):
         now = self._clock()

@@ -19,6 +19,9 @@ Hooks
 ``_refusal(rank)``
     A peer proved it knows the secret: None to admit it as `rank`, or the reason
     sent to it in ERROR.
+``_settings_refusal(conn, rank, settings)``
+    Then, with the HELLO's ``(host, {name: [value, origin]})`` or None (a HELLO without
+    settings): None to admit it, or the reason sent to it in ERROR.
 ``_on_admitted(conn, rank)``
     `conn` is authenticated as `rank` (typically sends a welcome).
 ``_on_message(conn, payload)``
@@ -273,7 +276,7 @@ class FrameServer:
             self._malformed(conn, 'expected HELLO, got %s' % P.message_name(payload[0]))
             return
         try:
-            version, rank, mac = P.decode_hello(payload)
+            version, rank, mac, body, settings = P.decode_hello_settings(payload)
         except P.ProtocolError as exc:
             self._malformed(conn, str(exc))
             return
@@ -282,10 +285,12 @@ class FrameServer:
                          % (version, self.name, P.VERSION))
             return
         if not hmac.compare_digest(mac, P.peer_mac(self._secret, self.mac_context,
-                                                   conn.nonce, rank)):
+                                                   conn.nonce, rank, body)):
             self._refuse(conn, 'authentication failed for rank %d: wrong secret' % rank)
             return
         reason = self._refusal(rank)
+        if reason is None:
+            reason = self._settings_refusal(conn, rank, settings)
         if reason is not None:
             self._refuse(conn, reason)
             return
@@ -419,6 +424,9 @@ class FrameServer:
         pass
 
     def _refusal(self, rank):
+        return None
+
+    def _settings_refusal(self, conn, rank, settings):
         return None
 
     def _on_admitted(self, conn, rank):

@@ -14,7 +14,7 @@ import signal
 HEARTBEAT_INTERVAL = 'PS_HEARTBEAT_INTERVAL'
 HEARTBEAT_TIMEOUT = 'PS_HEARTBEAT_TIMEOUT'
 
-from ..config import ENV_ELASTIC, ConfigError, parse_elastic
+from ..config import ENV_ELASTIC, ConfigError, parse_elastic, settings_environ
 from .gpus import GPU_ENV
 from .job import Job
 from .local import plan_local
@@ -219,6 +219,23 @@ def plan_job(job, num_gpus=None):
     return plan_mpi(job)
 
 
+def check_settings_file(job):
+    """The job's settings file (:func:`mxnet_ssp.config.settings_environ`: ``mxnet_ssp.env`` in this
+    directory, or ``MXNET_SSP_SETTINGS``), checked like every process of the job will read
+    it; raise LaunchError.  Its values are not passed on: each process reads the file."""
+    try:
+        merged = settings_environ(job.environ)
+    except ConfigError as err:
+        raise LaunchError(str(err)) from None
+    if merged.path is not None:
+        validate_settings(job.command, merged)
+        for name in sorted(merged.overridden):
+            line, value = merged.overridden[name]
+            say('note: %s=%s from the environment overrides %s=%s (%s line %d) in the '
+                'processes that get this environment' % (name, job.environ[name], name,
+                                                         value, merged.path, line))
+
+
 def main(argv=None, num_gpus=None):
     """Entry point of ``mxnet-ssp-launch``; returns the exit code.
 
@@ -228,6 +245,7 @@ def main(argv=None, num_gpus=None):
     environ = dict(os.environ)
     try:
         job = check_job(args, environ)
+        check_settings_file(job)
         job_plan = plan_job(job, num_gpus)
         rc = run_syncs(job_plan.syncs, os.getcwd(), args.sync_dst_dir, environ)
         if rc != 0:

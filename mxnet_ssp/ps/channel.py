@@ -175,6 +175,13 @@ class UpdaterSpec:
 
 def _server_optimizer(optimizer, settings):
     # runs where MXNet unpickles the updater: in a server process
+    settings = dict(settings)
+    sent = settings.pop('agree', None)      # the sender's settings that must agree
+    if sent is not None:
+        from ..config import check_updater_settings
+        message = check_updater_settings(sent)
+        if message:
+            end_job('server: the job failed: %s' % message)
     server = importlib.import_module(__name__.rsplit('.', 1)[0] + '.server')
     return server.ServerOptimizer(optimizer, **settings).activate()
 

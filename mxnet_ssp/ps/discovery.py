@@ -72,7 +72,8 @@ def start_controller(request):
                     's_upper': int(request['s_upper']), 'mode': request['mode'],
                     'timeout': float(request['timeout']), 'host': advertised_host(),
                     'secret': secrets.token_hex(32), 'metrics_path': None,
-                    'elastic': int(request.get('elastic') or 0)}
+                    'elastic': int(request.get('elastic') or 0),
+                    'agree': request.get('agree')}
         if request.get('metrics_dir'):
             os.makedirs(request['metrics_dir'], exist_ok=True)
             settings['metrics_path'] = os.path.join(request['metrics_dir'], 'controller.jsonl')
@@ -147,13 +148,38 @@ class DiscoveryError(RuntimeError):
     """The servers did not give a usable controller address (the message says why)."""
 
 
-def request_controller(native, key, config, num_workers, rank):
+def fit_agree(request, sent):
+    """`sent` (:func:`mxnet_ssp.config.sender`) in a form that fits the discovery request
+    (:data:`~mxnet_ssp.ps.channel.DISCOVERY_LEN`): as it is, else with each settings file's
+    path left out of the origins (``'settings file line 3'``), else with no origins; None if
+    even that does not fit (the controller then takes the first worker's HELLO as the job's
+    settings)."""
+    from ..core.agreement import compact_origin
+    settings = sent['settings']
+    for origin in (None, compact_origin, lambda text: ''):
+        attempt = dict(sent)
+        if origin is not None:
+            attempt['settings'] = {k: [v[0], origin(v[1])] for k, v in settings.items()}
+        try:
+            encode_blob(dict(request, agree=attempt))
+        except ValueError:
+            continue
+        return attempt
+    return None
+
+
+def request_controller(native, key, config, num_workers, rank, agree=None):
     """Worker side: ask the servers for the controller of this job; return the answer dict.
 
     Initializes `key` on `native` (MXNet's store; collective), pushes the request, pulls the
-    answer, and checks it: an error the servers reported, no answer at all (mxnet-ssp not
-    installed on the servers), or a controller running other settings than this worker's
-    raise :class:`DiscoveryError`.  The servers answering is bounded by ``config.timeout``.
+    answer, and checks it: an error the servers reported or no answer at all (mxnet-ssp not
+    installed on the servers) raise :class:`DiscoveryError`.  The servers answering is
+    bounded by ``config.timeout``.  `agree`: this worker's settings that must agree
+    (:func:`mxnet_ssp.config.job_settings`); the first request to reach the servers
+    makes them the job's, and the controller refuses a worker whose settings differ (its
+    HELLO carries them) with a message naming the setting, both values and both workers.
+    Without `agree`, a controller running another staleness, mode or elastic setting than
+    this worker's raises :class:`DiscoveryError` here.
     """
     from mxnet import ndarray as nd
     import numpy as np
@@ -167,6 +193,10 @@ def request_controller(native, key, config, num_workers, rank):
                'mode': config.mode, 'timeout': config.timeout,
                'metrics_dir': config.metrics_dir, 'controller': config.controller,
                'elastic': config.elastic}
+    if agree is not None:
+        fitting = fit_agree(request, cfg.sender(rank, agree))
+        if fitting is not None:
+            request['agree'] = fitting
     native.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
     native.push(key, nd.array(encode_blob(request), dtype=np.float32))
     reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
@@ -183,6 +213,8 @@ def request_controller(native, key, config, num_workers, rank):
     if 'error' in answer:
         raise DiscoveryError('worker[%d]: the servers refused to start the controller: %s'
                              % (rank, answer['error']))
+    if agree is not None:         # the controller compares them all (it names both workers)
+        return answer
     if answer.get('elastic', 0) != config.elastic:
         raise DiscoveryError('worker[%d]: this worker was configured with %s=%d but the '
                              'controller runs with %d: set it the same for every process'

@@ -458,13 +458,22 @@ def follow_job(role, environ=None):
     """
     if role not in ('scheduler', 'server'):
         raise ValueError('role must be scheduler or server, got %r' % (role,))
-    env = dict(os.environ if environ is None else environ)
+    env = dict(_settings() if environ is None else environ)
     from .._hooks import when_importing
 
     def start():
         threading.Thread(target=_watch, args=(role, env), daemon=True,
                          name='mxnet-ssp-follow-job').start()
     when_importing('mxnet', start)
+
+
+def _settings():
+    """This process's settings: os.environ over the job's settings file; os.environ alone
+    if the file cannot be read (the worker or the start-up hook reports that)."""
+    try:
+        return cfg._environ(None)
+    except cfg.ConfigError:
+        return os.environ
 
 
 _worker = {'following': False, 'leaving': False}
@@ -483,7 +492,7 @@ def follow_scheduler(rank, environ=None):
     if _worker['following']:
         return
     _worker['following'] = True
-    env = dict(os.environ if environ is None else environ)
+    env = dict(_settings() if environ is None else environ)
     threading.Thread(target=_watch, args=('worker', env),
                      kwargs={'active': lambda: not _worker['leaving'],
                              'who': 'worker[%d]' % rank},

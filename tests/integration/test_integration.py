@@ -272,6 +272,7 @@ def _run_mismatch(tmp_path, store, common, odd, iters):
     who = {}
     for index in (0, 1):
         rec = read_jsonl(out / ('who-%d.json' % index))[0]
+        rec['store'] = store
         who[rec['rank']] = rec
     by_index = sorted(who.values(), key=lambda rec: rec['index'])
     assert [rec['staleness'] for rec in by_index] == [common[1], odd[1]], by_index
@@ -279,21 +280,38 @@ def _run_mismatch(tmp_path, store, common, odd, iters):
 
 
 def _check_refused(proc, who):
-    """Exactly one worker was refused, with the promised message naming both settings."""
+    """Exactly one worker was refused by the controller, which failed the job with the
+    promised message: the setting, both values and where they came from, both workers."""
     assert proc.returncode == 1, fail_msg(proc)
-    ranks = set(int(r) for r in re.findall(r'worker\[(\d+)\]: this worker was configured with',
-                                           proc.stderr))
-    assert len(ranks) == 1, fail_msg(proc)
-    rank = ranks.pop()
-    mine, theirs = who[rank], who[1 - rank]
-    expected = ('worker[%d]: this worker was configured with staleness [%d, %d] mode bounded '
-                'but the controller runs [%d, %d] mode bounded: set MXNET_SSP_STALENESS and '
-                'MXNET_SSP_DSSP_MODE the same for every worker'
-                % ((rank,) + tuple(mine['staleness']) + tuple(theirs['staleness'])))
-    # no newline after it: the two workers share the launcher's stderr, and the other
-    # worker's summary line can land right after the message's last character
-    assert 'SSPError: ' + expected in proc.stderr, fail_msg(proc)
+    found = set(re.findall(
+        r"worker (\d+) on host (\S+) \(connected from [\d.]+:\d+\) has settings that differ "
+        r"from the job's: MXNET_SSP_STALENESS=([\d,]+) \(from environment\), but the job runs "
+        r"with MXNET_SSP_STALENESS=([\d,]+) \(from environment, as worker (\d+) on host \2\)",
+        proc.stderr))
+    assert len(found) == 1, fail_msg(proc)
+    rank, _, value, job_value, job_rank = found.pop()
+    rank, job_rank = int(rank), int(job_rank)
+    assert job_rank == 1 - rank, fail_msg(proc)
+    mine, theirs = who[rank], who[job_rank]
+
+    def shown(rec):
+        lo, hi = rec['staleness']
+        return '%d' % lo if rec['store'] == 'dist_ssp' else '%d,%d' % (lo, hi)
+    assert (value, job_value) == (shown(mine), shown(theirs)), fail_msg(proc)
+    # the refused worker ends with it (no newline after it: the workers share the
+    # launcher's stderr, and the other worker's summary line can land right after it)
+    assert re.search(r'SSPError: worker\[%d\]: controller at [\d.]+:\d+ \(worker %d\) refused '
+                     r'the connection: worker %d on host' % (rank, rank, rank), proc.stderr), \
+        fail_msg(proc)
     return mine
+
+
+def _check_first_exit(proc):
+    """The job ended because a process exited 1 by itself: the refused worker, the other
+    worker (told by the controller) or the server hosting the controller (which ends once
+    the controller failed the job), whichever the launcher saw first."""
+    assert re.search(r'(worker #[01]|server #0) \(launch index; pid \d+\) exited with code 1 '
+                     r'— stopping the job', proc.stderr), fail_msg(proc)
 
 
 MISMATCHES = [pytest.param('dist_ssp', ('2', [2, 2]), ('3', [3, 3]), marks=pytest.mark.slow),
@@ -304,13 +322,12 @@ MISMATCHES = [pytest.param('dist_ssp', ('2', [2, 2]), ('3', [3, 3]), marks=pytes
 def test_worker_with_other_staleness_fails_the_job(tmp_path, store, common, odd):
     """One worker (launch index 1) has another MXNET_SSP_STALENESS than the other.
     Whichever reaches the servers first fixes the controller's settings; the other is
-    refused with the promised message and exits with status 1, and so does the job.
+    refused with the promised message, the controller fails the job, and the job exits 1.
     One step each: the accepted worker is never held (lead 1 <= sL), so the job ends
     without waiting for the refused one (see the slow test below for that case)."""
     proc, who = _run_mismatch(tmp_path, store, common, odd, iters=1)
-    mine = _check_refused(proc, who)
-    assert re.search(r'worker #%d \(launch index; pid \d+\) exited with code 1\b'
-                     % mine['index'], proc.stderr), fail_msg(proc)
+    _check_refused(proc, who)
+    _check_first_exit(proc)
 
 
 @pytest.mark.slow
@@ -319,10 +336,9 @@ def test_refused_worker_exits_while_the_other_is_held(tmp_path):
     refused one, so the job ends promptly only if the refused worker exits by itself
     (the launcher then stops the job) instead of waiting for the other workers."""
     proc, who = _run_mismatch(tmp_path, 'dist_dssp', ('1,4', [1, 4]), ('1,5', [1, 5]), iters=2)
-    mine = _check_refused(proc, who)
+    _check_refused(proc, who)
     assert 'never connected' not in proc.stderr, fail_msg(proc)
-    assert re.search(r'worker #%d \(launch index; pid \d+\) exited with code 1\b'
-                     % mine['index'], proc.stderr), fail_msg(proc)
+    _check_first_exit(proc)
 
 
 def test_dead_worker_fails_the_job(marker_job, tmp_path):

@@ -3,7 +3,8 @@
 The worker launched as ``--odd-index`` (``MXNET_SSP_LAUNCH_INDEX``, set by the
 launcher for each process before anything runs; the ps-lite rank is known
 only once the store exists) sets ``MXNET_SSP_STALENESS`` to ``--odd-staleness``
-in its own environment before the store reads its settings.  Each worker
+(and each ``--odd-env NAME=VALUE``) in its own environment before the store reads
+its settings.  Each worker
 writes ``<out>/who-<launch index>.json`` (its rank and staleness) once its
 store exists, then pushes: the first push meets the controller, which must
 refuse the worker whose settings differ from its own.
@@ -17,7 +18,9 @@ def parse_args():
     p = argparse.ArgumentParser()
     p.add_argument('--store', default='dist_ssp')
     p.add_argument('--odd-index', type=int, default=1)
-    p.add_argument('--odd-staleness', required=True)
+    p.add_argument('--odd-staleness', default=None)
+    p.add_argument('--odd-env', action='append', default=[], metavar='NAME=VALUE',
+                   help='another setting for the odd worker (repeatable)')
     p.add_argument('--iters', type=int, default=2)
     p.add_argument('--out', required=True)
     return p.parse_args()
@@ -27,7 +30,11 @@ def main():
     args = parse_args()
     index = os.environ.get('MXNET_SSP_LAUNCH_INDEX')
     if os.environ.get('DMLC_ROLE') == 'worker' and index == str(args.odd_index):
-        os.environ['MXNET_SSP_STALENESS'] = args.odd_staleness
+        if args.odd_staleness is not None:
+            os.environ['MXNET_SSP_STALENESS'] = args.odd_staleness
+        for item in args.odd_env:
+            name, _, value = item.partition('=')
+            os.environ[name] = value
     import mxnet as mx
     import mxnet_ssp
     kv = mxnet_ssp.create(args.store)

@@ -549,7 +549,7 @@ def find_problem(args, environ=None):
     """Run :data:`CHECKS` on parsed `args`; return ``(row, message)`` of the first that
     fails, or ``(None, None)``.  Stops at the first failure (later rows may read what
     earlier ones stored on `args`).  Exits nothing, prints nothing."""
-    env = os.environ if environ is None else environ
+    env = config._environ(environ)     # os.environ over the job's settings file
     job = Job(env, expected_num_workers(args.kvstore, env))
     for row in CHECKS:
         message = row(args, job)
