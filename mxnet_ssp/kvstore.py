@@ -976,10 +976,12 @@ class SSPKVStore(KVStoreBase):
 
     def abort_servers(self, message):
         """The job failed on this worker (`message`): make every server end now.  Returns
-        whether the notice was sent (not in elastic mode, where the job goes on without this
-        worker, nor once the native store is freed).  Called by the exit hook of
-        :mod:`mxnet_ssp.ps._process`."""
-        if self._config.elastic or isinstance(self._kv, FreedNative):
+        whether the notice was sent: only by the stores without a controller (the
+        asynchronous ones and BSP outside elastic mode).  Where a controller runs, it fails the
+        job itself and tells every worker which rank failed; in elastic mode the job goes on
+        without this worker.  Called by the exit hook of :mod:`mxnet_ssp.ps._process`."""
+        if (self._config.elastic or self._client is not None
+                or isinstance(self._kv, FreedNative)):
             return False
         body = py_str(pickle.dumps(Control(ABORT, message), 0))
         self._kv._send_command_to_servers(0, body)

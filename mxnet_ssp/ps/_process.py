@@ -169,27 +169,39 @@ def _abort_servers(message):
     connection to the scheduler closes (:mod:`mxnet_ssp.ps.follow`): a scheduler that never
     saw this worker connected (it failed right after joining) never closes it.  Each store
     that can (``abort_servers``; not in elastic mode, where the job goes on) sends one
-    command; a server that does not take it within :data:`ABORT_S` is left to the
+    command; the worker exits :data:`ABORT_S` seconds later at the latest (a server ends as
+    it takes it, so nobody answers), and a server that did not take it is left to the
     followers.
     """
-    for store in list(_stores):
-        abort = getattr(store, 'abort_servers', None)
-        if abort is None:
-            continue
+    stores = [s for s in _stores if getattr(s, 'abort_servers', None) is not None]
+    if not stores:
+        return
+
+    def send():
         try:
-            with bounded(ABORT_S, '%s (the servers did not take the abort notice within %g s)'
-                         % (message, ABORT_S)):
-                if abort(message):
-                    return
+            stores[0].abort_servers(message)
         except Exception as err:     # the notice is a courtesy: exit as planned
             logger.warning('mxnet-ssp: could not tell the servers that the job failed: %s', err)
+    # a server ends as it takes the notice, so the command is never answered: the sender
+    # waits on its own thread, and this one only as long as delivering it takes
+    sender = threading.Thread(target=send, daemon=True, name='mxnet-ssp-abort')
+    sender.start()
+    sender.join(ABORT_S)
 
 
-def _die(message):
+def _say_fatal(message):
     logger.error('%s -- exiting without waiting for the other workers', message)
+
+
+def _exit_now():
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(FATAL_EXIT)
+
+
+def _die(message):
+    _say_fatal(message)
+    _exit_now()
 
 
 def end_server(what):
@@ -238,14 +250,15 @@ def copy_error_left(rank=None):
     return None
 
 
-#: Seconds a failing worker gives the servers to take its abort notice (:func:`_at_exit`).
-ABORT_S = 5.0
+#: Seconds a failing worker gives its abort notice to reach the servers (:func:`_at_exit`).
+ABORT_S = 2.0
 
 
 def _at_exit():
     if _fatal is not None:
+        _say_fatal(_fatal)          # first: a server that ends on the notice answers nothing
         _abort_servers(_fatal)
-        _die(_fatal)
+        _exit_now()
     stores = list(_stores)
     del _stores[:]
     for step in ('close', 'free_native'):   # leave the controller first: nobody stays held

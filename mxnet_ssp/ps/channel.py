@@ -25,6 +25,7 @@ returned (the server loop runs inside it): it imports nothing from MXNet.
 """
 import importlib
 import json
+import re
 
 import numpy as np
 
@@ -218,6 +219,17 @@ def serve_commands(handler):
     _handler = handler
 
 
+def abort_message(payload):
+    """What a server says when it ends on a worker's abort notice (`payload`: the worker's
+    message, ``'worker[R]: why'``): ``server: the job failed: why (worker[R] ...)``."""
+    text = str(payload)[:2000]
+    match = re.match(r'worker\[(\d+)\]: (.*)$', text, re.S)
+    if match is None:
+        return 'server: the job failed: %s; ending this server' % text
+    return ('server: the job failed: %s (worker[%s] said so; ending this server)'
+            % (match.group(2), match.group(1)))
+
+
 def run_command(action, payload):
     """Run a command where MXNet's server controller unpickles it; returns the handler.
 
@@ -228,7 +240,7 @@ def run_command(action, payload):
     if action == ABORT:
         # a worker is exiting because the job failed (its script raised, a peer died): this
         # server's loop would wait in ps-lite's finalize barrier for it for ever
-        end_job('server: ending, the job failed on a worker: %s' % (str(payload)[:2000],))
+        end_job(abort_message(payload))
     try:
         if _handler is None:
             raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')

@@ -96,6 +96,7 @@ CASES = [
     ('stock', 'dist_async', 'kill', '1', 2, 2),
     ('ours', 'dist_async', 'raise', 'all', 2, 2),
     ('stock', 'dist_ssp', 'raise', 'all', 2, 2),
+    ('stock', 'dist_sync', 'raise', '1', 2, 2),
 ]
 
 
@@ -106,7 +107,9 @@ def test_the_job_ends_within_the_bound(tmp_path, launcher, store, how, ranks, wo
     if launcher == 'ours':
         assert rc != 0, text[-6000:]          # mxnet-ssp-launch reports the failed job
     if how == 'raise':
-        # the raising worker names itself, and the servers say why they end
+        # the raising worker names itself; without a controller (the asynchronous stores,
+        # BSP) the servers end on its notice and say why; the SSP controller fails the job
         assert re.search(r'worker\[\d\]: the training script raised RuntimeError', text), \
             text[-6000:]
-        assert 'the job failed on a worker' in text, text[-6000:]
+        told = re.search(r'server: the job failed: .*worker\[\d\] said so', text)
+        assert bool(told) == (store != 'dist_ssp'), text[-6000:]

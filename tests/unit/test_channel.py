@@ -108,3 +108,12 @@ def test_one_json_packing_for_every_length(length):
     with pytest.raises(ValueError, match=r'too long for 16 elements \(\d+ bytes of JSON, '
                                          r'at most 9\)'):
         encode_blob(obj, 16)
+
+
+def test_abort_message_names_the_reason_and_the_worker():
+    from mxnet_ssp.ps.channel import abort_message
+    assert abort_message('worker[1]: the training script raised ValueError: x') == (
+        'server: the job failed: the training script raised ValueError: x (worker[1] said so; '
+        'ending this server)')
+    assert abort_message('odd') == 'server: the job failed: odd; ending this server'
+    assert len(abort_message('worker[0]: ' + 'y' * 5000)) < 2100

@@ -39,14 +39,21 @@ def checkpoint_info(params_path):
 def states_kind(kv):
     """Where ``trainer.save_states`` puts the optimizer state on this job's store.
 
-    'servers' (mxnet-ssp stores: every server writes ``<file>.server-<rank>``),
-    'file' (updates on the workers: ``local``, and ``dist_sync``, which this
-    script runs with ``update_on_kvstore=False``), or None (MXNet's own
-    ``dist_async`` cannot save it).
+    'servers' (mxnet-ssp stores, its ``dist_sync`` included: every server writes
+    ``<file>.server-<rank>``), 'file' (updates on the workers: ``local``, and MXNet's own
+    ``dist_sync``, which this script runs with ``update_on_kvstore=False``), or None (MXNet's
+    own ``dist_async`` cannot save it).
     """
-    if kv.type in ('local', 'dist_sync'):
+    if kv.type == 'local' or (kv.type == 'dist_sync' and not updates_on_servers(kv)):
         return 'file'
     return 'servers' if hasattr(kv, 'slot_mode') else None
+
+
+def updates_on_servers(kv):
+    """Whether this script updates on the servers with store `kv`: every store but MXNet's
+    own ``dist_sync``, whose servers never hear of a learning-rate change (apache/mxnet#15919);
+    mxnet-ssp's ``dist_sync`` sends them, so its updates stay on the servers, in buckets."""
+    return kv.type != 'dist_sync' or hasattr(kv, 'slot_mode')
 
 
 def save_checkpoint(net, trainer, kv, save_dir, name, info):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import config
 from ...controller.protocol import describe_losses
-from .checkpoint import restore_states, save_checkpoint
+from .checkpoint import restore_states, save_checkpoint, updates_on_servers
 from .logs import JsonLines, count_iterations, make_progress, show_progress
 from .models import describe_model, get_model
 from .options import expected_num_workers, learning_rate_at
@@ -257,9 +257,10 @@ class Training:
         # dist_sync sums the workers' gradients; --sync-average makes it their mean
         optimizer = make_optimizer(args, self.batch_size
                                    * (self.num_workers if args.sync_average else 1))
-        # dist_sync: the servers sum the gradients and every worker applies the same update,
-        # so learning-rate changes need no server (MXNet's servers ignore them, #15919).
-        update_on_kvstore = False if kv.type == 'dist_sync' else None
+        # MXNet's own dist_sync: the servers sum the gradients and every worker applies the
+        # same update, so learning-rate changes need no server (MXNet's servers ignore them,
+        # #15919); mxnet-ssp's dist_sync sends them, and updates on the servers
+        update_on_kvstore = None if updates_on_servers(kv) else False
         self.trainer = trainer = gluon.Trainer(self.params, optimizer, kvstore=kv,
                                                update_on_kvstore=update_on_kvstore)
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
