@@ -103,11 +103,31 @@ def test_a_rule_not_known_to_be_elementwise_keeps_one_key_per_array(tmp_path):
         fail_msg(proc)
 
 
-def test_resume_from_states_saved_with_buckets_with_and_without_them(tmp_path):
+@pytest.mark.parametrize('api,servers', [('trainer', 1), ('module', 2), ('raw', 1)])
+def test_bucketed_dist_sync_gives_the_bits_of_mxnets_own(tmp_path, api, servers):
+    """BSP: mxnet-ssp's dist_sync (buckets, the servers' SGD by NumPy) against MXNet's own
+    dist_sync (MXNET_SSP_WRAP_SYNC=0: one key per array, MXNet's SGD operator), one worker
+    (the servers' sum has one term, so its order is fixed): the same bits.  Without the
+    Parameters' lr_mult/wd_mult: MXNet's own dist stores drop them on the servers (the
+    optimizer's pickle loses them), mxnet-ssp's apply them (docs/stores.md)."""
+    args = ['--api', api, '--store', 'dist_sync', '--rule', 'sgd', '--steps', '5',
+            '--no-multipliers']
+    (mx_info, mxnet, _), = train(tmp_path, 'mxnet', 4 << 20, args, servers=servers,
+                                 MXNET_SSP_WRAP_SYNC='0')
+    (info, ours, _), = train(tmp_path, 'ours', 4 << 20, args, servers=servers)
+    assert mx_info['store_class'] == 'mxnet.kvstore.kvstore.KVStore', mx_info
+    assert info['store_class'] == 'mxnet_ssp.stock_names.dist_sync', info
+    assert info['buckets'] >= 1 and info['bucketed'] >= 6 - servers, info
+    assert info['clock'] == 5
+    assert_same_bits(mxnet, ours)
+
+
+@pytest.mark.parametrize('store', ['dist_async', 'dist_sync'])
+def test_resume_from_states_saved_with_buckets_with_and_without_them(tmp_path, store):
     """Save the optimizer states mid-run with buckets; resume from them with buckets and
     with one key per array: both end where the uninterrupted run ends (the file lists the
     bucket's members as the format before buckets did)."""
-    args = ['--rule', 'adam', '--steps', '6']
+    args = ['--rule', 'adam', '--steps', '6', '--store', store]
     (info, whole, _), = train(tmp_path, 'whole', 4 << 20, args + ['--save-at', '3'])
     assert info['buckets'] >= 1
     states = str(tmp_path / 'whole' / 'states')

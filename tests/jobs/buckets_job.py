@@ -31,6 +31,9 @@ def parse_args():
                    help='trainer: a 16-channel convolution in place of the middle layers, '
                         'and an inference pass after every step (MKL-DNN then reorders the '
                         'weights in place into its own layout)')
+    p.add_argument('--no-multipliers', action='store_true',
+                   help='trainer: no lr_mult/wd_mult on Parameters (MXNet\'s own dist stores '
+                        'drop them on the servers: a comparison with them needs none)')
     p.add_argument('--out', required=True)
     return p.parse_args()
 
@@ -74,12 +77,13 @@ def train_trainer(args, kv, opt):
     net.initialize(mx.init.Xavier(rnd_type='uniform'), ctx=ctx)
     if args.resume:                               # the weights saved with the states
         net.load_parameters(os.path.join(os.path.dirname(args.resume), 'net.params'))
-    if not args.conv:                             # (with --conv: one bucket for the weights
-        for name, param in net.collect_params().items():      # and the convolution's bias)
+    if not args.conv and not args.no_multipliers:  # (with --conv: one bucket for the
+        for name, param in net.collect_params().items():      # weights and the conv's bias)
             if name.endswith(('bias', 'gamma', 'beta')):
                 param.wd_mult = 0.0
         net[2].weight.lr_mult = 0.5
-    net[0].bias.lr_mult = 0.0                     # starts at 0 and must stay there
+    if not args.no_multipliers:
+        net[0].bias.lr_mult = 0.0                 # starts at 0 and must stay there
     net[3].bias.grad_req = 'null'                 # frozen: a bucket member never pushed
     trainer = gluon.Trainer(net.collect_params(), opt, kvstore=kv)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -181,11 +185,13 @@ def main():
     train = {'trainer': train_trainer, 'module': train_module, 'raw': train_raw}[args.api]
     params = train(args, kv, opt)
     np.savez(os.path.join(args.out, 'params-%d.npz' % kv.rank), **params)
-    plan = kv._plan
+    plan = getattr(kv, '_plan', None)        # MXNet's own store (dist_sync unwrapped): none
     with open(os.path.join(args.out, 'info-%d.json' % kv.rank), 'w') as f:
         json.dump({'buckets': len(plan) if plan else 0,
                    'bucketed': len(plan.of_key) if plan else 0,
-                   'slot_mode': kv.slot_mode, 'clock': kv.clock}, f)
+                   'store_class': '%s.%s' % (type(kv).__module__, type(kv).__name__),
+                   'slot_mode': getattr(kv, 'slot_mode', False),
+                   'clock': getattr(kv, 'clock', None)}, f)
 
 
 if __name__ == '__main__':
