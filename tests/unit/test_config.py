@@ -67,7 +67,7 @@ def test_unknown_store_names_the_accepted_ones():
         cfg.check_kvstore_name('dist_sspp')
     assert 'dist_sspp' in str(err.value) and 'dist_dssp' in str(err.value)
     with pytest.raises(cfg.ConfigError):
-        cfg.from_env('dist_sync', environ={})
+        cfg.from_env('dist_device_sync', environ={})
     with pytest.raises(TypeError):
         cfg.from_env('dist_ssp', environ={}, stalenes=3)
 
@@ -81,8 +81,11 @@ def test_create_rejects_bad_input_before_starting_anything():
         mxnet_ssp.create('dist_dssp', staleness='9,2')
     assert 'staleness' in str(err.value) and "'9,2'" in str(err.value)
     with pytest.raises(cfg.ConfigError) as err:
-        mxnet_ssp.create('dist_sync', staleness=3)
+        mxnet_ssp.create('dist_device_sync', staleness=3)
     assert 'only accepted by' in str(err.value)
+    with pytest.raises(cfg.ConfigError) as err:
+        mxnet_ssp.create('dist_sync', staleness=3)
+    assert 'not a setting of dist_sync' in str(err.value)
     with pytest.raises(cfg.ConfigError) as err:
         mxnet_ssp.create('dist_async', staleness=3)
     assert 'not a setting of dist_async' in str(err.value)
@@ -115,6 +118,7 @@ def test_parse_flag_accepts_every_spelling(value, expected):
 
 @pytest.mark.parametrize('variable,reader', [
     (cfg.ENV_WRAP_ASYNC, lambda env: cfg.wrap_async(env)),
+    (cfg.ENV_WRAP_SYNC, lambda env: cfg.wrap_sync(env)),
     (cfg.ENV_HOST_COPIES, lambda env: cfg.host_copies(env)),
     (cfg.ENV_HOST_UPDATES, lambda env: cfg.host_updates(env)),
     (cfg.ENV_STALENESS_LOG, lambda env: cfg.from_env('dist_async', env).staleness_log)])

@@ -316,8 +316,8 @@ def test_parse_flag_rejects_with_the_full_message(value):
         'MXNET_SSP_X=%r is not valid: %s' % (value, FLAGS))
 
 
-ON_BY_DEFAULT = [(cfg.ENV_WRAP_ASYNC, cfg.wrap_async), (cfg.ENV_HOST_COPIES, cfg.host_copies),
-                 (cfg.ENV_HOST_UPDATES, cfg.host_updates)]
+ON_BY_DEFAULT = [(cfg.ENV_WRAP_ASYNC, cfg.wrap_async), (cfg.ENV_WRAP_SYNC, cfg.wrap_sync),
+                 (cfg.ENV_HOST_COPIES, cfg.host_copies), (cfg.ENV_HOST_UPDATES, cfg.host_updates)]
 
 
 @pytest.mark.parametrize('name,reader', ON_BY_DEFAULT)
@@ -632,7 +632,8 @@ def test_from_env_staleness_log_from_the_environment_is_a_bool(store, hostile_en
      "gradients)"),
     ('dist_async', {cfg.ENV_TIMEOUT: 'never'}, {},
      "MXNET_SSP_TIMEOUT='never' is not valid: " + TIMEOUT_FORM),
-    ('dist_sync', {}, {}, "kvstore type 'dist_sync' is not known: expected one of " + OURS),
+    ('dist_device_sync', {}, {},
+     "kvstore type 'dist_device_sync' is not known: expected one of " + OURS),
     ('horovod', {}, {}, "kvstore type 'horovod' is not known: expected one of " + OURS),
     (None, {}, {}, "kvstore type None is not known: expected one of " + OURS),
 ])
@@ -651,8 +652,8 @@ def test_from_env_unknown_python_settings_are_a_type_error(store, hostile_env):
 
 
 def test_from_env_checks_the_store_before_the_settings(hostile_env):
-    assert message(cfg.ConfigError, cfg.from_env, 'dist_sync', {}, bogus=1) == (
-        "kvstore type 'dist_sync' is not known: expected one of " + OURS)
+    assert message(cfg.ConfigError, cfg.from_env, 'dist_device_sync', {}, bogus=1) == (
+        "kvstore type 'dist_device_sync' is not known: expected one of " + OURS)
 
 
 # ---------------------------------------------------------------------------
@@ -906,3 +907,12 @@ def test_the_launcher_checks_the_follow_grace_before_starting_anything():
     with pytest.raises(LaunchError, match=r"^MXNET_SSP_FOLLOW_GRACE='x' is not valid"):
         validate_settings(['t'], {}, [('--env-server', {cfg.ENV_FOLLOW_GRACE: 'x'})])
     assert validate_settings(['t'], {cfg.ENV_FOLLOW_GRACE: '3'}) == []
+
+
+def test_dist_sync_takes_no_staleness_and_no_controller(hostile_env):
+    conf = cfg.from_env('dist_sync', {})
+    assert conf.store == 'dist_sync' and not conf.synchronous and not conf.reports_clock
+    assert message(cfg.ConfigError, cfg.from_env, 'dist_sync', {}, staleness=2) == (
+        'staleness is not a setting of dist_sync: only dist_ssp and dist_dssp take one')
+    assert message(cfg.ConfigError, cfg.from_env, 'dist_sync', {}, splits=2) == (
+        'splits is a setting of dist_softsync, not of dist_sync')
