@@ -916,3 +916,15 @@ def test_dist_sync_takes_no_staleness_and_no_controller(hostile_env):
         'staleness is not a setting of dist_sync: only dist_ssp and dist_dssp take one')
     assert message(cfg.ConfigError, cfg.from_env, 'dist_sync', {}, splits=2) == (
         'splits is a setting of dist_softsync, not of dist_sync')
+
+
+def test_bsp_refuses_elastic_mode_before_joining_any_job(monkeypatch):
+    """dist_sync cannot lose a worker (MXNet's servers wait for every push of a key): the
+    store says so before it creates MXNet's store (no job is joined, nothing waits)."""
+    from mxnet_ssp.kvstore import SSPError, SSPKVStore
+    monkeypatch.setenv(cfg.ENV_ELASTIC, '1')
+    monkeypatch.setenv('MXNET_SSP_SETTINGS', 'off')
+    with pytest.raises(SSPError) as err:
+        SSPKVStore('dist_sync')
+    assert str(err.value).startswith('dist_sync (BSP) cannot go on without a lost worker')
+    assert cfg.ENV_ELASTIC in str(err.value)
