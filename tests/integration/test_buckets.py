@@ -103,7 +103,8 @@ def test_a_rule_not_known_to_be_elementwise_keeps_one_key_per_array(tmp_path):
         fail_msg(proc)
 
 
-@pytest.mark.parametrize('api,servers', [('trainer', 1), ('module', 2), ('raw', 1)])
+@pytest.mark.parametrize('api,servers', [   # raw push/pull: also tests/integration/test_conformance
+    ('trainer', 1), ('module', 2), pytest.param('raw', 1, marks=pytest.mark.slow)])
 def test_bucketed_dist_sync_gives_the_bits_of_mxnets_own(tmp_path, api, servers):
     """BSP: mxnet-ssp's dist_sync (buckets, the servers' SGD by NumPy) against MXNet's own
     dist_sync (MXNET_SSP_WRAP_SYNC=0: one key per array, MXNet's SGD operator), one worker
