@@ -161,3 +161,37 @@ def test_dist_async_job_with_mxnets_stock_launch_py_over_ssh(cluster4, tmp_path)
         ('worker', 'host2', '198.18.0.3', '198.18.0.3'),
         ('worker', 'host3', '198.18.0.4', '198.18.0.4'),
     ], fail_msg(proc)
+
+
+def test_stock_launch_py_over_ssh_takes_the_settings_file_on_every_host(cluster4, tmp_path):
+    """MXNet's stock launch.py over ssh drops every MXNET_SSP_* variable; the job's settings
+    file (mxnet_ssp.env in the directory every host cds into: the hosts share the machine's
+    files, as a cluster shares a home directory) reaches the workers and servers on their
+    own hosts: DSSP's range [1, 2], elastic mode and the metrics directory.  Worker 1 is
+    slower, so the fast worker reaches the range and is held there (the default [3, 15]
+    would let it run further)."""
+    iters = 12
+    job = tmp_path / 'job'
+    job.mkdir()
+    (job / 'mxnet_ssp.env').write_text(
+        'MXNET_SSP_STALENESS=1,2\nMXNET_SSP_ELASTIC=1\nMXNET_SSP_TIMEOUT=60\n'
+        'MXNET_SSP_FOLLOW_GRACE=4\nMXNET_SSP_METRICS_DIR=metrics\n')
+    hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
+    env = {k: v for k, v in job_env(tmp_path, STOCK_LAUNCH_HOST_IP='198.18.0.1').items()
+           if not k.startswith('MXNET_SSP_')}
+    argv = [PY, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
+            '--launcher', 'ssh', '-H', hostfile, PY, os.path.join(JOBS, 'marker_job.py'),
+            '--out', str(tmp_path / 'steps'), '--store', 'dist_dssp', '--iters', str(iters),
+            '--slow-rank', '1', '--slow-seconds', '0.2']
+    proc = run_on_login_host(cluster4['prefix'], argv, env, job)
+    assert proc.returncode == 0, fail_msg(proc)
+    steps = {r: read_jsonl(tmp_path / 'steps' / ('steps-%d.jsonl' % r)) for r in (0, 1)}
+    assert [len(steps[r]) for r in (0, 1)] == [iters, iters], fail_msg(proc)
+    leads = [rec['lead'] for r in (0, 1) for rec in steps[r]]
+    assert max(leads) == 2 and all(0 <= lead <= 2 for lead in leads), leads
+    text = proc.stdout + proc.stderr
+    assert 'staleness [1, 2]' in text, fail_msg(proc)           # the controller's range
+    assert 'elastic: finished at clock %d' % iters in text, fail_msg(proc)
+    controller = read_jsonl(job / 'metrics' / 'controller.jsonl')
+    assert any(e.get('event') == 'push' and e.get('decision') == 'wait' for e in controller)
+    assert 'no MXNET_SSP_* setting reached it' not in text, fail_msg(proc)
