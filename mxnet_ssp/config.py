@@ -25,7 +25,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_BALANCE_SMOOTHING', 'BALANCE_ENV', 'BalanceConfig', 'balance_from_env',
            'ENV_ELASTIC', 'parse_elastic', 'elastic_min_workers', 'UNBOUNDED_STALENESS',
            'ENV_REJOIN', 'rejoining', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE', 'follow_grace',
-           'metrics_dir_if_set']
+           'metrics_dir_if_set', 'ENV_LIVENESS', 'DEFAULT_LIVENESS', 'parse_liveness',
+           'liveness_timeout']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -85,6 +86,11 @@ ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
 #: for good, before it ends itself because the job failed (:mod:`mxnet_ssp.ps.follow`).
 ENV_FOLLOW_GRACE = 'MXNET_SSP_FOLLOW_GRACE'
 DEFAULT_FOLLOW_GRACE = 10.0
+#: Seconds a connection of the job may stay silent (nothing received, not even the answer to
+#: a TCP keepalive probe) before its peer host counts as lost: down or cut off
+#: (:mod:`mxnet_ssp.core.liveness`, docs/elastic.md "Lost hosts").  ``0``/``off``: never.
+ENV_LIVENESS = 'MXNET_SSP_LIVENESS_TIMEOUT'
+DEFAULT_LIVENESS = 10.0
 #: Bytes per bucket of small arrays (:mod:`mxnet_ssp.core.buckets`); 0 turns bucketing off.
 ENV_BUCKET_BYTES = 'MXNET_SSP_BUCKET_BYTES'
 #: Its default (docs/stores.md, "Buckets", gives the measurements behind it).
@@ -160,6 +166,7 @@ class SyncConfig:
     staleness_log: bool = False
     controller: str = DEFAULT_CONTROLLER
     elastic: int = 0
+    liveness: float = DEFAULT_LIVENESS
 
     @property
     def synchronous(self):
@@ -495,7 +502,7 @@ def from_env(store, environ=None, **overrides):
                           timeout=parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT),
                           metrics_dir=metrics_dir, splits=splits, staleness_log=bool(log),
                           controller=controller_placement(env),
-                          elastic=elastic_min_workers(env))
+                          elastic=elastic_min_workers(env), liveness=liveness_timeout(env))
     if overrides.get('splits') is not None:
         raise ConfigError('splits is a setting of dist_softsync, not of %s' % store)
     staleness = overrides.get('staleness')
@@ -513,7 +520,8 @@ def from_env(store, environ=None, **overrides):
                else parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT))
     return SyncConfig(store=store, s_lower=s_lower, s_upper=s_upper, mode=mode,
                       timeout=timeout, metrics_dir=metrics_dir, staleness_log=bool(log),
-                      controller=controller_placement(env), elastic=elastic_min_workers(env))
+                      controller=controller_placement(env), elastic=elastic_min_workers(env),
+                      liveness=liveness_timeout(env))
 
 
 def with_store(config, store):
@@ -699,6 +707,28 @@ def follow_grace(environ=None):
         return DEFAULT_FOLLOW_GRACE
     return _float_setting(value, ENV_FOLLOW_GRACE, lambda x: 1 <= x <= 600,
                           'a number of seconds from 1 to 600 (default %g)' % DEFAULT_FOLLOW_GRACE)
+
+
+def parse_liveness(value, source=ENV_LIVENESS):
+    """Parse the liveness bound: seconds from 2 to 3600, or ``0``/``off`` (never judge a
+    host lost; a lost host is then a stall, failed at ``MXNET_SSP_TIMEOUT``)."""
+    from .core.liveness import MAX_BOUND, MIN_BOUND
+    text = '' if value is None else str(value).strip().lower()
+    if text in ('0', 'off', 'no', 'false'):
+        return 0.0
+    return _float_setting(value, source, lambda x: MIN_BOUND <= x <= MAX_BOUND,
+                          'a number of seconds from %g to %g (default %g), or 0/off to turn '
+                          'lost-host detection off' % (MIN_BOUND, MAX_BOUND, DEFAULT_LIVENESS))
+
+
+def liveness_timeout(environ=None):
+    """``MXNET_SSP_LIVENESS_TIMEOUT`` (:func:`parse_liveness`); unset or empty: the default
+    :data:`DEFAULT_LIVENESS`."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_LIVENESS)
+    if value is None or not str(value).strip():
+        return DEFAULT_LIVENESS
+    return parse_liveness(value)
 
 
 def metrics_dir_if_set(environ=None):

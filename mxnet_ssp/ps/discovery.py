@@ -72,7 +72,9 @@ def start_controller(request):
                     's_upper': int(request['s_upper']), 'mode': request['mode'],
                     'timeout': float(request['timeout']), 'host': advertised_host(),
                     'secret': secrets.token_hex(32), 'metrics_path': None,
-                    'elastic': int(request.get('elastic') or 0)}
+                    'elastic': int(request.get('elastic') or 0),
+                    # a request without it (an older worker) gets the default
+                    'liveness': float(request.get('liveness', cfg.DEFAULT_LIVENESS))}
         if request.get('metrics_dir'):
             os.makedirs(request['metrics_dir'], exist_ok=True)
             settings['metrics_path'] = os.path.join(request['metrics_dir'], 'controller.jsonl')
@@ -166,7 +168,7 @@ def request_controller(native, key, config, num_workers, rank):
                's_lower': bound[0], 's_upper': bound[1],
                'mode': config.mode, 'timeout': config.timeout,
                'metrics_dir': config.metrics_dir, 'controller': config.controller,
-               'elastic': config.elastic}
+               'elastic': config.elastic, 'liveness': config.liveness}
     native.init(key, nd.zeros(DISCOVERY_LEN, dtype=np.float32))
     native.push(key, nd.array(encode_blob(request), dtype=np.float32))
     reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
