@@ -65,8 +65,8 @@ With ``metrics_path`` the server appends one JSON object per line and flushes
 after each line.  All ``time`` fields are the server's clock in seconds;
 ``rank`` and ``clock`` are the worker and its push count.
 
-``{"event": "connect", "rank", "time"}``
-    A worker authenticated.
+``{"event": "connect", "rank", "time", "host"}``
+    A worker authenticated (from address ``host``).
 ``{"event": "push", "rank", "clock", "time", "lead", "t_slowest", "decision", "granted"}``
     A CLOCK was handled.  ``decision`` is ``"ok"`` (released at once) or
     ``"wait"`` (held); ``lead`` and ``t_slowest`` are those at the decision
@@ -364,7 +364,7 @@ class ControllerServer(FrameServer):
             return
         self._watch(conn, now)
         log.info('controller: worker %d connected from %s', rank, conn.describe())
-        self._metric({'event': 'connect', 'rank': rank, 'time': now})
+        self._metric({'event': 'connect', 'rank': rank, 'time': now, 'host': conn.peer[0]})
 
     def _watch(self, conn, now):
         """Lost hosts: keepalive on for an admitted worker's connection, silence counted."""
