@@ -257,24 +257,25 @@ class LinkLiveness:
                 except (OSError, ValueError):     # not connected
                     continue
                 up = info[0] == _ESTABLISHED
-                quiet = None
-                if up:
-                    if self.watch.first_seen(inode, now):
-                        live.enable(sock, self.bound)
-                    quiet = live.silence_s(info[1], info[2])
-                found.append((inode, local, peer, up, quiet))
-        self.watch.keep([f[0] for f in found])
+                found.append((fd, inode, local, peer, up, live.silence_s(info[1], info[2])))
         hosts = self.job_hosts
         if hosts is not None:
-            hosts = hosts | {peer[0] for _, local, peer, _, _ in found if local[1] in listening}
-        links, self.silent = [], []
-        for inode, local, peer, up, quiet in found:
+            hosts = hosts | {f[3][0] for f in found if f[2][1] in listening}
+        links, self.silent, judged = [], [], []
+        for fd, inode, local, peer, up, quiet in found:
             if up and (hosts is None or peer[0] in hosts):
+                judged.append(inode)
+                if self.watch.first_seen(inode, now):
+                    sock = _open_socket(fd)
+                    if sock is not None:
+                        with sock:
+                            live.enable(sock, self.bound)
                 silent = self.watch.observe(inode, quiet, now)
                 if silent is not None:
                     self.silent.append((peer, silent))
                     up = False
             links.append((local, peer, up))
+        self.watch.keep(judged)
         return links
 
     def describe_silent(self):

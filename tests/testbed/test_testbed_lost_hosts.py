@@ -29,6 +29,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -168,6 +169,39 @@ def kill_host(state, host):
     return at
 
 
+def job_processes(state, host):
+    """Pids of the job's processes (marker_job.py) still running on host `host`."""
+    ns = '%sh%d' % (state['prefix'], host)
+    pids = subprocess.run(['ip', 'netns', 'pids', ns], capture_output=True, text=True,
+                          check=True).stdout.split()
+    found = []
+    for pid in pids:
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                if b'marker_job.py' in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+class Ending(threading.Thread):
+    """Polls, from now on, for the time no job process is left on `host` (:attr:`at`)."""
+
+    def __init__(self, state, host, deadline_s):
+        super().__init__(daemon=True)
+        self.state, self.host, self.deadline_s, self.at = state, host, deadline_s, None
+        self.start()
+
+    def run(self):
+        deadline = time.monotonic() + self.deadline_s
+        while time.monotonic() < deadline:
+            if not job_processes(self.state, self.host):
+                self.at = time.monotonic()
+                return
+            time.sleep(POLL_S)
+
+
 def record(test, **measured):
     path = os.environ.get('MXNET_SSP_LIVENESS_TRIALS')
     if path:
@@ -225,9 +259,10 @@ def test_elastic_survivors_go_on_when_a_worker_host_is_cut_off(testbed, tmp_path
     every step with each of their pushes applied exactly once and exit 0, the server and the
     scheduler end by themselves (the cut-off worker's ps-lite connections count as closed
     once silent), and the launcher returns 0 naming the lost worker (its ssh gave up)."""
-    job = Job(testbed, tmp_path, iters=150, elastic=2, liveness=5)
+    job = Job(testbed, tmp_path, iters=80, elastic=2, liveness=5)
     rank = job.rank_on(HOST_ADDRESS[3])
     at = cut(testbed, 3)
+    ending = Ending(testbed, 3, 20)
     proc = job.wait()
     assert proc.returncode == 0, fail_msg(proc)
     (lost,) = job.events('lost')
@@ -245,9 +280,15 @@ def test_elastic_survivors_go_on_when_a_worker_host_is_cut_off(testbed, tmp_path
     assert re.search(r'scheduler: every worker of the job has ended \(elastic', proc.stderr), \
         fail_msg(proc)
     detected = lost['time'] - at
+    # the cut-off worker, its connections to the scheduler and the server silent, ended too
+    ending.join(max(0.0, at + 20 - time.monotonic()))
+    gone = ending.at
     record('elastic partition', bound=5, detected_s=round(detected, 2),
-           launcher_exit_s=round(job.ended - at, 2))
+           launcher_exit_s=round(job.ended - at, 2),
+           cut_off_worker_ended_s=None if gone is None else round(gone - at, 2))
     assert 3.0 <= detected <= 6.5, detected
+    assert gone is not None, ('the cut-off worker still runs 20 s after the cut',
+                              job_processes(testbed, 3))
 
 
 def test_a_partitioned_server_host_fails_the_job_naming_it(testbed, tmp_path):

@@ -140,3 +140,98 @@ def test_describe_losses_names_the_host_when_known():
 def test_bounds_are_the_documented_ones():
     assert (MIN_BOUND, MAX_BOUND, cfg.DEFAULT_LIVENESS) == (2.0, 3600.0, 10.0)
     assert math.isclose(keepalive_plan(cfg.DEFAULT_LIVENESS).idle, 2)
+
+
+# -- a process's ps-lite connections (mxnet_ssp.ps.follow.LinkLiveness) ----------------------
+
+@pytest.fixture
+def sockets():
+    """A 'ps-lite port' on 127.0.0.1 with one connection in (from 127.0.0.1), and one
+    connection out to an unrelated service on 127.0.0.2 (a training script's own)."""
+    opened = []
+
+    def keep(s):
+        opened.append(s)
+        return s
+    ps_port = keep(socket.create_server(('127.0.0.1', 0)))
+    other = keep(socket.create_server(('127.0.0.2', 0)))
+    keep(socket.create_connection(ps_port.getsockname()))
+    incoming = keep(ps_port.accept()[0])
+    out = keep(socket.create_connection(other.getsockname()))
+    keep(other.accept()[0])
+    yield {'incoming': incoming.getpeername()[:2], 'own': out.getpeername()[:2]}
+    for s in opened:
+        s.close()
+
+
+def _ours(links, peers):
+    return {peer: up for _, peer, up in links if peer in peers}
+
+
+def _heard(monkeypatch, last_data_ms, last_ack_ms):
+    """The kernel's counters of every socket read as given (its state as it is)."""
+    real = live.tcp_info
+
+    def fake(sock):
+        info = real(sock)
+        return None if info is None else (info[0], last_data_ms, last_ack_ms)
+    monkeypatch.setattr(live, 'tcp_info', fake)
+
+
+@pytest.mark.skipif(not live.SUPPORTED, reason='Linux TCP keepalive and TCP_INFO')
+def test_link_liveness_of_a_worker_judges_only_the_jobs_hosts(sockets, monkeypatch):
+    from mxnet_ssp.ps import follow
+    peers = set(sockets.values())
+    watch = follow.LinkLiveness(4, job_hosts={'127.0.0.9'})     # the scheduler's address
+    assert set(_ours(watch.links(now=100.0), peers).values()) == {True}
+    _heard(monkeypatch, 10 ** 7, 10 ** 7)                      # nothing heard for hours
+    assert set(_ours(watch.links(now=103.9), peers).values()) == {True}     # < 4 s watched
+    links = _ours(watch.links(now=104.0), peers)
+    # the connection into the ps-lite port is the job's: silent, so no longer established;
+    # the script's own connection to 127.0.0.2 is not judged
+    assert links == {sockets['incoming']: False, sockets['own']: True}, links
+    assert (sockets['incoming'], 4.0) in watch.silent
+    assert '%s:%d (silent 4.0 s)' % sockets['incoming'] in watch.describe_silent()
+
+
+@pytest.mark.skipif(not live.SUPPORTED, reason='Linux TCP keepalive and TCP_INFO')
+def test_link_liveness_of_a_scheduler_or_server_judges_every_connection(sockets, monkeypatch):
+    from mxnet_ssp.ps import follow
+    peers = set(sockets.values())
+    watch = follow.LinkLiveness(4)
+    watch.links(now=0.0)
+    _heard(monkeypatch, 10 ** 7, 10 ** 7)
+    assert set(_ours(watch.links(now=5.0), peers).values()) == {False}
+    _heard(monkeypatch, 10 ** 7, 300)                           # a probe was answered
+    assert set(_ours(watch.links(now=6.0), peers).values()) == {True}
+    assert watch.silent == [] or all(p not in peers for p, _ in watch.silent)
+
+
+@pytest.mark.skipif(not live.SUPPORTED, reason='Linux TCP keepalive and TCP_INFO')
+def test_link_liveness_turns_keepalive_on_for_the_connections_it_judges(sockets):
+    from mxnet_ssp.ps import follow
+    watch = follow.LinkLiveness(10, job_hosts=set())
+    watch.links()
+    # fds of this process: the incoming connection's socket has keepalive on now (a
+    # duplicate of its descriptor was given the options: the same socket)
+    found = {}
+    for fd, _ in follow._socket_fds():
+        sock = follow._open_socket(fd)
+        if sock is None:
+            continue
+        with sock:
+            try:
+                found[sock.getpeername()[:2]] = sock.getsockopt(socket.SOL_SOCKET,
+                                                                socket.SO_KEEPALIVE)
+            except OSError:
+                continue
+    assert found[sockets['incoming']] == 1 and found[sockets['own']] == 0, found
+
+
+def test_liveness_of_a_process_follows_the_setting():
+    from mxnet_ssp.ps import follow
+    assert follow._liveness('scheduler', {cfg.ENV_LIVENESS: 'off'}) is None
+    if live.SUPPORTED:
+        w = follow._liveness('worker', {'DMLC_PS_ROOT_URI': '127.0.0.1'})
+        assert w.bound == cfg.DEFAULT_LIVENESS and '127.0.0.1' in w.job_hosts
+        assert follow._liveness('server', {cfg.ENV_LIVENESS: '3'}).job_hosts is None
