@@ -61,6 +61,15 @@ connection to the scheduler (close, then connect again).  Both last far less tha
 :data:`GRACE_S`; a server still inside the loop :data:`GRACE_S` after the scheduler left
 at a normal end would be ended with status 1 (not seen).
 
+Lost hosts (``MXNET_SSP_LIVENESS_TIMEOUT``, :mod:`mxnet_ssp.core.liveness`): a host that goes
+down or is cut off closes no connection.  Each look also turns TCP keepalive on for the
+connections it judges and reads how long each has been silent (:class:`LinkLiveness`); one
+silent for the bound counts as closed.  A scheduler or server judges all of its connections
+(all are the job's), so the rules above see a lost host's nodes gone; a worker judges those
+to the scheduler's address and to the peers that connected to its ps-lite port (the
+servers), and ends at once when one is silent (:func:`_cut_off`): a server's or the
+scheduler's host is lost, or its own host is cut off.
+
 The connections are this process's own sockets (``/proc/self/fd``, each read through a
 duplicate of its descriptor: addresses and ``TCP_INFO``'s state), so a look costs the same
 whatever else runs on the host: Linux only.  Elsewhere the thread logs once that it cannot
