@@ -63,7 +63,7 @@ class Job:
     """The marker job, launched from host0 in a session of its own; always reaped."""
 
     def __init__(self, state, tmp_path, store='dist_ssp', iters=60, elastic=None,
-                 liveness=None, base_seconds=0.05, staleness='2'):
+                 liveness=None, base_seconds=0.05, staleness='2', stock=False):
         self.tmp, self.out = tmp_path, tmp_path / 'steps'
         self.metrics = tmp_path / 'metrics'
         env = job_env(tmp_path, MXNET_SSP_TIMEOUT='120')
@@ -72,18 +72,30 @@ class Job:
             env['MXNET_SSP_LIVENESS_TIMEOUT'] = str(liveness)
         self.liveness = float(liveness or 10)
         hostfile = os.path.join(state['state_dir'], 'hostfile')
-        argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '3', '-s', '1', '--launcher', 'ssh',
-                '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '100']
-        if elastic:
-            argv += ['--elastic', str(elastic)]
+        if stock:       # MXNet's tools/launch.py: server #0 on host1, workers on host2, host3
+            env['STOCK_LAUNCH_HOST_IP'] = '198.18.0.1'
+            if elastic:
+                env['MXNET_SSP_ELASTIC'] = str(elastic)
+            # its ssh tracker forwards only a few variables: the settings go in the command
+            argv = [PY, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
+                    '--launcher', 'ssh', '-H', hostfile, 'env'] + [
+                '%s=%s' % (k, env[k]) for k in sorted(env) if k.startswith('MXNET_SSP_')]
+        else:
+            argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '3', '-s', '1', '--launcher', 'ssh',
+                    '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '100']
+            if elastic:
+                argv += ['--elastic', str(elastic)]
         argv += [PY, os.path.join(JOBS, 'marker_job.py'), '--out', str(self.out),
                  '--store', store, '--staleness', staleness, '--iters', str(iters),
                  '--base-seconds', str(base_seconds)]
         self.iters = iters
-        self.proc = subprocess.Popen(
-            [PY, '-m', 'mxnet_ssp.testbed', '--prefix', state['prefix'], 'run', '--'] + argv,
-            env=env, cwd=str(tmp_path), start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the output goes to files, which the test can read while the job runs
+        self.out_path, self.err_path = tmp_path / 'launcher.out', tmp_path / 'launcher.err'
+        with open(self.out_path, 'w') as out, open(self.err_path, 'w') as err:
+            self.proc = subprocess.Popen(
+                [PY, '-m', 'mxnet_ssp.testbed', '--prefix', state['prefix'], 'run', '--'] + argv,
+                env=env, cwd=str(tmp_path), start_new_session=True, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err)
         self.started = time.monotonic()
 
     def events(self, kind=None):
@@ -113,7 +125,7 @@ class Job:
             if found:
                 return found
             if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
+                out, err = self.output()
                 pytest.fail('the job ended before %s:\n%s\n%s' % (what, out[-3000:], err[-6000:]))
             if time.monotonic() > deadline:
                 pytest.fail('no %s within %d s' % (what, deadline_s))
@@ -127,16 +139,21 @@ class Job:
             return ranks and len(self.steps(ranks[0])) >= 3 and ranks[0] + 1
         return self.until('worker on %s at its step 3' % address, ready) - 1
 
+    def output(self):
+        return self.out_path.read_text(), self.err_path.read_text()
+
     def wait(self, timeout=90):
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            out, err = self.proc.communicate()
+            self.proc.wait()
+            out, err = self.output()
             pytest.fail('job on the testbed did not finish within %d s:\n%s\n%s'
                         % (timeout, out[-3000:], err[-6000:]))
         self.ended = time.monotonic()
         self.kill()
+        out, err = self.output()
         return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
 
     def kill(self):
@@ -344,3 +361,43 @@ def test_elastic_a_worker_host_whose_processes_all_die_is_lost_at_once_by_name(
     record('elastic host processes killed', detected_s=round(detected, 2),
            launcher_exit_s=round(job.ended - at, 2))
     assert detected < 2, detected
+
+
+def test_elastic_under_mxnets_stock_launch_py_every_process_ends_when_a_host_is_cut_off(
+        testbed, tmp_path):
+    """MXNet's stock tools/launch.py over ssh (the scheduler on host0, the server alone on
+    host1, the workers on host2 and host3), MXNET_SSP_ELASTIC=1, bound 5 s: host3 is cut
+    off.  The controller drops its worker; the survivor finishes, every push of its applied
+    once; the cut-off worker ends by itself; the server and the scheduler end by themselves,
+    the cut-off worker's connections counting as closed once silent.  The launcher, which
+    would return with its scheduler, does not: its tracker also waits for its ssh session to
+    host3, which hangs (no ssh keepalive; not ours to change)."""
+    job = Job(testbed, tmp_path, iters=60, elastic=1, liveness=5, stock=True)
+    rank = job.rank_on(HOST_ADDRESS[3])
+    at = cut(testbed, 3)
+    ending = Ending(testbed, 3, 20)
+    job.until('the scheduler\'s end', lambda: 'mxnet-ssp: scheduler: ' in job.output()[1])
+    ended = time.monotonic()
+    # MXNet's launcher itself does not return: its tracker waits for its ssh session to the
+    # cut-off host, which has no keepalive of its own (docs/elastic.md, "Lost hosts")
+    still = job.proc.poll() is None
+    job.kill()
+    job.proc.wait()
+    out, err = job.output()
+    proc = subprocess.CompletedProcess(job.proc.args, job.proc.returncode, out, err)
+    (lost,) = job.events('lost')
+    assert (lost['rank'], lost['host'], lost['left']) == (rank, '198.18.0.4', 1), lost
+    check_markers(job, [1 - rank], rank)
+    assert re.search(r'worker\[%d\] dist_ssp elastic: finished at clock %d; lost worker %d at '
+                     r'clock \d+ \([\d.]+ s after the controller started\) on 198\.18\.0\.4'
+                     % (1 - rank, job.iters, rank), proc.stderr), fail_msg(proc)
+    assert re.search(r'scheduler: every worker of the job has ended \(elastic', proc.stderr), \
+        fail_msg(proc)
+    assert re.search(r'server \(pid \d+\): no worker has been connected for [\d.]+ s '
+                     r'\(elastic mode', proc.stderr), fail_msg(proc)
+    ending.join(max(0.0, at + 20 - time.monotonic()))
+    record('elastic partition, stock launch.py', bound=5, detected_s=round(lost['time'] - at, 2),
+           scheduler_ended_s=round(ended - at, 2), launcher_still_running=still,
+           cut_off_worker_ended_s=None if ending.at is None else round(ending.at - at, 2))
+    assert 3.0 <= lost['time'] - at <= 6.5, lost['time'] - at
+    assert ending.at is not None, job_processes(testbed, 3)
