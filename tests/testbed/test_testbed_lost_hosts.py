@@ -21,7 +21,8 @@ assigns ranks, not the launcher).  Times: the cut is stamped with ``time.monoton
 the controller's events with the same clock (one machine); with
 ``MXNET_SSP_LIVENESS_TRIALS=<file>`` each test appends what it measured as one JSON line
 (docs/elastic.md, "Lost hosts").  Waiting is polling files with a deadline, never a sleep
-standing for an event.
+standing for an event.  The default run has three tests (about 80 s here); ``-m slow`` adds
+the host whose processes all die and the job under MXNet's stock launch.py.
 """
 import json
 import os
@@ -334,6 +335,7 @@ def test_a_partitioned_server_host_fails_the_job_naming_it(testbed, tmp_path):
     assert 3.0 <= ended <= 12, ended
 
 
+@pytest.mark.slow     # keeps the default run of this file under 90 s
 def test_elastic_a_worker_host_whose_processes_all_die_is_lost_at_once_by_name(
         testbed, tmp_path):
     """--elastic 2: every process of host3 is killed at once (its sshd too).  Its kernel
@@ -363,6 +365,7 @@ def test_elastic_a_worker_host_whose_processes_all_die_is_lost_at_once_by_name(
     assert detected < 2, detected
 
 
+@pytest.mark.slow     # keeps the default run of this file under 90 s
 def test_elastic_under_mxnets_stock_launch_py_every_process_ends_when_a_host_is_cut_off(
         testbed, tmp_path):
     """MXNet's stock tools/launch.py over ssh (the scheduler on host0, the server alone on
