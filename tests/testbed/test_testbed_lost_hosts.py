@@ -21,7 +21,7 @@ assigns ranks, not the launcher).  Times: the cut is stamped with ``time.monoton
 the controller's events with the same clock (one machine); with
 ``MXNET_SSP_LIVENESS_TRIALS=<file>`` each test appends what it measured as one JSON line
 (docs/elastic.md, "Lost hosts").  Waiting is polling files with a deadline, never a sleep
-standing for an event.  The default run has three tests (about 80 s here); ``-m slow`` adds
+standing for an event.  The default run has three tests (88 s here); ``-m slow`` adds
 the host whose processes all die and the job under MXNet's stock launch.py.
 """
 import json
