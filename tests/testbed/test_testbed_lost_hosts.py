@@ -309,12 +309,13 @@ def test_elastic_survivors_go_on_when_a_worker_host_is_cut_off(testbed, tmp_path
                               job_processes(testbed, 3))
 
 
-def test_a_partitioned_server_host_fails_the_job_naming_it(testbed, tmp_path):
+@pytest.mark.parametrize('elastic', [None, pytest.param(2, marks=pytest.mark.slow)])
+def test_a_partitioned_server_host_fails_the_job_naming_it(testbed, tmp_path, elastic):
     """MXNET_SSP_LIVENESS_TIMEOUT=5: host1 (server #0, the controller, worker #0) is cut off;
     the workers on host2 and host3 fail within the bound naming 198.18.0.2 (their
     connection to the controller, or to the server, went silent), and the launcher stops
-    the job."""
-    job = Job(testbed, tmp_path, iters=400, liveness=5)
+    the job.  Elastic mode too: a job cannot lose a server."""
+    job = Job(testbed, tmp_path, iters=400, liveness=5, elastic=elastic)
     job.rank_on(HOST_ADDRESS[3])
     at = cut(testbed, 1)
     proc = job.wait()
@@ -329,7 +330,7 @@ def test_a_partitioned_server_host_fails_the_job_naming_it(testbed, tmp_path):
     assert re.search(r'worker #[12] \(launch index\) on 198\.18\.0\.[34] \(local ssh pid \d+\) '
                      r'exited with code 1 — stopping the job', proc.stderr), fail_msg(proc)
     ended = job.ended - at
-    record('fail-fast server partition', bound=5, launcher_exit_s=round(ended, 2),
+    record('%s server partition' % ('elastic' if elastic else 'fail-fast'), bound=5, launcher_exit_s=round(ended, 2),
            named_by=sorted({'client' if 'controller on' in n else 'follow' for n in named}),
            silent_s=[float(x) for x in re.findall(r'(?:for|silent) ([\d.]+) s', ' '.join(named))])
     assert 3.0 <= ended <= 12, ended
