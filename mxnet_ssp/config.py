@@ -35,7 +35,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'metrics_dir_if_set', 'under_ssh', 'ENV_SETTINGS', 'SETTINGS_FILE', 'FILE_SETTINGS',
            'NOT_IN_FILE', 'SettingsView', 'settings_path', 'parse_settings_file',
            'settings_environ', 'settings_origin', 'reset_settings_cache', 'job_settings',
-           'sender', 'this_host', 'check_updater_settings']
+           'sender', 'this_host', 'check_updater_settings',
+           'ENV_LIVENESS', 'DEFAULT_LIVENESS', 'parse_liveness', 'liveness_timeout']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -95,6 +96,11 @@ ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
 #: for good, before it ends itself because the job failed (:mod:`mxnet_ssp.ps.follow`).
 ENV_FOLLOW_GRACE = 'MXNET_SSP_FOLLOW_GRACE'
 DEFAULT_FOLLOW_GRACE = 10.0
+#: Seconds a connection of the job may stay silent (nothing received, not even the answer to
+#: a TCP keepalive probe) before its peer host counts as lost: down or cut off
+#: (:mod:`mxnet_ssp.core.liveness`, docs/elastic.md "Lost hosts").  ``0``/``off``: never.
+ENV_LIVENESS = 'MXNET_SSP_LIVENESS_TIMEOUT'
+DEFAULT_LIVENESS = 10.0
 #: Bytes per bucket of small arrays (:mod:`mxnet_ssp.core.buckets`); 0 turns bucketing off.
 ENV_BUCKET_BYTES = 'MXNET_SSP_BUCKET_BYTES'
 #: Its default (docs/stores.md, "Buckets", gives the measurements behind it).
@@ -174,6 +180,7 @@ class SyncConfig:
     controller: str = DEFAULT_CONTROLLER
     elastic: int = 0
     origins: tuple = field(default=(), compare=False)
+    liveness: float = DEFAULT_LIVENESS
 
     @property
     def synchronous(self):
@@ -582,7 +589,7 @@ def _from_env(store, env, overrides):
                           timeout=parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT),
                           metrics_dir=metrics_dir, splits=splits, staleness_log=bool(log),
                           controller=controller_placement(env),
-                          elastic=elastic_min_workers(env))
+                          elastic=elastic_min_workers(env), liveness=liveness_timeout(env))
     if overrides.get('splits') is not None:
         raise ConfigError('splits is a setting of dist_softsync, not of %s' % store)
     staleness = overrides.get('staleness')
@@ -600,7 +607,8 @@ def _from_env(store, env, overrides):
                else parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT))
     return SyncConfig(store=store, s_lower=s_lower, s_upper=s_upper, mode=mode,
                       timeout=timeout, metrics_dir=metrics_dir, staleness_log=bool(log),
-                      controller=controller_placement(env), elastic=elastic_min_workers(env))
+                      controller=controller_placement(env), elastic=elastic_min_workers(env),
+                      liveness=liveness_timeout(env))
 
 
 def with_store(config, store):
@@ -788,6 +796,28 @@ def follow_grace(environ=None):
                           'a number of seconds from 1 to 600 (default %g)' % DEFAULT_FOLLOW_GRACE)
 
 
+def parse_liveness(value, source=ENV_LIVENESS):
+    """Parse the liveness bound: seconds from 2 to 3600, or ``0``/``off`` (never judge a
+    host lost; a lost host is then a stall, failed at ``MXNET_SSP_TIMEOUT``)."""
+    from .core.liveness import MAX_BOUND, MIN_BOUND
+    text = '' if value is None else str(value).strip().lower()
+    if text in ('0', 'off', 'no', 'false'):
+        return 0.0
+    return _float_setting(value, source, lambda x: MIN_BOUND <= x <= MAX_BOUND,
+                          'a number of seconds from %g to %g (default %g), or 0/off to turn '
+                          'lost-host detection off' % (MIN_BOUND, MAX_BOUND, DEFAULT_LIVENESS))
+
+
+def liveness_timeout(environ=None):
+    """``MXNET_SSP_LIVENESS_TIMEOUT`` (:func:`parse_liveness`); unset or empty: the default
+    :data:`DEFAULT_LIVENESS`."""
+    env = _environ(environ)
+    value = env.get(ENV_LIVENESS)
+    if value is None or not str(value).strip():
+        return DEFAULT_LIVENESS
+    return parse_liveness(value)
+
+
 def metrics_dir_if_set(environ=None):
     """``MXNET_SSP_METRICS_DIR`` when it is set and not off (the default is not applied)."""
     env = _environ(environ)
@@ -859,6 +889,7 @@ def _checks():
         ENV_STALENESS_LOG: lambda name, value: parse_flag(value, name, False),
         ENV_WRAP_ASYNC: lambda name, value: parse_flag(value, name, True),
         ENV_WRAP_SYNC: lambda name, value: parse_flag(value, name, True),
+        ENV_LIVENESS: lambda name, value: parse_liveness(value, name),
         ENV_HOST_COPIES: lambda name, value: parse_flag(value, name, True),
         ENV_HOST_UPDATES: lambda name, value: parse_flag(value, name, True),
         ENV_CONTROLLER: one(controller_placement),
@@ -880,7 +911,7 @@ FILE_SETTINGS = ('MXNET_SSP_BALANCE_MAX', 'MXNET_SSP_BALANCE_MIN', 'MXNET_SSP_BA
                  'MXNET_SSP_ELASTIC', 'MXNET_SSP_FOLLOW_GRACE', 'MXNET_SSP_HOST_COPIES',
                  'MXNET_SSP_HOST_UPDATES', 'MXNET_SSP_METRICS_DIR', 'MXNET_SSP_SOFTSYNC_SPLITS',
                  'MXNET_SSP_STALENESS', 'MXNET_SSP_STALENESS_LOG', 'MXNET_SSP_TIMEOUT',
-                 'MXNET_SSP_WRAP_ASYNC', 'MXNET_SSP_WRAP_SYNC')
+                 'MXNET_SSP_WRAP_ASYNC', 'MXNET_SSP_WRAP_SYNC', 'MXNET_SSP_LIVENESS_TIMEOUT')
 
 #: MXNET_SSP_* names that exist but cannot come from the file, and why.
 NOT_IN_FILE = {

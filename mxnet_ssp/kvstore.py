@@ -847,7 +847,7 @@ class SSPKVStore(KVStoreBase):
         client = ControllerClient((answer['host'], answer['port']),
                                   bytes.fromhex(answer['secret']), self._rank,
                                   timeout=self._config.timeout, rejoin=self._rejoining,
-                                  settings=agree)
+                                  settings=agree, liveness=self._config.liveness)
         try:
             client.connect()
         except ControllerError as err:

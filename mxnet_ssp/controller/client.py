@@ -27,8 +27,10 @@ import struct
 import sys
 import time
 
+from . import liveness as live
 from . import protocol as P
 from .protocol import ControllerError
+from ..core.liveness import SilenceWatch
 
 __all__ = ['FrameClient', 'ControllerClient', 'ControllerError']
 
@@ -40,6 +42,8 @@ _RETRYABLE = (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedErr
 # recv() system call per message instead of poll() + recv() as with socket.settimeout().
 _KERNEL_TIMEOUT = sys.platform.startswith('linux') and hasattr(socket, 'SO_RCVTIMEO')
 _DONTWAIT = getattr(socket, 'MSG_DONTWAIT', 0)
+#: Lost hosts: seconds between two looks at the connection's silence while waiting.
+LOOK_S = 0.5
 
 
 def _timeval(seconds):
@@ -105,6 +109,9 @@ class FrameClient:
         self._frames = []
         self._error = None          # error_class once the connection is unusable
         self._hello_body = b''      # settings sent with the HELLO (protocol.encode_settings)
+        #: Lost hosts: seconds the service's connection may stay silent (0: not watched).
+        self.liveness = 0.0
+        self._silence = None
 
     def _where(self):
         return '%s at %s:%d (worker %d)' % (self.service, self.address[0], self.address[1],
@@ -158,6 +165,10 @@ class FrameClient:
         self._sock = sock
         self._recv_timeout = None
         self._error = None
+        self._silence = None
+        if self.liveness and live.enable(sock, self.liveness):
+            self._silence = SilenceWatch(self.liveness)
+            self._silence.first_seen(0, time.monotonic())
         try:
             self._handshake()
         except BaseException:
@@ -242,6 +253,20 @@ class FrameClient:
                 return P.decode_error(payload)
         return None
 
+    def _check_silence(self, what):
+        """Raise `lost_class` if the connection has been silent for the liveness bound."""
+        if self._silence is None:
+            return
+        quiet = live.silence(self._sock)
+        silent = None if quiet is None else self._silence.observe(0, quiet, time.monotonic())
+        if silent is not None:
+            raise self._set_error(
+                '%s: %s on %s sent nothing, not even the answer to a TCP keepalive probe, for '
+                '%.1f s while this worker waited for %s (MXNET_SSP_LIVENESS_TIMEOUT=%g): that '
+                'host is down or cut off from this one'
+                % (self._where(), self.peer, self.address[0], silent, what, self.liveness),
+                self.lost_class)
+
     def _set_recv_timeout(self, seconds):
         # Only reset when it changes noticeably: the common wait (the release bound) repeats.
         if self._recv_timeout is not None and abs(self._recv_timeout - seconds) < 0.01 * seconds:
@@ -267,10 +292,13 @@ class FrameClient:
                     return None, None
                 raise self._set_error('%s: no answer within %.1f s while waiting for %s'
                                       % (self._where(), wait, what), self.timeout_class)
+            if self._silence is not None:     # wake up to look at the connection's silence
+                remaining = min(remaining, LOOK_S)
             self._set_recv_timeout(remaining)
             try:
                 data = sock.recv(65536)
             except (socket.timeout, BlockingIOError):      # BlockingIOError: SO_RCVTIMEO
+                self._check_silence(what)
                 continue
             except OSError as exc:
                 raise self._set_error('%s: connection lost while waiting for %s: %s'
@@ -318,14 +346,20 @@ class ControllerClient(FrameClient):
         the job's.
     host : str, optional
         This worker's host name for those messages (default: ``socket.gethostname()``).
+    liveness : float, optional
+        Seconds the connection may stay silent (nothing received, not even the answer to a
+        TCP keepalive probe) while this worker waits before the controller's host counts as
+        lost (:mod:`mxnet_ssp.core.liveness`); 0 or None: never.  The store passes the
+        job's ``MXNET_SSP_LIVENESS_TIMEOUT`` (its SyncConfig's ``liveness``).
     """
 
     def __init__(self, address, secret, rank, timeout=300.0, connect_timeout=None,
                  release_margin=10.0, handshake_timeout=10.0, rejoin=False, settings=None,
-                 host=None):
+                 host=None, liveness=None):
         super().__init__(address, secret, rank, timeout, connect_timeout, handshake_timeout)
         if settings is not None:
             self._hello_body = P.encode_settings(host or socket.gethostname(), settings)
+        self.liveness = float(liveness or 0.0)
         self.release_margin = float(release_margin)
         self.rejoin = bool(rejoin)
         #: A rejoining worker's clock, from the controller's REJOINED (None otherwise).

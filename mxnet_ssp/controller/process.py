@@ -6,7 +6,9 @@ The server process that answers the discovery request starts this module with
 * stdin: one JSON line with the controller's settings (``num_workers``, ``s_lower``,
   ``s_upper``, ``mode``, ``timeout``, ``secret`` in hex, ``host``, ``metrics_path``,
   ``elastic``: the least number of workers, 0 for fail-fast; ``agree``: the settings every
-  worker must share, :class:`~mxnet_ssp.controller.server.ControllerServer`'s `agree`);
+  worker must share, :class:`~mxnet_ssp.controller.server.ControllerServer`'s `agree`;
+  ``liveness``: the seconds a worker's connection may stay silent before its host counts as
+  lost, 0 for never);
   then nothing until the server process ends, which closes the pipe;
 * stdout: one JSON line, ``{"host", "port"}`` once the controller listens, or
   ``{"error"}`` if it cannot start; later, if the job fails, one more line
@@ -40,7 +42,8 @@ def start(settings, on_failed=None):
                             metrics_path=settings.get('metrics_path'),
                             max_pending=max(64, workers + 1), on_failed=on_failed,
                             min_workers=int(settings.get('elastic') or 0),
-                            agree=settings.get('agree')).start()
+                            agree=settings.get('agree'),
+                            liveness=float(settings.get('liveness') or 0)).start()
 
 
 def serve(stdin, stdout):

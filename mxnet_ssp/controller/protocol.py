@@ -373,8 +373,10 @@ def _is_loss(x):
 def describe_losses(lost):
     """``'worker 1 at clock 40 (12.3 s after the controller started), ...'`` for the lost
     workers of a BYE or of LOST notices."""
-    return ', '.join('worker %d at clock %d (%.1f s after the controller started)'
-                     % (x['rank'], x['clock'], x.get('after_s', 0)) for x in lost)
+    return ', '.join('worker %d at clock %d (%.1f s after the controller started)%s'
+                     % (x['rank'], x['clock'], x.get('after_s', 0),
+                        ' on %s' % x['host'] if isinstance(x.get('host'), str) else '')
+                     for x in lost)
 
 
 def encode_lost(loss):

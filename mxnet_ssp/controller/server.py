@@ -48,6 +48,13 @@ Contracts
 * A barrier (BARRIER, any mode): a worker waits until every worker neither lost nor left
   sent one, then all get PASSED.  It fails the job when none of the workers it waits for
   has pushed or arrived for ``timeout`` seconds.  A worker at the barrier may not push.
+* Lost hosts (``liveness`` > 0): TCP keepalive is on for every authenticated worker's
+  connection (:mod:`mxnet_ssp.core.liveness`), and every :data:`LOOK_S` seconds the server
+  reads from the kernel how long each has been silent (nothing received, not even the
+  answer to a probe, which the worker's kernel gives whatever its process does).  A
+  connection silent for ``liveness`` seconds leads to a host that is down or cut off: the
+  worker is handled as one whose connection ended without LEAVE (fail-fast: the job fails
+  naming its rank and host; elastic: it is lost), and the connection is closed.
 * Faults of an *unauthenticated* peer (garbage, bad lengths, wrong secret,
   wrong or duplicate rank, no HELLO within ``auth_timeout``) only close that
   connection; such a peer never reaches the policy.
@@ -58,8 +65,8 @@ With ``metrics_path`` the server appends one JSON object per line and flushes
 after each line.  All ``time`` fields are the server's clock in seconds;
 ``rank`` and ``clock`` are the worker and its push count.
 
-``{"event": "connect", "rank", "time"}``
-    A worker authenticated.
+``{"event": "connect", "rank", "time", "host"}``
+    A worker authenticated (from address ``host``).
 ``{"event": "push", "rank", "clock", "time", "lead", "t_slowest", "decision", "granted"}``
     A CLOCK was handled.  ``decision`` is ``"ok"`` (released at once) or
     ``"wait"`` (held); ``lead`` and ``t_slowest`` are those at the decision
@@ -71,10 +78,11 @@ after each line.  All ``time`` fields are the server's clock in seconds;
     A worker finished.
 ``{"event": "rejoin", "rank", "clock", "time"}``
     Elastic mode: a lost rank connected again and starts at ``clock``.
-``{"event": "lost", "rank", "clock", "time", "after_s", "left"}``
-    Elastic mode: a worker's connection ended without LEAVE at its clock ``clock``,
-    ``after_s`` seconds after the controller started; ``left`` workers are neither lost
-    nor finished.
+``{"event": "lost", "rank", "clock", "time", "after_s", "left", "host", "why"}``
+    Elastic mode: a worker's connection ended without LEAVE, or stayed silent for the
+    liveness bound, at its clock ``clock``, ``after_s`` seconds after the controller
+    started; ``left`` workers are neither lost nor finished; ``host``: the worker's
+    address; ``why``: the message that says what was seen.
 ``{"event": "barrier", "rank", "clock", "time"}`` and ``{"event": "passed", "ranks", "time"}``
     A worker arrived at the barrier; the barrier passed for `ranks`.
 ``{"event": "failure", "time", "message"}``
@@ -87,11 +95,17 @@ import time
 from . import protocol as P
 from ..core.agreement import differences, mismatch_message
 from .protocol import ControllerError
+from . import liveness as live
 from .transport import LEFT, READY, FrameServer
+from ..core.liveness import MIN_BOUND, SilenceWatch
 
 __all__ = ['ControllerServer', 'ControllerError']
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two looks at the workers' connections' silence (lost hosts).
+LOOK_S = 0.5
+_LIVENESS_SETTING = 'MXNET_SSP_LIVENESS_TIMEOUT'
 
 
 class ControllerServer(FrameServer):
@@ -135,11 +149,14 @@ class ControllerServer(FrameServer):
         the job before its first step, with a message naming each setting, both values and
         where they came from, and both workers.  None: the first HELLO with settings sets
         them.  A HELLO without settings (an mxnet-ssp that sends none) is not compared.
+    liveness : float
+        0: off.  Else seconds (>= 2) a worker's connection may stay silent before its host
+        counts as lost (Contracts).
     """
 
     def __init__(self, policy, secret, host='127.0.0.1', port=0, timeout=300.0,
                  metrics_path=None, clock=time.monotonic, auth_timeout=5.0, max_pending=64,
-                 on_failed=None, drain=5.0, min_workers=0, agree=None):
+                 on_failed=None, drain=5.0, min_workers=0, agree=None, liveness=0.0):
         if not isinstance(secret, (bytes, bytearray)) or not secret:
             raise ValueError('secret must be non-empty bytes')
         if not timeout > 0:
@@ -151,6 +168,16 @@ class ControllerServer(FrameServer):
             raise ValueError('min_workers must be in 0..%d, got %r'
                              % (policy.num_workers, min_workers))
         self.min_workers = int(min_workers)
+        if liveness and not (live.SUPPORTED and liveness >= MIN_BOUND):
+            if liveness < MIN_BOUND:
+                raise ValueError('liveness must be 0 (off) or >= %g seconds, got %r'
+                                 % (MIN_BOUND, liveness))
+            log.warning('controller: this system cannot read TCP keepalive state; a lost '
+                        'host will be seen as a stall')
+            liveness = 0.0
+        self.liveness = float(liveness)
+        self._silence = SilenceWatch(self.liveness) if self.liveness else None
+        self._next_look = None
         self._lost = []                        # elastic: {"rank", "clock", "after_s"}, in order
         self._gone = set()                     # elastic: ranks lost and not back
         self._barrier = {}                     # rank -> Conn waiting at the barrier
@@ -217,10 +244,12 @@ class ControllerServer(FrameServer):
     def _next_deadline(self):
         if self._failed_at is not None:
             return self._failed_at + self.drain
-        times = list(self._held.values())
+        times = [t + self.timeout for t in self._held.values()]
         if self._barrier and self._failure is None:
-            times.append(self._barrier_progress)
-        return min(times) + self.timeout if times else None
+            times.append(self._barrier_progress + self.timeout)
+        if self._silence is not None and self._by_rank and self._failure is None:
+            times.append(self._next_look)
+        return min(times) if times else None
 
     def _goodbye(self):
         host, port = self._address
@@ -247,6 +276,32 @@ class ControllerServer(FrameServer):
                        % (', '.join(map(str, sorted(self._barrier))),
                           now - self._barrier_progress, ', '.join(map(str, missing)),
                           self.timeout))
+        if self._silence is not None and self._failure is None and self._by_rank and \
+                now >= self._next_look:
+            self._look(now)
+
+    def _look(self, now):
+        """Lose (or fail the job for) every worker whose connection has been silent for the
+        liveness bound."""
+        self._next_look = now + LOOK_S
+        conns = [c for c in self._by_rank.values() if c.state == READY]
+        self._silence.keep(conns)
+        for conn in conns:
+            quiet = live.silence(conn.sock)
+            if quiet is None:
+                continue
+            silent = self._silence.observe(conn, quiet, now)
+            if silent is None or conn.closed:
+                continue
+            self._lose(conn, 'worker %d on %s sent nothing, not even the answer to a TCP '
+                             'keepalive probe, for %.1f s at clock %d (%s=%g): its host is '
+                             'down or cut off' % (
+                                 conn.rank, conn.peer[0], silent,
+                                 self.policy.clocks[conn.rank], _LIVENESS_SETTING,
+                                 self.liveness))
+            self._close(conn)
+            if self._failure is not None:
+                return
 
     def _stall_message(self, rank, since, now):
         pol = self.policy
@@ -332,12 +387,23 @@ class ControllerServer(FrameServer):
             for rel in pol.on_join(rank, clock, now):
                 self._release_held(rel, now, rank)
             self._send(conn, P.encode_rejoined(clock))
+            self._watch(conn, now)
             log.warning('controller: worker %d rejoined from %s at clock %d (the slowest of '
                         'the others)', rank, conn.describe(), clock)
             self._metric({'event': 'rejoin', 'rank': rank, 'clock': clock, 'time': now})
             return
+        self._watch(conn, now)
         log.info('controller: worker %d connected from %s', rank, conn.describe())
-        self._metric({'event': 'connect', 'rank': rank, 'time': now})
+        self._metric({'event': 'connect', 'rank': rank, 'time': now, 'host': conn.peer[0]})
+
+    def _watch(self, conn, now):
+        """Lost hosts: keepalive on for an admitted worker's connection, silence counted."""
+        if self._silence is None:
+            return
+        live.enable(conn.sock, self.liveness)
+        self._silence.first_seen(conn, now)
+        if self._next_look is None:
+            self._next_look = now + LOOK_S
 
     # -- job events ----------------------------------------------------------
     def _on_clock(self, conn, t):
@@ -481,10 +547,14 @@ class ControllerServer(FrameServer):
 
     def _disconnected(self, conn, detail):
         """An authenticated worker's connection ended without LEAVE: fail, or lose it."""
+        self._lose(conn, 'worker %d disconnected at clock %d without leaving (process died?)%s; '
+                         'it ran on %s' % (conn.rank, self.policy.clocks[conn.rank], detail,
+                                           conn.peer[0]))
+
+    def _lose(self, conn, what):
+        """Worker `conn` is gone (`what` says how): fail the job, or lose it (elastic)."""
         rank = conn.rank
         clock = self.policy.clocks[rank]
-        what = ('worker %d disconnected at clock %d without leaving (process died?)%s'
-                % (rank, clock, detail))
         if not self.min_workers or self._failure is not None:
             self._fail(what)
             return
@@ -494,10 +564,11 @@ class ControllerServer(FrameServer):
         self._held.pop(rank, None)
         self._barrier.pop(rank, None)
         self._lost.append({'rank': rank, 'clock': clock,
-                           'after_s': round(now - self._started_at, 3)})
+                           'after_s': round(now - self._started_at, 3), 'host': conn.peer[0]})
         self._gone.add(rank)
         self._metric({'event': 'lost', 'rank': rank, 'clock': clock, 'time': now,
-                      'after_s': self._lost[-1]['after_s'], 'left': len(self._live())})
+                      'after_s': self._lost[-1]['after_s'], 'left': len(self._live()),
+                      'host': conn.peer[0], 'why': what})
         alive = self.policy.num_workers - len(self._gone)
         if alive < self.min_workers:
             self._fail('%s; %d of the %d workers are lost, more than the job can lose '

@@ -9,7 +9,8 @@ import sys
 
 from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
                       ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, ConfigError,
-                      check_kvstore_name, from_env, balance_from_env, follow_grace)
+                      check_kvstore_name, from_env, balance_from_env, follow_grace,
+                      liveness_timeout)
 
 
 PROG = 'mxnet-ssp-launch'
@@ -199,6 +200,7 @@ def validate_settings(command, environ, role_extras=()):
         try:
             balance_from_env(dict(environ, **extra))
             follow_grace(dict(environ, **extra))
+            liveness_timeout(dict(environ, **extra))
         except ConfigError as err:
             raise LaunchError(str(err)) from None
     return stores

@@ -8,7 +8,9 @@ import shlex
 import shutil
 import subprocess
 
-from ..config import ENV_REJOIN
+import math
+
+from ..config import ENV_REJOIN, liveness_timeout
 from .hosts import address_towards, free_port, parse_hostfile
 from .job import Plan
 from .settings import (ENV_LAUNCH_INDEX, ENV_SSH_ARGS, EXIT_FAILED, REMOTE_GRACE, SSH_BASE,
@@ -43,14 +45,26 @@ def remote_script(command, env, workdir, kill_grace=REMOTE_GRACE):
     return '\n'.join(lines)
 
 
-def ssh_argv(host, command, env, workdir, port=None, ssh_args=()):
+def alive_args(liveness):
+    """ssh options that end the local ssh process (exit 255) when its host stops answering:
+    ``ServerAliveInterval`` = ceil(`liveness` / 3) s, 3 unanswered, so about 4/3 of the
+    liveness bound (``MXNET_SSP_LIVENESS_TIMEOUT``) after the host went silent, later than
+    the job's own processes decide (docs/elastic.md, "Lost hosts").  None for 0 (off)."""
+    if not liveness:
+        return []
+    return ['-o', 'ServerAliveInterval=%d' % max(1, math.ceil(liveness / 3)),
+            '-o', 'ServerAliveCountMax=3']
+
+
+def ssh_argv(host, command, env, workdir, port=None, ssh_args=(), alive=()):
     """argv of the local ssh process that runs `command` on `host`.
 
-    ``ssh -o StrictHostKeyChecking=no -o BatchMode=yes [SSH_ARGS] [-p PORT]
+    ``ssh -o StrictHostKeyChecking=no -o BatchMode=yes [SSH_ARGS] [ALIVE] [-p PORT]
     HOST 'sh -c <script>'`` where the script (see :func:`remote_script`) does
-    ``cd WORKDIR; export K=V ...; COMMAND`` with everything shell-quoted.
+    ``cd WORKDIR; export K=V ...; COMMAND`` with everything shell-quoted; `alive`: see
+    :func:`alive_args`.
     """
-    argv = list(SSH_BASE) + list(ssh_args)
+    argv = list(SSH_BASE) + list(ssh_args) + list(alive)
     if port:
         argv += ['-p', str(port)]
     return argv + [host, 'sh -c ' + shlex.quote(remote_script(command, env, workdir))]
@@ -85,6 +99,7 @@ def plan_ssh(job):
     if shutil.which('ssh', path=environ.get('PATH')) is None:
         raise LaunchError('--launcher ssh: the ssh program is not installed here')
     uri, port = address_towards(hosts[0].address), free_port('')
+    alive = alive_args(liveness_timeout(environ))
     workdir = job.sync_dst_dir or os.getcwd()
     specs = [job.scheduler_spec(uri, port)]
     base = forwarded_env(environ)
@@ -98,11 +113,11 @@ def plan_ssh(job):
             env.setdefault('DMLC_NODE_HOST', host.address)
             env[ENV_LAUNCH_INDEX] = str(i)
             spec = Spec(role, i, ssh_argv(host.name, job.command, env, workdir, host.port,
-                                          ssh_args), host=host.name, stdin_pipe=True)
+                                          ssh_args, alive), host=host.name, stdin_pipe=True)
             if role == 'worker' and job.max_restarts:     # its replacement, on the same host
                 spec.restart = Spec(role, i, ssh_argv(host.name, job.command,
                                                       dict(env, **{ENV_REJOIN: '1'}), workdir,
-                                                      host.port, ssh_args),
+                                                      host.port, ssh_args, alive),
                                     host=host.name, stdin_pipe=True)
             specs.append(spec)
     summary = 'ssh job: %s on %s; scheduler here at %s:%d; working directory %s' % (

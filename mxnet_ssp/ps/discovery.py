@@ -73,7 +73,9 @@ def start_controller(request):
                     'timeout': float(request['timeout']), 'host': advertised_host(),
                     'secret': secrets.token_hex(32), 'metrics_path': None,
                     'elastic': int(request.get('elastic') or 0),
-                    'agree': request.get('agree')}
+                    'agree': request.get('agree'),
+                    # a request without it (an older worker) gets the default
+                    'liveness': float(request.get('liveness', cfg.DEFAULT_LIVENESS))}
         if request.get('metrics_dir'):
             os.makedirs(request['metrics_dir'], exist_ok=True)
             settings['metrics_path'] = os.path.join(request['metrics_dir'], 'controller.jsonl')
@@ -192,7 +194,7 @@ def request_controller(native, key, config, num_workers, rank, agree=None):
                's_lower': bound[0], 's_upper': bound[1],
                'mode': config.mode, 'timeout': config.timeout,
                'metrics_dir': config.metrics_dir, 'controller': config.controller,
-               'elastic': config.elastic}
+               'elastic': config.elastic, 'liveness': config.liveness}
     if agree is not None:
         fitting = fit_agree(request, cfg.sender(rank, agree))
         if fitting is not None:

@@ -61,6 +61,15 @@ connection to the scheduler (close, then connect again).  Both last far less tha
 :data:`GRACE_S`; a server still inside the loop :data:`GRACE_S` after the scheduler left
 at a normal end would be ended with status 1 (not seen).
 
+Lost hosts (``MXNET_SSP_LIVENESS_TIMEOUT``, :mod:`mxnet_ssp.core.liveness`): a host that goes
+down or is cut off closes no connection.  Each look also turns TCP keepalive on for the
+connections it judges and reads how long each has been silent (:class:`LinkLiveness`); one
+silent for the bound counts as closed.  A scheduler or server judges all of its connections
+(all are the job's), so the rules above see a lost host's nodes gone; a worker judges those
+to the scheduler's address and to the peers that connected to its ps-lite port (the
+servers), and ends at once when one is silent (:func:`_cut_off`): a server's or the
+scheduler's host is lost, or its own host is cut off.
+
 The connections are this process's own sockets (``/proc/self/fd``, each read through a
 duplicate of its descriptor: addresses and ``TCP_INFO``'s state), so a look costs the same
 whatever else runs on the host: Linux only.  Elsewhere the thread logs once that it cannot
@@ -81,10 +90,13 @@ import time
 
 from . import _process
 from .. import config as cfg
+from ..controller import liveness as live
+from ..core.liveness import SilenceWatch
 
 __all__ = ['follow_job', 'follow_scheduler', 'leaving', 'follow_controller_process',
            'controller_failed', 'in_server_loop',
-           'LinkFollower', 'DrainFollower', 'tcp_links', 'GRACE_S', 'ELASTIC_GRACE_S', 'POLL_S']
+           'LinkFollower', 'DrainFollower', 'LinkLiveness', 'tcp_links', 'GRACE_S',
+           'ELASTIC_GRACE_S', 'POLL_S']
 
 logger = logging.getLogger(__name__)
 
@@ -129,22 +141,26 @@ def in_server_loop():
 _ESTABLISHED = 1          # TCP_ESTABLISHED: tcp_info.tcpi_state, its first byte (Linux)
 
 
+_LISTEN = 10              # TCP_LISTEN
+
+
 def _socket_fds():
+    """``[(fd, inode)]`` of this process's sockets."""
     fds = []
     for fd in os.listdir('/proc/self/fd'):
         try:
-            if os.readlink('/proc/self/fd/' + fd).startswith('socket:['):
-                fds.append(int(fd))
+            target = os.readlink('/proc/self/fd/' + fd)
         except OSError:         # closed meanwhile
             continue
+        if target.startswith('socket:['):
+            fds.append((int(fd), target[8:-1]))
     return fds
 
 
-def _link(fd):
-    """``(local, peer, established)`` of TCP socket `fd`, or None (not TCP, not connected).
+def _open_socket(fd):
+    """A socket object on a duplicate of `fd` (a TCP socket over IP), or None.
 
-    Reads a duplicate of the descriptor and closes only that: the socket is ZeroMQ's.
-    """
+    Closing it closes only the duplicate: the socket is ZeroMQ's."""
     try:
         dup = os.dup(fd)
     except OSError:
@@ -154,10 +170,18 @@ def _link(fd):
     except OSError:
         os.close(dup)
         return None
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
+        sock.close()
+        return None
+    return sock
+
+
+def _link(fd):
+    """``(local, peer, established)`` of TCP socket `fd`, or None (not TCP, not connected)."""
+    sock = _open_socket(fd)
+    if sock is None:
+        return None
     with sock:
-        if sock.family not in (socket.AF_INET, socket.AF_INET6) or \
-                sock.type != socket.SOCK_STREAM:
-            return None
         try:
             state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
             local, peer = sock.getsockname(), sock.getpeername()
@@ -174,21 +198,99 @@ def _address(sockaddr):
     return str(addr), port
 
 
-def tcp_links():
+def tcp_links(watch=None):
     """This process's connected TCP sockets: a list of ``(local, peer, established)``.
 
     `local` and `peer` are ``(ip, port)``; `established` is whether the connection is
-    open both ways (not closed by the peer).  Raises OSError where there is no
-    ``/proc/self/fd`` or no ``TCP_INFO`` (not Linux).
+    open both ways (not closed by the peer) and, with a :class:`LinkLiveness` `watch`, not
+    silent for its bound (its peer's host is down or cut off).  Raises OSError where there
+    is no ``/proc/self/fd`` or no ``TCP_INFO`` (not Linux).
     """
     if not hasattr(socket, 'TCP_INFO'):
         raise OSError('socket.TCP_INFO is not available on this system')
+    if watch is not None:
+        return watch.links()
     links = []
-    for fd in _socket_fds():
+    for fd, _ in _socket_fds():
         link = _link(fd)
         if link is not None:
             links.append(link)
     return links
+
+
+class LinkLiveness:
+    """Lost hosts among this process's connections (:mod:`mxnet_ssp.core.liveness`).
+
+    Each look (:meth:`links`) turns TCP keepalive on for every connection it judges, the
+    first time it sees it, and reads from the kernel how long each has been silent; one
+    silent for `bound` seconds counts as not established, and is listed in :attr:`silent`
+    as ``(peer, seconds)``.
+
+    Parameters
+    ----------
+    bound : float
+        The liveness bound (``MXNET_SSP_LIVENESS_TIMEOUT``), > 0.
+    job_hosts : set of str, optional
+        None: judge every connection (a scheduler or server, whose sockets are all the
+        job's).  A set (a worker, whose script may hold connections of its own): judge only
+        connections to these addresses and to the peers that connected to one of this
+        process's listening ports (ps-lite's servers and scheduler).
+    """
+
+    def __init__(self, bound, job_hosts=None):
+        self.watch = SilenceWatch(bound)
+        self.bound = self.watch.bound
+        self.job_hosts = None if job_hosts is None else set(job_hosts)
+        self.silent = []
+
+    def links(self, now=None):
+        now = time.monotonic() if now is None else now
+        found, listening = [], set()
+        for fd, inode in _socket_fds():
+            sock = _open_socket(fd)
+            if sock is None:
+                continue
+            with sock:
+                info = live.tcp_info(sock)
+                if info is None:
+                    continue
+                try:
+                    local = _address(sock.getsockname())
+                except (OSError, ValueError):
+                    continue
+                if info[0] == _LISTEN:
+                    listening.add(local[1])
+                    continue
+                try:
+                    peer = _address(sock.getpeername())
+                except (OSError, ValueError):     # not connected
+                    continue
+                up = info[0] == _ESTABLISHED
+                found.append((fd, inode, local, peer, up, live.silence_s(info[1], info[2])))
+        hosts = self.job_hosts
+        if hosts is not None:
+            hosts = hosts | {f[3][0] for f in found if f[2][1] in listening}
+        links, self.silent, judged = [], [], []
+        for fd, inode, local, peer, up, quiet in found:
+            if up and (hosts is None or peer[0] in hosts):
+                judged.append(inode)
+                if self.watch.first_seen(inode, now):
+                    sock = _open_socket(fd)
+                    if sock is not None:
+                        with sock:
+                            live.enable(sock, self.bound)
+                silent = self.watch.observe(inode, quiet, now)
+                if silent is not None:
+                    self.silent.append((peer, silent))
+                    up = False
+            links.append((local, peer, up))
+        self.watch.keep(judged)
+        return links
+
+    def describe_silent(self):
+        """``'198.18.0.3:4321 (silent 10.2 s), ...'``."""
+        return ', '.join('%s:%d (silent %.1f s)' % (peer[0], peer[1], quiet)
+                         for peer, quiet in self.silent)
 
 
 def scheduler_links(links, port):
@@ -349,12 +451,12 @@ class _Either:
 # The threads
 # ---------------------------------------------------------------------------
 
-def _scheduler_watch(environ):
+def _scheduler_watch(environ, watch=None):
     port = int(environ['DMLC_PS_ROOT_PORT'])
     expected = cfg.num_workers(environ) + cfg.num_servers(environ)
 
     def count():
-        return len(scheduler_links(tcp_links(), port))
+        return len(scheduler_links(tcp_links(watch), port))
 
     if cfg.elastic_min_workers(environ):
         servers = cfg.num_servers(environ)
@@ -375,16 +477,16 @@ def _scheduler_watch(environ):
     return expected, count, message, None
 
 
-def _node_watch(environ, who, ending, elastic=False):
+def _node_watch(environ, who, ending, elastic=False, watch=None):
     host, port = environ['DMLC_PS_ROOT_URI'], int(environ['DMLC_PS_ROOT_PORT'])
     addresses = _addresses(host)
 
     def count():
-        return len(links_to(tcp_links(), addresses, port))
+        return len(links_to(tcp_links(watch), addresses, port))
 
     if elastic:
         def count_workers():
-            return len(server_links(tcp_links(), addresses, port))
+            return len(server_links(tcp_links(watch), addresses, port))
 
         def message(n, follower, lost):
             return ('%s: no worker has been connected for %.1f s (elastic mode: every worker '
@@ -408,16 +510,17 @@ def _watch(role, environ, poll=POLL_S, grace=None, active=in_server_loop, who=No
         if grace is None:
             grace = cfg.follow_grace(environ)
         elastic = role != 'worker' and cfg.elastic_min_workers(environ) > 0
+        watch = _liveness(role, environ)
         if role == 'scheduler':
-            expected, count, message, follower = _scheduler_watch(environ)
+            expected, count, message, follower = _scheduler_watch(environ, watch)
         elif role == 'server':
             expected, count, message, follower = _node_watch(
                 environ, 'server (pid %d)' % os.getpid(),
-                'ending this server, whose loop would wait for it for ever', elastic)
+                'ending this server, whose loop would wait for it for ever', elastic, watch)
         else:
             expected, count, message, follower = _node_watch(
                 environ, who or 'worker', 'exiting: the job cannot finish (no pull or push '
-                'would be answered, ps-lite\'s finalize never completes)')
+                'would be answered, ps-lite\'s finalize never completes)', watch=watch)
     except (KeyError, ValueError) as err:       # cfg.ConfigError is a ValueError
         logger.warning('mxnet-ssp: this %s cannot follow its job (%s: %s); a failed job '
                        'will not end it', role, type(err).__name__, err)
@@ -441,13 +544,38 @@ def _watch(role, environ, poll=POLL_S, grace=None, active=in_server_loop, who=No
             logger.warning('mxnet-ssp: this %s cannot follow its job (%s); a failed job will '
                            'not end it', role, err)
             return
+        if role == 'worker' and watch is not None and watch.silent and active():
+            _process.end_job(_cut_off(who or 'worker', watch))
         lost = follower.observe(n, time.monotonic())
         if not complete and follower.peak == expected:
             complete = True
             logger.info('mxnet-ssp: this %s follows its %d ps-lite connection(s) of the job; it '
                         'ends %g s after one closes for good', role, expected, grace)
         if lost is not None and active():
-            _process.end_job(message(n, follower, lost), status)
+            said = message(n, follower, lost)
+            if watch is not None and watch.silent:
+                said += ('; silent for the liveness bound (%s=%g s: a host down or cut off): %s'
+                         % (cfg.ENV_LIVENESS, watch.bound, watch.describe_silent()))
+            _process.end_job(said, status)
+
+
+def _liveness(role, environ):
+    """The :class:`LinkLiveness` of a process of `role`, or None (off, or not Linux)."""
+    bound = cfg.liveness_timeout(environ)
+    if not bound or not live.SUPPORTED:
+        return None
+    if role == 'worker':
+        return LinkLiveness(bound, job_hosts=_addresses(environ['DMLC_PS_ROOT_URI']))
+    return LinkLiveness(bound)
+
+
+def _cut_off(who, watch):
+    """What a worker says when a connection to a server or the scheduler went silent."""
+    return ('%s: nothing arrived, not even the answer to a TCP keepalive probe, for the '
+            'liveness bound (%s=%g s) on its connection(s) to %s: that host (a server\'s or the '
+            'scheduler\'s) is down or cut off from this one; exiting: the job cannot finish '
+            '(no pull or push would be answered)'
+            % (who, cfg.ENV_LIVENESS, watch.bound, watch.describe_silent()))
 
 
 def follow_job(role, environ=None):

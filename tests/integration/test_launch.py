@@ -770,12 +770,36 @@ def test_ssh_plan_round_robin_and_env(tmp_path):
         assert ('A' in env) == (spec.role == 'worker')
         assert 'UNRELATED' not in env and launch.ENV_SSH_ARGS not in env
         assert 'cd /remote/dir || exit 1' in shlex.split(spec.argv[-1])[2]
+        # ssh gives up on a host silent for about 4/3 of the liveness bound (10 s default)
+        assert spec.argv[7:11] == ['-o', 'ServerAliveInterval=4', '-o', 'ServerAliveCountMax=3']
         if spec.host == 'bob@127.0.0.2':
-            assert spec.argv[7:10] == ['-p', '2222', 'bob@127.0.0.2']
+            assert spec.argv[11:14] == ['-p', '2222', 'bob@127.0.0.2']
         else:
-            assert spec.argv[7] == '127.0.0.1'
+            assert spec.argv[11] == '127.0.0.1'
     assert [h.name for h, _ in syncs] == ['127.0.0.1', 'bob@127.0.0.2']
     assert syncs[1][1][-1] == 'bob@127.0.0.2:/remote/dir/'
+
+
+@pytest.mark.parametrize('liveness, alive', [
+    ('off', []), ('2', ['-o', 'ServerAliveInterval=1', '-o', 'ServerAliveCountMax=3']),
+    ('10', ['-o', 'ServerAliveInterval=4', '-o', 'ServerAliveCountMax=3']),
+    ('60', ['-o', 'ServerAliveInterval=20', '-o', 'ServerAliveCountMax=3'])])
+def test_ssh_plan_gives_up_on_a_silent_host_after_the_liveness_bound(tmp_path, liveness, alive):
+    hostfile = write(tmp_path, 'hosts', '127.0.0.1\n')
+    environ = {'PATH': os.environ['PATH'], 'MXNET_SSP_LIVENESS_TIMEOUT': liveness}
+    args = launch.build_parser().parse_args(['-n', '1', '-s', '1', '-H', hostfile, 'true'])
+    specs, _, _ = launch.plan(args, environ)
+    for spec in specs[1:]:
+        assert spec.argv[len(launch.SSH_BASE):len(launch.SSH_BASE) + len(alive)] == alive
+        assert ('ServerAliveInterval' in ' '.join(spec.argv[:-1])) == bool(alive)
+
+
+def test_the_launcher_refuses_a_bad_liveness_bound_naming_setting_value_and_range(tmp_path):
+    hostfile = write(tmp_path, 'hosts', '127.0.0.1\n')
+    args = launch.build_parser().parse_args(['-n', '1', '-s', '1', '-H', hostfile, 'true'])
+    with pytest.raises(launch.LaunchError, match=r"MXNET_SSP_LIVENESS_TIMEOUT='1' is not valid: "
+                                                 r"expected a number of seconds from 2 to 3600"):
+        launch.plan(args, {'PATH': os.environ['PATH'], 'MXNET_SSP_LIVENESS_TIMEOUT': '1'})
 
 
 def test_local_plan_is_check_job_then_plan_local():

@@ -73,7 +73,7 @@ def test_a_failed_job_is_reported_on_stdout_once_the_workers_hung_up():
         clients[0].close()                                # and ends
         line = json.loads(proc.stdout.readline())
         assert line == {'failed': 'worker 1 disconnected at clock 0 without leaving '
-                                  '(process died?)'}
+                                  '(process died?); it ran on 127.0.0.1'}
         assert proc.poll() is None                        # it serves until stdin closes
         proc.stdin.close()
         assert proc.wait(timeout=BOUND_S) == 0

@@ -38,10 +38,18 @@ def test_table_ratios_and_floor_rows():
     cells[(1, 'floor_one_array')] = [fig(5.0, 2.0)]
     text = ps_step.table('m', (2, 10, 40, 1), cells, [0.002], [1])
     rows = {line.split(' | ')[1]: line for line in text.splitlines() if line.startswith('| 1 |')}
-    assert rows['native dist_async'] == '| 1 | native dist_async | 20.0 | 1.00 | 4.00 | 10.0 | 1.0 |'
+    assert rows['native dist_async'] == \
+        '| 1 | native dist_async | 20.0 | 1.00 | - | 4.00 | 10.0 | 1.0 |'
     assert rows['ours dist_ssp s=3, bucketing off'] == \
-        '| 1 | ours dist_ssp s=3, bucketing off | 10.0 | 2.00 | 2.00 | - | 1.0 |'
-    assert rows['native dist_sync'] == '| 1 | native dist_sync | - | - | - | - | - |'
+        '| 1 | ours dist_ssp s=3, bucketing off | 10.0 | 2.00 | - | 2.00 | - | 1.0 |'
+    assert rows['native dist_sync'] == '| 1 | native dist_sync | - | - | - | - | - | - |'
+    # BSP rows: the ratio to MXNet's own dist_sync
+    cells[(1, 'native_sync')] = [fig(40.0, 30.0)]
+    cells[(1, 'ours_sync_default')] = [fig(10.0, 3.0)]
+    text = ps_step.table('m', (2, 10, 40, 1), cells, [0.002], [1])
+    rows = {line.split(' | ')[1]: line for line in text.splitlines() if line.startswith('| 1 |')}
+    assert rows['ours dist_sync (BSP), bucketing default'] == (
+        '| 1 | ours dist_sync (BSP), bucketing default | 10.0 | 2.00 | 4.00 | 2.00 | 3.0 | 1.0 |')
     assert rows['floor (b): bare TCP push + pull, 1 connection'].split(' | ')[2] == '2.0'
 
 
