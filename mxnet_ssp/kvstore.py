@@ -1083,13 +1083,6 @@ def _row_sparse(value):
 DistSSP = _store_class('dist_ssp')
 DistDSSP = _store_class('dist_dssp')
 DistSoftsync = _store_class('dist_softsync')
-from .stock_names import stock_name_class     # noqa: E402 (needs SSPKVStore)
-if cfg.wrap_async():
-    DistAsync = stock_name_class('dist_async')
-    KVStoreBase.kv_registry['dist_async'] = DistAsync
-if cfg.wrap_sync():
-    DistSync = stock_name_class('dist_sync')
-    KVStoreBase.kv_registry['dist_sync'] = DistSync
 
 
 def create(name, **settings):

@@ -22,6 +22,7 @@ those cases instead, with an error that says what to use.
 """
 import logging
 
+from mxnet.kvstore.base import KVStoreBase
 from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
 from . import config as cfg
@@ -154,3 +155,11 @@ def stock_name_class(name):
         'store_type': name,
         '__doc__': 'MXNet\'s %s KVStore type, served by mxnet-ssp where it is faster '
                    '(mxnet_ssp.stock_names).' % name})
+
+
+# MXNet's names, served unless the user keeps MXNet's own (mxnet_ssp/__init__.py imports this
+# module once MXNet is imported; register() would warn when replacing a name)
+if cfg.wrap_async():
+    KVStoreBase.kv_registry['dist_async'] = stock_name_class('dist_async')
+if cfg.wrap_sync():
+    KVStoreBase.kv_registry['dist_sync'] = stock_name_class('dist_sync')
