@@ -12,11 +12,11 @@ iterations of any store, :func:`fit_run` fits
   (train logs: the smallest per-worker median of the step time, which is the slowest
   worker's under BSP and everybody's under ASP; store metrics: the median push time),
 
-into a :class:`~mxnet_ssp.lab.profiles.Scenario` of the compute, and keeps the step times of
+into a :class:`~mxnet_ssp.cluster_model.profiles.Scenario` of the compute, and keeps the step times of
 the worker that waited least as samples of the overhead.  Every simulated iteration is a
 compute draw plus a step time drawn from those samples: without the step times' noise the
 simulator runs DSSP's ``paper`` mode like ASP, which the real store does not (docs/results.md,
-"Simulator vs lab").  :func:`predict` then runs the simulator (:mod:`mxnet_ssp.lab.simulate`) for every paradigm
+"Simulator vs lab").  :func:`predict` then runs the simulator (:mod:`mxnet_ssp.cluster_model.simulate`) for every paradigm
 over the same fixed wall time and several seeds, and :func:`recommend` picks the least stale
 paradigm within 10% of the best throughput.
 

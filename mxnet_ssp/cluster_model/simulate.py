@@ -14,7 +14,7 @@ only idle time of a worker is the time between its push and its release
 (plus the control latency).  It is meant to compare the synchronization rules,
 not to predict the wall time of a real job.
 
-Run ``python -m mxnet_ssp.lab.simulate --help``; with no arguments it prints a
+Run ``python -m mxnet_ssp.cluster_model.simulate --help``; with no arguments it prints a
 markdown table for 4 workers, one 2.5x slower, over 300 simulated seconds.
 """
 import argparse
@@ -235,7 +235,7 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         sees the same sequence of compute times for the same seed.
     stall_factor : float
         Used when `policy` is a spec string.
-    scenario : mxnet_ssp.lab.profiles.Scenario or str, optional
+    scenario : mxnet_ssp.cluster_model.profiles.Scenario or str, optional
         Draw the compute times from this emulated cluster instead (`times`
         None or the scenario's base times, `jitter` 0): worker ``i`` gets the
         sequence of ``scenario.stream(i, seed)``, the one the training
@@ -384,7 +384,7 @@ def main(argv=None):
         Exit status.
     """
     parser = argparse.ArgumentParser(
-        prog='python -m mxnet_ssp.lab.simulate',
+        prog='python -m mxnet_ssp.cluster_model.simulate',
         description='Discrete-event simulation of ASP / SSP / DSSP workers (no MXNet).')
     parser.add_argument('--times', type=_parse_times, default=None,
                         help='per-iteration compute time of each worker, comma-separated '

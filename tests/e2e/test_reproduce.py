@@ -24,7 +24,7 @@ import pytest
 
 from conftest import INSTALL_TEST, job_env
 from mxnet_ssp.experiments.reproduce.cli import build_parser, main
-from mxnet_ssp.experiments.reproduce.files import write_json
+from mxnet_ssp.experiments.reproduce.json_files import write_json
 from mxnet_ssp.experiments.reproduce.grid import (MARKER, choose_lr, resolve_grid, run_dir,
                                                   run_signature, trial_seed)
 from mxnet_ssp.experiments.reproduce.presets import PRESETS, parse_arm

@@ -1,4 +1,4 @@
-"""mxnet-ssp-advise (mxnet_ssp.lab.advise): fitting a run's metrics, predicting, recommending.
+"""mxnet-ssp-advise (mxnet_ssp.cluster_model.advise): fitting a run's metrics, predicting, recommending.
 
 The runs here are written by the tests with known compute times and overheads, so the fit
 can be checked against them; tests/e2e/test_train_script.py advises on a real job."""
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mxnet_ssp.lab import advise
-from mxnet_ssp.lab.advise import (AdviseError, Fit, Prediction, check_lab, fit_run, predict,
+from mxnet_ssp.cluster_model import advise
+from mxnet_ssp.cluster_model.advise import (AdviseError, Fit, Prediction, check_lab, fit_run, predict,
                                   recommend)
 from advise_logs import write_train_logs
 

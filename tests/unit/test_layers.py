@@ -15,7 +15,7 @@ ALLOWED = {
     'core': {'core'},
     'config': {'core'},
     'controller': {'controller', 'core'},
-    'lab': {'lab', 'core'},
+    'cluster_model': {'cluster_model', 'core'},
     'launch': {'launch', 'config'},
     'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},
 }
@@ -24,7 +24,7 @@ THIRD_PARTY = {
     'core': set(),
     'config': set(),
     'controller': set(),
-    'lab': {'numpy'},
+    'cluster_model': {'numpy'},
     'launch': set(),
 }
 

@@ -14,7 +14,7 @@ import pytest
 
 from mxnet_ssp.experiments.training import options
 from mxnet_ssp.experiments.training.options import CHECKS, build_parser, find_problem, parse_args
-from mxnet_ssp.lab.profiles import SCENARIOS
+from mxnet_ssp.cluster_model.profiles import SCENARIOS
 
 W4 = {'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': '4'}      # a worker of a 4-worker job
 W2 = dict(W4, DMLC_NUM_WORKER='2')

@@ -24,7 +24,7 @@ from conftest import same_interval
 from mxnet_ssp.experiments.reproduce import verdicts as V
 from mxnet_ssp.experiments.reproduce.paired import Interval
 from mxnet_ssp.experiments.reproduce.presets import parse_arm
-from mxnet_ssp.lab.profiles import Scenario
+from mxnet_ssp.cluster_model.profiles import Scenario
 
 S, R, I = 'supported', 'refuted', 'inconclusive'
 TARGET = 0.93

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from .files import read_json, read_jsonl
+from .json_files import read_json, read_jsonl
 from .grid import MARKER, run_dir, trial_seed
 from .presets import parse_arm
 from .stats import lead_from_train_logs, staleness_from_train_logs

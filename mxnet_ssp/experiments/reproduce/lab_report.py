@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ...lab.profiles import get_scenario
+from ...cluster_model.profiles import get_scenario
 from .paired import LEVEL, MIN_TRIALS, family_level, fmt_interval, median_interval
 from .verdicts import (SIM_TOLERANCE, _fmt_interval, balance_verdicts, common_budget,
                        measured_rates,
@@ -207,7 +207,7 @@ def _simulator(grid, scenario, rows):
         return []
     step_mean = table[0]['step_mean']
     lines = ['## Simulator vs lab', '',
-             '`mxnet_ssp.lab.simulate` run on the same compute-time draws as each trial '
+             '`mxnet_ssp.cluster_model.simulate` run on the same compute-time draws as each trial '
              '(`--scenario %s`, the trial\'s seed, %d iterations per worker). **model**: the '
              'simulator as it is (compute only, instant push/pull, no control latency); '
              '**+ steps**: every iteration also takes a push/pull time drawn from the step '

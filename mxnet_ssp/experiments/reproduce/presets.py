@@ -8,7 +8,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ...lab.profiles import SCENARIOS
+from ...cluster_model.profiles import SCENARIOS
 
 
 ARM_FORMS = ('bsp, asp, asp-lrtau (ASP with lr / staleness), ssp<S> (e.g. ssp3), '
@@ -234,7 +234,7 @@ class Preset:
     servers: int = 1
     num_iterations: int = None
     paper_table: tuple = ()
-    #: an emulated cluster of :mod:`mxnet_ssp.lab.profiles` (train_cifar.py's --emulate)
+    #: an emulated cluster of :mod:`mxnet_ssp.cluster_model.profiles` (train_cifar.py's --emulate)
     emulate: str = None
 
 

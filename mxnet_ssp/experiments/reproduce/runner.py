@@ -22,7 +22,7 @@ import numpy as np
 
 from ... import config as cfg
 from .collect import collect_run, eval_curve
-from .files import read_json, write_json
+from .json_files import read_json, write_json
 from .grid import MARKER, choose_lr, lr_candidates, plan, plan_tuning, run_signature, trial_seed
 from .presets import LAB_SNAPSHOT_S
 from .stats import time_to_target

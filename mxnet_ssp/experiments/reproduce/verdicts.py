@@ -3,7 +3,7 @@ the unpaired medians beside them as a second reading, and the simulator's predic
 the measurement.
 
 Pure functions of the trial records that :func:`.collect.gather` reads (and of
-:mod:`mxnet_ssp.lab.simulate`); tested on synthetic trials.
+:mod:`mxnet_ssp.cluster_model.simulate`); tested on synthetic trials.
 
 - **Paired (decides).** Trial k of every arm shares its seed, so a time claim t_A / t_B is
   decided by the median over the common seeds of the per-seed ratio t_A,k / t_B,k, with its
@@ -27,7 +27,7 @@ import types
 
 import numpy as np
 
-from ...lab.simulate import simulate
+from ...cluster_model.simulate import simulate
 from .paired import (LEVEL, MIN_TRIALS, family_level, fmt_interval, paired_difference,
                      paired_ratio)
 from .stats import time_to_target
@@ -286,7 +286,7 @@ def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None):
 # the simulator next to the lab
 
 def sim_policy(arm):
-    """The :func:`mxnet_ssp.lab.simulate.simulate` policy of a grid arm (BSP is SSP with s = 0)."""
+    """The :func:`mxnet_ssp.cluster_model.simulate.simulate` policy of a grid arm (BSP is SSP with s = 0)."""
     if arm.family == 'bsp':
         return 'ssp:0'
     if arm.family == 'asp':

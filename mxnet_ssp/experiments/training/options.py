@@ -14,7 +14,7 @@ from collections import namedtuple
 
 from ... import config
 from ...core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
-from ...lab.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
+from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from .checkpoint import checkpoint_info
 from .models import MODELS, check_model
 
