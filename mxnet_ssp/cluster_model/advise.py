@@ -37,6 +37,7 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+from .arms import parse_arm, sim_policy
 from .profiles import Scenario
 from .simulate import simulate
 
@@ -286,21 +287,16 @@ def predicted_finish_times(fit, policy, iterations, seed, balanced=False):
 
 
 def _arm_policy(arm):
-    """(simulator policy, balanced) of a lab arm's directory name; None for arms that are not
-    a timing of their own (asp-lrtau: ASP's timing, another update rule)."""
-    match = re.match(r'^(bsp|asp|ssp(\d+)|dssp(?:(\d+)-(\d+))?(?:-(paper|threshold))?)'
-                     r'(-balance)?$', arm)
-    if not match:
+    """(simulator policy, balanced) of a lab arm's directory name (:func:`.arms.parse_arm`);
+    None for names that are no arm and for arms that are not a timing of their own
+    (asp-lrtau: ASP's timing, another update rule)."""
+    try:
+        parsed = parse_arm(arm)
+    except ValueError:
         return None
-    name, balanced = match.group(1), bool(match.group(6))
-    if name == 'bsp':
-        return 'ssp:0', balanced
-    if name == 'asp':
-        return 'asp', balanced
-    if match.group(2):
-        return 'ssp:%s' % match.group(2), balanced
-    low, high = (match.group(3), match.group(4)) if match.group(3) else ('3', '15')
-    return 'dssp:%s:%s:%s' % (low, high, match.group(5) or 'bounded'), balanced
+    if parsed.rule is not None:
+        return None
+    return sim_policy(parsed), parsed.balance
 
 
 def check_lab(scenario_dir, seeds=3):

@@ -38,7 +38,7 @@ import shutil
 import sys
 
 from .reproduce import collect, grid as grids, runner
-from .reproduce.presets import parse_arm
+from ..cluster_model.arms import parse_arm
 
 #: paradigm -> label in the table
 PARADIGMS = {'bsp': 'BSP', 'asp': 'ASP', 'ssp': 'SSP', 'dssp': 'DSSP'}

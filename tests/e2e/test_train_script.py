@@ -967,7 +967,7 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     assert all(b - a > 0 for a, b in zip(times, times[1:])) and times[0] >= 0.2
     assert [int(t / 0.2) for t in times] == sorted(set(int(t / 0.2) for t in times))
     from mxnet_ssp.experiments.reproduce.collect import collect_run
-    from mxnet_ssp.experiments.reproduce.presets import parse_arm
+    from mxnet_ssp.cluster_model.arms import parse_arm
     run = collect_run(str(save), parse_arm('dssp'))
     assert run['curve_source'] == 'fixed' and [t for t, _ in run['curve']] == times
     # the advisor reads the same logs back: each worker's compute, and an overhead per step

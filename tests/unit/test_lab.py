@@ -8,7 +8,8 @@ import pytest
 from mxnet_ssp.experiments.reproduce import paired as P
 from mxnet_ssp.experiments.reproduce import verdicts as V
 from mxnet_ssp.experiments.reproduce.grid import run_command, resolve_grid
-from mxnet_ssp.experiments.reproduce.presets import LAB_ARMS, PRESETS, parse_arm
+from mxnet_ssp.cluster_model.arms import parse_arm, sim_policy
+from mxnet_ssp.experiments.reproduce.presets import LAB_ARMS, PRESETS
 from mxnet_ssp.cluster_model.profiles import SCENARIOS, Scenario, get_scenario
 from mxnet_ssp.cluster_model.simulate import simulate
 
@@ -223,7 +224,7 @@ def test_trials_that_overlap_across_seeds_are_decided_seed_by_seed():
 
 
 def test_sim_policy_of_every_lab_arm():
-    assert [V.sim_policy(parse_arm(a)) for a in LAB_ARMS] == [
+    assert [sim_policy(parse_arm(a)) for a in LAB_ARMS] == [
         'ssp:0', 'asp', 'asp', 'ssp:3', 'ssp:6', 'ssp:15', 'dssp:3:15:bounded',
         'dssp:3:15:paper', 'dssp:3:15:threshold']
 

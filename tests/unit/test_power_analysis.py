@@ -556,7 +556,7 @@ def test_bootstrap_intervals_lie_between_the_extreme_values():
 
 
 def test_synthetic_rows_give_each_trial_its_seed_time_and_accuracy():
-    from mxnet_ssp.experiments.reproduce.presets import parse_arm
+    from mxnet_ssp.cluster_model.arms import parse_arm
     rows = D._synthetic_rows({'bsp': np.array([3.0, 4.5]), 'ssp3': [2]},
                              {'bsp': np.array([0.9, 0.91]), 'ssp3': [1]})
     assert rows == [

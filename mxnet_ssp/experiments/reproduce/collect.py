@@ -6,9 +6,9 @@ import re
 
 import numpy as np
 
-from .json_files import read_json, read_jsonl
+from ...cluster_model.arms import parse_arm
 from .grid import MARKER, run_dir, trial_seed
-from .presets import parse_arm
+from .json_files import read_json, read_jsonl
 from .stats import lead_from_train_logs, staleness_from_train_logs
 
 

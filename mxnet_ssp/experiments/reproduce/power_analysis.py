@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
+from ...cluster_model.arms import parse_arm
 from .paired import LEVEL, median_interval, paired_ratio
-from .presets import parse_arm
 from .verdicts import (INCONCLUSIVE, REFUTED, SUPPORTED, _interval, _ratio,
                        _resampled_medians, seed_times, verdicts)
 
