@@ -27,7 +27,6 @@ servers.  :func:`check_lab` measures the simulator's error out of sample: fitted
 scenario's ASP runs only, it predicts how long each other paradigm's runs took.
 """
 import argparse
-import json
 import math
 import os
 import random
@@ -37,6 +36,7 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+from ..core.jsonl import read_jsonl
 from .arms import parse_arm, sim_policy
 from .profiles import Scenario
 from .simulate import simulate
@@ -128,20 +128,6 @@ class _WithSteps:
         return types.SimpleNamespace(next=lambda: compute.next() + rng.choice(steps))
 
 
-def _read_jsonl(path):
-    rows = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                raise AdviseError('%s line %d is not JSON' % (path, number)) from None
-    return rows
-
-
 def _mad(values):
     m = statistics.median(values)
     return statistics.median(abs(v - m) for v in values)
@@ -156,7 +142,7 @@ def read_run(run_dir):
         files = {int(m.group(1)): os.path.join(run_dir, n)
                  for n in names for m in [pattern.match(n)] if m}
         if files:
-            return source, {r: _read_jsonl(p) for r, p in sorted(files.items())}
+            return source, {r: read_jsonl(p, AdviseError) for r, p in sorted(files.items())}
     raise AdviseError('%s has no train-worker<rank>.jsonl (mxnet-ssp-train\'s --save-dir) and '
                       'no worker-<rank>.jsonl (MXNET_SSP_METRICS_DIR of a dist_ssp or '
                       'dist_dssp job)' % run_dir)

@@ -7,8 +7,9 @@ import re
 import numpy as np
 
 from ...cluster_model.arms import parse_arm
+from ...core.jsonl import read_jsonl
 from .grid import MARKER, run_dir, trial_seed
-from .json_files import read_json, read_jsonl
+from .json_files import read_json
 from .stats import lead_from_train_logs, staleness_from_train_logs
 
 
