@@ -37,29 +37,28 @@ import types
 from dataclasses import dataclass, field
 
 from ..core.jsonl import read_jsonl
+from ..core.names import STORE_METRICS, TRAIN_LOG
 from .arms import parse_arm, sim_policy
 from .profiles import Scenario
 from .simulate import simulate
 
 __all__ = ['Fit', 'Prediction', 'fit_run', 'predict', 'recommend', 'format_advice',
-           'check_lab', 'main', 'PARADIGMS']
+           'check_lab', 'main', 'ADVISED_ARMS', 'ADVISED']
 
-#: (label, simulator policy, balanced): what the advisor compares.  BSP is SSP with s = 0;
+#: The arms (:mod:`.arms`) the advisor compares.  The simulator runs BSP as SSP with s = 0;
 #: "+ balance" sizes each worker's batch to its speed (docs/balance.md), so every worker's
 #: iteration takes the same time: W / sum(1 / t_i).
-PARADIGMS = (('BSP', 'ssp:0', False), ('ASP', 'asp', False),
-             ('SSP s=1', 'ssp:1', False), ('SSP s=2', 'ssp:2', False),
-             ('SSP s=3', 'ssp:3', False), ('SSP s=6', 'ssp:6', False),
-             ('SSP s=15', 'ssp:15', False),
-             ('DSSP [3,15]', 'dssp:3:15:bounded', False),
-             ('DSSP [3,15] paper', 'dssp:3:15:paper', False),
-             ('DSSP [3,15] threshold', 'dssp:3:15:threshold', False),
-             ('BSP + balance', 'ssp:0', True), ('SSP s=3 + balance', 'ssp:3', True))
+ADVISED_ARMS = ('bsp', 'asp', 'ssp1', 'ssp2', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper',
+                'dssp-threshold', 'bsp-balance', 'ssp3-balance')
+#: (label, simulator policy, balanced) of each of :data:`ADVISED_ARMS`: what :func:`predict`
+#: runs.
+ADVISED = tuple((arm.label, sim_policy(arm), arm.balance)
+                for arm in map(parse_arm, ADVISED_ARMS))
 WITHIN = 0.10          # "as fast": within 10% of the best throughput
 WARMUP = 5             # iterations of each worker left out (start-up, first pulls)
 MIN_ITERATIONS = 20    # per worker, after the warm-up
-TRAIN_RE = re.compile(r'^train-worker(\d+)\.jsonl$')
-STORE_RE = re.compile(r'^worker-(\d+)\.jsonl$')
+TRAIN_RE = re.compile('^%s$' % re.escape(TRAIN_LOG).replace('%d', r'(\d+)'))
+STORE_RE = re.compile('^%s$' % re.escape(STORE_METRICS).replace('%d', r'(\d+)'))
 
 
 class AdviseError(ValueError):
@@ -188,7 +187,7 @@ def fit_run(run_dir):
                slow / float(sum(counts)), least)
 
 
-def predict(fit, wall_time=None, seeds=3, paradigms=PARADIGMS):
+def predict(fit, wall_time=None, seeds=3, paradigms=ADVISED):
     """A :class:`Prediction` per paradigm: the simulator over `wall_time` seconds (default:
     2,000 iterations of the slowest worker) with each seed's compute draws."""
     if wall_time is None:

@@ -12,14 +12,16 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from ..core.names import BOUNDED, DSSP_MODES, DSSP_STALENESS
+
 __all__ = ['ARM_FORMS', 'SSP_RE', 'DSSP_RE', 'Arm', 'parse_arm', 'sim_policy']
 
 ARM_FORMS = ('bsp, asp, asp-lrtau (ASP with lr / staleness), ssp<S> (e.g. ssp3), '
-             'dssp[<SL>-<SU>][-paper|-threshold] (e.g. dssp = [3, 15] bounded, dssp-paper, '
+             'dssp[<SL>-<SU>][-paper|-threshold] (e.g. dssp = [%d, %d] bounded, dssp-paper, '
              'dssp-threshold, dssp2-10), any of them + -balance (batch balancing, e.g. '
-             'bsp-balance), or ssp for every SSP threshold of the preset')
+             'bsp-balance), or ssp for every SSP threshold of the preset' % DSSP_STALENESS)
 SSP_RE = re.compile(r'^ssp(\d+)$')
-DSSP_RE = re.compile(r'^dssp(?:(\d+)-(\d+))?(?:-(paper|bounded|threshold))?$')
+DSSP_RE = re.compile(r'^dssp(?:(\d+)-(\d+))?(?:-(%s))?$' % '|'.join(DSSP_MODES))
 @dataclass(frozen=True)
 class Arm:
     """One paradigm with its settings: a row of the report.
@@ -59,7 +61,7 @@ class Arm:
         if self.family == 'ssp':
             return 'SSP s=%d' % self.staleness[0]
         if self.family == 'dssp':
-            suffix = '' if self.mode == 'bounded' else ' ' + self.mode
+            suffix = '' if self.mode == BOUNDED else ' ' + self.mode
             return 'DSSP [%d,%d]%s' % (self.staleness + (suffix,))
         return self.family.upper() + (' lr/tau' if self.rule == 'lrtau' else '')
 
@@ -107,13 +109,13 @@ def parse_arm(name):
         return Arm('ssp%d' % int(match.group(1)), 'ssp', 'dist_ssp', (int(match.group(1)),))
     match = DSSP_RE.match(text)
     if match:
-        low, high = (3, 15) if match.group(1) is None else (int(match.group(1)),
-                                                            int(match.group(2)))
+        low, high = DSSP_STALENESS if match.group(1) is None else (int(match.group(1)),
+                                                                   int(match.group(2)))
         if low > high:
             raise ValueError('%r has sL %d > sU %d' % (name, low, high))
-        mode = match.group(3) or 'bounded'
-        canonical = 'dssp' + ('' if (low, high) == (3, 15) else '%d-%d' % (low, high))
-        canonical += '' if mode == 'bounded' else '-' + mode
+        mode = match.group(3) or BOUNDED
+        canonical = 'dssp' + ('' if (low, high) == DSSP_STALENESS else '%d-%d' % (low, high))
+        canonical += '' if mode == BOUNDED else '-' + mode
         return Arm(canonical, 'dssp', 'dist_dssp', (low, high), mode)
     raise ValueError('%r is not a paradigm' % name)
 

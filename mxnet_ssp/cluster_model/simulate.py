@@ -25,8 +25,9 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..core.names import BOUNDED, DSSP_MODES, DSSP_STALENESS
+from ..core.sync import SyncPolicy
 from .profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
-from ..core.sync import BOUNDED, MODES, SyncPolicy
 
 __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
            'DEFAULT_TIMES', 'DEFAULT_POLICIES']
@@ -34,8 +35,8 @@ __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
 #: Per-iteration compute times (seconds) of the default scenario.
 DEFAULT_TIMES = (1.0, 1.0, 1.0, 2.5)
 #: Policies compared by :func:`main` when none are given.
-DEFAULT_POLICIES = ('asp', 'ssp:3', 'ssp:15', 'dssp:3:15:bounded', 'dssp:3:15:paper',
-                    'dssp:3:15:threshold')
+DEFAULT_POLICIES = ('asp', 'ssp:3', 'ssp:15') + tuple(
+    'dssp:%d:%d:%s' % (DSSP_STALENESS + (mode,)) for mode in DSSP_MODES)
 
 
 @dataclass
@@ -151,7 +152,7 @@ def make_policy(spec, num_workers, stall_factor=2.0):
     except ValueError as exc:
         raise ValueError('bad policy %r: %s' % (spec, exc)) from None
     raise ValueError("bad policy %r: expected 'asp', 'ssp:S' or 'dssp:SL:SU[:%s]'"
-                     % (spec, '|'.join(MODES)))
+                     % (spec, '|'.join(DSSP_MODES)))
 
 
 def _label(policy):
@@ -410,7 +411,7 @@ def main(argv=None):
                         help='also print quantiles of the lead at release')
     parser.add_argument('policies', nargs='*', default=list(DEFAULT_POLICIES),
                         help="'asp', 'ssp:S', 'dssp:SL:SU[:%s]' "
-                             '(default: %s)' % ('|'.join(MODES), ' '.join(DEFAULT_POLICIES)))
+                             '(default: %s)' % ('|'.join(DSSP_MODES), ' '.join(DEFAULT_POLICIES)))
     args = parser.parse_args(argv)
     if args.wall_time is None and args.iterations is None:
         args.wall_time = 300.0

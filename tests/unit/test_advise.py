@@ -55,7 +55,7 @@ def test_a_straggler_cluster_is_advised_a_bounded_paradigm_not_bsp(tmp_path):
     write_train_logs(tmp_path, [0.02, 0.02, 0.02, 0.06], 0.002, jitter=0.02)
     fit = fit_run(str(tmp_path))
     predictions = {p.label: p for p in predict(fit, seeds=2)}
-    assert set(predictions) == {label for label, _, _ in advise.PARADIGMS}
+    assert set(predictions) == {label for label, _, _ in advise.ADVISED}
     bsp, asp = predictions['BSP'], predictions['ASP']
     assert asp.throughput > 1.5 * bsp.throughput
     assert bsp.mean_lead == 0 and asp.mean_lead > 1

@@ -6,6 +6,7 @@ import os
 import sys
 
 from ...core.jsonl import read_jsonl
+from ...core.names import TRAIN_LOG
 
 
 class _RankFilter(logging.Filter):
@@ -92,7 +93,7 @@ class JsonLines:
 def count_iterations(save_dir):
     """``{rank: iterations}`` from the ``train-worker<rank>.jsonl`` files in `save_dir`."""
     counts = {}
-    for path in glob.glob(os.path.join(save_dir, 'train-worker*.jsonl')):
+    for path in glob.glob(os.path.join(save_dir, TRAIN_LOG.replace('%d', '*'))):
         records = read_jsonl(path)
         last = max((int(rec['iteration']) for rec in records), default=0)
         if last:
