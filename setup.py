@@ -73,7 +73,7 @@ setup(
         'mxnet-ssp-train = mxnet_ssp.experiments.train_cifar:main',
         'mxnet-ssp-compare = mxnet_ssp.experiments.compare_paradigms:main',
         'mxnet-ssp-reproduce = mxnet_ssp.reproduce:main',
-        'mxnet-ssp-advise = mxnet_ssp.lab.advise:main',
+        'mxnet-ssp-advise = mxnet_ssp.cluster_model.advise:main',
         'mxnet-ssp-testbed = mxnet_ssp.testbed:main',
     ]},
 )

@@ -16,13 +16,13 @@ import socket
 from dataclasses import dataclass, field, replace
 
 from .core.agreement import KVSTORE, SETTINGS_FILE, differences, mismatch_message
-from .core.names import DSSP_MODES
+from .core.names import BOUNDED, DSSP_MODES, DSSP_STALENESS
 
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC', 'ENV_WRAP_SYNC',
            'ENV_CONTROLLER', 'SERVER_SYNC_TYPES', 'wrap_sync', 'WRAP_SETTINGS',
            'STORE_TYPES', 'ASYNC_STORE_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES',
-           'DSSP_MODES', 'CONTROLLER_PLACEMENTS', 'DEFAULT_CONTROLLER', 'SyncConfig',
+           'CONTROLLER_PLACEMENTS', 'DEFAULT_CONTROLLER', 'SyncConfig',
            'ConfigError', 'parse_staleness', 'parse_mode', 'parse_timeout',
            'from_env', 'check_kvstore_name', 'parse_splits', 'parse_flag', 'wrap_async',
            'controller_placement', 'ENV_AUTOLOAD', 'FLAG_VALUES', 'ENV_NUM_SERVER',
@@ -118,7 +118,7 @@ FLAG_VALUES = {'1': True, 'true': True, 'yes': True, 'on': True,
                '0': False, 'false': False, 'no': False, 'off': False}
 
 #: Store types this package adds, mapped to their default staleness (sL, sU).
-STORE_TYPES = {'dist_ssp': (3, 3), 'dist_dssp': (3, 15)}
+STORE_TYPES = {'dist_ssp': (3, 3), 'dist_dssp': DSSP_STALENESS}
 #: Asynchronous store types this package provides: no controller; the servers know the
 #: sender and staleness of every gradient when the optimizer needs it.
 ASYNC_STORE_TYPES = ('dist_async', 'dist_softsync')
@@ -170,9 +170,9 @@ class SyncConfig:
         'environment' | '<settings file> line N' | 'default')``; not compared.
     """
     store: str = 'dist_dssp'
-    s_lower: int = 3
-    s_upper: int = 15
-    mode: str = 'bounded'
+    s_lower: int = DSSP_STALENESS[0]
+    s_upper: int = DSSP_STALENESS[1]
+    mode: str = BOUNDED
     timeout: float = DEFAULT_TIMEOUT
     metrics_dir: str = DEFAULT_METRICS_DIR
     splits: int = None
@@ -585,7 +585,7 @@ def _from_env(store, env, overrides):
                 splits = 1
         elif splits is not None:
             raise ConfigError('splits is a setting of dist_softsync, not of %s' % store)
-        return SyncConfig(store=store, s_lower=0, s_upper=0, mode='bounded',
+        return SyncConfig(store=store, s_lower=0, s_upper=0, mode=BOUNDED,
                           timeout=parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT),
                           metrics_dir=metrics_dir, splits=splits, staleness_log=bool(log),
                           controller=controller_placement(env),
@@ -601,7 +601,7 @@ def _from_env(store, env, overrides):
         s_lower, s_upper = STORE_TYPES[store]
     mode = overrides.get('mode')
     mode = (parse_mode(mode, source='mode') if mode is not None
-            else parse_mode(env.get(ENV_DSSP_MODE) or 'bounded'))
+            else parse_mode(env.get(ENV_DSSP_MODE) or BOUNDED))
     timeout = overrides.get('timeout')
     timeout = (parse_timeout(timeout, source='timeout') if timeout is not None
                else parse_timeout(env.get(ENV_TIMEOUT) or DEFAULT_TIMEOUT))

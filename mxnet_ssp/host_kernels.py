@@ -7,7 +7,7 @@ square root DC-ASGD-a needs per element costs about two whole ``sgd_mom_update``
 (docs/benchmarks.md).  NumPy's float32/float64 loops are vectorized, so the same passes
 written as NumPy operations with ``out=`` are several times faster, allocate nothing and,
 being IEEE operations in the same order, give the same bits as MXNet's operators and as
-:mod:`mxnet_ssp.lab.reference`.
+the NumPy oracle ``tests/oracle_optim.py``.
 
 :func:`host_views` waits for every pending operation of MXNet's engine (``nd.waitall``:
 the arrays may still be written or read by queued kernels) and returns NumPy arrays that
@@ -121,7 +121,7 @@ def dcasgd_compensate(g, w, b, out, p, lamda, adaptive, reading, mean_square=Non
     * ``'multiverso'``: ``MS = (1-m)*(g*g) + m*MS``, then
       ``g + (lamda * (g / sqrt(MS + epsilon))) * ((w - b) * g)``.
 
-    The groupings are those of :class:`mxnet_ssp.lab.reference.DCASGDRule`; the scalars are
+    The groupings are those of ``DCASGDRule`` of ``tests/oracle_optim.py``; the scalars are
     rounded to the arrays' dtype first.  `g`, `w` and `b` are only read.
     """
     f = scalar_type(out)

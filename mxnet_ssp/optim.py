@@ -15,7 +15,7 @@ The servers drive them through :class:`WorkerAwareOptimizer`'s two-step interfac
 ``prepare_grad`` once per received gradient and ``apply`` once per weight update.  MXNet's
 plain ``update`` (no sender information) raises :class:`StalenessRequiredError`.
 The formulas, the order of the operations and the state each rule keeps are in
-``docs/update_rules.md``; :mod:`mxnet_ssp.lab.reference` is a NumPy reference of the same rules.
+``docs/update_rules.md``; the NumPy oracle ``tests/oracle_optim.py`` is a NumPy reference of the same rules.
 
 Importing this module imports MXNet and registers the names ``'stalenessawaresgd'``,
 ``'sasgd'`` and ``'dcasgd_pw'`` with ``mx.optimizer``.  It changes nothing of MXNet's: that

@@ -91,7 +91,7 @@ from ..core.sync import Release
 
 __all__ = ['ControllerError', 'ProtocolError', 'VERSION', 'MAX_FRAME', 'NONCE_BYTES',
            'CHALLENGE', 'HELLO', 'WELCOME', 'CLOCK', 'RELEASE', 'LEAVE', 'BYE', 'ERROR',
-           'MODES', 'peer_mac', 'hello_mac', 'frame', 'FrameReader', 'encode_challenge',
+           'peer_mac', 'hello_mac', 'frame', 'FrameReader', 'encode_challenge',
            'decode_challenge', 'encode_hello', 'decode_hello', 'decode_hello_settings',
            'encode_settings', 'decode_settings', 'encode_welcome',
            'decode_welcome', 'encode_clock', 'decode_clock', 'encode_release',
@@ -118,8 +118,6 @@ _NAMES = {CHALLENGE: 'CHALLENGE', HELLO: 'HELLO', WELCOME: 'WELCOME', CLOCK: 'CL
           RELEASE: 'RELEASE', LEAVE: 'LEAVE', BYE: 'BYE', ERROR: 'ERROR', LOST: 'LOST',
           BARRIER: 'BARRIER', PASSED: 'PASSED', REJOINED: 'REJOINED',
           B_WELCOME: 'B_WELCOME', REPORT: 'REPORT', DECISION: 'DECISION', B_LEAVE: 'B_LEAVE'}
-#: Mode names in the order of their wire code: a WELCOME carries the index in this tuple.
-MODES = DSSP_MODES
 
 _HEADER = struct.Struct('>I')
 _CHALLENGE = struct.Struct('>BH%ds' % NONCE_BYTES)
@@ -293,15 +291,15 @@ def decode_hello_settings(payload):
 def encode_welcome(num_workers, s_lower, s_upper, mode, timeout):
     """WELCOME frame with the job settings."""
     return frame(_WELCOME.pack(WELCOME, num_workers, s_lower, s_upper,
-                               MODES.index(mode), float(timeout)))
+                               DSSP_MODES.index(mode), float(timeout)))
 
 
 def decode_welcome(payload):
     """Return ``(num_workers, s_lower, s_upper, mode, timeout)``."""
     _, num_workers, s_lower, s_upper, mode, timeout = _unpack(_WELCOME, payload, WELCOME)
-    if mode >= len(MODES):
+    if mode >= len(DSSP_MODES):
         raise ProtocolError('WELCOME names unknown mode %d' % mode)
-    return num_workers, s_lower, s_upper, MODES[mode], timeout
+    return num_workers, s_lower, s_upper, DSSP_MODES[mode], timeout
 
 
 def encode_clock(t):

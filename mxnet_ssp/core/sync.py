@@ -69,10 +69,7 @@ from math import isfinite
 
 from .names import BOUNDED, DSSP_MODES, PAPER, THRESHOLD
 
-__all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER', 'THRESHOLD', 'MODES']
-
-#: Every mode, in the order messages (and the wire protocol) list them.
-MODES = DSSP_MODES
+__all__ = ['Release', 'SyncPolicy', 'predict_r_star', 'BOUNDED', 'PAPER', 'THRESHOLD']
 
 
 @dataclass(frozen=True)
@@ -194,8 +191,8 @@ class SyncPolicy:
             raise ValueError('num_workers must be >= 1, got %r' % (num_workers,))
         if not 0 <= s_lower <= s_upper:
             raise ValueError('need 0 <= s_lower <= s_upper, got %r, %r' % (s_lower, s_upper))
-        if mode not in MODES:
-            raise ValueError('mode must be one of %s, got %r' % (', '.join(MODES), mode))
+        if mode not in DSSP_MODES:
+            raise ValueError('mode must be one of %s, got %r' % (', '.join(DSSP_MODES), mode))
         self.num_workers = num_workers
         self.s_lower = s_lower
         self.s_upper = s_upper

@@ -38,10 +38,10 @@ import shutil
 import sys
 
 from .reproduce import collect, grid as grids, runner
-from .reproduce.presets import parse_arm
+from ..cluster_model.arms import parse_arm
 
-#: paradigm -> label in the table
-PARADIGMS = {'bsp': 'BSP', 'asp': 'ASP', 'ssp': 'SSP', 'dssp': 'DSSP'}
+#: paradigm family (--paradigms) -> its label in the table
+FAMILY_LABELS = {'bsp': 'BSP', 'asp': 'ASP', 'ssp': 'SSP', 'dssp': 'DSSP'}
 
 
 def build_parser():
@@ -52,7 +52,7 @@ def build_parser():
     p.add_argument('-n', '--num-workers', type=int, default=4, help='workers per job')
     p.add_argument('-s', '--num-servers', type=int, default=1, help='servers per job')
     p.add_argument('--paradigms', default='bsp,asp,ssp,dssp',
-                   help='comma-separated subset of %s, run in this order' % ','.join(PARADIGMS))
+                   help='comma-separated subset of %s, run in this order' % ','.join(FAMILY_LABELS))
     p.add_argument('--epochs', type=int, default=30, help='epochs every worker runs')
     p.add_argument('--slowdown', default='1:2.5', metavar='RANK:FACTOR[,RANK:FACTOR]',
                    help="train_cifar.py's --slowdown ('' for none)")
@@ -79,10 +79,10 @@ def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     names = [x.strip().lower() for x in args.paradigms.split(',') if x.strip()]
-    unknown = [x for x in names if x not in PARADIGMS]
+    unknown = [x for x in names if x not in FAMILY_LABELS]
     if not names or unknown:
         parser.error('--paradigms %r is not valid: expected a comma-separated subset of %s'
-                     % (args.paradigms, ','.join(PARADIGMS)))
+                     % (args.paradigms, ','.join(FAMILY_LABELS)))
     if len(set(names)) != len(names):
         parser.error('--paradigms %r names a paradigm twice' % args.paradigms)
     args.paradigm_list = names
@@ -143,7 +143,7 @@ def train_command(args, paradigm, save_dir):
 
 def result_of(grid, arm, paradigm, directory, marker):
     """One row of the demo: the runner's marker and the reproduction's numbers of the run."""
-    result = {'paradigm': PARADIGMS[paradigm], 'kvstore': arm.kvstore,
+    result = {'paradigm': FAMILY_LABELS[paradigm], 'kvstore': arm.kvstore,
               'exit_code': marker['exit_code'], 'status': marker['status'],
               'job_time_s': marker['duration_s'], 'dir': directory,
               'log': os.path.join(directory, 'job.log')}
@@ -179,7 +179,7 @@ def run_one(args, grid, paradigm):
     """Run one paradigm's job (afresh); return its result dict."""
     arm = args.arms[paradigm]
     directory = grids.run_dir(os.path.abspath(args.out), arm, 1)
-    print('[%s] %s ...' % (PARADIGMS[paradigm], arm.kvstore), end=' ', flush=True)
+    print('[%s] %s ...' % (FAMILY_LABELS[paradigm], arm.kvstore), end=' ', flush=True)
     marker = runner.execute_run(grid, arm, 1, directory,
                                 grids.run_command(grid, arm, 1, directory))
     result = result_of(grid, arm, paradigm, directory, marker)

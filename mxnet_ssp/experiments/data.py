@@ -22,13 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 from mxnet import gluon
 
+from ..core.names import DATASETS
 from .cifar import CIFAR_URLS, DOWNLOAD_TIMEOUT, DatasetNotFoundError, load_cifar
 
-__all__ = ['ImageData', 'DATASETS', 'digits', 'mnist5k', 'cifar10', 'cifar100', 'load', 'arrays',
+__all__ = ['ImageData', 'digits', 'mnist5k', 'cifar10', 'cifar100', 'load', 'arrays',
            'DatasetNotFoundError', 'CIFAR_URLS', 'DOWNLOAD_TIMEOUT']
-
-#: Names accepted by :func:`load`.
-DATASETS = ('digits', 'mnist5k', 'cifar10', 'cifar100')
 
 
 @dataclass
@@ -38,7 +36,7 @@ class ImageData:
     Attributes
     ----------
     name : str
-        One of :data:`DATASETS`.
+        One of :data:`~mxnet_ssp.core.names.DATASETS`.
     train, test : mxnet.gluon.data.Dataset
         Samples ``(image, label)``: a numpy ``(H, W, C)`` image with values
         0..255 (uint8 for CIFAR, float32 for the digits) and an int32 label.
@@ -161,7 +159,7 @@ def cifar100(data_dir='.', download=True, fine_labels=True):
 
 
 def load(name, data_dir='.', download=True):
-    """Load a dataset by name (one of :data:`DATASETS`); `data_dir` and `download` are for
+    """Load a dataset by name (one of :data:`~mxnet_ssp.core.names.DATASETS`); `data_dir` and `download` are for
     CIFAR.  Returns an :class:`ImageData`."""
     if name == 'digits':
         return digits()

@@ -22,6 +22,7 @@ import socket
 import threading
 
 from .. import config as cfg
+from ..core.names import CONTROLLER_METRICS
 from .channel import DISCOVERY_LEN, decode_blob, encode_blob
 from .follow import controller_failed, follow_controller_process
 
@@ -78,7 +79,8 @@ def start_controller(request):
                     'liveness': float(request.get('liveness', cfg.DEFAULT_LIVENESS))}
         if request.get('metrics_dir'):
             os.makedirs(request['metrics_dir'], exist_ok=True)
-            settings['metrics_path'] = os.path.join(request['metrics_dir'], 'controller.jsonl')
+            settings['metrics_path'] = os.path.join(request['metrics_dir'],
+                                                   CONTROLLER_METRICS)
         # a request without the setting (a worker of an older mxnet-ssp) gets config's default
         placement = request.get('controller', cfg.DEFAULT_CONTROLLER)
         # this server ends when the controller fails the job (mxnet_ssp.ps.follow)

@@ -19,6 +19,8 @@ import json
 import os
 import time
 
+from ..core.names import STORE_METRICS
+
 __all__ = ['StepTracker', 'Step', 'StepLog']
 
 
@@ -128,7 +130,7 @@ class StepLog:
         """Create the metrics file (at the first step that reports to the controller)."""
         if self.metrics_dir and self._file is None:
             os.makedirs(self.metrics_dir, exist_ok=True)
-            path = os.path.join(self.metrics_dir, 'worker-%d.jsonl' % self.rank)
+            path = os.path.join(self.metrics_dir, STORE_METRICS % self.rank)
             self._file = open(path, 'w', buffering=1)
 
     def record(self, clock, step, release, times, reported_at, authorized_at, visible):

@@ -31,7 +31,7 @@ TOOLS = {
     'mxnet-ssp-compare': 'mxnet_ssp.experiments.compare_paradigms',
     'mxnet-ssp-reproduce': 'mxnet_ssp.reproduce',
     'mxnet-ssp-launch': 'mxnet_ssp.launch',
-    'mxnet-ssp-advise': 'mxnet_ssp.lab.advise',
+    'mxnet-ssp-advise': 'mxnet_ssp.cluster_model.advise',
     'mxnet-ssp-testbed': 'mxnet_ssp.testbed',
 }
 

@@ -23,11 +23,12 @@ import time
 import pytest
 
 from conftest import INSTALL_TEST, job_env
+from mxnet_ssp.cluster_model.arms import parse_arm
 from mxnet_ssp.experiments.reproduce.cli import build_parser, main
-from mxnet_ssp.experiments.reproduce.files import write_json
+from mxnet_ssp.experiments.reproduce.json_files import write_json
 from mxnet_ssp.experiments.reproduce.grid import (MARKER, choose_lr, resolve_grid, run_dir,
                                                   run_signature, trial_seed)
-from mxnet_ssp.experiments.reproduce.presets import PRESETS, parse_arm
+from mxnet_ssp.experiments.reproduce.presets import PRESETS
 from mxnet_ssp.experiments.reproduce.report import write_report
 from mxnet_ssp.experiments.reproduce.runner import (check_dataset, eta_text, prepare_subset,
                                                      run_env, subset_dir)
@@ -45,36 +46,8 @@ def checkout_first(monkeypatch):
 
 
 # ---------------------------------------------------------------------------
-# arms
+# arms (parse_arm itself: tests/unit/test_arms.py)
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('name,canonical,label,flags', [
-    ('bsp', 'bsp', 'BSP', ['--kvstore', 'dist_sync', '--sync-average']),
-    ('ASP', 'asp', 'ASP', ['--kvstore', 'dist_async']),
-    ('ssp3', 'ssp3', 'SSP s=3', ['--kvstore', 'dist_ssp', '--staleness', '3']),
-    ('dssp', 'dssp', 'DSSP [3,15]',
-     ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'bounded']),
-    ('dssp3-15-bounded', 'dssp', 'DSSP [3,15]', None),
-    ('dssp-paper', 'dssp-paper', 'DSSP [3,15] paper',
-     ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'paper']),
-    ('dssp2-10-paper', 'dssp2-10-paper', 'DSSP [2,10] paper', None),
-    ('dssp-threshold', 'dssp-threshold', 'DSSP [3,15] threshold',
-     ['--kvstore', 'dist_dssp', '--staleness', '3,15', '--dssp-mode', 'threshold']),
-    ('DSSP2-10-Threshold', 'dssp2-10-threshold', 'DSSP [2,10] threshold', None),
-])
-def test_parse_arm(name, canonical, label, flags):
-    arm = parse_arm(name)
-    assert arm.name == canonical and arm.label == label
-    if flags is not None:
-        assert arm.train_flags() == flags
-    assert parse_arm(arm.name) == arm
-
-
-@pytest.mark.parametrize('name', ['hogwild', 'ssp', 'ssp-3', 'dssp15-3', 'dssp3', 'dssp-fast'])
-def test_parse_arm_rejects(name):
-    with pytest.raises(ValueError):
-        parse_arm(name)
-
-
 def test_every_preset_resolves_to_its_paradigms():
     for preset in PRESETS.values():
         arms = [parse_arm(n) for n in preset.arms]

@@ -933,7 +933,7 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     iteration, and the draws are logged as emulated_s (2 workers, mixed-2 or the same cluster
     described by a spec, dist_dssp with DC-ASGD-a on the servers: the stores' metrics and the
     servers' state are written)."""
-    from mxnet_ssp.lab.profiles import get_scenario
+    from mxnet_ssp.cluster_model.profiles import get_scenario
     scenario = get_scenario(emulate)
     save = tmp_path / 'run'
     run_job(tmp_path, ['--dataset', 'mnist5k', '--kvstore', 'dist_dssp', '--staleness', '1,4',
@@ -967,11 +967,11 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     assert all(b - a > 0 for a, b in zip(times, times[1:])) and times[0] >= 0.2
     assert [int(t / 0.2) for t in times] == sorted(set(int(t / 0.2) for t in times))
     from mxnet_ssp.experiments.reproduce.collect import collect_run
-    from mxnet_ssp.experiments.reproduce.presets import parse_arm
+    from mxnet_ssp.cluster_model.arms import parse_arm
     run = collect_run(str(save), parse_arm('dssp'))
     assert run['curve_source'] == 'fixed' and [t for t, _ in run['curve']] == times
     # the advisor reads the same logs back: each worker's compute, and an overhead per step
-    from mxnet_ssp.lab import advise
+    from mxnet_ssp.cluster_model import advise
     fit = advise.fit_run(str(save))
     assert fit.iterations == [20, 20]
     assert fit.compute_s == pytest.approx(scenario.times(), rel=0.1)

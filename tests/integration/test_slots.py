@@ -35,7 +35,7 @@ def replay_through_reference(steps, server_events, rule, splits, iters, parts=No
     `parts` ({key: slice}): replay only these slices of the keys (what one server holds
     of a big array that MXNet splits over the servers).  `dead`: workers killed between two
     steps (elastic mode): they pushed the steps they recorded, no more."""
-    from mxnet_ssp.lab import reference
+    import oracle_optim as reference
     workers = len(steps)
     opt = _slot_job_module().make_optimizer(rule)
     if rule.startswith('sgd'):

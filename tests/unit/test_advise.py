@@ -1,4 +1,4 @@
-"""mxnet-ssp-advise (mxnet_ssp.lab.advise): fitting a run's metrics, predicting, recommending.
+"""mxnet-ssp-advise (mxnet_ssp.cluster_model.advise): fitting a run's metrics, predicting, recommending.
 
 The runs here are written by the tests with known compute times and overheads, so the fit
 can be checked against them; tests/e2e/test_train_script.py advises on a real job."""
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mxnet_ssp.lab import advise
-from mxnet_ssp.lab.advise import (AdviseError, Fit, Prediction, check_lab, fit_run, predict,
+from mxnet_ssp.cluster_model import advise
+from mxnet_ssp.cluster_model.advise import (AdviseError, Fit, Prediction, check_lab, fit_run, predict,
                                   recommend)
 from advise_logs import write_train_logs
 
@@ -55,7 +55,7 @@ def test_a_straggler_cluster_is_advised_a_bounded_paradigm_not_bsp(tmp_path):
     write_train_logs(tmp_path, [0.02, 0.02, 0.02, 0.06], 0.002, jitter=0.02)
     fit = fit_run(str(tmp_path))
     predictions = {p.label: p for p in predict(fit, seeds=2)}
-    assert set(predictions) == {label for label, _, _ in advise.PARADIGMS}
+    assert set(predictions) == {label for label, _, _ in advise.ADVISED}
     bsp, asp = predictions['BSP'], predictions['ASP']
     assert asp.throughput > 1.5 * bsp.throughput
     assert bsp.mean_lead == 0 and asp.mean_lead > 1

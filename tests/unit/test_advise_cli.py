@@ -1,4 +1,4 @@
-"""mxnet-ssp-advise's command line and what it prints (mxnet_ssp.lab.advise: main,
+"""mxnet-ssp-advise's command line and what it prints (mxnet_ssp.cluster_model.advise: main,
 format_advice, format_check).
 
 The formatters get hand-built fits, predictions and lab rows whose printed numbers are worked
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from mxnet_ssp.lab import advise
-from mxnet_ssp.lab.advise import AdviseError, Fit, Prediction
+from mxnet_ssp.cluster_model import advise
+from mxnet_ssp.cluster_model.advise import AdviseError, Fit, Prediction
 from advise_logs import write_train_logs
 
 
@@ -275,10 +275,10 @@ def test_main_advises_on_a_real_run(tmp_path, capsys):
     assert lines[1].startswith('compute per iteration (median): 20.')
     assert ', 50.' in lines[1] or ', 49.' in lines[1]
     assert lines[1].endswith('step overhead 2.0 ms per iteration')
-    rows = lines[5:5 + len(advise.PARADIGMS)]
+    rows = lines[5:5 + len(advise.ADVISED)]
     labels = [row.split(' | ')[0][2:] for row in rows]
     assert [label.replace(' (recommended)', '') for label in labels] == [
-        label for label, _, _ in advise.PARADIGMS]
+        label for label, _, _ in advise.ADVISED]
     chosen = [label for label in labels if label.endswith(' (recommended)')]
     assert len(chosen) == 1 and lines[len(rows) + 6].startswith(
         'Recommended: %s, ' % chosen[0][:-len(' (recommended)')])

@@ -1,4 +1,4 @@
-"""mxnet-ssp-advise's readers, fit, prediction and lab check (mxnet_ssp.lab.advise), on inputs
+"""mxnet-ssp-advise's readers, fit, prediction and lab check (mxnet_ssp.cluster_model.advise), on inputs
 whose content is known exactly: hand-written metric files, runs with chosen compute times,
 step times, jitter and slow iterations, and clusters whose simulation can be done by hand
 (iteration times that are exact binary fractions, no jitter)."""
@@ -8,9 +8,9 @@ import statistics
 
 import pytest
 
-from mxnet_ssp.lab import advise
-from mxnet_ssp.lab.advise import AdviseError, Fit, check_lab, fit_run, predict
-from mxnet_ssp.lab.simulate import simulate
+from mxnet_ssp.cluster_model import advise
+from mxnet_ssp.cluster_model.advise import AdviseError, Fit, check_lab, fit_run, predict
+from mxnet_ssp.cluster_model.simulate import simulate
 from advise_logs import write_train_logs
 
 
@@ -35,21 +35,6 @@ def write_cycled_logs(directory, compute, steps, cycles, n=35):
 
 
 # -- readers ---------------------------------------------------------------------------------
-
-def test_jsonl_rows_skip_blank_lines_and_keep_their_order(tmp_path):
-    path = tmp_path / 'm.jsonl'
-    path.write_text('{"a": 1}\n\n   \n{"a": 2}\n\n{"a": 3}')
-    assert advise._read_jsonl(str(path)) == [{'a': 1}, {'a': 2}, {'a': 3}]
-
-
-def test_a_malformed_line_is_named_by_its_number_counting_blank_lines(tmp_path):
-    path = tmp_path / 'm.jsonl'
-    path.write_text('{"a": 1}\n\n{"a": 2\n{"a": 3}\n')
-    with pytest.raises(AdviseError) as err:
-        advise._read_jsonl(str(path))
-    assert str(err.value) == '%s line 3 is not JSON' % path
-    assert isinstance(err.value, ValueError) and err.value.__cause__ is None
-
 
 def test_read_run_refuses_what_is_not_a_directory(tmp_path):
     for path in (tmp_path / 'missing', tmp_path / 'file.jsonl'):

@@ -67,7 +67,7 @@ def test_the_variable_names_and_accepted_values_are_the_documented_ones():
                                'MXNET_SSP_BALANCE_PERIOD', 'MXNET_SSP_BALANCE_THRESHOLD',
                                'MXNET_SSP_BALANCE_SMOOTHING')
     assert cfg.STORE_TYPES == {'dist_ssp': (3, 3), 'dist_dssp': (3, 15)}
-    assert cfg.DSSP_MODES == ('bounded', 'paper', 'threshold')
+    assert cfg.parse_mode('Paper') == 'paper'
     assert cfg.CONTROLLER_PLACEMENTS == ('process', 'thread')
     assert cfg.DEFAULT_TIMEOUT == 300.0 and cfg.DEFAULT_METRICS_DIR == 'mxnet_ssp_metrics'
     assert cfg.FLAG_VALUES == {'1': True, 'true': True, 'yes': True, 'on': True,

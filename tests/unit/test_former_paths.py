@@ -53,7 +53,7 @@ def test_former_module_names_are_the_new_objects():
     import mxnet_ssp.controller_process as former_process
     import mxnet_ssp.simulate as former_simulate
     from mxnet_ssp.controller import process, protocol, server
-    from mxnet_ssp.lab import simulate
+    from mxnet_ssp.cluster_model import simulate
     assert controller.ControllerServer is server.ControllerServer
     assert controller.ControllerError is protocol.ControllerError
     assert former_process.start is process.start

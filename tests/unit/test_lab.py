@@ -1,4 +1,4 @@
-"""The emulated-cluster lab without processes: the compute profiles (mxnet_ssp.lab.profiles),
+"""The emulated-cluster lab without processes: the compute profiles (mxnet_ssp.cluster_model.profiles),
 the simulator on the same draws, the lab presets, and the verdicts on synthetic trials."""
 import math
 import statistics
@@ -8,9 +8,10 @@ import pytest
 from mxnet_ssp.experiments.reproduce import paired as P
 from mxnet_ssp.experiments.reproduce import verdicts as V
 from mxnet_ssp.experiments.reproduce.grid import run_command, resolve_grid
-from mxnet_ssp.experiments.reproduce.presets import LAB_ARMS, PRESETS, parse_arm
-from mxnet_ssp.lab.profiles import SCENARIOS, Scenario, get_scenario
-from mxnet_ssp.lab.simulate import simulate
+from mxnet_ssp.cluster_model.arms import parse_arm, sim_policy
+from mxnet_ssp.experiments.reproduce.presets import LAB_ARMS, PRESETS
+from mxnet_ssp.cluster_model.profiles import SCENARIOS, Scenario, get_scenario
+from mxnet_ssp.cluster_model.simulate import simulate
 
 
 def draws(scenario, rank, seed, n):
@@ -223,7 +224,7 @@ def test_trials_that_overlap_across_seeds_are_decided_seed_by_seed():
 
 
 def test_sim_policy_of_every_lab_arm():
-    assert [V.sim_policy(parse_arm(a)) for a in LAB_ARMS] == [
+    assert [sim_policy(parse_arm(a)) for a in LAB_ARMS] == [
         'ssp:0', 'asp', 'asp', 'ssp:3', 'ssp:6', 'ssp:15', 'dssp:3:15:bounded',
         'dssp:3:15:paper', 'dssp:3:15:threshold']
 
@@ -267,7 +268,7 @@ def test_preset_emulated_runs_the_users_own_cluster_sized_from_it(tmp_path, caps
     (2, 1000, 17), (3, 900, 22), (4, 800, 26), (8, 600, 40), (16, 400, 58)])
 def test_a_lab_preset_follows_from_its_scenarios_workers(workers, iterations, epochs):
     from mxnet_ssp.experiments.reproduce.presets import lab_preset
-    from mxnet_ssp.lab.profiles import get_scenario
+    from mxnet_ssp.cluster_model.profiles import get_scenario
     scenario = get_scenario('workers=%d,base_ms=60,factors=%s' % (
         workers, ':'.join(['1'] * (workers - 1) + ['2.5'])))
     preset = lab_preset(scenario)
@@ -374,7 +375,7 @@ def test_every_arm_is_censored_at_the_shortest_runs_last_evaluation():
     assert V.common_budget([]) is None
     import types
     from mxnet_ssp.experiments.reproduce.lab_report import _medians
-    from mxnet_ssp.lab.profiles import get_scenario
+    from mxnet_ssp.cluster_model.profiles import get_scenario
     for row in rows:
         for t in row['trials']:
             t.update(it_per_s={0: 10.0, 1: 4.0}, idle_share={0: 0.2, 1: 0.1},
@@ -387,7 +388,7 @@ def test_every_arm_is_censored_at_the_shortest_runs_last_evaluation():
 def test_the_medians_table_renders_with_and_without_intervals():
     import types
     from mxnet_ssp.experiments.reproduce.lab_report import _medians
-    from mxnet_ssp.lab.profiles import get_scenario
+    from mxnet_ssp.cluster_model.profiles import get_scenario
     rows = rows_for({'asp': [50, 51, 49, 52, 48, 50], 'bsp': [100, 104]})
     for row in rows:
         for t in row['trials']:

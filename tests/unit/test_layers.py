@@ -15,7 +15,7 @@ ALLOWED = {
     'core': {'core'},
     'config': {'core'},
     'controller': {'controller', 'core'},
-    'lab': {'lab', 'core'},
+    'cluster_model': {'cluster_model', 'core'},
     'launch': {'launch', 'config'},
     'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},
 }
@@ -24,7 +24,7 @@ THIRD_PARTY = {
     'core': set(),
     'config': set(),
     'controller': set(),
-    'lab': {'numpy'},
+    'cluster_model': {'numpy'},
     'launch': set(),
 }
 
@@ -103,17 +103,61 @@ def test_the_check_reads_relative_imports():
     assert 'mxnet_ssp.optim' in found           # a function-level import is read too
 
 
-def test_names_that_must_agree_are_one_object():
-    """The DSSP modes and the update rules' option names are defined once
-    (mxnet_ssp/core/names.py); every layer that spells them holds that same object."""
+#: names that mxnet_ssp/core/names.py defines for every layer: no other module binds them
+#: (MODES and PARADIGMS: the former second names of DSSP_MODES and of two different tables)
+SHARED_NAMES = {'DSSP_MODES', 'MODES', 'DSSP_STALENESS', 'BUILTIN_MODELS', 'DATASETS',
+                'TRAIN_LOG', 'STORE_METRICS', 'CONTROLLER_METRICS', 'PARADIGMS'}
+#: the values that only core/names.py spells: the metrics files, the default DSSP mode and
+#: thresholds ('paper' and 'threshold' are other things too: a DC-ASGD reading, a balance
+#: setting)
+SHARED_LITERALS = {'train-worker%d.jsonl', 'worker-%d.jsonl', 'controller.jsonl', 'bounded',
+                   (3, 15)}
+
+
+def _package_files():
+    for folder, _, files in os.walk(PACKAGE):
+        for name in sorted(files):
+            if name.endswith('.py'):
+                yield os.path.join(folder, name)
+
+
+def test_names_that_must_agree_are_defined_once():
+    """The DSSP modes and default thresholds, the built-in models, the datasets and the
+    metrics files' names are bound only in mxnet_ssp/core/names.py (imports of them are
+    fine), and their values are spelled nowhere else in the package."""
+    home = os.path.join(PACKAGE, 'core', 'names.py')
+    bound, spelled = [], []
+    for path in _package_files():
+        if path == home:
+            continue
+        tree = ast.parse(open(path, encoding='utf-8').read(), path)
+        exported = {id(n) for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == '__all__' for t in node.targets)
+                    for n in ast.walk(node.value)}     # '__all__' names functions (bounded)
+        for node in ast.walk(tree):
+            if id(node) in exported:
+                continue
+            targets = (node.targets if isinstance(node, ast.Assign) else
+                       [node.target] if isinstance(node, ast.AnnAssign) else [])
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in SHARED_NAMES:
+                    bound.append('%s:%d %s' % (path, node.lineno, target.id))
+            if isinstance(node, ast.Constant) and node.value in SHARED_LITERALS:
+                spelled.append('%s:%d %r' % (path, node.lineno, node.value))
+            if (isinstance(node, ast.Tuple) and len(node.elts) == 2
+                    and all(isinstance(e, ast.Constant) for e in node.elts)
+                    and tuple(e.value for e in node.elts) in SHARED_LITERALS):
+                spelled.append('%s:%d %r' % (path, node.lineno,
+                                             tuple(e.value for e in node.elts)))
+    assert not bound, bound
+    assert not spelled, spelled
+
+
+def test_the_layers_hold_the_shared_objects():
     from mxnet_ssp import config
-    from mxnet_ssp.controller import protocol
-    from mxnet_ssp.core import names, sync
+    from mxnet_ssp.core import names
     from mxnet_ssp.experiments.training import options
-    assert sync.MODES is names.DSSP_MODES
-    assert config.DSSP_MODES is names.DSSP_MODES
-    assert protocol.MODES is names.DSSP_MODES
-    assert options.DSSP_MODES is names.DSSP_MODES
+    assert config.STORE_TYPES['dist_dssp'] is names.DSSP_STALENESS
     assert options.STALENESS_LR is names.STALENESS_POLICIES
     assert set(options.OPTIMIZERS) >= {names.SASGD, names.DCASGD_PW}
 

@@ -28,7 +28,7 @@ def test_constants_are_the_documented_wire_values():
     assert (p.CHALLENGE, p.HELLO, p.WELCOME, p.CLOCK, p.RELEASE, p.LEAVE, p.BYE,
             p.ERROR) == (1, 2, 3, 4, 5, 6, 7, 8)
     # the codes of the modes are on the wire: their order may only be appended to
-    assert p.MODES == ('bounded', 'paper', 'threshold')
+    assert p.DSSP_MODES == ('bounded', 'paper', 'threshold')     # a WELCOME's mode index
 
 
 @pytest.mark.parametrize('kind, name', [(1, 'CHALLENGE'), (2, 'HELLO'), (3, 'WELCOME'),

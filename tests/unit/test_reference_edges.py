@@ -1,4 +1,4 @@
-"""Edges of the NumPy reference (:mod:`mxnet_ssp.lab.reference`): defaults, states, dtypes,
+"""Edges of the NumPy reference (the NumPy oracle ``tests/oracle_optim.py``): defaults, states, dtypes,
 error messages, what :func:`rule_from_optimizer` reads, and one or two updates of each rule
 against values worked out by hand.  Pure NumPy, except the last test (real optimizers)."""
 import re
@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from mxnet_ssp.lab.reference import (DCASGDRule, Received, Reference, SASGDRule, Update, _Rule,
+from oracle_optim import (DCASGDRule, Received, Reference, SASGDRule, Update, _Rule,
                                  rule_from_optimizer)
 
 f32 = np.float32

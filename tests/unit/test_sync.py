@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mxnet_ssp.core.sync import (BOUNDED, MODES, PAPER, THRESHOLD, Release, SyncPolicy,
+from mxnet_ssp.core.names import DSSP_MODES
+from mxnet_ssp.core.sync import (BOUNDED, PAPER, THRESHOLD, Release, SyncPolicy,
                                  predict_r_star)
 
 
@@ -235,7 +236,7 @@ def _own(log, t, rank=0):
     raise AssertionError('no push of %d at %r' % (rank, t))
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_figure2_no_grant_before_sl_exceeded(mode):
     _, log = _figure2_run(mode)
     for t in FAST_PUSHES[:9]:
@@ -324,7 +325,7 @@ def test_bounded_lead_never_exceeds_su_seeded(seed, mode):
 
 
 @pytest.mark.parametrize('seed', range(40))
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_random_interleavings_safe(seed, mode):
     rng = random.Random(1000 + seed)
     m = rng.randint(1, 6)
@@ -347,7 +348,7 @@ iteration_time = st.one_of(st.just(0.0), st.floats(min_value=0.001, max_value=50
     m=st.integers(min_value=1, max_value=5),
     s_lower=st.integers(min_value=0, max_value=4),
     width=st.integers(min_value=0, max_value=6),
-    mode=st.sampled_from(MODES),
+    mode=st.sampled_from(DSSP_MODES),
     stall_factor=st.sampled_from([0.5, 2.0, 100.0]),
     latency=st.sampled_from([0.0, 0.1]),
     data=st.data(),
@@ -379,7 +380,7 @@ def test_ssp_lead_never_exceeds_s(s, seed):
     assert policy.max_lead <= s
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_ssp_equal_bounds_never_call_controller(mode):
     """sL == sU gives r_max = 0 in both modes: plain SSP."""
     policy = SyncPolicy(3, 2, 2, mode=mode)
@@ -448,7 +449,7 @@ def test_predict_r_star_edges():
 
 def test_two_workers_at_min_clock_latest_predicted_is_slowest():
     """Workers 1 and 2 share the smallest clock; worker 2 is predicted to push last."""
-    for mode in MODES:
+    for mode in DSSP_MODES:
         policy = SyncPolicy(3, 2, 6, mode=mode)
         script = [(0, 0.5), (0, 1.0), (2, 4.25), (1, 6.0), (0, 7.0), (2, 7.75), (1, 8.0),
                   (0, 8.0)]
@@ -509,7 +510,7 @@ def _policy_before_decision(t, mode=BOUNDED, stall_factor=2.5):
     return policy
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_slowest_not_yet_stalled_gets_grant(mode):
     # stall limit: 2.0 + 2.5 x 2 = 7.0; exactly at the limit it is not stalled (>)
     policy = _policy_before_decision(7.0, mode)
@@ -517,7 +518,7 @@ def test_slowest_not_yet_stalled_gets_grant(mode):
     assert rel.granted == predict_r_star((7.0, 6.75), (2.0, 0.0), 4) == 4
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_stalled_slowest_gets_no_grant(mode):
     policy = _policy_before_decision(7.5, mode)
     assert predict_r_star((7.5, 7.25), (2.0, 0.0), 4) > 0   # it would grant otherwise
@@ -531,7 +532,7 @@ def test_stall_factor_is_used():
     assert rel.granted > 0
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_slowest_with_one_timestamp_gets_no_grant(mode):
     policy = SyncPolicy(2, 2, 6, mode=mode)
     policy.on_push(1, 0.0)                           # the slowest has a single timestamp
@@ -541,7 +542,7 @@ def test_slowest_with_one_timestamp_gets_no_grant(mode):
     assert policy.waiting == {0: 0}
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_no_timestamps_gets_no_grant(mode):
     # worker 0 pushes once (one timestamp of its own) while worker 1 never pushed
     policy = SyncPolicy(2, 0, 4, mode=mode)
@@ -554,7 +555,7 @@ def test_no_timestamps_gets_no_grant(mode):
 # ---------------------------------------------------------------------------
 # Leaving
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_leave_releases_held_workers(mode):
     policy = SyncPolicy(3, 1, 1, mode=mode)
     policy.on_push(0, 1.0)
@@ -593,7 +594,7 @@ def test_leave_of_held_worker_and_of_last_worker():
     assert policy.slowest_ranks() == []
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_push_or_leave_after_leaving_raises(mode):
     policy = SyncPolicy(2, 1, 3, mode=mode)
     policy.on_leave(1)

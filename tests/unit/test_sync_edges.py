@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from mxnet_ssp.core.sync import BOUNDED, MODES, SyncPolicy, predict_r_star
+from mxnet_ssp.core.names import DSSP_MODES
+from mxnet_ssp.core.sync import BOUNDED, SyncPolicy, predict_r_star
 
 # Worker 1 pushes at 0.0 and 0.7: interval 0.7, allowed age 2.5 x 0.7 = 1.75, stall limit
 # 0.7 + 1.75 = 2.45 in binary64; but 2.45 - 0.7 = 1.7500000000000002 > 1.75: at EDGE the
@@ -37,7 +38,7 @@ def _policy(mode):
     return policy
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_slowest_stalled_when_its_limit_rounds_to_now(mode):
     policy = _policy(mode)
     assert predict_r_star((EDGE, 2.1), (0.7, 0.0), 4) > 0   # it would grant otherwise
@@ -45,7 +46,7 @@ def test_slowest_stalled_when_its_limit_rounds_to_now(mode):
     assert policy.waiting == {0: 0}
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_slowest_not_stalled_one_step_before_the_edge(mode):
     policy = _policy(mode)
     (rel,) = policy.on_push(0, BEFORE)
@@ -67,14 +68,14 @@ def _four(mode=BOUNDED):
     return policy
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_the_stalled_one_of_several_slowest_workers_is_found(mode):
     """Only rank 3 is stalled at EDGE; its rank (3) is larger than the time (2.45), so a
     search that read the rank where the limit belongs would miss it."""
     assert _four(mode).on_push(0, EDGE) == []
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_several_slowest_workers_none_stalled(mode):
     (rel,) = _four(mode).on_push(0, BEFORE)
     # the slowest predicted to push last: ranks 1 and 2 (next push 1.8), the largest rank;

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import oracle_sync
-from mxnet_ssp.core.sync import BOUNDED, MODES, PAPER, THRESHOLD, SyncPolicy, predict_r_star
+from mxnet_ssp.core.names import DSSP_MODES
+from mxnet_ssp.core.sync import BOUNDED, PAPER, THRESHOLD, SyncPolicy, predict_r_star
 from test_sync import Driver, _iteration_times, run_random_order, run_timed
 
 
@@ -87,7 +88,7 @@ def _policy_args(data, max_workers):
     m = data.draw(st.integers(min_value=1, max_value=max_workers), label='workers')
     s_lower = data.draw(st.integers(min_value=0, max_value=4), label='sL')
     width = data.draw(st.sampled_from([0, 0, 1, 2, 4, 12]), label='sU - sL')   # 0: SSP
-    mode = data.draw(st.sampled_from(MODES), label='mode')
+    mode = data.draw(st.sampled_from(DSSP_MODES), label='mode')
     stall = data.draw(stall_factors, label='stall_factor')
     return (m, s_lower, s_lower + width), dict(mode=mode, stall_factor=stall)
 
@@ -149,7 +150,7 @@ def test_same_releases_timed_workers(examples):
 # Seeded timelines, including many workers
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize('seed', range(30))
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_same_releases_seeded_interleavings(seed, mode):
     rng = random.Random(7000 + seed)
     m = rng.choice([1, 2, 3, 8, 50])
@@ -160,7 +161,7 @@ def test_same_releases_seeded_interleavings(seed, mode):
 
 
 @pytest.mark.parametrize('seed', range(12))
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_same_releases_seeded_timed(seed, mode):
     rng = random.Random(seed)
     m = rng.randint(2, 12)
@@ -191,7 +192,7 @@ def test_same_releases_many_workers_one_straggler(spec):
     assert any(r.granted for r in drv.releases) == (s_upper > s_lower)
 
 
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_same_releases_many_equal_slowest(mode):
     """Many workers tied at the slowest clock, with equal predicted pushes (rank ties)."""
     m = 60
@@ -235,7 +236,7 @@ def test_predict_r_star_same_as_scan_near_ties(seed):
 # ---------------------------------------------------------------------------
 # Targeted: equal predictions among the slowest workers
 # ---------------------------------------------------------------------------
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_equal_predicted_pushes_take_the_larger_rank(mode):
     """Workers 1 and 2 share the smallest clock and are both predicted at 6.0.
 

@@ -14,7 +14,8 @@ import pytest
 
 from mxnet_ssp import config
 from mxnet_ssp.controller import protocol
-from mxnet_ssp.core.sync import BOUNDED, MODES, PAPER, THRESHOLD, SyncPolicy, predict_r_star
+from mxnet_ssp.core.names import DSSP_MODES
+from mxnet_ssp.core.sync import BOUNDED, PAPER, THRESHOLD, SyncPolicy, predict_r_star
 from test_sync import Driver, _persistent, _policy_before_decision, run_timed
 
 SL, SU = 6, 10
@@ -63,7 +64,7 @@ def _row(log, t):
 
 
 @pytest.mark.parametrize('fast_first', [True, False])
-@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('mode', DSSP_MODES)
 def test_figure2_first_grant_is_the_same_in_every_mode(mode, fast_first):
     _, log = _figure2_timed(mode, fast_first)
     for t in range(1, 10):                            # lead <= sL: no controller
@@ -136,7 +137,7 @@ def test_figure2_threshold_waits_for_the_slowest_push_only(fast_first):
 def test_figure2_first_waits_compared():
     """Where each mode first holds the fast worker, and for how long (fast push first)."""
     first_wait = {}
-    for mode in MODES:
+    for mode in DSSP_MODES:
         _, log = _figure2_timed(mode, fast_first=True)
         held = [(t, released_at) for t, own, released_at in _fast(log) if own is None]
         first_wait[mode] = held[0] if held else None
@@ -249,7 +250,7 @@ def test_sl_equal_su_threshold_is_ssp():
 # the mode everywhere it is named
 # ---------------------------------------------------------------------------
 def test_mode_lists_agree():
-    assert config.DSSP_MODES == MODES == protocol.MODES == ('bounded', 'paper', 'threshold')
+    assert DSSP_MODES == ('bounded', 'paper', 'threshold')
     assert config.parse_mode(' Threshold ') == THRESHOLD
     with pytest.raises(config.ConfigError, match="MXNET_SSP_DSSP_MODE='thresh'.*bounded, paper, "
                                                  "threshold"):

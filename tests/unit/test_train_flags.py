@@ -14,7 +14,8 @@ import pytest
 
 from mxnet_ssp.experiments.training import options
 from mxnet_ssp.experiments.training.options import CHECKS, build_parser, find_problem, parse_args
-from mxnet_ssp.lab.profiles import SCENARIOS
+from mxnet_ssp.cluster_model.profiles import SCENARIOS
+from mxnet_ssp.core import names
 
 W4 = {'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': '4'}      # a worker of a 4-worker job
 W2 = dict(W4, DMLC_NUM_WORKER='2')
@@ -48,7 +49,7 @@ CASES = {
     '_check_model': case(['--model resnet9000', '--model resnet18'],
                          ['--model mlp', '--model resnet20', '--model alexnet-small'],
                          ['--model']),
-    'Value --dataset': case(['--dataset mnist'], ['--dataset ' + d for d in options.DATASETS]),
+    'Value --dataset': case(['--dataset mnist'], ['--dataset ' + d for d in names.DATASETS]),
     'Value --kvstore': case(['--kvstore dist_fast', '--kvstore dist'],
                             ['--kvstore ' + k for k in options.KVSTORES]),
     'Value --optimizer': case(['--optimizer adam'],
@@ -102,7 +103,7 @@ CASES = {
                              ['--kvstore dist_dssp --dssp-mode paper'], ['dist_dssp']),
     'Value --dssp-mode': case(['--kvstore dist_dssp --dssp-mode eager'],
                               ['--kvstore dist_dssp --dssp-mode ' + m
-                               for m in options.DSSP_MODES]),
+                               for m in names.DSSP_MODES]),
     'Only --splits': case(['--kvstore dist_async --splits 2'],
                           ['--kvstore dist_softsync --splits 2'], ['dist_softsync']),
     '_check_splits': case(['--kvstore dist_softsync --splits 5',

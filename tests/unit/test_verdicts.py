@@ -23,8 +23,8 @@ from conftest import same_interval
 
 from mxnet_ssp.experiments.reproduce import verdicts as V
 from mxnet_ssp.experiments.reproduce.paired import Interval
-from mxnet_ssp.experiments.reproduce.presets import parse_arm
-from mxnet_ssp.lab.profiles import Scenario
+from mxnet_ssp.cluster_model.arms import parse_arm, sim_policy
+from mxnet_ssp.cluster_model.profiles import Scenario
 
 S, R, I = 'supported', 'refuted', 'inconclusive'
 TARGET = 0.93
@@ -747,7 +747,7 @@ def test_balance_verdicts_skip_plain_and_unfinished_arms():
     ('dssp2-10-paper', 'dssp:2:10:paper'), ('dssp4-9-threshold', 'dssp:4:9:threshold'),
 ])
 def test_sim_policy(arm, policy):
-    assert V.sim_policy(parse_arm(arm)) == policy
+    assert sim_policy(parse_arm(arm)) == policy
 
 
 def _scenario(*times):

@@ -31,26 +31,27 @@ grid, or failed) is deleted and run again.
 
 The modules, in the order a grid flows through them:
 
-==================  =============================================================
-:mod:`.presets`     the paradigms (arms) and the named grids (presets)
-:mod:`.grid`        a preset with the options applied, checked; the runs it makes
-:mod:`.runner`      checks before the first run, the data subset, running the runs
-:mod:`.files`       the JSON and JSON Lines files of a run directory
-:mod:`.stats`       the report's statistics: pure, on plain lists
-:mod:`.collect`     reading the runs back
-:mod:`.report`      the median trials, ``report.md`` and ``results.json``
-:mod:`.paired`      intervals of medians at order statistics, arms paired by seed
-:mod:`.verdicts`    the lab's claims decided seed by seed; the simulator beside it
-:mod:`.lab_report`  the lab's sections of ``report.md``
-:mod:`.design`      the intervals' coverage and the claims' power, by simulation
-:mod:`.plots`       accuracy against wall time (matplotlib)
-:mod:`.cli`         the command line (:func:`main`)
-==================  =============================================================
+======================  ==============================================================
+:mod:`.presets`         the named grids (presets); their arms: :mod:`~mxnet_ssp.cluster_model.arms`
+:mod:`.grid`            a preset with the options applied, checked; the runs it makes
+:mod:`.runner`          checks before the first run, the data subset, running the runs
+:mod:`.json_files`      the JSON files of a run directory
+:mod:`.stats`           the report's statistics: pure, on plain lists
+:mod:`.collect`         reading the runs back
+:mod:`.report`          the median trials, ``report.md`` and ``results.json``
+:mod:`.paired`          intervals of medians at order statistics, arms paired by seed
+:mod:`.verdicts`        the lab's claims decided seed by seed; the simulator beside it
+:mod:`.lab_report`      the lab's sections of ``report.md``
+:mod:`.power_analysis`  the intervals' coverage and the claims' power, by simulation
+:mod:`.plots`           accuracy against wall time (matplotlib)
+:mod:`.cli`             the command line (:func:`main`)
+======================  ==============================================================
 """
 from .cli import main
 from .collect import collect_run
 from .grid import Grid, resolve_grid, run_command
-from .presets import PRESETS, Arm, Preset, parse_arm
+from ...cluster_model.arms import Arm, parse_arm
+from .presets import PRESETS, Preset
 from .report import build_report
 from .stats import (average_curves, lead_from_train_logs, median_trial,
                     staleness_from_train_logs, time_to_target)

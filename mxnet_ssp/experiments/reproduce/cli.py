@@ -8,11 +8,12 @@ import signal
 import sys
 import tempfile
 
-from .files import read_json, write_json
+from .json_files import read_json, write_json
 from .grid import UsageError, bad_option, plan, plan_tuning, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
-from ...lab.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
-from .presets import ARM_FORMS, LAB_PREFIX, PRESETS, SUITE, lab_preset
+from ...cluster_model.arms import ARM_FORMS
+from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
+from .presets import LAB_PREFIX, PRESETS, SUITE, lab_preset
 from .report import write_report, write_suite_report
 from .runner import (TUNED_FILE, Stop, check_dataset, check_gpus, check_train_script, is_done,
                      load_tuned, prepare_subset, run_grid, run_tuning, tuning_on_record,

@@ -6,9 +6,11 @@ import re
 
 import numpy as np
 
-from .files import read_json, read_jsonl
+from ...cluster_model.arms import parse_arm
+from ...core.jsonl import read_jsonl
+from ...core.names import CONTROLLER_METRICS, STORE_METRICS, TRAIN_LOG
 from .grid import MARKER, run_dir, trial_seed
-from .presets import parse_arm
+from .json_files import read_json
 from .stats import lead_from_train_logs, staleness_from_train_logs
 
 
@@ -45,7 +47,7 @@ def collect_run(directory, arm):
     summary = read_json(os.path.join(directory, 'summary.json')) or {}
     curve, fixed, epochs = eval_curve(directory)
     logs = {}
-    for path in glob.glob(os.path.join(directory, 'train-worker*.jsonl')):
+    for path in glob.glob(os.path.join(directory, TRAIN_LOG.replace('%d', '*'))):
         records = read_jsonl(path)
         if records:
             logs[int(records[0]['rank'])] = records
@@ -106,7 +108,7 @@ def collect_run(directory, arm):
 
     # the SSP stores' own metrics: lead at release, grants, waiting for OK
     store = {}
-    for path in glob.glob(os.path.join(directory, 'worker-*.jsonl')):
+    for path in glob.glob(os.path.join(directory, STORE_METRICS.replace('%d', '*'))):
         records = read_jsonl(path)
         if records:
             store[int(records[0]['rank'])] = records
@@ -116,7 +118,7 @@ def collect_run(directory, arm):
         result['release_lead_max'] = max(x['lead'] for recs in store.values() for x in recs)
         result['grants'] = sum(1 for recs in store.values() for x in recs if x.get('granted'))
         result['longest_wait_s'] = max(x['wait_s'] for recs in store.values() for x in recs)
-        pushes = [e for e in read_jsonl(os.path.join(directory, 'controller.jsonl'))
+        pushes = [e for e in read_jsonl(os.path.join(directory, CONTROLLER_METRICS))
                   if e.get('event') == 'push']
         if pushes:
             result['holds'] = sum(1 for e in pushes if e.get('decision') == 'wait')

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from ...launch.gpus import MAP_FORM, parse_gpu_map
 from ...launch.settings import LaunchError
-from .presets import ARM_FORMS, PRESETS, SSP_RE, lab_preset, parse_arm
+from ...cluster_model.arms import ARM_FORMS, SSP_RE, parse_arm
+from .presets import PRESETS, lab_preset
 
 
 #: the training script every run starts (by module: it is installed with the package);

@@ -6,14 +6,17 @@ import math
 
 import numpy as np
 
-from ...lab.profiles import get_scenario
+from ...cluster_model.arms import parse_arm
+from ...cluster_model.profiles import get_scenario
+from ...core.names import DSSP_MODES
 from .paired import LEVEL, MIN_TRIALS, family_level, fmt_interval, median_interval
 from .verdicts import (SIM_TOLERANCE, _fmt_interval, balance_verdicts, common_budget,
                        measured_rates,
                        sim_vs_lab, trial_accuracies, trial_times, verdicts)
 
-#: the DSSP arms whose verdicts get a column, in this order
-DSSP_MODES = (('dssp', 'bounded'), ('dssp-paper', 'paper'), ('dssp-threshold', 'threshold'))
+#: (arm name, DSSP mode) of the DSSP arms whose verdicts get a column, in this order:
+#: ``dssp``, ``dssp-paper``, ``dssp-threshold``
+DSSP_MODE_ARMS = tuple((parse_arm('dssp-' + mode).name, mode) for mode in DSSP_MODES)
 
 
 def lab_sections(grid, rows):
@@ -139,7 +142,7 @@ def _medians(grid, scenario, rows):
 def verdict_table(rows, target):
     """The Verdicts table: one row per claim, one column per DSSP mode run, the paired
     evidence that decides and the unpaired reading."""
-    modes = [(name, mode) for name, mode in DSSP_MODES
+    modes = [(name, mode) for name, mode in DSSP_MODE_ARMS
              if any(r['arm'].name == name and r['ok'] for r in rows)]
     if not modes:
         return []
@@ -207,7 +210,7 @@ def _simulator(grid, scenario, rows):
         return []
     step_mean = table[0]['step_mean']
     lines = ['## Simulator vs lab', '',
-             '`mxnet_ssp.lab.simulate` run on the same compute-time draws as each trial '
+             '`mxnet_ssp.cluster_model.simulate` run on the same compute-time draws as each trial '
              '(`--scenario %s`, the trial\'s seed, %d iterations per worker). **model**: the '
              'simulator as it is (compute only, instant push/pull, no control latency); '
              '**+ steps**: every iteration also takes a push/pull time drawn from the step '

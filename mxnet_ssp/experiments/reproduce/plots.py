@@ -7,6 +7,7 @@ import math
 import os
 import sys
 
+from ...core.names import BOUNDED, PAPER
 from .grid import UsageError
 from .stats import curve_band
 
@@ -43,9 +44,9 @@ def _style(arm, ssp_values):
     if arm.family == 'asp':
         return {'color': 'tab:orange' if arm.rule else 'tab:red'}
     if arm.family == 'dssp':
-        color = {'bounded': 'tab:blue', 'paper': 'tab:purple'}.get(arm.mode, 'tab:cyan')
+        color = {BOUNDED: 'tab:blue', PAPER: 'tab:purple'}.get(arm.mode, 'tab:cyan')
         return {'color': color, 'linewidth': 2.2,
-                'linestyle': {'bounded': '-', 'paper': '--'}.get(arm.mode, '-.')}
+                'linestyle': {BOUNDED: '-', PAPER: '--'}.get(arm.mode, '-.')}
     import matplotlib
     rank = ssp_values.index(arm.staleness[0])
     return {'color': matplotlib.colormaps['viridis'](rank / max(1, len(ssp_values) - 1) * 0.85),

@@ -1,123 +1,14 @@
-"""The paradigms a grid compares (:class:`Arm`, :func:`parse_arm`) and the named grids
-(:class:`Preset`, :data:`PRESETS`).
+"""The named grids (:class:`Preset`, :data:`PRESETS`); the paradigms they compare are named
+as :mod:`mxnet_ssp.cluster_model.arms` parses them.
 
 Plain data: nothing here reads a file or starts a process.
 """
-import dataclasses
 import math
-import re
 from dataclasses import dataclass
 
-from ...lab.profiles import SCENARIOS
+from ...cluster_model.profiles import SCENARIOS
 
 
-ARM_FORMS = ('bsp, asp, asp-lrtau (ASP with lr / staleness), ssp<S> (e.g. ssp3), '
-             'dssp[<SL>-<SU>][-paper|-threshold] (e.g. dssp = [3, 15] bounded, dssp-paper, '
-             'dssp-threshold, dssp2-10), any of them + -balance (batch balancing, e.g. '
-             'bsp-balance), or ssp for every SSP threshold of the preset')
-SSP_RE = re.compile(r'^ssp(\d+)$')
-DSSP_RE = re.compile(r'^dssp(?:(\d+)-(\d+))?(?:-(paper|bounded|threshold))?$')
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One paradigm with its settings: a row of the report.
-
-    Attributes
-    ----------
-    name : str
-        Canonical name, also the run directory: ``bsp``, ``asp``, ``ssp3``,
-        ``dssp`` ([3, 15] bounded), ``dssp-paper``, ``dssp-threshold``, ``dssp2-10``, ...
-    family : str
-        ``bsp``, ``asp``, ``ssp`` or ``dssp``.
-    kvstore : str
-        train_cifar.py's ``--kvstore``.
-    staleness : tuple of int
-        ``(s,)`` for SSP, ``(sL, sU)`` for DSSP, ``()`` otherwise.
-    mode : str or None
-        DSSP mode, ``bounded``, ``paper`` or ``threshold``.
-    rule : str or None
-        ``lrtau``: the servers divide the learning rate by each gradient's
-        staleness (``--optimizer sasgd``); None: plain SGD.
-    balance : bool
-        Batch balancing (``--balance``, docs/balance.md): names end in ``-balance``.
-    """
-    name: str
-    family: str
-    kvstore: str
-    staleness: tuple = ()
-    mode: str = None
-    rule: str = None
-    balance: bool = False
-
-    @property
-    def label(self):
-        """The name in tables and legends: ``SSP s=3``, ``DSSP [3,15] paper``, ..."""
-        if self.balance:
-            return dataclasses.replace(self, balance=False).label + ' + balance'
-        if self.family == 'ssp':
-            return 'SSP s=%d' % self.staleness[0]
-        if self.family == 'dssp':
-            suffix = '' if self.mode == 'bounded' else ' ' + self.mode
-            return 'DSSP [%d,%d]%s' % (self.staleness + (suffix,))
-        return self.family.upper() + (' lr/tau' if self.rule == 'lrtau' else '')
-
-    def train_flags(self, bsp_average=True):
-        """train_cifar.py flags that select this arm's store and settings.
-
-        BSP applies the mean of the workers' gradients (``--sync-average``),
-        as MXNet's Module did in the paper's runs, unless `bsp_average` is
-        False (gluon.Trainer's sum, as the demo runs it).
-        """
-        flags = ['--kvstore', self.kvstore]
-        if self.family == 'bsp' and bsp_average:
-            flags.append('--sync-average')
-        elif self.family == 'ssp':
-            flags += ['--staleness', str(self.staleness[0])]
-        elif self.family == 'dssp':
-            flags += ['--staleness', '%d,%d' % self.staleness, '--dssp-mode', self.mode]
-        if self.rule == 'lrtau':
-            flags += ['--optimizer', 'sasgd', '--staleness-lr', 'inverse']
-        if self.balance:
-            flags.append('--balance')
-        return flags
-
-
-def parse_arm(name):
-    """The :class:`Arm` called `name` (see :data:`ARM_FORMS`).
-
-    Raises
-    ------
-    ValueError
-        `name` is not one of the accepted forms, or its thresholds are inconsistent.
-    """
-    text = name.strip().lower()
-    if text.endswith('-balance'):
-        arm = parse_arm(text[:-len('-balance')])
-        if arm.balance:
-            raise ValueError('%r names -balance twice' % name)
-        return dataclasses.replace(arm, name=arm.name + '-balance', balance=True)
-    if text in ('bsp', 'asp'):
-        return Arm(text, text, 'dist_sync' if text == 'bsp' else 'dist_async')
-    if text == 'asp-lrtau':
-        return Arm(text, 'asp', 'dist_async', rule='lrtau')
-    match = SSP_RE.match(text)
-    if match:
-        return Arm('ssp%d' % int(match.group(1)), 'ssp', 'dist_ssp', (int(match.group(1)),))
-    match = DSSP_RE.match(text)
-    if match:
-        low, high = (3, 15) if match.group(1) is None else (int(match.group(1)),
-                                                            int(match.group(2)))
-        if low > high:
-            raise ValueError('%r has sL %d > sU %d' % (name, low, high))
-        mode = match.group(3) or 'bounded'
-        canonical = 'dssp' + ('' if (low, high) == (3, 15) else '%d-%d' % (low, high))
-        canonical += '' if mode == 'bounded' else '-' + mode
-        return Arm(canonical, 'dssp', 'dist_dssp', (low, high), mode)
-    raise ValueError('%r is not a paradigm' % name)
-
-
-# ---------------------------------------------------------------------------
 SSP_RANGE = tuple('ssp%d' % s for s in range(3, 16))
 
 #: Table I of the paper: seconds to reach 0.67 / 0.68 test accuracy, ResNet-110 on CIFAR-100,
@@ -234,7 +125,7 @@ class Preset:
     servers: int = 1
     num_iterations: int = None
     paper_table: tuple = ()
-    #: an emulated cluster of :mod:`mxnet_ssp.lab.profiles` (train_cifar.py's --emulate)
+    #: an emulated cluster of :mod:`mxnet_ssp.cluster_model.profiles` (train_cifar.py's --emulate)
     emulate: str = None
 
 

@@ -10,7 +10,7 @@ import shlex
 import numpy as np
 
 from .collect import gather
-from .files import read_json, write_json
+from .json_files import read_json, write_json
 from .grid import run_command, run_dir
 from .lab_report import lab_sections
 from .plots import make_plots

@@ -21,17 +21,14 @@ import time
 import numpy as np
 
 from ... import config as cfg
+from ...core.names import BUILTIN_MODELS
 from .collect import collect_run, eval_curve
-from .files import read_json, write_json
+from .json_files import read_json, write_json
 from .grid import MARKER, choose_lr, lr_candidates, plan, plan_tuning, run_signature, trial_seed
 from .presets import LAB_SNAPSHOT_S
 from .stats import time_to_target
 
 logger = logging.getLogger(__name__)
-
-
-#: models train_cifar.py builds itself; any other name is a GluonCV model
-BUILTIN_MODELS = ('mlp', 'alexnet-small')
 
 
 #: seconds a run may take beyond the launcher's own --timeout before it is stopped from here

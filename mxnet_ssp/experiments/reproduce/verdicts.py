@@ -3,7 +3,7 @@ the unpaired medians beside them as a second reading, and the simulator's predic
 the measurement.
 
 Pure functions of the trial records that :func:`.collect.gather` reads (and of
-:mod:`mxnet_ssp.lab.simulate`); tested on synthetic trials.
+:mod:`mxnet_ssp.cluster_model.simulate`); tested on synthetic trials.
 
 - **Paired (decides).** Trial k of every arm shares its seed, so a time claim t_A / t_B is
   decided by the median over the common seeds of the per-seed ratio t_A,k / t_B,k, with its
@@ -27,14 +27,15 @@ import types
 
 import numpy as np
 
-from ...lab.simulate import simulate
+from ...cluster_model.arms import sim_policy
+from ...cluster_model.simulate import simulate
 from .paired import (LEVEL, MIN_TRIALS, family_level, fmt_interval, paired_difference,
                      paired_ratio)
 from .stats import time_to_target
 
 __all__ = ['verdicts', 'Verdict', 'balance_verdicts', 'trial_times', 'trial_accuracies',
            'seed_times', 'seed_accuracies', 'ratio_interval', 'difference_interval',
-           'sim_vs_lab', 'simulated_rates', 'measured_rates', 'asp_step_samples', 'sim_policy',
+           'sim_vs_lab', 'simulated_rates', 'measured_rates', 'asp_step_samples',
            'LEVEL', 'MIN_TRIALS']
 
 RESAMPLES = 2000
@@ -237,7 +238,7 @@ def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None):
         The accuracy whose time-to-target the time claims compare.
     unpaired : bool
         Also compute the unpaired reading (2,000 bootstrap resamples per comparison); off, its
-        texts are empty (what :mod:`.design`'s power simulation uses).
+        texts are empty (what :mod:`.power_analysis`'s power simulation uses).
     budget : float, optional
         Censor every arm's times at this many seconds (:func:`common_budget`; the lab report
         passes it).
@@ -284,17 +285,6 @@ def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None):
 
 # ---------------------------------------------------------------------------
 # the simulator next to the lab
-
-def sim_policy(arm):
-    """The :func:`mxnet_ssp.lab.simulate.simulate` policy of a grid arm (BSP is SSP with s = 0)."""
-    if arm.family == 'bsp':
-        return 'ssp:0'
-    if arm.family == 'asp':
-        return 'asp'
-    if arm.family == 'ssp':
-        return 'ssp:%d' % arm.staleness[0]
-    return 'dssp:%d:%d:%s' % (arm.staleness + (arm.mode,))
-
 
 def _fast_ranks(scenario):
     times = scenario.times()

@@ -5,6 +5,9 @@ import logging
 import os
 import sys
 
+from ...core.jsonl import read_jsonl
+from ...core.names import TRAIN_LOG
+
 
 class _RankFilter(logging.Filter):
     """Adds ``role`` and ``rank`` to every record.
@@ -90,17 +93,11 @@ class JsonLines:
 def count_iterations(save_dir):
     """``{rank: iterations}`` from the ``train-worker<rank>.jsonl`` files in `save_dir`."""
     counts = {}
-    for path in glob.glob(os.path.join(save_dir, 'train-worker*.jsonl')):
-        last = 0
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    rec = json.loads(line)
-                    last = max(last, int(rec['iteration']))
-                    rank = int(rec['rank'])
+    for path in glob.glob(os.path.join(save_dir, TRAIN_LOG.replace('%d', '*'))):
+        records = read_jsonl(path)
+        last = max((int(rec['iteration']) for rec in records), default=0)
         if last:
-            counts[rank] = last
+            counts[int(records[-1]['rank'])] = last
     return dict(sorted(counts.items()))
 
 

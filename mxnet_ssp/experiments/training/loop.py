@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import config
 from ...controller.protocol import describe_losses
+from ...core.names import TRAIN_LOG
 from .checkpoint import restore_states, save_checkpoint, updates_on_servers
 from .logs import JsonLines, count_iterations, make_progress, show_progress
 from .models import describe_model, get_model
@@ -283,8 +284,8 @@ class Training:
     def open_logs(self):
         """The metrics files (appended to when resuming), the clock and the progress bar."""
         appending = self.resume is not None
-        self.train_log = JsonLines(os.path.join(self.save_dir, 'train-worker%d.jsonl'
-                                                % self.rank), appending)
+        self.train_log = JsonLines(os.path.join(self.save_dir, TRAIN_LOG % self.rank),
+                                   appending)
         self.eval_log = (JsonLines(os.path.join(self.save_dir, 'eval.jsonl'), appending)
                          if self.rank == 0 else None)
         self.start = time.time()

@@ -9,9 +9,8 @@ import math
 import os
 import re
 
+from ...core.names import BUILTIN_MODELS
 
-#: Models built here, without GluonCV.
-BUILTIN_MODELS = ('mlp', 'alexnet-small')
 #: Short names of GluonCV's CIFAR ResNets (v1, basic blocks): resnet<D>, D = 6n + 2.
 RESNET_SHORT = ('resnet20', 'resnet50', 'resnet56', 'resnet110')
 #: What --model accepts (GluonCV model zoo names are accepted as well).

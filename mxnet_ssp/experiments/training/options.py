@@ -13,18 +13,17 @@ import tempfile
 from collections import namedtuple
 
 from ... import config
-from ...core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
-from ...lab.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
+from ...core.names import (ADAPTIVE_READINGS, DATASETS, DCASGD_PW, DSSP_MODES, SASGD,
+                            STALENESS_POLICIES)
+from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from .checkpoint import checkpoint_info
 from .models import MODELS, check_model
 
 
-DATASETS = ('digits', 'mnist5k', 'cifar10', 'cifar100')
 SSP_KVSTORES = tuple(config.STORE_TYPES)
 #: Stores that report the sender and staleness of every gradient to the servers.
 STALENESS_KVSTORES = config.OUR_STORE_TYPES
 KVSTORES = ('local', 'dist_sync') + STALENESS_KVSTORES
-DSSP_MODES = config.DSSP_MODES
 OPTIMIZERS = ('sgd', 'nag', SASGD, DCASGD_PW)
 STALENESS_LR = STALENESS_POLICIES
 TRAIN_MODES = ('hybrid', 'imperative')

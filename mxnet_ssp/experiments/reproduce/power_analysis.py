@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
+from ...cluster_model.arms import parse_arm
 from .paired import LEVEL, median_interval, paired_ratio
-from .presets import parse_arm
 from .verdicts import (INCONCLUSIVE, REFUTED, SUPPORTED, _interval, _ratio,
                        _resampled_medians, seed_times, verdicts)
 
@@ -212,7 +212,7 @@ def measured_spread(times):
 def parse_args(argv=None):
     import argparse
     parser = argparse.ArgumentParser(
-        prog='python -m mxnet_ssp.experiments.reproduce.design',
+        prog='python -m mxnet_ssp.experiments.reproduce.power_analysis',
         description='Print the coverage of the lab\'s intervals and the power of its claims, '
                     'measured on synthetic lognormal trials (the tables of docs/lab.md).')
     parser.add_argument('--seed', type=int, default=0, help='random seed (default 0)')

@@ -12,11 +12,11 @@ iterations of any store, :func:`fit_run` fits
   (train logs: the smallest per-worker median of the step time, which is the slowest
   worker's under BSP and everybody's under ASP; store metrics: the median push time),
 
-into a :class:`~mxnet_ssp.lab.profiles.Scenario` of the compute, and keeps the step times of
+into a :class:`~mxnet_ssp.cluster_model.profiles.Scenario` of the compute, and keeps the step times of
 the worker that waited least as samples of the overhead.  Every simulated iteration is a
 compute draw plus a step time drawn from those samples: without the step times' noise the
 simulator runs DSSP's ``paper`` mode like ASP, which the real store does not (docs/results.md,
-"Simulator vs lab").  :func:`predict` then runs the simulator (:mod:`mxnet_ssp.lab.simulate`) for every paradigm
+"Simulator vs lab").  :func:`predict` then runs the simulator (:mod:`mxnet_ssp.cluster_model.simulate`) for every paradigm
 over the same fixed wall time and several seeds, and :func:`recommend` picks the least stale
 paradigm within 10% of the best throughput.
 
@@ -27,7 +27,6 @@ servers.  :func:`check_lab` measures the simulator's error out of sample: fitted
 scenario's ASP runs only, it predicts how long each other paradigm's runs took.
 """
 import argparse
-import json
 import math
 import os
 import random
@@ -37,28 +36,29 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+from ..core.jsonl import read_jsonl
+from ..core.names import STORE_METRICS, TRAIN_LOG
+from .arms import parse_arm, sim_policy
 from .profiles import Scenario
 from .simulate import simulate
 
 __all__ = ['Fit', 'Prediction', 'fit_run', 'predict', 'recommend', 'format_advice',
-           'check_lab', 'main', 'PARADIGMS']
+           'check_lab', 'main', 'ADVISED_ARMS', 'ADVISED']
 
-#: (label, simulator policy, balanced): what the advisor compares.  BSP is SSP with s = 0;
+#: The arms (:mod:`.arms`) the advisor compares.  The simulator runs BSP as SSP with s = 0;
 #: "+ balance" sizes each worker's batch to its speed (docs/balance.md), so every worker's
 #: iteration takes the same time: W / sum(1 / t_i).
-PARADIGMS = (('BSP', 'ssp:0', False), ('ASP', 'asp', False),
-             ('SSP s=1', 'ssp:1', False), ('SSP s=2', 'ssp:2', False),
-             ('SSP s=3', 'ssp:3', False), ('SSP s=6', 'ssp:6', False),
-             ('SSP s=15', 'ssp:15', False),
-             ('DSSP [3,15]', 'dssp:3:15:bounded', False),
-             ('DSSP [3,15] paper', 'dssp:3:15:paper', False),
-             ('DSSP [3,15] threshold', 'dssp:3:15:threshold', False),
-             ('BSP + balance', 'ssp:0', True), ('SSP s=3 + balance', 'ssp:3', True))
+ADVISED_ARMS = ('bsp', 'asp', 'ssp1', 'ssp2', 'ssp3', 'ssp6', 'ssp15', 'dssp', 'dssp-paper',
+                'dssp-threshold', 'bsp-balance', 'ssp3-balance')
+#: (label, simulator policy, balanced) of each of :data:`ADVISED_ARMS`: what :func:`predict`
+#: runs.
+ADVISED = tuple((arm.label, sim_policy(arm), arm.balance)
+                for arm in map(parse_arm, ADVISED_ARMS))
 WITHIN = 0.10          # "as fast": within 10% of the best throughput
 WARMUP = 5             # iterations of each worker left out (start-up, first pulls)
 MIN_ITERATIONS = 20    # per worker, after the warm-up
-TRAIN_RE = re.compile(r'^train-worker(\d+)\.jsonl$')
-STORE_RE = re.compile(r'^worker-(\d+)\.jsonl$')
+TRAIN_RE = re.compile('^%s$' % re.escape(TRAIN_LOG).replace('%d', r'(\d+)'))
+STORE_RE = re.compile('^%s$' % re.escape(STORE_METRICS).replace('%d', r'(\d+)'))
 
 
 class AdviseError(ValueError):
@@ -127,20 +127,6 @@ class _WithSteps:
         return types.SimpleNamespace(next=lambda: compute.next() + rng.choice(steps))
 
 
-def _read_jsonl(path):
-    rows = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                raise AdviseError('%s line %d is not JSON' % (path, number)) from None
-    return rows
-
-
 def _mad(values):
     m = statistics.median(values)
     return statistics.median(abs(v - m) for v in values)
@@ -155,7 +141,7 @@ def read_run(run_dir):
         files = {int(m.group(1)): os.path.join(run_dir, n)
                  for n in names for m in [pattern.match(n)] if m}
         if files:
-            return source, {r: _read_jsonl(p) for r, p in sorted(files.items())}
+            return source, {r: read_jsonl(p, AdviseError) for r, p in sorted(files.items())}
     raise AdviseError('%s has no train-worker<rank>.jsonl (mxnet-ssp-train\'s --save-dir) and '
                       'no worker-<rank>.jsonl (MXNET_SSP_METRICS_DIR of a dist_ssp or '
                       'dist_dssp job)' % run_dir)
@@ -201,7 +187,7 @@ def fit_run(run_dir):
                slow / float(sum(counts)), least)
 
 
-def predict(fit, wall_time=None, seeds=3, paradigms=PARADIGMS):
+def predict(fit, wall_time=None, seeds=3, paradigms=ADVISED):
     """A :class:`Prediction` per paradigm: the simulator over `wall_time` seconds (default:
     2,000 iterations of the slowest worker) with each seed's compute draws."""
     if wall_time is None:
@@ -286,21 +272,16 @@ def predicted_finish_times(fit, policy, iterations, seed, balanced=False):
 
 
 def _arm_policy(arm):
-    """(simulator policy, balanced) of a lab arm's directory name; None for arms that are not
-    a timing of their own (asp-lrtau: ASP's timing, another update rule)."""
-    match = re.match(r'^(bsp|asp|ssp(\d+)|dssp(?:(\d+)-(\d+))?(?:-(paper|threshold))?)'
-                     r'(-balance)?$', arm)
-    if not match:
+    """(simulator policy, balanced) of a lab arm's directory name (:func:`.arms.parse_arm`);
+    None for names that are no arm and for arms that are not a timing of their own
+    (asp-lrtau: ASP's timing, another update rule)."""
+    try:
+        parsed = parse_arm(arm)
+    except ValueError:
         return None
-    name, balanced = match.group(1), bool(match.group(6))
-    if name == 'bsp':
-        return 'ssp:0', balanced
-    if name == 'asp':
-        return 'asp', balanced
-    if match.group(2):
-        return 'ssp:%s' % match.group(2), balanced
-    low, high = (match.group(3), match.group(4)) if match.group(3) else ('3', '15')
-    return 'dssp:%s:%s:%s' % (low, high, match.group(5) or 'bounded'), balanced
+    if parsed.rule is not None:
+        return None
+    return sim_policy(parsed), parsed.balance
 
 
 def check_lab(scenario_dir, seeds=3):

@@ -4,7 +4,7 @@ A :class:`Scenario` describes a cluster by how long each worker's iteration
 computes: a base time, a persistent slowdown per rank, a jitter, and transient
 slow episodes.  :meth:`Scenario.stream` gives one worker's sequence of compute
 times.  The training script (``--emulate NAME``) pads each real forward/backward
-pass to the next time of its stream by sleeping; :mod:`mxnet_ssp.lab.simulate`
+pass to the next time of its stream by sleeping; :mod:`mxnet_ssp.cluster_model.simulate`
 (``--scenario NAME``) draws the same sequences for the same seed, so the lab
 and the simulator see identical compute times, iteration by iteration.
 

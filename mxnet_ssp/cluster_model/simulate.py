@@ -14,7 +14,7 @@ only idle time of a worker is the time between its push and its release
 (plus the control latency).  It is meant to compare the synchronization rules,
 not to predict the wall time of a real job.
 
-Run ``python -m mxnet_ssp.lab.simulate --help``; with no arguments it prints a
+Run ``python -m mxnet_ssp.cluster_model.simulate --help``; with no arguments it prints a
 markdown table for 4 workers, one 2.5x slower, over 300 simulated seconds.
 """
 import argparse
@@ -25,8 +25,9 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..core.names import BOUNDED, DSSP_MODES, DSSP_STALENESS
+from ..core.sync import SyncPolicy
 from .profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
-from ..core.sync import BOUNDED, MODES, SyncPolicy
 
 __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
            'DEFAULT_TIMES', 'DEFAULT_POLICIES']
@@ -34,8 +35,8 @@ __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
 #: Per-iteration compute times (seconds) of the default scenario.
 DEFAULT_TIMES = (1.0, 1.0, 1.0, 2.5)
 #: Policies compared by :func:`main` when none are given.
-DEFAULT_POLICIES = ('asp', 'ssp:3', 'ssp:15', 'dssp:3:15:bounded', 'dssp:3:15:paper',
-                    'dssp:3:15:threshold')
+DEFAULT_POLICIES = ('asp', 'ssp:3', 'ssp:15') + tuple(
+    'dssp:%d:%d:%s' % (DSSP_STALENESS + (mode,)) for mode in DSSP_MODES)
 
 
 @dataclass
@@ -151,7 +152,7 @@ def make_policy(spec, num_workers, stall_factor=2.0):
     except ValueError as exc:
         raise ValueError('bad policy %r: %s' % (spec, exc)) from None
     raise ValueError("bad policy %r: expected 'asp', 'ssp:S' or 'dssp:SL:SU[:%s]'"
-                     % (spec, '|'.join(MODES)))
+                     % (spec, '|'.join(DSSP_MODES)))
 
 
 def _label(policy):
@@ -235,7 +236,7 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         sees the same sequence of compute times for the same seed.
     stall_factor : float
         Used when `policy` is a spec string.
-    scenario : mxnet_ssp.lab.profiles.Scenario or str, optional
+    scenario : mxnet_ssp.cluster_model.profiles.Scenario or str, optional
         Draw the compute times from this emulated cluster instead (`times`
         None or the scenario's base times, `jitter` 0): worker ``i`` gets the
         sequence of ``scenario.stream(i, seed)``, the one the training
@@ -384,7 +385,7 @@ def main(argv=None):
         Exit status.
     """
     parser = argparse.ArgumentParser(
-        prog='python -m mxnet_ssp.lab.simulate',
+        prog='python -m mxnet_ssp.cluster_model.simulate',
         description='Discrete-event simulation of ASP / SSP / DSSP workers (no MXNet).')
     parser.add_argument('--times', type=_parse_times, default=None,
                         help='per-iteration compute time of each worker, comma-separated '
@@ -410,7 +411,7 @@ def main(argv=None):
                         help='also print quantiles of the lead at release')
     parser.add_argument('policies', nargs='*', default=list(DEFAULT_POLICIES),
                         help="'asp', 'ssp:S', 'dssp:SL:SU[:%s]' "
-                             '(default: %s)' % ('|'.join(MODES), ' '.join(DEFAULT_POLICIES)))
+                             '(default: %s)' % ('|'.join(DSSP_MODES), ' '.join(DEFAULT_POLICIES)))
     args = parser.parse_args(argv)
     if args.wall_time is None and args.iterations is None:
         args.wall_time = 300.0

@@ -1,23 +1,7 @@
-"""The JSON and JSON Lines files of a run directory."""
+"""The JSON files of a run directory (its JSON Lines files: :mod:`mxnet_ssp.core.jsonl`)."""
 import json
 import os
 import tempfile
-
-
-def read_jsonl(path):
-    """Records of a JSON Lines file; a torn last line (killed writer) is ignored."""
-    records = []
-    if not os.path.isfile(path):
-        return records
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    break
-    return records
 
 
 def read_json(path):

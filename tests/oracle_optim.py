@@ -43,8 +43,8 @@ import collections
 
 import numpy as np
 
-from ..core.names import ADAPTIVE_READINGS, STALENESS_POLICIES
-from ..core.staleness import KeyClock
+from mxnet_ssp.core.names import ADAPTIVE_READINGS, STALENESS_POLICIES
+from mxnet_ssp.core.staleness import KeyClock
 
 __all__ = ['SASGDRule', 'DCASGDRule', 'Reference', 'Received', 'Update', 'rule_from_optimizer']
 
