@@ -25,7 +25,6 @@ def _register_store_types():
     # the update rules with mx.optimizer (so Trainer(..., 'sasgd') works); and MXNet's
     # own dist stores refuse those rules before sending them to servers that cannot run them
     importlib.import_module(__name__ + '.kvstore')
-    importlib.import_module(__name__ + '.stock_names')      # MXNet's dist_async, dist_sync
     importlib.import_module(__name__ + '.optim')
     importlib.import_module(__name__ + '.ps.native').refuse_worker_aware_rules()
 

@@ -707,6 +707,9 @@ class SSPKVStore(KVStoreBase):
         """A push before set_optimizer: False here (the push is refused, naming the call)."""
         return False
 
+    def _refuse(self, message):
+        raise SSPError(message)
+
     def set_gradient_compression(self, compression_params):
         """Refused: the buckets and the servers' update rules of this store are not shown to
         keep MXNet's compression exact."""
@@ -1080,9 +1083,26 @@ def _row_sparse(value):
     return getattr(value, 'stype', 'default') == 'row_sparse'
 
 
+def _stock_name_class(name):
+    """MXNet's store type `name` (``dist_async``, ``dist_sync``) served by mxnet-ssp: an
+    :class:`SSPKVStore` that is also MXNet's ``KVStore`` and hands what it does not serve to
+    MXNet's own store (:class:`mxnet_ssp.stock_names.StockNames`)."""
+    from mxnet.kvstore.kvstore import KVStore as NativeKVStore
+    from .stock_names import StockNames
+    return type(name, (StockNames, SSPKVStore, NativeKVStore), {
+        'store_type': name, '__module__': 'mxnet_ssp.stock_names',
+        '__doc__': 'MXNet\'s %s KVStore type, served by mxnet-ssp where it is faster '
+                   '(mxnet_ssp.stock_names).' % name})
+
+
 DistSSP = _store_class('dist_ssp')
 DistDSSP = _store_class('dist_dssp')
 DistSoftsync = _store_class('dist_softsync')
+# MXNet's names, served unless the user keeps MXNet's own (register() would warn on replacing)
+if cfg.wrap_async():
+    KVStoreBase.kv_registry['dist_async'] = _stock_name_class('dist_async')
+if cfg.wrap_sync():
+    KVStoreBase.kv_registry['dist_sync'] = _stock_name_class('dist_sync')
 
 
 def create(name, **settings):

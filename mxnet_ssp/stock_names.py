@@ -22,13 +22,9 @@ those cases instead, with an error that says what to use.
 """
 import logging
 
-from mxnet.kvstore.base import KVStoreBase
-from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
-
 from . import config as cfg
-from .kvstore import SSPError, SSPKVStore, _row_sparse
 
-__all__ = ['StockNameStore', 'stock_name_class', 'has_row_sparse']
+__all__ = ['StockNames', 'has_row_sparse']
 
 logger = logging.getLogger(__name__)
 
@@ -36,14 +32,18 @@ logger = logging.getLogger(__name__)
 def has_row_sparse(value):
     """Whether `value` (an NDArray, or a list of them, or a list of lists) holds a
     ``row_sparse`` array."""
-    return _row_sparse(value)
+    if isinstance(value, (list, tuple)):
+        return any(has_row_sparse(v) for v in value)
+    return getattr(value, 'stype', 'default') == 'row_sparse'
 
 
-class StockNameStore(SSPKVStore, _NativeKVStore):
-    """An mxnet-ssp store under one of MXNet's own names (``dist_async``).
+class StockNames:
+    """What an mxnet-ssp store under one of MXNet's own names adds: the hand-over.
 
-    Its ``KVStore`` base is never initialized: ``handle`` and every method of MXNet's class
-    that this store does not define act on MXNet's store under it.
+    A mixin: :mod:`mxnet_ssp.kvstore` builds each store class from it, its ``SSPKVStore`` and
+    MXNet's ``KVStore`` (in that order), whose ``__init__`` is never called: ``handle`` and
+    every method of MXNet's class that the store does not define act on MXNet's store
+    under it.
     """
 
     #: Why MXNet's own store serves every call (a sentence), or None.
@@ -58,14 +58,14 @@ class StockNameStore(SSPKVStore, _NativeKVStore):
     def _updater(self):
         if self.handed_off is not None:
             return self._kv._updater
-        return SSPKVStore._updater.fget(self)
+        return super()._updater
 
     def _hand_off(self, why):
         """Let MXNet's own store serve every call from now on, because of `why`."""
         if self.handed_off is not None:
             return
         if self._first_seen or self._plan is not None or self._keys.slot_mode:
-            raise SSPError(
+            self._refuse(
                 'worker[%d]: %s: %s after this store began to train with mxnet-ssp\'s data path '
                 '(%s); MXNet\'s own %s store serves that case: set %s=0 to use it from the start'
                 % (self._rank, self.type, why,
@@ -96,14 +96,14 @@ class StockNameStore(SSPKVStore, _NativeKVStore):
             self._hand_off('key %r is initialized with a row_sparse array' % (key,))
         if self.handed_off is not None:
             return self._kv.init(key, value)
-        return SSPKVStore.init(self, key, value)
+        return super().init(key, value)
 
     def broadcast(self, key, value, out, priority=0):
         if self.handed_off is None and (has_row_sparse(value) or has_row_sparse(out)):
             self._hand_off('key %r is broadcast as a row_sparse array' % (key,))
         if self.handed_off is not None:
             return self._kv.broadcast(key, value, out, priority=priority)
-        return SSPKVStore.broadcast(self, key, value, out, priority)
+        return super().broadcast(key, value, out, priority)
 
     def push(self, key, value, priority=0):
         if self.handed_off is None and self._plan is None and has_row_sparse(value):
@@ -112,12 +112,12 @@ class StockNameStore(SSPKVStore, _NativeKVStore):
             self._no_optimizer_case()
         if self.handed_off is not None:
             return self._kv.push(key, value, priority=priority)
-        return SSPKVStore.push(self, key, value, priority)
+        return super().push(key, value, priority)
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         if self.handed_off is not None:
             return self._kv.pull(key, out=out, priority=priority, ignore_sparse=ignore_sparse)
-        return SSPKVStore.pull(self, key, out, priority, ignore_sparse)
+        return super().pull(key, out, priority, ignore_sparse)
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
         self._hand_off('row_sparse_pull of key %r' % (key,))
@@ -131,35 +131,20 @@ class StockNameStore(SSPKVStore, _NativeKVStore):
         if self.handed_off is not None:
             self._optimizer = optimizer
             return self._kv.set_optimizer(optimizer)
-        return SSPKVStore.set_optimizer(self, optimizer)
+        return super().set_optimizer(optimizer)
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
         if self.handed_off is not None:
             return self._kv.save_optimizer_states(fname, dump_optimizer=dump_optimizer)
-        return SSPKVStore.save_optimizer_states(self, fname, dump_optimizer)
+        return super().save_optimizer_states(fname, dump_optimizer)
 
     def load_optimizer_states(self, fname):
         if self.handed_off is not None:
             return self._kv.load_optimizer_states(fname)
-        return SSPKVStore.load_optimizer_states(self, fname)
+        return super().load_optimizer_states(fname)
 
     def _barrier(self):
         if self.handed_off is not None:
             return self._kv._barrier()
-        return SSPKVStore._barrier(self)
+        return super()._barrier()
 
-
-def stock_name_class(name):
-    """A :class:`StockNameStore` class for MXNet's store type `name` (``'dist_async'``)."""
-    return type(name, (StockNameStore,), {
-        'store_type': name,
-        '__doc__': 'MXNet\'s %s KVStore type, served by mxnet-ssp where it is faster '
-                   '(mxnet_ssp.stock_names).' % name})
-
-
-# MXNet's names, served unless the user keeps MXNet's own (mxnet_ssp/__init__.py imports this
-# module once MXNet is imported; register() would warn when replacing a name)
-if cfg.wrap_async():
-    KVStoreBase.kv_registry['dist_async'] = stock_name_class('dist_async')
-if cfg.wrap_sync():
-    KVStoreBase.kv_registry['dist_sync'] = stock_name_class('dist_sync')

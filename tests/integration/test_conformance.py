@@ -82,6 +82,9 @@ def test_the_store_answers_as_mxnet(tmp_path, store, group):
             assert rec['cases']['trainer'] == _trainer(store), rec['cases']['trainer']
             assert 'row_sparse' in rec['handed_off'], rec
         elif group == 'allreduce':
+            # MXNet's own store takes this case over at the first push; its weights are
+            # recorded, not compared (docs/stores.md: MXNet's own dist_sync is not
+            # deterministic here)
             assert rec['cases']['allreduce']['update_on_kvstore'] is False, rec
             assert 'set_optimizer' in rec['handed_off'], rec
         else:
