@@ -873,6 +873,34 @@ def _checks():
     }
 
 
+def check_setting(name, value, num_workers=None):
+    """Check one ``MXNET_SSP_*`` setting as every process of a job would read it.
+
+    With `num_workers` (the job's), ``MXNET_SSP_SOFTSYNC_SPLITS`` and ``MXNET_SSP_ELASTIC`` are
+    checked against it too.  Returns whether `name` is a setting checked here (the settings a
+    file may set, and ``MXNET_SSP_GPUS``).
+
+    Raises
+    ------
+    ConfigError
+        Naming the setting, its value and what is accepted.
+    """
+    if value is None or not str(value).strip():
+        return name in FILE_SETTINGS or name == ENV_GPUS    # blank reads as unset: the default
+    if name == ENV_SOFTSYNC_SPLITS:
+        parse_splits(value, num_workers, name)
+    elif name == ENV_ELASTIC:
+        parse_elastic(value, num_workers, name)
+    elif name == ENV_GPUS:
+        parse_gpus(value, name)
+    else:
+        check = _checks().get(name)
+        if check is None:
+            return False
+        check(name, value)
+    return True
+
+
 #: The settings a file may set (those every process of a job reads from its environment).
 FILE_SETTINGS = ('MXNET_SSP_BALANCE_MAX', 'MXNET_SSP_BALANCE_MIN', 'MXNET_SSP_BALANCE_PERIOD',
                  'MXNET_SSP_BALANCE_SMOOTHING', 'MXNET_SSP_BALANCE_THRESHOLD',

@@ -9,7 +9,7 @@ import sys
 
 from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
                       ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, ConfigError,
-                      check_kvstore_name, from_env, balance_from_env, follow_grace)
+                      check_kvstore_name, check_setting, from_env, balance_from_env, follow_grace)
 
 
 PROG = 'mxnet-ssp-launch'
@@ -148,7 +148,26 @@ def find_kvstore_names(command):
     return names
 
 
-def validate_settings(command, environ, role_extras=()):
+def check_every_setting(environ, num_workers=None, flag=None):
+    """Check each ``MXNET_SSP_*`` setting of `environ` the processes read (the softsync
+    splits and the elastic minimum against `num_workers`); raise LaunchError naming the
+    setting, its value, what is accepted and, when it is not the environment, where it was
+    set (the settings file's line, or `flag`, e.g. ``--env-worker``)."""
+    for name in sorted(environ):
+        if not name.startswith(FORWARDED_PREFIX) or name in LAUNCHER_ONLY_ENV:
+            continue
+        try:
+            check_setting(name, environ[name], num_workers)
+        except ConfigError as err:
+            where = getattr(environ, 'from_file', {})
+            if name in where:
+                raise LaunchError('%s (set in %s)' % (err, environ.origin(name))) from None
+            if flag is not None:
+                raise LaunchError('%s (set with %s)' % (err, flag)) from None
+            raise LaunchError(str(err)) from None
+
+
+def validate_settings(command, environ, role_extras=(), num_workers=None):
     """Check the command's kvstore names and the MXNET_SSP_* settings.
 
     Parameters
@@ -159,6 +178,8 @@ def validate_settings(command, environ, role_extras=()):
     role_extras : iterable of (str, dict)
         ``(flag, values)`` set on top of `environ` for some processes, e.g.
         ``('--env-worker', {'MXNET_SSP_STALENESS': '3'})``.
+    num_workers : int, optional
+        The job's workers: the settings bounded by them are checked against them.
 
     Returns
     -------
@@ -195,6 +216,9 @@ def validate_settings(command, environ, role_extras=()):
                 from_env(store, environ=dict(environ, **given))
             except ConfigError as err:
                 raise LaunchError('%s (set with %s)' % (err, flag)) from None
+    check_every_setting(environ, num_workers)
+    for flag, extra in role_extras:
+        check_every_setting(extra, num_workers, flag)
     for extra in [{}] + [dict(e) for _, e in role_extras]:
         try:
             balance_from_env(dict(environ, **extra))
