@@ -1,0 +1,180 @@
+"""mxnet-ssp-launch checks every MXNET_SSP_* setting it forwards and the training script's
+flags before it starts any process (issue 38, part 2)."""
+import os
+import sys
+
+import pytest
+
+from mxnet_ssp import config
+from mxnet_ssp.launch import cli
+from mxnet_ssp.launch.settings import LaunchError, check_every_setting
+from mxnet_ssp.launch.train_flags import check_training_flags, training_flags
+
+
+@pytest.fixture
+def launch(monkeypatch, tmp_path, capsys):
+    """Run mxnet-ssp-launch's main in `tmp_path` with `env` over a clean environment;
+    returns (exit code, stderr lines).  Starting a process fails the test."""
+    def no_start(*args, **kwargs):
+        raise AssertionError('a process was started')
+
+    monkeypatch.setattr(cli, 'Supervisor', no_start)
+    monkeypatch.chdir(tmp_path)
+    config.reset_settings_cache()
+
+    def run(argv, env=None, settings_file=None):
+        capsys.readouterr()          # what an earlier call printed
+        for name in list(os.environ):
+            if name.startswith(('MXNET_SSP_', 'DMLC_')):
+                monkeypatch.delenv(name)
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        if settings_file is not None:
+            (tmp_path / 'mxnet_ssp.env').write_text(settings_file)
+        code = cli.main(argv)
+        return code, capsys.readouterr().err.splitlines()
+    return run
+
+
+TRAIN = ['mxnet-ssp-train', '--kvstore', 'dist_softsync']
+
+
+@pytest.mark.parametrize('name,value,words', [
+    ('MXNET_SSP_BUCKET_BYTES', 'x', ['integer >= 0']),
+    ('MXNET_SSP_SOFTSYNC_SPLITS', '5', ['1 <= n <= 2']),
+    ('MXNET_SSP_HOST_COPIES', 'maybe', ['yes', 'no']),
+    ('MXNET_SSP_FOLLOW_GRACE', '0', ['1 to 600']),
+    ('MXNET_SSP_GPUS', '0,0', ['distinct GPU ids']),
+    ('MXNET_SSP_BALANCE_PERIOD', '-1', [config.ENV_BALANCE_PERIOD]),
+])
+def test_a_bad_setting_in_the_environment_is_one_line_exit_2(launch, name, value, words):
+    code, err = launch(['-n', '2', '--launcher', 'local'] + TRAIN, {name: value})
+    assert code == 2
+    assert len(err) == 1, err
+    assert err[0].startswith('mxnet-ssp-launch: error: %s=%r is not valid' % (name, value))
+    for word in words:
+        assert word in err[0]
+
+
+def test_the_softsync_splits_are_checked_against_the_workers(launch):
+    code, err = launch(['-n', '5', '--launcher', 'local', '--timeout', '1', 'true'],
+                       {'MXNET_SSP_SOFTSYNC_SPLITS': '6'})
+    assert code == 2 and '1 <= n <= 5' in err[0]
+    # and the same value is accepted by a job that has enough workers: the launch goes on
+    with pytest.raises(AssertionError, match='a process was started'):
+        launch(['-n', '6', '--launcher', 'local', 'true'], {'MXNET_SSP_SOFTSYNC_SPLITS': '6'})
+
+
+def test_a_bad_setting_in_the_settings_file_names_its_line(launch):
+    code, err = launch(['-n', '2', '--launcher', 'local', 'true'],
+                       settings_file='# job\nMXNET_SSP_SOFTSYNC_SPLITS=3\n')
+    assert code == 2 and len(err) == 1
+    assert "MXNET_SSP_SOFTSYNC_SPLITS='3' is not valid" in err[0]
+    assert 'mxnet_ssp.env line 2' in err[0] or 'mxnet_ssp.env, line 2' in err[0]
+
+
+def test_a_bad_setting_of_env_worker_names_the_flag(launch):
+    code, err = launch(['-n', '2', '--launcher', 'local', '--env-worker',
+                        'MXNET_SSP_BUCKET_BYTES:-1', 'true'])
+    assert code == 2 and len(err) == 1
+    assert "MXNET_SSP_BUCKET_BYTES='-1' is not valid" in err[0]
+    assert err[0].endswith('(set with --env-worker)')
+
+
+def test_blank_settings_read_as_unset(launch):
+    with pytest.raises(AssertionError, match='a process was started'):
+        launch(['-n', '2', '--launcher', 'local', 'true'],
+               {'MXNET_SSP_SOFTSYNC_SPLITS': ' ', 'MXNET_SSP_BUCKET_BYTES': ''})
+
+
+@pytest.mark.parametrize('flags,message', [
+    (['--kvstore', 'dist_dssp', '--staleness', '9,2'],
+     "in the command: --staleness='9,2' is not valid for dist_dssp: sL=9 is greater than sU=2"),
+    (['--kvstore', 'dist_dssp', '--lr', '-0.1'],
+     'in the command: --lr -0.1 is not valid: expected a number > 0'),
+    (['--kvstore', 'dist_softsync', '--splits', '3'],
+     "in the command: --splits='3' is not valid for dist_softsync: expected an integer n with "
+     "1 <= n <= 2"),
+    (['--kvstore', 'dist_ssp', '--lr', 'x'],
+     "in the command: argument --lr: invalid float value: 'x'"),
+    (['--kvstore', 'dist_ssp', '--no-such-flag'],
+     'in the command: unrecognized arguments: --no-such-flag'),
+])
+@pytest.mark.parametrize('runner', [
+    ['mxnet-ssp-train'],
+    [sys.executable, '-u', '-m', 'mxnet_ssp.experiments.train_cifar'],
+    ['python3', os.path.join('train_scripts', 'train_cifar.py')],
+])
+def test_bad_training_flags_are_one_line_exit_2(launch, monkeypatch, flags, message, runner):
+    code, err = launch(['-n', '2', '--launcher', 'local'] + runner + flags)
+    assert code == 2
+    assert err == ['mxnet-ssp-launch: error: ' + message] or (
+        len(err) == 1 and err[0].startswith('mxnet-ssp-launch: error: ' + message)), err
+
+
+def test_good_training_flags_start_the_job(launch):
+    with pytest.raises(AssertionError, match='a process was started'):
+        launch(['-n', '2', '--launcher', 'local', 'mxnet-ssp-train', '--kvstore', 'dist_dssp',
+                '--staleness', '2,9', '--lr', '0.05', '--save-dir', 'out'])
+
+
+def test_the_flags_are_checked_in_the_workers_environment(launch):
+    # --splits 2 fits a 2-worker job; the worker count is the launcher's -n
+    with pytest.raises(AssertionError, match='a process was started'):
+        launch(['-n', '2', '--launcher', 'local'] + TRAIN + ['--splits', '2'])
+    # the launcher's environment reaches the workers: --balance's bounds come from it
+    code, err = launch(['-n', '2', '--launcher', 'local', 'mxnet-ssp-train', '--kvstore',
+                        'dist_sync', '--balance'], {'MXNET_SSP_BALANCE_MIN': '64'})
+    assert code == 2 and len(err) == 1 and '--balance' in err[0]
+
+
+@pytest.mark.parametrize('command,flags', [
+    (['mxnet-ssp-train', '--lr', '1'], ['--lr', '1']),
+    (['/venv/bin/mxnet-ssp-train'], []),
+    (['python', '-m', 'mxnet_ssp.experiments.train_cifar', '--x'], ['--x']),
+    (['python3.11', '-mmxnet_ssp.experiments.train_cifar', '--x'], ['--x']),
+    (['python', '-X', 'dev', '-m', 'mxnet_ssp.experiments.train_cifar'], []),
+    (['python', '/src/train_scripts/train_cifar.py', '--y'], ['--y']),
+    (['python', '-m', 'mxnet_ssp.experiments.compare_paradigms'], None),
+    (['python', 'train.py', '--kvstore', 'dist_ssp'], None),
+    (['python', '-c', 'import mxnet_ssp.experiments.train_cifar'], None),
+    (['sh', '-c', 'mxnet-ssp-train --lr -1'], None),
+    (['python', '/src/other/train_cifar.py'], None),
+    ([], None),
+])
+def test_training_flags_finds_the_training_script(command, flags):
+    assert training_flags(command, cwd='/src') == flags
+
+
+def test_help_and_version_are_left_to_the_processes():
+    for flag in ('--help', '-h', '--version'):
+        check_training_flags(['mxnet-ssp-train', '--lr', '-1', flag], {}, 2)
+
+
+def test_the_files_of_other_hosts_are_not_checked_under_ssh(tmp_path):
+    blocker = tmp_path / 'file'
+    blocker.write_text('')
+    command = ['mxnet-ssp-train', '--kvstore', 'dist_ssp', '--save-dir', str(blocker / 'out')]
+    with pytest.raises(LaunchError, match='--save-dir'):
+        check_training_flags(command, {}, 2, local=True)
+    check_training_flags(command, {}, 2, local=False)
+
+
+def test_the_launcher_check_imports_neither_mxnet_nor_gluoncv():
+    import subprocess
+    code = ('import sys\n'
+            'from mxnet_ssp.launch.train_flags import check_training_flags\n'
+            'check_training_flags(["mxnet-ssp-train", "--kvstore", "dist_ssp", "--model", '
+            '"cifar_resnet20_v1", "--save-dir", "out"], {}, 2)\n'
+            'print(sorted(m for m in ("mxnet", "gluoncv") if m in sys.modules))\n')
+    proc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, MXNET_SSP_AUTOLOAD='0'))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == '[]'
+
+
+def test_check_every_setting_skips_other_variables_and_the_launchers_own():
+    check_every_setting({'MXNET_SSP_LAUNCH_SSH_ARGS': '-F x', 'OMP_NUM_THREADS': 'x',
+                         'MXNET_SSP_NOT_A_SETTING': 'x'}, 2)
+    with pytest.raises(LaunchError, match="MXNET_SSP_STALENESS='x'"):
+        check_every_setting({'MXNET_SSP_STALENESS': 'x'}, 2)
