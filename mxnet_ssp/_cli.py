@@ -14,15 +14,18 @@ def prog_name(command, module, argv0=None):
     """The name ``usage:`` shows: `command` (the installed console script, e.g.
     ``mxnet-ssp-train``) unless this process was started as a Python file: then
     ``python -m <module>`` when the file is the module's own (``python -m``), else the
-    file's name (e.g. ``train_cifar.py`` of train_scripts/)."""
+    file's name (e.g. ``train_cifar.py`` of train_scripts/), but the command again under
+    another package's ``__main__.py`` (``python -m pytest``)."""
     argv0 = sys.argv[0] if argv0 is None else argv0
     base = os.path.basename(argv0 or '')
     if not base.endswith('.py'):
         return command
     path = os.path.normpath(argv0)
-    parts = module.split('.')
-    if base == '__main__.py' or path.endswith(os.path.join(*parts) + '.py'):
+    own = os.path.join(*module.split('.'))
+    if path.endswith((own + '.py', os.path.join(own, '__main__.py'))):
         return 'python -m %s' % module
+    if base == '__main__.py':        # another package's runner (python -m pytest)
+        return command
     return base
 
 

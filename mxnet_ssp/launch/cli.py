@@ -225,7 +225,8 @@ def plan_job(job, num_gpus=None):
 def check_settings_file(job):
     """The job's settings file (:func:`mxnet_ssp.config.settings_environ`: ``mxnet_ssp.env`` in this
     directory, or ``MXNET_SSP_SETTINGS``), checked like every process of the job will read
-    it; raise LaunchError.  Its values are not passed on: each process reads the file."""
+    it; raise LaunchError.  Its values are not passed on: each process reads the file.
+    Returns the environment over the file (a :class:`mxnet_ssp.config.SettingsView`)."""
     try:
         merged = settings_environ(job.environ)
     except ConfigError as err:
