@@ -35,7 +35,7 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'metrics_dir_if_set', 'under_ssh', 'ENV_SETTINGS', 'SETTINGS_FILE', 'FILE_SETTINGS',
            'NOT_IN_FILE', 'SettingsView', 'settings_path', 'parse_settings_file',
            'settings_environ', 'settings_origin', 'reset_settings_cache', 'job_settings',
-           'sender', 'this_host', 'check_updater_settings']
+           'sender', 'this_host', 'check_updater_settings', 'check_setting']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'

@@ -18,7 +18,7 @@ def test_a_huge_lr_stops_the_job_with_one_message_per_worker(tmp_path):
                    env=job_env(tmp_path), launcher_args=['--timeout', '120'])
     assert proc.returncode == 1, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines()
-              if line.startswith('mxnet-ssp-train: error: ')]
+              if line.startswith('python -m mxnet_ssp.experiments.train_cifar: error: ')]
     assert errors, proc.stderr[-3000:]
     for line in errors:
         assert 'diverged at iteration' in line

@@ -178,3 +178,41 @@ def test_check_every_setting_skips_other_variables_and_the_launchers_own():
                          'MXNET_SSP_NOT_A_SETTING': 'x'}, 2)
     with pytest.raises(LaunchError, match="MXNET_SSP_STALENESS='x'"):
         check_every_setting({'MXNET_SSP_STALENESS': 'x'}, 2)
+
+
+@pytest.mark.parametrize('flags,message', [
+    (['--kvstore', 'dist_dssp', '--lr', '-0.1'], '--lr -0.1 is not valid: expected a number > 0'),
+    (['--kvstore', 'dist_dssp', '--lr', 'x'], "argument --lr: invalid float value: 'x'"),
+])
+def test_a_worker_that_finds_a_bad_flag_prints_one_line(tmp_path, flags, message):
+    """Started without the launcher's check (a stock launcher, by hand), every worker of the
+    job prints one line, not the 22-line usage."""
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('DMLC_', 'MXNET_SSP_'))}
+    env.update(DMLC_ROLE='worker', DMLC_NUM_WORKER='2', DMLC_NUM_SERVER='1',
+               MXNET_SSP_AUTOLOAD='0', OMP_NUM_THREADS='1')
+    proc = subprocess.run([sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar'] + flags
+                          + ['--save-dir', str(tmp_path / 'out')], capture_output=True,
+                          text=True, env=env, cwd=str(tmp_path), timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == 'python -m mxnet_ssp.experiments.train_cifar: error: %s\n' % message
+
+
+def test_run_by_hand_a_bad_store_flag_comes_before_the_missing_job(tmp_path, capsys,
+                                                                   monkeypatch):
+    from mxnet_ssp.experiments.training.options import parse_args
+    monkeypatch.delenv('DMLC_ROLE', raising=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    with pytest.raises(SystemExit) as info:
+        parse_args(['--kvstore', 'dist_dssp', '--dssp-mode', 'foo',
+                    '--save-dir', str(tmp_path)], env)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith(
+        "error: --dssp-mode 'foo' is not valid: expected one of bounded, paper, threshold")
+    assert 'DMLC_ROLE' not in err
+    # with good store flags the missing job is what is reported
+    with pytest.raises(SystemExit):
+        parse_args(['--kvstore', 'dist_dssp', '--dssp-mode', 'paper',
+                    '--save-dir', str(tmp_path)], env)
+    assert 'needs a parameter-server job (DMLC_ROLE is not set)' in capsys.readouterr().err

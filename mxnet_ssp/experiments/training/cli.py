@@ -2,6 +2,7 @@
 import os
 import sys
 
+from ..._cli import prog_name
 from ..._hooks import skip_optional_mxnet_imports
 from ...config import ConfigError
 from .diverge import EXIT_DIVERGED, Diverged
@@ -49,12 +50,13 @@ def main(argv=None):
 
 
 def stop(err, code, kvstore):
-    """Print ``mxnet-ssp-train: error: <err>`` (one line) and end with `code`.
+    """Print ``<prog>: error: <err>`` (one line) and end with `code`.
 
     In a parameter-server job the process ends at once (``os._exit``): MXNet's exit would wait
     in ps-lite's final barrier for workers that go on; the launcher then ends the job.
     """
-    sys.stderr.write('%s: error: %s\n' % ('mxnet-ssp-train', err))
+    prog = prog_name('mxnet-ssp-train', 'mxnet_ssp.experiments.train_cifar')
+    sys.stderr.write('%s: error: %s\n' % (prog, err))
     sys.stderr.flush()
     if kvstore.startswith('dist') and os.environ.get('DMLC_ROLE'):
         sys.stdout.flush()
