@@ -7,7 +7,7 @@ import re
 import shlex
 import sys
 
-from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
+from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_SOFTSYNC_SPLITS, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
                       ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, ConfigError,
                       check_kvstore_name, check_setting, from_env, balance_from_env, follow_grace)
 
@@ -148,16 +148,18 @@ def find_kvstore_names(command):
     return names
 
 
-def check_every_setting(environ, num_workers=None, flag=None):
-    """Check each ``MXNET_SSP_*`` setting of `environ` the processes read (the softsync
-    splits and the elastic minimum against `num_workers`); raise LaunchError naming the
-    setting, its value, what is accepted and, when it is not the environment, where it was
-    set (the settings file's line, or `flag`, e.g. ``--env-worker``)."""
+def check_every_setting(environ, num_workers=None, flag=None, softsync=True):
+    """Check each ``MXNET_SSP_*`` setting of `environ` the processes read (the elastic
+    minimum against `num_workers`, and the softsync splits too when the job may run
+    ``dist_softsync``: `softsync`); raise LaunchError naming the setting, its value, what is
+    accepted and, when it is not the environment, where it was set (the settings file's line,
+    or `flag`, e.g. ``--env-worker``)."""
     for name in sorted(environ):
         if not name.startswith(FORWARDED_PREFIX) or name in LAUNCHER_ONLY_ENV:
             continue
+        bound = num_workers if softsync or name != ENV_SOFTSYNC_SPLITS else None
         try:
-            check_setting(name, environ[name], num_workers)
+            check_setting(name, environ[name], bound)
         except ConfigError as err:
             where = getattr(environ, 'from_file', {})
             if name in where:
@@ -216,9 +218,11 @@ def validate_settings(command, environ, role_extras=(), num_workers=None):
                 from_env(store, environ=dict(environ, **given))
             except ConfigError as err:
                 raise LaunchError('%s (set with %s)' % (err, flag)) from None
-    check_every_setting(environ, num_workers)
+    # the splits against the workers only where they count: a job that may run dist_softsync
+    softsync = not stores or 'dist_softsync' in stores
+    check_every_setting(environ, num_workers, softsync=softsync)
     for flag, extra in role_extras:
-        check_every_setting(extra, num_workers, flag)
+        check_every_setting(extra, num_workers, flag, softsync=softsync)
     for extra in [{}] + [dict(e) for _, e in role_extras]:
         try:
             balance_from_env(dict(environ, **extra))

@@ -65,6 +65,16 @@ def test_the_softsync_splits_are_checked_against_the_workers(launch):
         launch(['-n', '6', '--launcher', 'local', 'true'], {'MXNET_SSP_SOFTSYNC_SPLITS': '6'})
 
 
+def test_the_splits_bound_only_a_job_that_may_run_softsync(launch):
+    # the command names another store: the splits must have their form, nothing more
+    with pytest.raises(AssertionError, match='a process was started'):
+        launch(['-n', '2', '--launcher', 'local', 'mxnet-ssp-train', '--kvstore', 'dist_ssp'],
+               {'MXNET_SSP_SOFTSYNC_SPLITS': '4'})
+    code, err = launch(['-n', '2', '--launcher', 'local', 'mxnet-ssp-train', '--kvstore',
+                        'dist_ssp'], {'MXNET_SSP_SOFTSYNC_SPLITS': '0'})
+    assert code == 2 and "MXNET_SSP_SOFTSYNC_SPLITS='0' is not valid" in err[0]
+
+
 def test_a_bad_setting_in_the_settings_file_names_its_line(launch):
     code, err = launch(['-n', '2', '--launcher', 'local', 'true'],
                        settings_file='# job\nMXNET_SSP_SOFTSYNC_SPLITS=3\n')
