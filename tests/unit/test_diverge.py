@@ -74,3 +74,27 @@ def test_a_single_worker_run_says_training():
                                       (0.07, 0.007)])
 def test_lower_lr(lr, lower):
     assert math.isclose(lower_lr(lr), lower)
+
+
+@pytest.mark.parametrize('error,code', [('diverged', 3), ('config', 2)])
+def test_the_command_ends_a_stopped_run_with_one_line(monkeypatch, tmp_path, capsys, error,
+                                                      code):
+    """mxnet-ssp-train's main: a diverged run (exit 3) or a bad setting found while training
+    (exit 2) is one line on stderr, not a traceback (outside a job: the code is returned)."""
+    from mxnet_ssp.config import ConfigError
+    from mxnet_ssp.experiments.training import cli
+    from mxnet_ssp.experiments.training.diverge import Diverged
+
+    def run(self):
+        if error == 'diverged':
+            raise Diverged('training diverged at iteration 2 (epoch 1): the loss is nan')
+        raise ConfigError("MXNET_SSP_BUCKET_BYTES='x' is not valid: expected an integer >= 0")
+
+    monkeypatch.delenv('DMLC_ROLE', raising=False)
+    monkeypatch.setattr(cli.Training, 'run', run)
+    monkeypatch.setattr(cli, 'setup_logging', lambda *a: None)
+    assert cli.main(['--kvstore', 'local', '--save-dir', str(tmp_path)]) == code
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and 'Traceback' not in err
+    assert err.startswith('mxnet-ssp-train: error: ')      # pytest's argv[0] is not ours
+    assert ('the loss is nan' if error == 'diverged' else "MXNET_SSP_BUCKET_BYTES='x'") in err
