@@ -21,7 +21,8 @@ from .job import Job
 from .local import plan_local
 from .mpi import plan_mpi
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_USAGE, PROG, LaunchError,
-                       parse_env_items, parse_env_pass, role_settings, say, validate_settings)
+                       parse_env_items, parse_env_pass, role_settings, say, unknown_settings,
+                       validate_settings)
 from .ssh import plan_ssh, run_syncs
 from .train_flags import check_training_flags
 from .supervisor import Supervisor
@@ -241,6 +242,17 @@ def check_settings_file(job):
     return merged
 
 
+def warn_unknown_settings(job):
+    """One warning for each MXNET_SSP_* name of the job's environment or --env* that
+    mxnet-ssp does not read (with the setting it may be a misspelling of)."""
+    names = dict(job.environ)
+    for role in job.settings.values():
+        names.update(role)
+    for name, close in unknown_settings(names):
+        say('warning: %s is not a setting of mxnet-ssp; the processes ignore it%s'
+            % (name, ' (did you mean %s?)' % close if close else ''))
+
+
 def check_command(job, merged=None):
     """When the job runs mxnet-ssp's training script, check its flags as each worker will
     (:func:`.train_flags.check_training_flags`, in a worker's environment: `merged`, the
@@ -260,6 +272,7 @@ def main(argv=None, num_gpus=None):
     environ = dict(os.environ)
     try:
         job = check_job(args, environ)
+        warn_unknown_settings(job)
         merged = check_settings_file(job)
         check_command(job, merged)
         job_plan = plan_job(job, num_gpus)

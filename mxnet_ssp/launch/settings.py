@@ -3,12 +3,14 @@ environment each process gets (see docs/launch.md).
 
 This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
 """
+import difflib
 import re
 import shlex
 import sys
 
 from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_SOFTSYNC_SPLITS, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
-                      ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, ConfigError,
+                      ENV_TIMEOUT, FILE_SETTINGS, NATIVE_DIST_TYPES, NOT_IN_FILE, STORE_TYPES,
+                      ConfigError,
                       check_kvstore_name, check_setting, from_env, balance_from_env, follow_grace)
 
 
@@ -146,6 +148,24 @@ def find_kvstore_names(command):
             if eq and flag in KVSTORE_FLAGS:
                 names.append((flag, value))
     return names
+
+
+#: MXNET_SSP_* names that are not settings of a job's processes but are not typos either:
+#: setup.py's choice of MXNet build, the testbed's (mxnet_ssp/testbed/settings.py)
+OTHER_NAMES = ('MXNET_SSP_MXNET_PACKAGE', 'MXNET_SSP_TESTBED_PREFIX',
+               'MXNET_SSP_TESTBED_STATE_ROOT')
+
+
+def unknown_settings(environ):
+    """``(name, close name or None)`` of each ``MXNET_SSP_*`` name in `environ` that no part
+    of mxnet-ssp reads (a misspelt setting is silently ignored by the processes)."""
+    known = set(FILE_SETTINGS) | set(NOT_IN_FILE) | set(OTHER_NAMES)
+    found = []
+    for name in sorted(environ):
+        if name.startswith(FORWARDED_PREFIX) and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            found.append((name, close[0] if close else None))
+    return found
 
 
 def check_every_setting(environ, num_workers=None, flag=None, softsync=True):

@@ -226,3 +226,15 @@ def test_run_by_hand_a_bad_store_flag_comes_before_the_missing_job(tmp_path, cap
         parse_args(['--kvstore', 'dist_dssp', '--dssp-mode', 'paper',
                     '--save-dir', str(tmp_path)], env)
     assert 'needs a parameter-server job (DMLC_ROLE is not set)' in capsys.readouterr().err
+
+
+def test_a_misspelt_setting_is_a_warning_that_names_the_setting(launch, capsys):
+    with pytest.raises(AssertionError, match='a process was started'):
+        launch(['-n', '2', '--launcher', 'local', '--env-worker', 'MXNET_SSP_TIMOUT:30',
+                'true'], {'MXNET_SSP_STALENES': '3', 'MXNET_SSP_MXNET_PACKAGE': 'mxnet'})
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if 'warning' in line] == [
+        'mxnet-ssp-launch: warning: MXNET_SSP_STALENES is not a setting of mxnet-ssp; the '
+        'processes ignore it (did you mean MXNET_SSP_STALENESS?)',
+        'mxnet-ssp-launch: warning: MXNET_SSP_TIMOUT is not a setting of mxnet-ssp; the '
+        'processes ignore it (did you mean MXNET_SSP_TIMEOUT?)']
