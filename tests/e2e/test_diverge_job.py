@@ -9,9 +9,12 @@ from conftest import job_env, run_job
 pytestmark = pytest.mark.integration
 
 
-def test_a_huge_lr_stops_the_job_with_one_message_per_worker(tmp_path):
+@pytest.mark.parametrize('store', ['dist_async', 'dist_dssp'])
+def test_a_huge_lr_stops_the_job_with_one_message_per_worker(tmp_path, store):
+    """dist_dssp has a controller: the diverged worker leaves the job, so the other is not
+    failed with a traceback ("disconnected without leaving") before the launcher stops it."""
     proc = run_job(tmp_path, [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar',
-                              '--kvstore', 'dist_async', '--model', 'mlp', '--dataset', 'digits',
+                              '--kvstore', store, '--model', 'mlp', '--dataset', 'digits',
                               '--lr', '1000', '--num-epochs', '1', '--log-interval', '0',
                               '--no-progress', '--save-dir', str(tmp_path / 'run')],
                    workers=2, servers=1, timeout=150,
@@ -22,7 +25,7 @@ def test_a_huge_lr_stops_the_job_with_one_message_per_worker(tmp_path):
     assert errors, proc.stderr[-3000:]
     for line in errors:
         assert 'diverged at iteration' in line
-        assert 'with --lr 1000 and --kvstore dist_async (2 workers)' in line
+        assert 'with --lr 1000 and --kvstore %s (2 workers)' % store in line
         assert line.endswith('try a lower --lr, e.g. --lr 100')
     assert 'exited with code 3' in proc.stderr
     assert 'Traceback' not in proc.stderr

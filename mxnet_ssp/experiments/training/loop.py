@@ -437,9 +437,23 @@ class Training:
         reason = self.guard.check(loss_value)
         if reason is not None:
             self.train_log.close()
+            self.leave_job()
             raise Diverged(divergence_message(
                 reason, self.args.lr, self.args.kvstore, self.iteration, epoch, self.rank,
                 self.num_workers, self.guard.first))
+
+    def leave_job(self):
+        """Tell the controller of mxnet-ssp's store that this worker leaves (its ``close``),
+        so the other workers are not failed with "disconnected without leaving" while the
+        launcher stops the job.  MXNet's own stores have no ``close``; a failure to leave is
+        logged, never raised (the divergence is the message)."""
+        close = getattr(self.kv, 'close', None)
+        if close is None:
+            return
+        try:
+            close()
+        except Exception as err:       # noqa: BLE001  (the divergence is what to report)
+            logger.warning('could not leave the job cleanly: %s', err)
 
     #: --snapshot-every keeps at most this many bytes of weights (then stops, with a warning)
     SNAPSHOT_BYTES = 512 << 20
