@@ -1,5 +1,6 @@
 """Install mxnet-ssp: SSP / DSSP KVStore types for Apache MXNet 1.9.1."""
 import os
+import re
 
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
@@ -10,6 +11,12 @@ PATCHES = ('mxnet_ssp_autoload.pth', 'mxnet_ssp_autoload.py')
 # the same 'mxnet' module and must not be installed together, so the GPU build is chosen
 # with MXNET_SSP_MXNET_PACKAGE=mxnet-cu112 at install time instead of a pip extra.
 MXNET_PACKAGE = os.environ.get('MXNET_SSP_MXNET_PACKAGE', 'mxnet').strip() or 'mxnet'
+
+
+def read_version():
+    """mxnet_ssp.__version__, read from the source (importing it would need its dependencies)."""
+    with open(os.path.join(HERE, 'mxnet_ssp', '__init__.py')) as f:
+        return re.search(r"^__version__ = '([^']+)'", f.read(), re.M).group(1)
 
 
 class BuildWithPth(build_py):
@@ -41,14 +48,29 @@ class BuildWithPth(build_py):
 
 setup(
     name='mxnet-ssp',
-    version='0.1.0',
+    version=read_version(),
     description='Stale Synchronous Parallel and Dynamic SSP training for MXNet parameter servers',
     long_description=open(os.path.join(HERE, 'README.md')).read(),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['mxnet_ssp', 'mxnet_ssp.*']),
     package_dir={'': '.'},
     cmdclass={'build_py': BuildWithPth},
-    python_requires='>=3.8',
+    # numpy<1.24 (below) has wheels for CPython 3.8 to 3.11 only (numpy 1.23.5: cp38..cp311)
+    python_requires='>=3.8,<3.12',
+    license='Apache-2.0',       # MXNet's licence; the full text is LICENSE
+    license_files=['LICENSE'],
+    classifiers=[
+        'License :: OSI Approved :: Apache Software License',
+        'Programming Language :: Python :: 3',
+        'Programming Language :: Python :: 3 :: Only',
+        'Programming Language :: Python :: 3.8',
+        'Programming Language :: Python :: 3.9',
+        'Programming Language :: Python :: 3.10',
+        'Programming Language :: Python :: 3.11',
+        'Operating System :: POSIX :: Linux',
+        'Intended Audience :: Science/Research',
+        'Topic :: Scientific/Engineering :: Artificial Intelligence',
+    ],
     install_requires=[
         MXNET_PACKAGE + '==1.9.1',
         'numpy>=1.16,<1.24',     # numpy 1.24 removed np.bool, which mxnet 1.9.1 uses

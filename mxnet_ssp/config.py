@@ -36,7 +36,7 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'NOT_IN_FILE', 'SettingsView', 'settings_path', 'parse_settings_file',
            'settings_environ', 'settings_origin', 'reset_settings_cache', 'job_settings',
            'sender', 'this_host', 'check_updater_settings',
-           'ENV_LIVENESS', 'DEFAULT_LIVENESS', 'parse_liveness', 'liveness_timeout']
+           'ENV_LIVENESS', 'DEFAULT_LIVENESS', 'parse_liveness', 'liveness_timeout', 'check_setting']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -902,6 +902,34 @@ def _checks():
         ENV_BALANCE_THRESHOLD: one(balance_from_env),
         ENV_BALANCE_SMOOTHING: one(balance_from_env),
     }
+
+
+def check_setting(name, value, num_workers=None):
+    """Check one ``MXNET_SSP_*`` setting as every process of a job would read it.
+
+    With `num_workers` (the job's), ``MXNET_SSP_SOFTSYNC_SPLITS`` and ``MXNET_SSP_ELASTIC`` are
+    checked against it too.  Returns whether `name` is a setting checked here (the settings a
+    file may set, and ``MXNET_SSP_GPUS``).
+
+    Raises
+    ------
+    ConfigError
+        Naming the setting, its value and what is accepted.
+    """
+    if value is None or not str(value).strip():
+        return name in FILE_SETTINGS or name == ENV_GPUS    # blank reads as unset: the default
+    if name == ENV_SOFTSYNC_SPLITS:
+        parse_splits(value, num_workers, name)
+    elif name == ENV_ELASTIC:
+        parse_elastic(value, num_workers, name)
+    elif name == ENV_GPUS:
+        parse_gpus(value, name)
+    else:
+        check = _checks().get(name)
+        if check is None:
+            return False
+        check(name, value)
+    return True
 
 
 #: The settings a file may set (those every process of a job reads from its environment).

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from ..core.jsonl import read_jsonl
 from ..core.names import STORE_METRICS, TRAIN_LOG
 from .arms import parse_arm, sim_policy
+from .._cli import add_version, prog_name
 from .profiles import Scenario
 from .simulate import simulate
 
@@ -342,11 +343,12 @@ def format_check(scenario_dir, rows):
 
 def main(argv=None):
     p = argparse.ArgumentParser(
-        prog='mxnet-ssp-advise',
+        prog=prog_name('mxnet-ssp-advise', 'mxnet_ssp.cluster_model.advise'),
         description='Which paradigm for this cluster: fit each worker\'s compute and the step '
                     'overhead from a real run\'s metrics, simulate every paradigm over the same '
                     'wall time, and recommend the least stale one within 10% of the best '
                     'throughput.')
+    add_version(p)
     p.add_argument('run_dir', metavar='RUN_DIR',
                    help="a job's mxnet-ssp-train --save-dir (train-worker<rank>.jsonl), or the "
                         'MXNET_SSP_METRICS_DIR of a dist_ssp/dist_dssp job (worker-<rank>.jsonl)')

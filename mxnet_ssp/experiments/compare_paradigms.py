@@ -37,6 +37,7 @@ import os
 import shutil
 import sys
 
+from .._cli import DefaultsOnce, add_version, prog_name
 from .reproduce import collect, grid as grids, runner
 from ..cluster_model.arms import parse_arm
 
@@ -46,9 +47,11 @@ FAMILY_LABELS = {'bsp': 'BSP', 'asp': 'ASP', 'ssp': 'SSP', 'dssp': 'DSSP'}
 
 def build_parser():
     p = argparse.ArgumentParser(
+        prog=prog_name('mxnet-ssp-compare', 'mxnet_ssp.experiments.compare_paradigms'),
         description='Run train_cifar.py under BSP, ASP, SSP and DSSP with one slow worker '
                     'and print a comparison table.',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsOnce)
+    add_version(p)
     p.add_argument('-n', '--num-workers', type=int, default=4, help='workers per job')
     p.add_argument('-s', '--num-servers', type=int, default=1, help='servers per job')
     p.add_argument('--paradigms', default='bsp,asp,ssp,dssp',

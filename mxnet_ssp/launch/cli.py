@@ -14,14 +14,17 @@ import signal
 HEARTBEAT_INTERVAL = 'PS_HEARTBEAT_INTERVAL'
 HEARTBEAT_TIMEOUT = 'PS_HEARTBEAT_TIMEOUT'
 
+from .._cli import add_version
 from ..config import ENV_ELASTIC, ConfigError, parse_elastic, settings_environ
 from .gpus import GPU_ENV
 from .job import Job
 from .local import plan_local
 from .mpi import plan_mpi
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_USAGE, PROG, LaunchError,
-                       parse_env_items, parse_env_pass, role_settings, say, validate_settings)
+                       parse_env_items, parse_env_pass, role_settings, say, unknown_settings,
+                       validate_settings)
 from .ssh import plan_ssh, run_syncs
+from .train_flags import check_training_flags
 from .supervisor import Supervisor
 
 
@@ -35,6 +38,7 @@ def build_parser():
                'setting (nothing started); 124 --timeout expired; 130/143 stopped by '
                'SIGINT/SIGTERM.  Extra ssh options: %s (e.g. "-F ssh_config"); mpirun '
                'program: %s.' % (ENV_SSH_ARGS, ENV_MPIRUN))
+    add_version(p)
     p.add_argument('-n', '--num-workers', type=int, required=True,
                    help='number of worker processes')
     p.add_argument('-s', '--num-servers', type=int,
@@ -116,7 +120,7 @@ def check_job(args, environ):
     env_worker = parse_env_items(args.env_worker, '--env-worker')
     elastic = _elastic(args, n, common, env_server, env_worker, environ)
     validate_settings(command, environ, [('--env', common), ('--env-server', env_server),
-                                         ('--env-worker', env_worker)])
+                                         ('--env-worker', env_worker)], n)
     settings = {'scheduler': role_settings(common, {}, environ, args.p3),
                 'server': role_settings(common, env_server, environ, args.p3),
                 'worker': role_settings(common, env_worker, environ, args.p3)}
@@ -222,18 +226,41 @@ def plan_job(job, num_gpus=None):
 def check_settings_file(job):
     """The job's settings file (:func:`mxnet_ssp.config.settings_environ`: ``mxnet_ssp.env`` in this
     directory, or ``MXNET_SSP_SETTINGS``), checked like every process of the job will read
-    it; raise LaunchError.  Its values are not passed on: each process reads the file."""
+    it; raise LaunchError.  Its values are not passed on: each process reads the file.
+    Returns the environment over the file (a :class:`mxnet_ssp.config.SettingsView`)."""
     try:
         merged = settings_environ(job.environ)
     except ConfigError as err:
         raise LaunchError(str(err)) from None
     if merged.path is not None:
-        validate_settings(job.command, merged)
+        validate_settings(job.command, merged, num_workers=job.num_workers)
         for name in sorted(merged.overridden):
             line, value = merged.overridden[name]
             say('note: %s=%s from the environment overrides %s=%s (%s line %d) in the '
                 'processes that get this environment' % (name, job.environ[name], name,
                                                          value, merged.path, line))
+    return merged
+
+
+def warn_unknown_settings(job):
+    """One warning for each MXNET_SSP_* name of the job's environment or --env* that
+    mxnet-ssp does not read (with the setting it may be a misspelling of)."""
+    names = dict(job.environ)
+    for role in job.settings.values():
+        names.update(role)
+    for name, close in unknown_settings(names):
+        say('warning: %s is not a setting of mxnet-ssp; the processes ignore it%s'
+            % (name, ' (did you mean %s?)' % close if close else ''))
+
+
+def check_command(job, merged=None):
+    """When the job runs mxnet-ssp's training script, check its flags as each worker will
+    (:func:`.train_flags.check_training_flags`, in a worker's environment: `merged`, the
+    environment over the settings file, with ``--env`` / ``--env-worker``); raise
+    LaunchError."""
+    env = dict(job.environ if merged is None else merged)
+    env.update(job.settings['worker'])
+    check_training_flags(job.command, env, job.num_workers, local=job.launcher == 'local')
 
 
 def main(argv=None, num_gpus=None):
@@ -245,7 +272,9 @@ def main(argv=None, num_gpus=None):
     environ = dict(os.environ)
     try:
         job = check_job(args, environ)
-        check_settings_file(job)
+        warn_unknown_settings(job)
+        merged = check_settings_file(job)
+        check_command(job, merged)
         job_plan = plan_job(job, num_gpus)
         rc = run_syncs(job_plan.syncs, os.getcwd(), args.sync_dst_dir, environ)
         if rc != 0:

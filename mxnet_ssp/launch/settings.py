@@ -3,13 +3,15 @@ environment each process gets (see docs/launch.md).
 
 This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
 """
+import difflib
 import re
 import shlex
 import sys
 
-from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
-                      ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, ConfigError,
-                      check_kvstore_name, from_env, balance_from_env, follow_grace,
+from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_SOFTSYNC_SPLITS, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
+                      ENV_TIMEOUT, FILE_SETTINGS, NATIVE_DIST_TYPES, NOT_IN_FILE, STORE_TYPES,
+                      ConfigError,
+                      check_kvstore_name, check_setting, from_env, balance_from_env, follow_grace,
                       liveness_timeout)
 
 
@@ -149,7 +151,46 @@ def find_kvstore_names(command):
     return names
 
 
-def validate_settings(command, environ, role_extras=()):
+#: MXNET_SSP_* names that are not settings of a job's processes but are not typos either:
+#: setup.py's choice of MXNet build, the testbed's (mxnet_ssp/testbed/settings.py)
+OTHER_NAMES = ('MXNET_SSP_MXNET_PACKAGE', 'MXNET_SSP_TESTBED_PREFIX',
+               'MXNET_SSP_TESTBED_STATE_ROOT')
+
+
+def unknown_settings(environ):
+    """``(name, close name or None)`` of each ``MXNET_SSP_*`` name in `environ` that no part
+    of mxnet-ssp reads (a misspelt setting is silently ignored by the processes)."""
+    known = set(FILE_SETTINGS) | set(NOT_IN_FILE) | set(OTHER_NAMES)
+    found = []
+    for name in sorted(environ):
+        if name.startswith(FORWARDED_PREFIX) and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            found.append((name, close[0] if close else None))
+    return found
+
+
+def check_every_setting(environ, num_workers=None, flag=None, softsync=True):
+    """Check each ``MXNET_SSP_*`` setting of `environ` the processes read (the elastic
+    minimum against `num_workers`, and the softsync splits too when the job may run
+    ``dist_softsync``: `softsync`); raise LaunchError naming the setting, its value, what is
+    accepted and, when it is not the environment, where it was set (the settings file's line,
+    or `flag`, e.g. ``--env-worker``)."""
+    for name in sorted(environ):
+        if not name.startswith(FORWARDED_PREFIX) or name in LAUNCHER_ONLY_ENV:
+            continue
+        bound = num_workers if softsync or name != ENV_SOFTSYNC_SPLITS else None
+        try:
+            check_setting(name, environ[name], bound)
+        except ConfigError as err:
+            where = getattr(environ, 'from_file', {})
+            if name in where:
+                raise LaunchError('%s (set in %s)' % (err, environ.origin(name))) from None
+            if flag is not None:
+                raise LaunchError('%s (set with %s)' % (err, flag)) from None
+            raise LaunchError(str(err)) from None
+
+
+def validate_settings(command, environ, role_extras=(), num_workers=None):
     """Check the command's kvstore names and the MXNET_SSP_* settings.
 
     Parameters
@@ -160,6 +201,8 @@ def validate_settings(command, environ, role_extras=()):
     role_extras : iterable of (str, dict)
         ``(flag, values)`` set on top of `environ` for some processes, e.g.
         ``('--env-worker', {'MXNET_SSP_STALENESS': '3'})``.
+    num_workers : int, optional
+        The job's workers: the settings bounded by them are checked against them.
 
     Returns
     -------
@@ -196,6 +239,11 @@ def validate_settings(command, environ, role_extras=()):
                 from_env(store, environ=dict(environ, **given))
             except ConfigError as err:
                 raise LaunchError('%s (set with %s)' % (err, flag)) from None
+    # the splits against the workers only where they count: a job that may run dist_softsync
+    softsync = not stores or 'dist_softsync' in stores
+    check_every_setting(environ, num_workers, softsync=softsync)
+    for flag, extra in role_extras:
+        check_every_setting(extra, num_workers, flag, softsync=softsync)
     for extra in [{}] + [dict(e) for _, e in role_extras]:
         try:
             balance_from_env(dict(environ, **extra))

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 
+from .._cli import add_version
 from .settings import (DEFAULT_PREFIX, DEFAULT_RATE, ENV_PREFIX, ENV_STATE_ROOT, EXIT_USAGE,
                        MAX_HOSTS, MIN_HOSTS, PROG, STATE_ROOT, TestbedError, parse_hosts,
                        parse_rate, parse_rate_of, plan, prefix_from)
@@ -32,6 +33,7 @@ def build_parser():
                 '%s); the state (keys, hostfile, ssh config) is in %s/<prefix>testbed '
                 '(%s moves it).  Needs root, iproute2 (ip, tc) and OpenSSH.'
                 % (ENV_PREFIX, DEFAULT_PREFIX, STATE_ROOT, ENV_STATE_ROOT))
+    add_version(p)
     p.add_argument('--prefix', help='prefix of every name (default: $%s or %s)'
                    % (ENV_PREFIX, DEFAULT_PREFIX))
     verbs = p.add_subparsers(dest='verb', metavar='{up,down,status,run}')

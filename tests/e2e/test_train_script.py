@@ -937,7 +937,9 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     scenario = get_scenario(emulate)
     save = tmp_path / 'run'
     run_job(tmp_path, ['--dataset', 'mnist5k', '--kvstore', 'dist_dssp', '--staleness', '1,4',
-                       '--optimizer', 'dcasgd_pw', '--adaptive',
+                       # lr 0.01: at the default 0.1 DC-ASGD-a's loss grows past 100x its
+                       # first value within 10 iterations and the divergence guard stops it
+                       '--optimizer', 'dcasgd_pw', '--adaptive', '--lr', '0.01',
                        '--emulate', emulate, '--seed', '5', '--num-iterations', '25',
                        '--batch-size', '16', '--save-dir', str(save), '--save-period', '0',
                        '--snapshot-every', '0.2'])

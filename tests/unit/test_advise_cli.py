@@ -140,8 +140,8 @@ def help_text(capsys):
 def test_help_names_the_command_its_options_and_their_defaults(wide, capsys):
     out = help_text(capsys)
     lines = out.split('\n')
-    assert lines[0] == ('usage: mxnet-ssp-advise [-h] [--wall-time WALL_TIME] [--seeds SEEDS] '
-                        '[--check-lab] RUN_DIR')
+    assert lines[0] == ('usage: mxnet-ssp-advise [-h] [--version] [--wall-time WALL_TIME] '
+                        '[--seeds SEEDS] [--check-lab] RUN_DIR')
     # the description: one percent sign (argparse prints a description's '%%' as it is)
     assert lines[2] == (
         'Which paradigm for this cluster: fit each worker\'s compute and the step overhead from '

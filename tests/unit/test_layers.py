@@ -15,8 +15,12 @@ ALLOWED = {
     'core': {'core'},
     'config': {'core'},
     'controller': {'controller', 'core'},
-    'cluster_model': {'cluster_model', 'core'},
-    'launch': {'launch', 'config'},
+    'cluster_model': {'cluster_model', 'core', '_cli'},
+    # experiments: the launcher parses the training script's flags with the script's own
+    # parser (launch/train_flags.py, a function-level import; same layer, "tooling")
+    'launch': {'launch', 'config', '_cli', 'experiments'},
+    # what every console script shares (--version, prog names, the help formatter)
+    '_cli': {'__version__'},
     'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},
 }
 #: what stays outside the package whatever it imports: only the standard library and numpy
@@ -26,6 +30,7 @@ THIRD_PARTY = {
     'controller': set(),
     'cluster_model': {'numpy'},
     'launch': set(),
+    '_cli': set(),
 }
 
 

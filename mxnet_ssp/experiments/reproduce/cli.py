@@ -8,6 +8,7 @@ import signal
 import sys
 import tempfile
 
+from ..._cli import add_version, prog_name
 from .json_files import read_json, write_json
 from .grid import UsageError, bad_option, plan, plan_tuning, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
@@ -27,7 +28,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2      # interrupted: 128 + the signal 
 
 def build_parser():
     p = argparse.ArgumentParser(
-        prog='python -m mxnet_ssp.reproduce',
+        prog=prog_name('mxnet-ssp-reproduce', 'mxnet_ssp.reproduce'),
         description='Run the DSSP paper\'s comparison grid (BSP, ASP, SSP, DSSP; several '
                     'trials) with mxnet_ssp.experiments.train_cifar and write accuracy-vs-time '
                     'plots '
@@ -35,6 +36,7 @@ def build_parser():
         epilog='Presets: %s. Exit codes: 0 every run finished; 1 a run failed (see report.md); '
                '2 bad input (nothing started); 130/143 interrupted (run the same command '
                'again to continue).' % ', '.join(PRESETS))
+    add_version(p)
     p.add_argument('--preset', help='the grid: %s, or %s for every emulated scenario '
                                     '(docs/lab.md)' % (', '.join(PRESETS), SUITE))
     p.add_argument('--scenario', help='with --preset %s: run only this scenario: %s, your '

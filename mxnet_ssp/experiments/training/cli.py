@@ -1,7 +1,11 @@
 """The command: ``mxnet-ssp-train``, ``python -m mxnet_ssp.experiments.train_cifar`` (:func:`main`)."""
 import os
+import sys
 
+from ..._cli import prog_name
 from ..._hooks import skip_optional_mxnet_imports
+from ...config import ConfigError
+from .diverge import EXIT_DIVERGED, Diverged
 from .logs import setup_logging
 from .loop import Training
 from .options import parse_args
@@ -36,4 +40,25 @@ def main(argv=None):
     args = parse_args(argv)
     rank_filter = setup_logging()
     save_dir = make_save_dir(args)
-    return Training(args, save_dir, rank_filter).run()
+    training = Training(args, save_dir, rank_filter)
+    try:
+        return training.run()
+    except Diverged as err:
+        return stop(err, EXIT_DIVERGED, args.kvstore)
+    except ConfigError as err:       # a setting the launcher did not see (e.g. set by hand)
+        return stop(err, 2, args.kvstore)
+
+
+def stop(err, code, kvstore):
+    """Print ``<prog>: error: <err>`` (one line) and end with `code`.
+
+    In a parameter-server job the process ends at once (``os._exit``): MXNet's exit would wait
+    in ps-lite's final barrier for workers that go on; the launcher then ends the job.
+    """
+    prog = prog_name('mxnet-ssp-train', 'mxnet_ssp.experiments.train_cifar')
+    sys.stderr.write('%s: error: %s\n' % (prog, err))
+    sys.stderr.flush()
+    if kvstore.startswith('dist') and os.environ.get('DMLC_ROLE'):
+        sys.stdout.flush()
+        os._exit(code)
+    return code

@@ -12,6 +12,7 @@ import numpy as np
 from ... import config
 from ...controller.protocol import describe_losses
 from ...core.names import TRAIN_LOG
+from .diverge import Diverged, DivergenceGuard, divergence_message
 from .checkpoint import restore_states, save_checkpoint, updates_on_servers
 from .logs import JsonLines, count_iterations, make_progress, show_progress
 from .models import describe_model, get_model
@@ -102,6 +103,7 @@ class Training:
         self.args = args
         self.save_dir = save_dir
         self.rank_filter = rank_filter
+        self.guard = DivergenceGuard()
 
     def run(self):
         """Set up, train every epoch, then finish; returns the exit code (0)."""
@@ -419,6 +421,7 @@ class Training:
                              cpu_s=round(time.process_time(), 4),
                              **({} if emulated_s is None else
                                 {'emulated_s': round(emulated_s, 6)}))
+        self.check_divergence(loss_value, epoch)
         if self.rank == 0 and self.next_snapshot:
             self.take_snapshot()
         if self.progress is not None:
@@ -428,6 +431,30 @@ class Training:
             logger.info('epoch %d iteration %d loss %.4f compute %.1f ms step %.1f ms',
                         epoch, iteration, loss_value, 1e3 * compute_s, 1e3 * step_s)
         return loss_value, correct
+
+    def check_divergence(self, loss_value, epoch):
+        """Raise :class:`.diverge.Diverged` once this worker's loss is NaN/inf or has grown
+        past :data:`.diverge.GROWTH` times its first value."""
+        reason = self.guard.check(loss_value)
+        if reason is not None:
+            self.train_log.close()
+            self.leave_job()
+            raise Diverged(divergence_message(
+                reason, self.args.lr, self.args.kvstore, self.iteration, epoch, self.rank,
+                self.num_workers, self.guard.first))
+
+    def leave_job(self):
+        """Tell the controller of mxnet-ssp's store that this worker leaves (its ``close``),
+        so the other workers are not failed with "disconnected without leaving" while the
+        launcher stops the job.  MXNet's own stores have no ``close``; a failure to leave is
+        logged, never raised (the divergence is the message)."""
+        close = getattr(self.kv, 'close', None)
+        if close is None:
+            return
+        try:
+            close()
+        except Exception as err:       # noqa: BLE001  (the divergence is what to report)
+            logger.warning('could not leave the job cleanly: %s', err)
 
     #: --snapshot-every keeps at most this many bytes of weights (then stops, with a warning)
     SNAPSHOT_BYTES = 512 << 20

@@ -13,6 +13,7 @@ import tempfile
 from collections import namedtuple
 
 from ... import config
+from ..._cli import DefaultsOnce, add_version, prog_name
 from ...core.names import (ADAPTIVE_READINGS, DATASETS, DCASGD_PW, DSSP_MODES, SASGD,
                             STALENESS_POLICIES)
 from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
@@ -31,13 +32,26 @@ TRAIN_MODES = ('hybrid', 'imperative')
 DEFAULT_LAMDA = {False: 0.04, True: 2.0}
 
 
+class _Parser(argparse.ArgumentParser):
+    """In a worker of a job (``DMLC_ROLE`` set) an error is one line, ``<prog>: error:
+    <message>``, exit status 2: every worker prints it, and the usage N times over would hide
+    it.  Run by hand, argparse's usage and message."""
+
+    def error(self, message):
+        if os.environ.get('DMLC_ROLE'):
+            self.exit(2, '%s: error: %s\n' % (self.prog, message))
+        super().error(message)
+
+
 def build_parser():
     """The command-line parser (flags only; :func:`validate_args` checks values)."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
+        prog=prog_name('mxnet-ssp-train', 'mxnet_ssp.experiments.train_cifar'),
         description='Train an image classifier on an MXNet parameter server with BSP '
                     '(dist_sync), ASP (dist_async), SSP (dist_ssp), DSSP (dist_dssp) or '
                     'n-softsync (dist_softsync).',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsOnce)
+    add_version(p)
     g = p.add_argument_group('model and data')
     g.add_argument('--model', default='alexnet-small',
                    help='network: %s (CIFAR ResNet v1 of depth 20/50/56/110 from GluonCV), '
@@ -390,7 +404,9 @@ def _check_splits(args, job):
     """--splits: 1 <= n <= workers; replaced by the integer."""
     if args.splits is not None:
         try:
-            args.splits = config.parse_splits(args.splits, job.num_workers, source='--splits')
+            # outside a job (no DMLC_ROLE) only the form is checked: _check_job says the rest
+            bound = job.num_workers if job.environ.get('DMLC_ROLE') else None
+            args.splits = config.parse_splits(args.splits, bound, source='--splits')
         except ValueError as err:
             return str(err)
     return None
@@ -503,8 +519,8 @@ CHECKS = (
     Parsed('--lr-decay-epoch', parse_decay_epochs, 'lr_decay_epochs',
            "increasing epochs >= 1, comma-separated (e.g. '200,250'), or '' for none"),
     _check_one_decay_schedule,
-    # the store and its settings
-    _check_job,
+    # the store and its settings (a bad one is named before _check_job says a dist store
+    # needs a job: the user fixes both anyway)
     Only('--staleness', '--kvstore', SSP_KVSTORES),
     _check_staleness,
     Only('--dssp-mode', '--kvstore', ('dist_dssp',)),
@@ -529,6 +545,7 @@ CHECKS = (
     Value('--adaptive-reading', _optional(_one_of(ADAPTIVE_READINGS)), 'paper or multiverso'),
     Only('--mean-square-decay', '--adaptive', (True,), ' (DC-ASGD-a)'),
     Value('--mean-square-decay', _optional(_number(lambda x: 0 <= x < 1)), 'a number in [0, 1)'),
+    _check_job,
     # workers and files
     Parsed('--slowdown', parse_slowdown, 'slowdown_factors',
            'RANK:FACTOR[,RANK:FACTOR] with integer ranks >= 0 and factors >= 1 (e.g. 1:2.5)'),
@@ -544,13 +561,17 @@ CHECKS = (
 )
 
 
-def find_problem(args, environ=None):
+def find_problem(args, environ=None, skip=()):
     """Run :data:`CHECKS` on parsed `args`; return ``(row, message)`` of the first that
     fails, or ``(None, None)``.  Stops at the first failure (later rows may read what
-    earlier ones stored on `args`).  Exits nothing, prints nothing."""
+    earlier ones stored on `args`).  Exits nothing, prints nothing.  Rows of the flags in
+    `skip` are not run (a launcher skips the files of another host: --save-dir,
+    --resume-from)."""
     env = config._environ(environ)     # os.environ over the job's settings file
     job = Job(env, expected_num_workers(args.kvstore, env))
     for row in CHECKS:
+        if getattr(row, 'flag', None) in skip:
+            continue
         message = row(args, job)
         if message:
             return row, message
