@@ -66,7 +66,7 @@ from .ps.channel import (ABORT, DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, R
 from .controller.client import ControllerClient
 from .ps.native import FreedNative, create_native, free_native
 from .controller.protocol import ControllerError, describe_losses
-from .ps.slots import KeyLayout, SlotKeyError, as_list, as_values
+from .ps.slots import KeyLayout, SlotKeyError, as_list, as_values, has_row_sparse
 from .ps.steps import Step, StepLog, StepTracker
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
@@ -256,7 +256,7 @@ class SSPKVStore(KVStoreBase):
     # -- data path -------------------------------------------------------------
     def init(self, key, value):
         """Initialize `key` on the servers (collective, like the native store)."""
-        if _row_sparse(value):
+        if has_row_sparse(value):
             self._sparse_case('key %r' % (key,))
         self._tracker.on_init(as_list(key), as_values(key, value))
         self._remember(key, value)
@@ -268,7 +268,7 @@ class SSPKVStore(KVStoreBase):
 
     def broadcast(self, key, value, out, priority=0):
         """Initialize `key` with `value` and pull it into `out` (collective)."""
-        if _row_sparse(value) or _row_sparse(out):
+        if has_row_sparse(value) or has_row_sparse(out):
             self._sparse_case('key %r' % (key,))
         self._tracker.on_init(as_list(key), as_values(key, value))
         self._remember(key, value)
@@ -281,7 +281,7 @@ class SSPKVStore(KVStoreBase):
 
     def push(self, key, value, priority=0):
         """Push gradients; in SSP/DSSP blocks only when this push completes a step."""
-        if self._plan is None and _row_sparse(value):
+        if self._plan is None and has_row_sparse(value):
             self._sparse_case('a push of key %r' % (key,))
         keys = as_list(key)
         step = self._begin(keys)
@@ -336,7 +336,7 @@ class SSPKVStore(KVStoreBase):
                 self._finish_step(priority)
             return
         if self.handed_off is not None or (self._plan is None and (
-                (_row_sparse(value) and self._sparse_case('a push of key %r' % (key,)))
+                (has_row_sparse(value) and self._sparse_case('a push of key %r' % (key,)))
                 or (self._optimizer is None and self._no_optimizer_case()))):
             return self._kv.pushpull(key, value, out=out, priority=priority)
         keys = as_list(key)
@@ -1075,12 +1075,6 @@ def _store_class(name):
                                        '__doc__': 'The %s KVStore type.' % name})
     KVStoreBase.kv_registry[name] = klass      # register() would warn when replacing dist_async
     return klass
-
-
-def _row_sparse(value):
-    if isinstance(value, (list, tuple)):
-        return any(_row_sparse(v) for v in value)
-    return getattr(value, 'stype', 'default') == 'row_sparse'
 
 
 def _stock_name_class(name):

@@ -23,18 +23,11 @@ those cases instead, with an error that says what to use.
 import logging
 
 from . import config as cfg
+from .ps.slots import has_row_sparse
 
-__all__ = ['StockNames', 'has_row_sparse']
+__all__ = ['StockNames']
 
 logger = logging.getLogger(__name__)
-
-
-def has_row_sparse(value):
-    """Whether `value` (an NDArray, or a list of them, or a list of lists) holds a
-    ``row_sparse`` array."""
-    if isinstance(value, (list, tuple)):
-        return any(has_row_sparse(v) for v in value)
-    return getattr(value, 'stype', 'default') == 'row_sparse'
 
 
 class StockNames:

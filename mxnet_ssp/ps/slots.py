@@ -12,7 +12,7 @@ Nothing here imports MXNet: :meth:`KeyLayout.block` takes the padding value.
 """
 from .channel import MAX_INT_KEY, slot_key
 
-__all__ = ['KeyLayout', 'SlotKeyError', 'as_list', 'as_values']
+__all__ = ['KeyLayout', 'SlotKeyError', 'as_list', 'as_values', 'has_row_sparse']
 
 
 class SlotKeyError(ValueError):
@@ -22,6 +22,14 @@ class SlotKeyError(ValueError):
 def as_list(key):
     """`key` as a list of keys (a key, or a list or tuple of keys)."""
     return list(key) if isinstance(key, (list, tuple)) else [key]
+
+
+def has_row_sparse(value):
+    """Whether `value` (an NDArray, or a list of them, or a list of lists) holds a
+    ``row_sparse`` array."""
+    if isinstance(value, (list, tuple)):
+        return any(has_row_sparse(v) for v in value)
+    return getattr(value, 'stype', 'default') == 'row_sparse'
 
 
 def as_values(key, value):
