@@ -146,8 +146,10 @@ def tracker_reports(stderr, code=None):
     return len(re.findall(pattern, stderr))
 
 
-def _session_workers(session):
-    """Pids of the worker processes (DMLC_ROLE=worker) in process session `session`."""
+def session_pids(session, role=None):
+    """Pids of the live processes of process session `session` (zombies, which exited and
+    wait for their parent, left out), only those with ``DMLC_ROLE=role`` if given."""
+    want = None if role is None else ('DMLC_ROLE=%s' % role).encode()
     pids = []
     for name in os.listdir('/proc'):
         if not name.isdigit():
@@ -155,11 +157,16 @@ def _session_workers(session):
         try:
             if os.getsid(int(name)) != session:
                 continue
-            with open('/proc/%s/environ' % name, 'rb') as f:
-                if b'DMLC_ROLE=worker' in f.read().split(b'\0'):
-                    pids.append(int(name))
-        except (OSError, ProcessLookupError):
+            with open('/proc/%s/stat' % name) as f:
+                if f.read().rsplit(')', 1)[1].split()[0] == 'Z':
+                    continue
+            if want is not None:
+                with open('/proc/%s/environ' % name, 'rb') as f:
+                    if want not in f.read().split(b'\0'):
+                        continue
+        except (OSError, ProcessLookupError, IndexError):
             continue
+        pids.append(int(name))
     return pids
 
 
@@ -196,7 +203,7 @@ def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=N
         else:
             started = False
             while not finished and time.monotonic() < deadline:
-                alive = _session_workers(proc.pid)
+                alive = session_pids(proc.pid, 'worker')
                 started = started or len(alive) == workers
                 finished = proc.poll() is not None or (
                     started and len(alive) <= workers_left and

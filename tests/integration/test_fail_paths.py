@@ -19,30 +19,13 @@ import time
 
 import pytest
 
-from conftest import JOBS, job_env
+from conftest import JOBS, job_env, session_pids
 
 pytestmark = pytest.mark.integration
 
 BOUND_S = 30
 START_S = 120           # the job's start on a busy 2-core machine, before any failure
 FAILING = re.compile(r'FAILING rank (\d+) at ([0-9.]+)')
-
-
-def _session_pids(session):
-    pids = []
-    for name in os.listdir('/proc'):
-        if not name.isdigit():
-            continue
-        try:
-            if os.getsid(int(name)) != session:
-                continue
-            with open('/proc/%s/stat' % name) as f:
-                if f.read().rsplit(')', 1)[1].split()[0] == 'Z':
-                    continue            # exited, not yet reaped by its parent
-        except (OSError, ProcessLookupError, IndexError):
-            continue
-        pids.append(int(name))
-    return pids
 
 
 def _run(tmp_path, launcher, store, how, ranks, workers, servers):
@@ -68,7 +51,7 @@ def _run(tmp_path, launcher, store, how, ranks, workers, servers):
                 if failing:
                     first = min(failing)
                     deadline = time.monotonic() + BOUND_S - (time.time() - first)
-            left = _session_pids(proc.pid)
+            left = session_pids(proc.pid)
             if not left:
                 ended = time.time()
                 break
