@@ -61,6 +61,22 @@ def tb(prefix, *args, env=None, timeout=120, **kwargs):
                           stdin=subprocess.DEVNULL, **kwargs)
 
 
+
+def four_hosts():
+    """A generator for a fixture: 4 emulated hosts at 1gbit (host0: the login host), up with
+    a prefix of its own; yields the testbed's state and removes it on every exit path."""
+    need_testbed_tools()
+    prefix = new_prefix()
+    try:
+        proc = tb(prefix, 'up', '--hosts', '4', '--rate', '1gbit', '--no-measure')
+        assert proc.returncode == 0, fail(proc)
+        with open('/run/%stestbed/testbed.json' % prefix) as f:
+            state = json.load(f)
+        yield state
+    finally:
+        down = tb(prefix, 'down')
+        assert down.returncode == 0, fail(down)
+
 def root_namespace_view():
     """The root namespace's interfaces, addresses and routes (must not change)."""
     return {what: subprocess.run(['ip', '-o'] + what.split(), capture_output=True, text=True,

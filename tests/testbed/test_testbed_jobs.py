@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import JOBS, ROOT, fail_msg, job_env, read_jsonl
-from test_testbed_cluster import fail, need_testbed_tools, new_prefix, tb
+from test_testbed_cluster import four_hosts
 
 PY = sys.executable
 
@@ -49,17 +49,7 @@ runpy.run_path(sys.argv[0], run_name='__main__')
 @pytest.fixture(scope='module')
 def cluster4():
     """4 emulated hosts at 1gbit (host0: the login host); removed on every exit path."""
-    need_testbed_tools()
-    prefix = new_prefix()
-    try:
-        proc = tb(prefix, 'up', '--hosts', '4', '--rate', '1gbit', '--no-measure')
-        assert proc.returncode == 0, fail(proc)
-        with open('/run/%stestbed/testbed.json' % prefix) as f:
-            state = json.load(f)
-        yield state
-    finally:
-        down = tb(prefix, 'down')
-        assert down.returncode == 0, fail(down)
+    yield from four_hosts()
 
 
 def namespace_ids(state):

@@ -36,7 +36,7 @@ import time
 import pytest
 
 from conftest import JOBS, fail_msg, job_env, read_jsonl
-from test_testbed_cluster import fail, need_testbed_tools, new_prefix, tb
+from test_testbed_cluster import fail, four_hosts
 
 PY = sys.executable
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
@@ -48,16 +48,7 @@ POLL_S = 0.05          # between two looks at a file the job writes
 @pytest.fixture
 def testbed():
     """4 emulated hosts at 1gbit (host0: the login host), removed on every exit path."""
-    need_testbed_tools()
-    prefix = new_prefix()
-    try:
-        proc = tb(prefix, 'up', '--hosts', '4', '--rate', '1gbit', '--no-measure')
-        assert proc.returncode == 0, fail(proc)
-        with open('/run/%stestbed/testbed.json' % prefix) as f:
-            yield json.load(f)
-    finally:
-        down = tb(prefix, 'down')
-        assert down.returncode == 0, fail(down)
+    yield from four_hosts()
 
 
 class Job:
@@ -227,6 +218,17 @@ def record(test, **measured):
             f.write(json.dumps(dict(test=test, **measured)) + '\n')
 
 
+
+def check_survivors(job, proc, rank):
+    """Elastic, worker `rank` on host3 lost: the others' pushes all applied once (markers),
+    and each survivor names the lost worker and its host when it leaves."""
+    survivors = sorted({0, 1, 2} - {rank})
+    check_markers(job, survivors, rank)
+    for r in survivors:
+        assert re.search(r'worker\[%d\] dist_ssp elastic: finished at clock %d; lost worker %d '
+                         r'at clock \d+ \([\d.]+ s after the controller started\) on '
+                         r'198\.18\.0\.4' % (r, job.iters, rank), proc.stderr), fail_msg(proc)
+
 def check_markers(job, survivors, lost):
     """Each survivor ran every step and its last pull shows each of its own markers exactly
     once; the lost worker's steps it recorded are all applied, at most the next one is, and
@@ -286,12 +288,7 @@ def test_elastic_survivors_go_on_when_a_worker_host_is_cut_off(testbed, tmp_path
     (lost,) = job.events('lost')
     assert (lost['rank'], lost['host'], lost['left']) == (rank, '198.18.0.4', 2), lost
     assert 'TCP keepalive probe' in lost['why'] and '=5)' in lost['why'], lost
-    survivors = sorted({0, 1, 2} - {rank})
-    check_markers(job, survivors, rank)
-    for r in survivors:
-        assert re.search(r'worker\[%d\] dist_ssp elastic: finished at clock %d; lost worker %d '
-                         r'at clock \d+ \([\d.]+ s after the controller started\) on '
-                         r'198\.18\.0\.4' % (r, job.iters, rank), proc.stderr), fail_msg(proc)
+    check_survivors(job, proc, rank)
     assert re.search(r'job finished: 4 of 5 processes exited with code 0; lost worker #2 '
                      r'\(exited with code 255 \(ssh could not connect to 198\.18\.0\.4, or '
                      r'the connection broke\)', proc.stderr), fail_msg(proc)
@@ -352,12 +349,7 @@ def test_elastic_a_worker_host_whose_processes_all_die_is_lost_at_once_by_name(
     assert (lost['rank'], lost['host'], lost['left']) == (rank, '198.18.0.4', 2), lost
     assert re.fullmatch(r'worker %d disconnected at clock \d+ without leaving \(process died\?\); '
                         r'it ran on 198\.18\.0\.4' % rank, lost['why']), lost
-    survivors = sorted({0, 1, 2} - {rank})
-    check_markers(job, survivors, rank)
-    for r in survivors:
-        assert re.search(r'worker\[%d\] dist_ssp elastic: finished at clock %d; lost worker %d '
-                         r'at clock \d+ \([\d.]+ s after the controller started\) on '
-                         r'198\.18\.0\.4' % (r, job.iters, rank), proc.stderr), fail_msg(proc)
+    check_survivors(job, proc, rank)
     assert re.search(r'lost worker #2 \(exited with code 255 \(ssh could not connect to '
                      r'198\.18\.0\.4, or the connection broke\)', proc.stderr), fail_msg(proc)
     detected = lost['time'] - at
