@@ -13,6 +13,9 @@ from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_SOFTSYNC_SPLITS, ENV_LA
                       ConfigError,
                       check_kvstore_name, check_setting, from_env, balance_from_env, follow_grace,
                       liveness_timeout)
+from ..core.env_names import (DMLC_INTERFACE, DMLC_JOB_CLUSTER, DMLC_NUM_ATTEMPT, DMLC_NUM_SERVER,
+                              DMLC_NUM_WORKER, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI,
+                              DMLC_PS_VAN_TYPE, DMLC_PS_WATER_MARK, DMLC_ROLE, DMLC_TASK_ID)
 
 
 PROG = 'mxnet-ssp-launch'
@@ -22,21 +25,21 @@ LAUNCHER_ONLY_ENV = (ENV_SSH_ARGS, ENV_MPIRUN, ENV_LAUNCH_INDEX)
 
 
 #: Set by the launcher for each process; --env* may not set them.
-RESERVED_ENV = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
-                'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_TASK_ID', 'DMLC_JOB_CLUSTER',
-                'DMLC_NUM_ATTEMPT')
+RESERVED_ENV = (DMLC_ROLE, DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT,
+                DMLC_NUM_SERVER, DMLC_NUM_WORKER, DMLC_TASK_ID, DMLC_JOB_CLUSTER,
+                DMLC_NUM_ATTEMPT)
 
 
 #: Passed to remote (ssh / mpi) processes when set here, besides MXNET_SSP_*: what MXNet's
 #: dmlc tracker forwards over ssh (but AWS credentials: pass them with --env), and PS_VERBOSE.
-FORWARDED_ENV = ('OMP_NUM_THREADS', 'PS_VERBOSE', 'DMLC_INTERFACE', 'KMP_AFFINITY',
+FORWARDED_ENV = ('OMP_NUM_THREADS', 'PS_VERBOSE', DMLC_INTERFACE, 'KMP_AFFINITY',
                  'LD_LIBRARY_PATH')
 
 
 FORWARDED_PREFIX = 'MXNET_SSP_'
 
 
-P3_ENV = (('DMLC_PS_VAN_TYPE', 'p3'), ('DMLC_PS_WATER_MARK', '10'))
+P3_ENV = ((DMLC_PS_VAN_TYPE, 'p3'), (DMLC_PS_WATER_MARK, '10'))
 
 
 KVSTORE_FLAGS = ('--kvstore', '--kv-store', '--kv_store')
@@ -256,9 +259,9 @@ def validate_settings(command, environ, role_extras=(), num_workers=None):
 
 def dmlc_env(role, root_uri, root_port, num_workers, num_servers):
     """The DMLC_* variables that make a process `role` of the job."""
-    return {'DMLC_ROLE': role, 'DMLC_PS_ROOT_URI': root_uri,
-            'DMLC_PS_ROOT_PORT': str(root_port), 'DMLC_NUM_SERVER': str(num_servers),
-            'DMLC_NUM_WORKER': str(num_workers)}
+    return {DMLC_ROLE: role, DMLC_PS_ROOT_URI: root_uri,
+            DMLC_PS_ROOT_PORT: str(root_port), DMLC_NUM_SERVER: str(num_servers),
+            DMLC_NUM_WORKER: str(num_workers)}
 
 
 def task_env(cluster, role, index, num_workers):
@@ -272,9 +275,9 @@ def task_env(cluster, role, index, num_workers):
     of a role, so no task id can be given here: MPI's own rank variables
     (``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``) stand in, as with the tracker.
     """
-    env = {'DMLC_JOB_CLUSTER': cluster, 'DMLC_NUM_ATTEMPT': '0'}
+    env = {DMLC_JOB_CLUSTER: cluster, DMLC_NUM_ATTEMPT: '0'}
     if cluster != 'mpi':
-        env['DMLC_TASK_ID'] = str(index if role == 'worker' else num_workers + index)
+        env[DMLC_TASK_ID] = str(index if role == 'worker' else num_workers + index)
     return env
 
 

@@ -25,6 +25,7 @@ from .. import config as cfg
 from ..core.names import CONTROLLER_METRICS
 from .channel import DISCOVERY_LEN, decode_blob, encode_blob
 from .follow import controller_failed, follow_controller_process
+from ..core.env_names import DMLC_NODE_HOST, DMLC_PREFIX, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI
 
 __all__ = ['request_controller', 'DiscoveryError', 'answer_discovery', 'advertised_host']
 
@@ -44,10 +45,10 @@ def advertised_host(environ=None):
     the network every worker already uses.
     """
     env = os.environ if environ is None else environ
-    if env.get('DMLC_NODE_HOST'):
-        return env['DMLC_NODE_HOST']
-    root = env.get('DMLC_PS_ROOT_URI', '127.0.0.1')
-    port = int(env.get('DMLC_PS_ROOT_PORT', '9000') or 9000)
+    if env.get(DMLC_NODE_HOST):
+        return env[DMLC_NODE_HOST]
+    root = env.get(DMLC_PS_ROOT_URI, '127.0.0.1')
+    port = int(env.get(DMLC_PS_ROOT_PORT, '9000') or 9000)
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         probe.connect((root, port))       # UDP: no packet is sent
@@ -109,7 +110,7 @@ def _start_process(settings):
     import select
     import subprocess
     import sys
-    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(DMLC_PREFIX)}
     proc = subprocess.Popen([sys.executable, '-m', 'mxnet_ssp.controller.process'],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     proc.stdin.write((json.dumps(settings) + '\n').encode())
