@@ -15,8 +15,8 @@ import os
 import socket
 from dataclasses import dataclass, field, replace
 
-from .core.agreement import KVSTORE, SETTINGS_FILE, differences, mismatch_message
-from .core.names import BOUNDED, DSSP_MODES, DSSP_STALENESS
+from ..core.agreement import KVSTORE, SETTINGS_FILE, differences, mismatch_message
+from ..core.names import BOUNDED, DSSP_MODES, DSSP_STALENESS
 
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_WRAP_ASYNC', 'ENV_WRAP_SYNC',
@@ -799,7 +799,7 @@ def follow_grace(environ=None):
 def parse_liveness(value, source=ENV_LIVENESS):
     """Parse the liveness bound: seconds from 2 to 3600, or ``0``/``off`` (never judge a
     host lost; a lost host is then a stall, failed at ``MXNET_SSP_TIMEOUT``)."""
-    from .core.liveness import MAX_BOUND, MIN_BOUND
+    from ..core.liveness import MAX_BOUND, MIN_BOUND
     text = '' if value is None else str(value).strip().lower()
     if text in ('0', 'off', 'no', 'false'):
         return 0.0
