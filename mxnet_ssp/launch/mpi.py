@@ -8,6 +8,7 @@ import subprocess
 
 from .hosts import address_towards, free_port, parse_hostfile
 from .job import Plan
+from ..config import read
 from .settings import ENV_MPIRUN, LaunchError, forwarded_env, local_env, say, task_env
 from .supervisor import Spec
 from ..core.env_names import DMLC_NODE_HOST
@@ -70,7 +71,7 @@ def plan_mpi(job):
     environ = job.environ
     if job.sync_dst_dir:
         say('warning: --sync-dst-dir is ignored by --launcher mpi')
-    mpirun = environ.get(ENV_MPIRUN) or 'mpirun'
+    mpirun = read(ENV_MPIRUN, environ)
     if job.hostfile:
         hosts = parse_hostfile(job.hostfile)
         uri = address_towards(hosts[0].address)

@@ -8,11 +8,11 @@ import re
 import shlex
 import sys
 
-from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_SOFTSYNC_SPLITS, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
-                      ENV_TIMEOUT, FILE_SETTINGS, NATIVE_DIST_TYPES, NOT_IN_FILE, STORE_TYPES,
-                      ConfigError,
+from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_SOFTSYNC_SPLITS, ENV_STALENESS,
+                      ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, TABLE, ConfigError,
                       check_kvstore_name, check_setting, from_env, balance_from_env, follow_grace,
                       liveness_timeout)
+from ..config.table import Setting, declare, text
 from ..core.env_names import (DMLC_INTERFACE, DMLC_JOB_CLUSTER, DMLC_NUM_ATTEMPT, DMLC_NUM_SERVER,
                               DMLC_NUM_WORKER, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI,
                               DMLC_PS_VAN_TYPE, DMLC_PS_WATER_MARK, DMLC_ROLE, DMLC_TASK_ID)
@@ -20,8 +20,22 @@ from ..core.env_names import (DMLC_INTERFACE, DMLC_JOB_CLUSTER, DMLC_NUM_ATTEMPT
 
 PROG = 'mxnet-ssp-launch'
 
-#: Launcher settings (defined with every other MXNET_SSP_* name in mxnet_ssp.config).
-LAUNCHER_ONLY_ENV = (ENV_SSH_ARGS, ENV_MPIRUN, ENV_LAUNCH_INDEX)
+#: The launcher's own settings (rows of mxnet_ssp.config's table; their names start with
+#: mxnet_ssp.config.table.LAUNCHER_PREFIX): never passed to the processes of the job.
+ENV_SSH_ARGS = 'MXNET_SSP_LAUNCH_SSH_ARGS'
+ENV_MPIRUN = 'MXNET_SSP_LAUNCH_MPIRUN'
+ENV_LAUNCH_INDEX = 'MXNET_SSP_LAUNCH_INDEX'
+_OWN = "it is the launcher's own; set it in the launcher's environment"
+LAUNCHER_ONLY_ENV = tuple(setting.name for setting in declare(
+    Setting(ENV_SSH_ARGS, 'launcher', "Extra ssh options, split like a shell would, put after "
+            "ssh (and in rsync's -e), e.g. '-F ./ssh_config' or '-i key -l user'.", text,
+            default='', accepted='ssh options, as a shell would split them', not_in_file=_OWN),
+    Setting(ENV_MPIRUN, 'launcher', 'The mpirun program to use.', text, default='mpirun',
+            accepted='a program name or path', not_in_file=_OWN),
+    Setting(ENV_LAUNCH_INDEX, 'launcher', "Set by the launcher in every process: its launch "
+            "index within its role (worker #1 has 1); not the ps-lite rank.", text,
+            not_in_file='the launcher sets it per process'),
+))
 
 
 #: Set by the launcher for each process; --env* may not set them.
@@ -163,7 +177,7 @@ OTHER_NAMES = ('MXNET_SSP_MXNET_PACKAGE', 'MXNET_SSP_TESTBED_PREFIX',
 def unknown_settings(environ):
     """``(name, close name or None)`` of each ``MXNET_SSP_*`` name in `environ` that no part
     of mxnet-ssp reads (a misspelt setting is silently ignored by the processes)."""
-    known = set(FILE_SETTINGS) | set(NOT_IN_FILE) | set(OTHER_NAMES)
+    known = {n for n in TABLE if n.startswith(FORWARDED_PREFIX)} | set(OTHER_NAMES)
     found = []
     for name in sorted(environ):
         if name.startswith(FORWARDED_PREFIX) and name not in known:

@@ -10,7 +10,7 @@ import subprocess
 
 import math
 
-from ..config import ENV_REJOIN, liveness_timeout
+from ..config import ENV_REJOIN, liveness_timeout, read
 from .hosts import address_towards, free_port, parse_hostfile
 from .job import Plan
 from .settings import (ENV_LAUNCH_INDEX, ENV_SSH_ARGS, EXIT_FAILED, REMOTE_GRACE, SSH_BASE,
@@ -93,7 +93,7 @@ def plan_ssh(job):
     environ = job.environ
     hosts = parse_hostfile(job.hostfile)
     try:
-        ssh_args = shlex.split(environ.get(ENV_SSH_ARGS, ''))
+        ssh_args = shlex.split(read(ENV_SSH_ARGS, environ))
     except ValueError as err:
         raise LaunchError('%s=%r is not valid: %s' % (ENV_SSH_ARGS, environ[ENV_SSH_ARGS],
                                                       err)) from None
