@@ -1,5 +1,6 @@
 """Settings of a process's lifetime: when a lost worker or host ends the job, how a process
 ends once its job failed, and whether the start-up hook loads mxnet-ssp at all."""
+from ..core.controller_settings import UNBOUNDED_STALENESS
 from ..core.liveness import DEFAULT_BOUND, MAX_BOUND, MIN_BOUND
 from .table import TABLE, Setting, declare, flag, number, read
 from .topology import ENV_NUM_WORKER, parse_num_workers
@@ -16,9 +17,6 @@ DEFAULT_FOLLOW_GRACE = 10.0
 ENV_LIVENESS = 'MXNET_SSP_LIVENESS_TIMEOUT'
 DEFAULT_LIVENESS = DEFAULT_BOUND
 ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
-#: The staleness bound of the asynchronous stores' controller in elastic mode: it only counts
-#: clocks and members, it never holds a worker.
-UNBOUNDED_STALENESS = 2 ** 31 - 1
 
 
 def _elastic(value, source, setting, num_workers=None, **_):
