@@ -1,7 +1,8 @@
 """Settings of a launch: constants, the checks made before anything starts, and the
 environment each process gets (see docs/launch.md).
 
-This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
+This module must stay light: the standard library, :mod:`mxnet_ssp.config` and
+:mod:`mxnet_ssp.core` only.
 """
 import difflib
 import re
