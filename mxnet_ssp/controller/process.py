@@ -3,12 +3,10 @@
 The server process that answers the discovery request starts this module with
 ``python -m mxnet_ssp.controller.process`` and talks to it through two pipes:
 
-* stdin: one JSON line with the controller's settings (``num_workers``, ``s_lower``,
-  ``s_upper``, ``mode``, ``timeout``, ``secret`` in hex, ``host``, ``metrics_path``,
-  ``elastic``: the least number of workers, 0 for fail-fast; ``agree``: the settings every
-  worker must share, :class:`~mxnet_ssp.controller.server.ControllerServer`'s `agree`;
-  ``liveness``: the seconds a worker's connection may stay silent before its host counts as
-  lost, 0 for never);
+* stdin: one JSON line with the controller's settings, the wire form of
+  :class:`~mxnet_ssp.core.controller_settings.ControllerSettings` (its table: the job's
+  staleness, mode, timeout, elastic minimum and liveness bound, the settings every worker must
+  share, the address to listen on, the secret in hex and the metrics file);
   then nothing until the server process ends, which closes the pipe;
 * stdout: one JSON line, ``{"host", "port"}`` once the controller listens, or
   ``{"error"}`` if it cannot start; later, if the job fails, one more line
@@ -26,24 +24,23 @@ import os
 import sys
 
 from .server import ControllerServer
+from ..core.controller_settings import ControllerSettings
 from ..core.sync import SyncPolicy
 from ..core.usage import record_cpu
 
 
 def start(settings, on_failed=None):
-    """Start a :class:`ControllerServer` for `settings` (the dict described above) and return
-    it; also how a server starts the controller on a thread of its own process.  `on_failed`:
-    see :class:`ControllerServer`."""
-    workers = int(settings['num_workers'])
-    policy = SyncPolicy(workers, int(settings['s_lower']), int(settings['s_upper']),
-                        mode=settings['mode'])
-    return ControllerServer(policy, bytes.fromhex(settings['secret']), host=settings['host'],
-                            port=0, timeout=float(settings['timeout']),
-                            metrics_path=settings.get('metrics_path'),
-                            max_pending=max(64, workers + 1), on_failed=on_failed,
-                            min_workers=int(settings.get('elastic') or 0),
-                            agree=settings.get('agree'),
-                            liveness=float(settings.get('liveness') or 0)).start()
+    """Start a :class:`ControllerServer` for `settings` (the wire form of
+    :class:`~mxnet_ssp.core.controller_settings.ControllerSettings`) and return it; also how a
+    server starts the controller on a thread of its own process.  `on_failed`: see
+    :class:`ControllerServer`."""
+    job = ControllerSettings.from_wire(settings)
+    policy = SyncPolicy(job.num_workers, job.s_lower, job.s_upper, mode=job.mode)
+    return ControllerServer(policy, bytes.fromhex(job.secret), host=job.host, port=0,
+                            timeout=job.timeout, metrics_path=job.metrics_path,
+                            max_pending=max(64, job.num_workers + 1), on_failed=on_failed,
+                            min_workers=job.elastic, agree=job.agree,
+                            liveness=job.liveness).start()
 
 
 def serve(stdin, stdout):

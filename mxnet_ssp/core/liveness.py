@@ -28,13 +28,15 @@ import math
 from dataclasses import dataclass
 
 __all__ = ['KeepalivePlan', 'keepalive_plan', 'silence_s', 'SilenceWatch', 'MIN_BOUND',
-           'MAX_BOUND', 'IDLE_SHARE']
+           'MAX_BOUND', 'DEFAULT_BOUND', 'IDLE_SHARE']
 
 #: The shortest liveness bound accepted (seconds): the kernel's keepalive timers count in
 #: whole seconds, and a live peer must get at least two chances to answer within the bound.
 MIN_BOUND = 2.0
 #: The longest accepted (seconds).
 MAX_BOUND = 3600.0
+#: The bound when none is set (``MXNET_SSP_LIVENESS_TIMEOUT``; seconds).
+DEFAULT_BOUND = 10.0
 #: The keepalive idle time and interval are this share of the bound (at least 1 s): a live
 #: peer is heard from at least every bound / 5 seconds, five times within the bound.
 IDLE_SHARE = 5

@@ -20,11 +20,11 @@ import sys
 
 from ..config import ENV_GPUS
 from .settings import LaunchError
+from ..core.env_names import CUDA_VISIBLE_DEVICES
 
-ENV_CUDA_VISIBLE = 'CUDA_VISIBLE_DEVICES'
 
 #: Variables the GPU flags set for each worker; --env / --env-worker may not set them too.
-GPU_ENV = (ENV_CUDA_VISIBLE, ENV_GPUS)
+GPU_ENV = (CUDA_VISIBLE_DEVICES, ENV_GPUS)
 
 #: Seconds `count_gpus` waits for ``import mxnet`` in the child process.
 COUNT_TIMEOUT = 120.0
@@ -145,9 +145,9 @@ def plan_gpus(gpus_per_worker, gpu_map, num_workers, environ, num_gpus=None):
         flag = '--gpu-map %r' % (gpu_map,)
         mapping = parse_gpu_map(gpu_map, num_workers)
     seen = (count_gpus if num_gpus is None else num_gpus)(environ)
-    visible = environ.get(ENV_CUDA_VISIBLE)
+    visible = environ.get(CUDA_VISIBLE_DEVICES)
     where = ('' if visible is None else ' (with %s=%r in this environment)'
-             % (ENV_CUDA_VISIBLE, visible))
+             % (CUDA_VISIBLE_DEVICES, visible))
     if seen < 1:
         raise LaunchError('%s needs GPUs, but MXNet sees none here%s: mx.context.num_gpus() '
                           'is 0 (a CPU build of mxnet, no CUDA driver, or no visible device)'
@@ -169,14 +169,14 @@ def worker_gpu_env(gpus, environ):
     ``CUDA_VISIBLE_DEVICES``, id ``g`` is its ``g``-th entry (CUDA numbers the visible
     devices in that order).
     """
-    visible = environ.get(ENV_CUDA_VISIBLE)
+    visible = environ.get(CUDA_VISIBLE_DEVICES)
     entries = [e.strip() for e in visible.split(',')] if visible is not None else None
     names = [entries[g] if entries is not None else str(g) for g in gpus]
-    return {ENV_CUDA_VISIBLE: ','.join(names),
+    return {CUDA_VISIBLE_DEVICES: ','.join(names),
             ENV_GPUS: ','.join(str(i) for i in range(len(gpus)))}
 
 
 def describe(mapping, environ):
     """One line: which worker gets which GPUs."""
-    return ', '.join('worker %d -> GPU %s' % (w, worker_gpu_env(g, environ)[ENV_CUDA_VISIBLE])
+    return ', '.join('worker %d -> GPU %s' % (w, worker_gpu_env(g, environ)[CUDA_VISIBLE_DEVICES])
                      for w, g in sorted(mapping.items()))

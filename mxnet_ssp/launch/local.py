@@ -10,6 +10,7 @@ from .job import Plan
 from ..config import ENV_REJOIN
 from .settings import ENV_LAUNCH_INDEX, LaunchError, local_env, say, task_env
 from .supervisor import Spec
+from ..core.env_names import DMLC_NODE_HOST
 
 
 def plan_local(job, num_gpus=None):
@@ -36,8 +37,8 @@ def plan_local(job, num_gpus=None):
         for i in range(count):
             dmlc = job.dmlc_env(role, uri, port)
             dmlc.update(task_env('local', role, i, job.num_workers))
-            if 'DMLC_NODE_HOST' not in environ and 'DMLC_NODE_HOST' not in job.settings[role]:
-                dmlc['DMLC_NODE_HOST'] = '127.0.0.1'
+            if DMLC_NODE_HOST not in environ and DMLC_NODE_HOST not in job.settings[role]:
+                dmlc[DMLC_NODE_HOST] = '127.0.0.1'
             dmlc[ENV_LAUNCH_INDEX] = str(i)
             role_env = job.settings[role]
             if role == 'worker' and gpus is not None:

@@ -8,8 +8,10 @@ import subprocess
 
 from .hosts import address_towards, free_port, parse_hostfile
 from .job import Plan
+from ..config import read
 from .settings import ENV_MPIRUN, LaunchError, forwarded_env, local_env, say, task_env
 from .supervisor import Spec
+from ..core.env_names import DMLC_NODE_HOST
 
 
 def mpi_flavor(mpirun='mpirun'):
@@ -69,7 +71,7 @@ def plan_mpi(job):
     environ = job.environ
     if job.sync_dst_dir:
         say('warning: --sync-dst-dir is ignored by --launcher mpi')
-    mpirun = environ.get(ENV_MPIRUN) or 'mpirun'
+    mpirun = read(ENV_MPIRUN, environ)
     if job.hostfile:
         hosts = parse_hostfile(job.hostfile)
         uri = address_towards(hosts[0].address)
@@ -84,8 +86,8 @@ def plan_mpi(job):
         env.update(job.settings[role])
         env.update(job.dmlc_env(role, uri, port))
         env.update(task_env('mpi', role, 0, job.num_workers))
-        if uri.startswith('127.') and 'DMLC_NODE_HOST' not in env:
-            env['DMLC_NODE_HOST'] = '127.0.0.1'
+        if uri.startswith('127.') and DMLC_NODE_HOST not in env:
+            env[DMLC_NODE_HOST] = '127.0.0.1'
         argv = mpi_argv(flavor, count, job.command, env, job.hostfile, mpirun,
                         as_root=hasattr(os, 'geteuid') and os.geteuid() == 0)
         specs.append(Spec(role, 0, argv, local_env(environ, {}, {}), mpirun=count))

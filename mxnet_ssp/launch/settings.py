@@ -1,42 +1,60 @@
 """Settings of a launch: constants, the checks made before anything starts, and the
 environment each process gets (see docs/launch.md).
 
-This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
+This module must stay light: the standard library, :mod:`mxnet_ssp.config` and
+:mod:`mxnet_ssp.core` only.
 """
 import difflib
 import re
 import shlex
 import sys
 
-from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_SOFTSYNC_SPLITS, ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, ENV_STALENESS,
-                      ENV_TIMEOUT, FILE_SETTINGS, NATIVE_DIST_TYPES, NOT_IN_FILE, STORE_TYPES,
-                      ConfigError,
+from ..config import (ENV_CONTROLLER, ENV_DSSP_MODE, ENV_SOFTSYNC_SPLITS, ENV_STALENESS,
+                      ENV_TIMEOUT, NATIVE_DIST_TYPES, STORE_TYPES, TABLE, ConfigError,
                       check_kvstore_name, check_setting, from_env, balance_from_env, follow_grace,
                       liveness_timeout)
+from ..config.table import Setting, declare, text
+from ..core.env_names import (DMLC_INTERFACE, DMLC_JOB_CLUSTER, DMLC_NUM_ATTEMPT, DMLC_NUM_SERVER,
+                              DMLC_NUM_WORKER, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI,
+                              DMLC_PS_VAN_TYPE, DMLC_PS_WATER_MARK, DMLC_ROLE, DMLC_TASK_ID)
 
 
 PROG = 'mxnet-ssp-launch'
 
-#: Launcher settings (defined with every other MXNET_SSP_* name in mxnet_ssp.config).
-LAUNCHER_ONLY_ENV = (ENV_SSH_ARGS, ENV_MPIRUN, ENV_LAUNCH_INDEX)
+#: The launcher's own settings (rows of mxnet_ssp.config's table; their names start with
+#: mxnet_ssp.config.table.LAUNCHER_PREFIX): never passed to the processes of the job.
+ENV_SSH_ARGS = 'MXNET_SSP_LAUNCH_SSH_ARGS'
+ENV_MPIRUN = 'MXNET_SSP_LAUNCH_MPIRUN'
+ENV_LAUNCH_INDEX = 'MXNET_SSP_LAUNCH_INDEX'
+_OWN = "it is the launcher's own; set it in the launcher's environment"
+LAUNCHER_ONLY_ENV = tuple(setting.name for setting in declare(
+    Setting(ENV_SSH_ARGS, 'launcher', "Extra ssh options, split like a shell would, put after "
+            "ssh (and in rsync's -e), e.g. '-F ./ssh_config' or '-i key -l user'.", text,
+            default='', accepted='ssh options, as a shell would split them', not_in_file=_OWN),
+    Setting(ENV_MPIRUN, 'launcher', 'The mpirun program to use.', text, default='mpirun',
+            accepted='a program name or path', not_in_file=_OWN),
+    Setting(ENV_LAUNCH_INDEX, 'launcher', "Set by the launcher in every process: its launch "
+            "index within its role (worker #1 has 1); not the ps-lite rank.", text,
+            not_in_file='the launcher sets it per process'),
+))
 
 
 #: Set by the launcher for each process; --env* may not set them.
-RESERVED_ENV = ('DMLC_ROLE', 'DMLC_PS_ROOT_URI', 'DMLC_PS_ROOT_PORT',
-                'DMLC_NUM_SERVER', 'DMLC_NUM_WORKER', 'DMLC_TASK_ID', 'DMLC_JOB_CLUSTER',
-                'DMLC_NUM_ATTEMPT')
+RESERVED_ENV = (DMLC_ROLE, DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT,
+                DMLC_NUM_SERVER, DMLC_NUM_WORKER, DMLC_TASK_ID, DMLC_JOB_CLUSTER,
+                DMLC_NUM_ATTEMPT)
 
 
 #: Passed to remote (ssh / mpi) processes when set here, besides MXNET_SSP_*: what MXNet's
 #: dmlc tracker forwards over ssh (but AWS credentials: pass them with --env), and PS_VERBOSE.
-FORWARDED_ENV = ('OMP_NUM_THREADS', 'PS_VERBOSE', 'DMLC_INTERFACE', 'KMP_AFFINITY',
+FORWARDED_ENV = ('OMP_NUM_THREADS', 'PS_VERBOSE', DMLC_INTERFACE, 'KMP_AFFINITY',
                  'LD_LIBRARY_PATH')
 
 
 FORWARDED_PREFIX = 'MXNET_SSP_'
 
 
-P3_ENV = (('DMLC_PS_VAN_TYPE', 'p3'), ('DMLC_PS_WATER_MARK', '10'))
+P3_ENV = ((DMLC_PS_VAN_TYPE, 'p3'), (DMLC_PS_WATER_MARK, '10'))
 
 
 KVSTORE_FLAGS = ('--kvstore', '--kv-store', '--kv_store')
@@ -160,7 +178,7 @@ OTHER_NAMES = ('MXNET_SSP_MXNET_PACKAGE', 'MXNET_SSP_TESTBED_PREFIX',
 def unknown_settings(environ):
     """``(name, close name or None)`` of each ``MXNET_SSP_*`` name in `environ` that no part
     of mxnet-ssp reads (a misspelt setting is silently ignored by the processes)."""
-    known = set(FILE_SETTINGS) | set(NOT_IN_FILE) | set(OTHER_NAMES)
+    known = {n for n in TABLE if n.startswith(FORWARDED_PREFIX)} | set(OTHER_NAMES)
     found = []
     for name in sorted(environ):
         if name.startswith(FORWARDED_PREFIX) and name not in known:
@@ -256,9 +274,9 @@ def validate_settings(command, environ, role_extras=(), num_workers=None):
 
 def dmlc_env(role, root_uri, root_port, num_workers, num_servers):
     """The DMLC_* variables that make a process `role` of the job."""
-    return {'DMLC_ROLE': role, 'DMLC_PS_ROOT_URI': root_uri,
-            'DMLC_PS_ROOT_PORT': str(root_port), 'DMLC_NUM_SERVER': str(num_servers),
-            'DMLC_NUM_WORKER': str(num_workers)}
+    return {DMLC_ROLE: role, DMLC_PS_ROOT_URI: root_uri,
+            DMLC_PS_ROOT_PORT: str(root_port), DMLC_NUM_SERVER: str(num_servers),
+            DMLC_NUM_WORKER: str(num_workers)}
 
 
 def task_env(cluster, role, index, num_workers):
@@ -272,9 +290,9 @@ def task_env(cluster, role, index, num_workers):
     of a role, so no task id can be given here: MPI's own rank variables
     (``OMPI_COMM_WORLD_RANK``, ``PMI_RANK``) stand in, as with the tracker.
     """
-    env = {'DMLC_JOB_CLUSTER': cluster, 'DMLC_NUM_ATTEMPT': '0'}
+    env = {DMLC_JOB_CLUSTER: cluster, DMLC_NUM_ATTEMPT: '0'}
     if cluster != 'mpi':
-        env['DMLC_TASK_ID'] = str(index if role == 'worker' else num_workers + index)
+        env[DMLC_TASK_ID] = str(index if role == 'worker' else num_workers + index)
     return env
 
 

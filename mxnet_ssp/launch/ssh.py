@@ -10,12 +10,13 @@ import subprocess
 
 import math
 
-from ..config import ENV_REJOIN, liveness_timeout
+from ..config import ENV_REJOIN, liveness_timeout, read
 from .hosts import address_towards, free_port, parse_hostfile
 from .job import Plan
 from .settings import (ENV_LAUNCH_INDEX, ENV_SSH_ARGS, EXIT_FAILED, REMOTE_GRACE, SSH_BASE,
                        LaunchError, forwarded_env, plural, say, task_env)
 from .supervisor import Spec, describe_exit
+from ..core.env_names import DMLC_NODE_HOST
 
 
 def remote_script(command, env, workdir, kill_grace=REMOTE_GRACE):
@@ -92,7 +93,7 @@ def plan_ssh(job):
     environ = job.environ
     hosts = parse_hostfile(job.hostfile)
     try:
-        ssh_args = shlex.split(environ.get(ENV_SSH_ARGS, ''))
+        ssh_args = shlex.split(read(ENV_SSH_ARGS, environ))
     except ValueError as err:
         raise LaunchError('%s=%r is not valid: %s' % (ENV_SSH_ARGS, environ[ENV_SSH_ARGS],
                                                       err)) from None
@@ -110,7 +111,7 @@ def plan_ssh(job):
             env.update(job.settings[role])
             env.update(job.dmlc_env(role, uri, port))
             env.update(task_env('ssh', role, i, job.num_workers))
-            env.setdefault('DMLC_NODE_HOST', host.address)
+            env.setdefault(DMLC_NODE_HOST, host.address)
             env[ENV_LAUNCH_INDEX] = str(i)
             spec = Spec(role, i, ssh_argv(host.name, job.command, env, workdir, host.port,
                                           ssh_args, alive), host=host.name, stdin_pipe=True)

@@ -10,6 +10,7 @@ worker.  Neither MXNet nor GluonCV is imported.
 import os
 
 from .settings import LaunchError
+from ..core.env_names import DMLC_NUM_WORKER, DMLC_ROLE
 
 TRAIN_COMMAND = 'mxnet-ssp-train'
 TRAIN_MODULE = 'mxnet_ssp.experiments.train_cifar'
@@ -80,7 +81,7 @@ def check_training_flags(command, worker_environ, num_workers, local=True, cwd=N
     except _Refused as err:
         raise LaunchError('in the command: %s' % err) from None
     env = dict(worker_environ)
-    env.update({'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': str(num_workers)})
+    env.update({DMLC_ROLE: 'worker', DMLC_NUM_WORKER: str(num_workers)})
     _, message = options.find_problem(args, env, skip=() if local else REMOTE_FILE_FLAGS)
     if message:
         raise LaunchError('in the command: %s' % message)

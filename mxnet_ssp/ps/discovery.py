@@ -20,11 +20,14 @@ import os
 import secrets
 import socket
 import threading
+from dataclasses import replace
 
 from .. import config as cfg
+from ..core.controller_settings import ControllerSettings
 from ..core.names import CONTROLLER_METRICS
 from .channel import DISCOVERY_LEN, decode_blob, encode_blob
 from .follow import controller_failed, follow_controller_process
+from ..core.env_names import DMLC_NODE_HOST, DMLC_PREFIX, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI
 
 __all__ = ['request_controller', 'DiscoveryError', 'answer_discovery', 'advertised_host']
 
@@ -44,10 +47,10 @@ def advertised_host(environ=None):
     the network every worker already uses.
     """
     env = os.environ if environ is None else environ
-    if env.get('DMLC_NODE_HOST'):
-        return env['DMLC_NODE_HOST']
-    root = env.get('DMLC_PS_ROOT_URI', '127.0.0.1')
-    port = int(env.get('DMLC_PS_ROOT_PORT', '9000') or 9000)
+    if env.get(DMLC_NODE_HOST):
+        return env[DMLC_NODE_HOST]
+    root = env.get(DMLC_PS_ROOT_URI, '127.0.0.1')
+    port = int(env.get(DMLC_PS_ROOT_PORT, '9000') or 9000)
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         probe.connect((root, port))       # UDP: no packet is sent
@@ -68,40 +71,30 @@ def start_controller(request):
     with _lock:
         if _controller is not None:
             return _controller_answer
-        num_workers = int(request['num_workers'])
-        settings = {'num_workers': num_workers, 's_lower': int(request['s_lower']),
-                    's_upper': int(request['s_upper']), 'mode': request['mode'],
-                    'timeout': float(request['timeout']), 'host': advertised_host(),
-                    'secret': secrets.token_hex(32), 'metrics_path': None,
-                    'elastic': int(request.get('elastic') or 0),
-                    'agree': request.get('agree'),
-                    # a request without it (an older worker) gets the default
-                    'liveness': float(request.get('liveness', cfg.DEFAULT_LIVENESS))}
-        if request.get('metrics_dir'):
-            os.makedirs(request['metrics_dir'], exist_ok=True)
-            settings['metrics_path'] = os.path.join(request['metrics_dir'],
-                                                   CONTROLLER_METRICS)
-        # a request without the setting (a worker of an older mxnet-ssp) gets config's default
-        placement = request.get('controller', cfg.DEFAULT_CONTROLLER)
+        settings = ControllerSettings.from_wire(request).started(
+            advertised_host(), secrets.token_hex(32))
+        if settings.metrics_dir:
+            os.makedirs(settings.metrics_dir, exist_ok=True)
+            settings = replace(settings, metrics_path=os.path.join(settings.metrics_dir,
+                                                                   CONTROLLER_METRICS))
         # this server ends when the controller fails the job (mxnet_ssp.ps.follow)
-        if placement == 'process':
-            _controller, (host, port) = _start_process(settings)
+        if settings.controller == 'process':
+            _controller, (host, port) = _start_process(settings.to_wire())
             follow_controller_process(_controller)
         else:   # imported lazily: workers never need the controller
             from ..controller.process import start
-            _controller = start(settings, on_failed=controller_failed)
+            _controller = start(settings.to_wire(), on_failed=controller_failed)
             host, port = _controller.address
-        _controller_answer = {'host': host, 'port': port, 'secret': settings['secret'],
-                              's_lower': settings['s_lower'], 's_upper': settings['s_upper'],
-                              'mode': settings['mode'], 'elastic': settings['elastic']}
+        _controller_answer = settings.answer(host, port)
         logger.info('server: %s controller for %d workers, staleness [%d, %d] mode %s, in a %s, '
-                    'at %s:%d', request['store'], num_workers, settings['s_lower'],
-                    settings['s_upper'], settings['mode'], placement, host, port)
+                    'at %s:%d', settings.store, settings.num_workers, settings.s_lower,
+                    settings.s_upper, settings.mode, settings.controller, host, port)
         return _controller_answer
 
 
 def _start_process(settings):
-    """Start :mod:`mxnet_ssp.controller.process`; return (Popen, (host, port)).
+    """Start :mod:`mxnet_ssp.controller.process` with `settings` (the wire form of
+    :class:`~mxnet_ssp.core.controller_settings.ControllerSettings`); return (Popen, (host, port)).
 
     Its stdin stays open for the life of this process: closing it (this process ending, in
     any way) stops the controller.  It is not a node of the job: no ``DMLC_*`` variables.
@@ -109,7 +102,7 @@ def _start_process(settings):
     import select
     import subprocess
     import sys
-    env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(DMLC_PREFIX)}
     proc = subprocess.Popen([sys.executable, '-m', 'mxnet_ssp.controller.process'],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     proc.stdin.write((json.dumps(settings) + '\n').encode())
@@ -190,13 +183,7 @@ def request_controller(native, key, config, num_workers, rank, agree=None):
     from . import _process
     # in elastic mode the asynchronous stores report their clocks to a controller that never
     # holds anyone: it keeps the members, their clocks and the lost ones
-    bound = ((config.s_lower, config.s_upper) if config.synchronous
-             else (cfg.UNBOUNDED_STALENESS, cfg.UNBOUNDED_STALENESS))
-    request = {'v': 1, 'store': config.store, 'num_workers': num_workers,
-               's_lower': bound[0], 's_upper': bound[1],
-               'mode': config.mode, 'timeout': config.timeout,
-               'metrics_dir': config.metrics_dir, 'controller': config.controller,
-               'elastic': config.elastic, 'liveness': config.liveness}
+    request = ControllerSettings.from_config(config, num_workers).to_wire()
     if agree is not None:
         fitting = fit_agree(request, cfg.sender(rank, agree))
         if fitting is not None:

@@ -92,6 +92,7 @@ from . import _process
 from .. import config as cfg
 from ..controller import liveness as live
 from ..core.liveness import SilenceWatch
+from ..core.env_names import DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI
 
 __all__ = ['follow_job', 'follow_scheduler', 'leaving', 'follow_controller_process',
            'controller_failed', 'in_server_loop',
@@ -452,7 +453,7 @@ class _Either:
 # ---------------------------------------------------------------------------
 
 def _scheduler_watch(environ, watch=None):
-    port = int(environ['DMLC_PS_ROOT_PORT'])
+    port = int(environ[DMLC_PS_ROOT_PORT])
     expected = cfg.num_workers(environ) + cfg.num_servers(environ)
 
     def count():
@@ -478,7 +479,7 @@ def _scheduler_watch(environ, watch=None):
 
 
 def _node_watch(environ, who, ending, elastic=False, watch=None):
-    host, port = environ['DMLC_PS_ROOT_URI'], int(environ['DMLC_PS_ROOT_PORT'])
+    host, port = environ[DMLC_PS_ROOT_URI], int(environ[DMLC_PS_ROOT_PORT])
     addresses = _addresses(host)
 
     def count():
@@ -565,7 +566,7 @@ def _liveness(role, environ):
     if not bound or not live.SUPPORTED:
         return None
     if role == 'worker':
-        return LinkLiveness(bound, job_hosts=_addresses(environ['DMLC_PS_ROOT_URI']))
+        return LinkLiveness(bound, job_hosts=_addresses(environ[DMLC_PS_ROOT_URI]))
     return LinkLiveness(bound)
 
 

@@ -17,6 +17,7 @@ from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
 from . import _process, follow
 from .. import config as cfg
+from ..core.env_names import DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI
 
 __all__ = ['create_native', 'free_native', 'FreedNative', 'refuse_worker_aware_rules']
 
@@ -30,8 +31,8 @@ def create_native(timeout, kind='dist_async'):
     """
     message = ('worker: could not join the job within %g s (%s): the scheduler at %s:%s did not '
                'answer (it died, never started, or its port was taken)'
-               % (timeout, cfg.ENV_TIMEOUT, os.environ.get('DMLC_PS_ROOT_URI', '?'),
-                  os.environ.get('DMLC_PS_ROOT_PORT', '?')))
+               % (timeout, cfg.ENV_TIMEOUT, os.environ.get(DMLC_PS_ROOT_URI, '?'),
+                  os.environ.get(DMLC_PS_ROOT_PORT, '?')))
     handle = KVStoreHandle()
     with _process.bounded(timeout, message):
         check_call(_LIB.MXKVStoreCreate(c_str(kind), ctypes.byref(handle)))

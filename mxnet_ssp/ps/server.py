@@ -28,6 +28,7 @@ from .discovery import answer_discovery
 from .follow import note_push
 from .server_buckets import ServerBucket, copy_state, state_part
 from .server_state import SavedState
+from ..core.env_names import DMLC_ROLE
 
 __all__ = ['ServerOptimizer', 'server_rank']
 
@@ -45,7 +46,7 @@ def server_rank():
     rank is ps-lite's ``MyRank()``, the same as the server's own store reports.
     """
     global _SERVER_RANK
-    if _SERVER_RANK is None and os.environ.get('DMLC_ROLE') == 'server':
+    if _SERVER_RANK is None and os.environ.get(DMLC_ROLE) == 'server':
         import ctypes
         from mxnet.base import KVStoreHandle, _LIB, c_str, check_call
         handle, rank = KVStoreHandle(), ctypes.c_int()

@@ -18,7 +18,7 @@ ALLOWED = {
     'cluster_model': {'cluster_model', 'core', '_cli'},
     # experiments: the launcher parses the training script's flags with the script's own
     # parser (launch/train_flags.py, a function-level import; same layer, "tooling")
-    'launch': {'launch', 'config', '_cli', 'experiments'},
+    'launch': {'launch', 'config', 'core', '_cli', 'experiments'},
     # what every console script shares (--version, prog names, the help formatter)
     '_cli': {'__version__'},
     'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},

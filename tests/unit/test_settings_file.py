@@ -110,12 +110,15 @@ def test_a_bad_value_is_an_error_naming_file_line_setting_value_and_accepted(tmp
 
 
 def test_every_setting_the_package_names_is_accepted_or_refused_with_a_reason():
-    """A new MXNET_SSP_* setting must be added to FILE_SETTINGS (with a check) or to
-    NOT_IN_FILE; this catches one added to mxnet_ssp.config alone."""
+    """A new MXNET_SSP_* setting must be a row of the table, which a file may set (it is
+    checked) or refuses with a reason; this catches a name added to mxnet_ssp.config alone."""
     names = {v for k, v in vars(cfg).items()
              if k.startswith('ENV_') and isinstance(v, str) and v.startswith('MXNET_SSP_')}
     names.add(cfg.ENV_SETTINGS)
-    assert set(cfg.FILE_SETTINGS) == set(cfg._checks())
+    assert names <= set(cfg.TABLE), sorted(names - set(cfg.TABLE))
+    assert set(cfg.FILE_SETTINGS) == {n for n, s in cfg.TABLE.items()
+                                      if n.startswith('MXNET_SSP_') and not s.not_in_file}
+    assert all(s.doc and s.concern and s.parse for s in cfg.TABLE.values())
     assert not set(cfg.FILE_SETTINGS) & set(cfg.NOT_IN_FILE)
     assert names <= set(cfg.FILE_SETTINGS) | set(cfg.NOT_IN_FILE), sorted(
         names - set(cfg.FILE_SETTINGS) - set(cfg.NOT_IN_FILE))

@@ -27,6 +27,7 @@ from .json_files import read_json, write_json
 from .grid import MARKER, choose_lr, lr_candidates, plan, plan_tuning, run_signature, trial_seed
 from .presets import LAB_SNAPSHOT_S
 from .stats import time_to_target
+from ...core.env_names import DMLC_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def run_env(directory, environ=None):
     setting of a run is on its command line.
     """
     env = {k: v for k, v in (os.environ if environ is None else environ).items()
-           if not k.startswith('DMLC_') and k not in (
+           if not k.startswith(DMLC_PREFIX) and k not in (
                cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE, cfg.ENV_SOFTSYNC_SPLITS)}
     env['OMP_NUM_THREADS'] = '1'
     env[cfg.ENV_METRICS_DIR] = directory

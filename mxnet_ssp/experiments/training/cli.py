@@ -9,6 +9,7 @@ from .diverge import EXIT_DIVERGED, Diverged
 from .logs import setup_logging
 from .loop import Training
 from .options import parse_args
+from ...core.env_names import DMLC_ROLE
 
 
 def run_server_role(role):
@@ -34,7 +35,7 @@ def main(argv=None):
     A scheduler or server never returns: ``import mxnet`` serves and exits.
     """
     skip_optional_mxnet_imports()   # a second of CPU per process: no sklearn/scipy features of MXNet
-    role = os.environ.get('DMLC_ROLE')
+    role = os.environ.get(DMLC_ROLE)
     if role in ('scheduler', 'server'):
         return run_server_role(role)
     args = parse_args(argv)
@@ -58,7 +59,7 @@ def stop(err, code, kvstore):
     prog = prog_name('mxnet-ssp-train', 'mxnet_ssp.experiments.train_cifar')
     sys.stderr.write('%s: error: %s\n' % (prog, err))
     sys.stderr.flush()
-    if kvstore.startswith('dist') and os.environ.get('DMLC_ROLE'):
+    if kvstore.startswith('dist') and os.environ.get(DMLC_ROLE):
         sys.stdout.flush()
         os._exit(code)
     return code

@@ -7,6 +7,7 @@ import sys
 
 from ...core.jsonl import read_jsonl
 from ...core.names import TRAIN_LOG
+from ...core.env_names import DMLC_ROLE
 
 
 class _RankFilter(logging.Filter):
@@ -18,7 +19,7 @@ class _RankFilter(logging.Filter):
 
     def __init__(self, role=None):
         super().__init__()
-        self.role = role or os.environ.get('DMLC_ROLE', 'worker')
+        self.role = role or os.environ.get(DMLC_ROLE, 'worker')
         self.rank = 0 if self.role == 'scheduler' else '?'
 
     def filter(self, record):

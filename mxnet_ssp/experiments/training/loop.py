@@ -18,6 +18,7 @@ from .logs import JsonLines, count_iterations, make_progress, show_progress
 from .models import describe_model, get_model
 from .options import expected_num_workers, learning_rate_at
 from .store import make_kvstore, make_optimizer, read_server_weights
+from ...core.env_names import CUDA_VISIBLE_DEVICES
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def choose_gpus(num_gpus, environ, visible):
     if max(ids) >= visible:
         raise ValueError('%s is not valid here: MXNet sees %d GPU(s) in this worker '
                          '(CUDA_VISIBLE_DEVICES=%r): ids 0..%d'
-                         % (name, visible, environ.get('CUDA_VISIBLE_DEVICES'), visible - 1))
+                         % (name, visible, environ.get(CUDA_VISIBLE_DEVICES), visible - 1))
     return list(ids)
 
 
@@ -237,7 +238,7 @@ class Training:
                     ', resuming after epoch %d (iteration %d) from %s'
                     % (self.start_epoch - 1, self.iteration, args.resume_from)
                     if self.resume else '')
-        visible = os.environ.get('CUDA_VISIBLE_DEVICES')
+        visible = os.environ.get(CUDA_VISIBLE_DEVICES)
         logger.info('devices: %s%s', ', '.join(str(c) for c in self.ctx),
                     '' if not self.gpus or visible is None
                     else ' (CUDA_VISIBLE_DEVICES=%s)' % visible)

@@ -19,6 +19,7 @@ from ...core.names import (ADAPTIVE_READINGS, DATASETS, DCASGD_PW, DSSP_MODES, S
 from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from .checkpoint import checkpoint_info
 from .models import MODELS, check_model
+from ...core.env_names import DMLC_ROLE
 
 
 SSP_KVSTORES = tuple(config.STORE_TYPES)
@@ -38,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
     it.  Run by hand, argparse's usage and message."""
 
     def error(self, message):
-        if os.environ.get('DMLC_ROLE'):
+        if os.environ.get(DMLC_ROLE):
             self.exit(2, '%s: error: %s\n' % (self.prog, message))
         super().error(message)
 
@@ -383,7 +384,7 @@ def _check_one_decay_schedule(args, job):
 
 def _check_job(args, job):
     """A dist store needs a parameter-server job (DMLC_ROLE set by a launcher)."""
-    if args.kvstore.startswith('dist') and not job.environ.get('DMLC_ROLE'):
+    if args.kvstore.startswith('dist') and not job.environ.get(DMLC_ROLE):
         return ('--kvstore %s needs a parameter-server job (DMLC_ROLE is not set): run '
                 'under "mxnet-ssp-launch -n N -s S --launcher local mxnet-ssp-train ...", '
                 'or use --kvstore local' % args.kvstore)
@@ -405,7 +406,7 @@ def _check_splits(args, job):
     if args.splits is not None:
         try:
             # outside a job (no DMLC_ROLE) only the form is checked: _check_job says the rest
-            bound = job.num_workers if job.environ.get('DMLC_ROLE') else None
+            bound = job.num_workers if job.environ.get(DMLC_ROLE) else None
             args.splits = config.parse_splits(args.splits, bound, source='--splits')
         except ValueError as err:
             return str(err)
@@ -609,5 +610,5 @@ def check_args(argv, num_workers=1, environ=None):
     ``SystemExit(2)``, like the workers would.
     """
     env = dict(os.environ if environ is None else environ)
-    env.update({'DMLC_ROLE': 'worker', config.ENV_NUM_WORKER: str(int(num_workers))})
+    env.update({DMLC_ROLE: 'worker', config.ENV_NUM_WORKER: str(int(num_workers))})
     return parse_args(argv, env)
