@@ -43,14 +43,12 @@ Worker-side contract
   sends them, after its earlier pushes are applied).
 * Not thread-safe: call it from one training thread, as MXNet's stores.
 """
-import collections
 import logging
 import os
 import pickle
 import sys
 import time
 
-import numpy as np
 from mxnet import ndarray as nd
 from mxnet.base import py_str
 from mxnet.kvstore.base import KVStoreBase
@@ -59,16 +57,13 @@ from .ps import _process
 from .ps import discovery
 from . import config as cfg
 from .config import job_settings, sender
-from .core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
-                         plan_buckets)
-from .ps.channel import (ABORT, DISCOVERY_KEY, DISCOVERY_KEY_STR, MAX_INT_KEY, RESERVED_KEYS, Control,
-                         UpdaterSpec, refresh_marker)
+from .ps.channel import ABORT, DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec
 from .controller.client import ControllerClient
 from .ps.native import FreedNative, create_native, free_native
 from .controller.protocol import ControllerError, describe_losses
-from .ps.slots import KeyLayout, SlotKeyError, as_list, as_values, has_row_sparse
+from .ps.slots import KeyLayout, as_list, as_values, has_row_sparse
 from .ps.steps import Step, StepLog, StepTracker
-from .ps.bucketing import _keys_pushed_by
+from .ps.bucketing import Buckets, _keys_pushed_by  # noqa: F401 (tests import it from here)
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
 
@@ -106,7 +101,6 @@ class SSPKVStore(KVStoreBase):
     def __init__(self, store=None, **settings):
         store = store or self.store_type
         self._bucket_bytes = cfg.bucket_bytes(value=settings.pop('bucket_bytes', None))
-        self._host_copies = cfg.host_copies()
         self._host_updates = cfg.host_updates()
         self._config = cfg.from_env(store, **settings)
         self._rejoining = cfg.rejoining()   # a replacement of a lost worker (elastic mode)
@@ -141,24 +135,16 @@ class SSPKVStore(KVStoreBase):
         self._next_visible = 0            # t_slowest the next fast step may rely on
         self._optimizer = None
         self._keys = KeyLayout(self._rank, self._num_servers)   # M workers in slot mode
-        self._refresh = {}                # slot mode, SSP slow path: key -> numpy marker
         self._lr_sent = None
         self._client = None
         self._clock = 0
         self._closed = False
         self._log = StepLog(self._rank, self._config.metrics_dir)
-        self._arrays = {}                 # key -> (shape, dtype, stype, server-side index)
-        self._plan = None                 # the BucketPlan, decided at the first push
-        self._bucket_keys = {}            # bucket key -> Bucket
-        self._packer = None
-        # bucket number -> [(member, out)] to unpack
-        self._waiting = collections.defaultdict(list)
-        self._pulled_in_step = set()      # buckets pulled in this (fast) step
-        self._loop = None                 # (caller's frame, buckets it completes): see _loop_of
         self._sent_optimizer = None
-        self._first_keys = []             # the first step's pushed keys, in order
-        self._first_seen = set()
-        self._sparse_pushed = set()       # keys whose first-step gradients were sparse
+        # every key's way to the servers: its own key, or a bucket (mxnet_ssp.ps.bucketing)
+        self._buckets = Buckets(self._kv, self._keys, self._tracker, self._num_servers,
+                                self._bucket_bytes, cfg.host_copies(), self._config.timeout,
+                                SSPError)
         self.last_release = None
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         _process.adopt(self)      # closed and freed at exit in the same phase on every worker
@@ -199,11 +185,8 @@ class SSPKVStore(KVStoreBase):
         """What this store's traffic travels as: its class, the buckets of its plan (0 before
         the first step ends, or with one key per array), the arrays they hold, and why MXNet's
         own store serves every call (None: it does not)."""
-        plan = self._plan
-        return {'store_class': '%s.%s' % (type(self).__module__, type(self).__name__),
-                'buckets': len(plan.buckets) if plan else 0,
-                'arrays_in_buckets': len(plan.of_key) if plan else 0,
-                'handed_off': self.handed_off}
+        return dict({'store_class': '%s.%s' % (type(self).__module__, type(self).__name__)},
+                    **self._buckets.describe(), handed_off=self.handed_off)
 
     @property
     def _updater(self):
@@ -246,57 +229,33 @@ class SSPKVStore(KVStoreBase):
         """Whether the store supports `capability`: optimizer, pushpull, broadcast."""
         return capability.lower() in (KVStoreBase.OPTIMIZER, 'pushpull', 'broadcast')
 
-    def _init_slots(self, key, value):
-        """Collective init of every worker's slot of `key` (or of each key of a list)."""
-        try:
-            keys, values = self._keys.init_block(key, value, nd.zeros(1, dtype=np.float32))
-        except SlotKeyError as err:
-            raise SSPError(str(err)) from err
-        self._kv.init(keys, values)
-
     # -- data path -------------------------------------------------------------
     def init(self, key, value):
         """Initialize `key` on the servers (collective, like the native store)."""
         if has_row_sparse(value):
             self._sparse_case('key %r' % (key,))
         self._tracker.on_init(as_list(key), as_values(key, value))
-        self._remember(key, value)
-        if not self._keys.slot_mode:
-            self._kv.init(key, value)
-            self._keys.count_string_keys(key)
-        else:
-            self._init_slots(key, value)
+        self._buckets.init(key, value)
 
     def broadcast(self, key, value, out, priority=0):
         """Initialize `key` with `value` and pull it into `out` (collective)."""
         if has_row_sparse(value) or has_row_sparse(out):
             self._sparse_case('key %r' % (key,))
         self._tracker.on_init(as_list(key), as_values(key, value))
-        self._remember(key, value)
-        if not self._keys.slot_mode:
-            self._kv.broadcast(key, value, out, priority=priority)
-            self._keys.count_string_keys(key)
-        else:
-            self._init_slots(key, value)
-            self._kv.pull(self._keys.mine(key), out=out, priority=priority)
+        self._buckets.broadcast(key, value, out, priority)
 
     def push(self, key, value, priority=0):
         """Push gradients; in SSP/DSSP blocks only when this push completes a step."""
-        if self._plan is None and has_row_sparse(value):
+        if self._buckets.plan is None and has_row_sparse(value):
             self._sparse_case('a push of key %r' % (key,))
         keys = as_list(key)
         step = self._begin(keys)
-        if self._first_keys is not None:
-            value = self._first_step(key, keys, value)
+        if self._buckets.learning:
+            value = self._buckets.first_step(key, keys, value)
             if self._rejoining:
                 self._rejoin_step(keys, None, priority)
                 return
-        if self._plan:
-            own = self._stage(keys, as_values(key, value), None, step, priority, ())
-            if own:
-                self._kv.push(self._keys.mine(own[0]), own[1], priority=priority)
-        else:
-            self._kv.push(self._keys.mine(key), value, priority=priority)
+        self._buckets.push(key, value, step, priority)
         step.unpulled.update(keys)
         if self._tracker.on_push(keys):
             self._finish_step(priority)
@@ -312,112 +271,37 @@ class SSPKVStore(KVStoreBase):
         if in_step and not step.fast:
             step.deferred.append((key, out, priority, ignore_sparse))
             return
-        if self._plan and any(self._plan.bucket_of(k) for k in keys):
-            self._pull_through_buckets(key, out, priority, ignore_sparse, step if in_step else None)
-            return
-        self._kv.pull(self._keys.mine(key), out=out, priority=priority, ignore_sparse=ignore_sparse)
-        if in_step:
-            step.pulled(keys, out)
+        self._buckets.pull(key, out, priority, ignore_sparse, step if in_step else None)
 
     def pushpull(self, key, value, out=None, priority=0):
         """Push `value` and pull the updated weights into `out` (or `value`)."""
-        step, plan = self._step, self._plan
-        found = (plan.of_key.get(key) if step is not None and plan is not None
-                 and not self._closed and not isinstance(key, (list, tuple)) else None)
-        if found is not None and not self._tracker.in_step(key):
+        step = self._step
+        if (step is not None and not self._closed
+                and self._buckets.pushpull_one(key, value, out, step, priority,
+                                               sys._getframe(1))):
             # one bucketed key in a step in progress, as gluon.Trainer and Module push every
-            # step (335 calls per ResNet-110 step): what _begin and _stage do for it, without
-            # their other cases
-            bucket, member = found
-            self._stage_one(key, bucket, member, value, value if out is None else out, step,
-                            priority)
-            if bucket.number not in self._loop_of(sys._getframe(1)):
-                self._packer.gather(bucket)
+            # step (335 calls per ResNet-110 step): what _begin does for it, without its
+            # other cases
             if self._tracker.on_push((key,)):
                 self._finish_step(priority)
             return
-        if self.handed_off is not None or (self._plan is None and (
+        if self.handed_off is not None or (self._buckets.plan is None and (
                 (has_row_sparse(value) and self._sparse_case('a push of key %r' % (key,)))
                 or (self._optimizer is None and self._no_optimizer_case()))):
             return self._kv.pushpull(key, value, out=out, priority=priority)
         keys = as_list(key)
         out = value if out is None else out
         step = self._begin(keys)
-        if self._first_keys is not None:
-            value = self._first_step(key, keys, value)
+        if self._buckets.learning:
+            value = self._buckets.first_step(key, keys, value)
             if self._rejoining:
                 self._rejoin_step(keys, (key, out), priority)
                 return
-        if self._plan:
-            own = self._stage(keys, as_values(key, value), as_values(key, out), step, priority,
-                              self._loop_of(sys._getframe(1)))
-            if own:
-                own_keys, own_values, own_outs = own
-                if step.fast:
-                    self._kv.pushpull(self._keys.mine(own_keys), own_values, out=own_outs,
-                                      priority=priority)
-                    step.pulled(own_keys, own_outs)
-                else:
-                    self._kv.push(self._keys.mine(own_keys), own_values, priority=priority)
-                    step.deferred.append((own_keys, own_outs, priority, True))
-        elif step.fast:
-            self._kv.pushpull(self._keys.mine(key), value, out=out, priority=priority)
-            step.pulled(keys, out)
-        else:
-            self._kv.push(self._keys.mine(key), value, priority=priority)
-            step.deferred.append((key, out, priority, True))
+        self._buckets.pushpull(key, value, out, step, priority, sys._getframe(1))
         if self._tracker.on_push(keys):
             self._finish_step(priority)
 
-    # -- buckets (mxnet_ssp.core.buckets) ----------------------------------------------
-    def _remember(self, key, value):
-        """Note the shape, dtype and kind of each initialized array, for the bucket plan."""
-        str_id = self._keys.str_ids
-        for k, v in zip(as_list(key), as_values(key, value)):
-            v = v[0] if isinstance(v, (list, tuple)) else v
-            if self._plan and (k in self._plan.of_key or k in self._bucket_keys):
-                raise SSPError(
-                    'worker[%d]: key %r is initialized again after the store packed it into a '
-                    'bucket (or it is a bucket\'s key): set %s=0 to keep one key per array'
-                    % (self._rank, k, cfg.ENV_BUCKET_BYTES))
-            if isinstance(k, str):
-                # MXNet numbers string keys in the order they are initialized
-                sid, str_id = (None if self._keys.slot_mode else str_id), str_id + 1
-            else:
-                sid = k
-            self._arrays[k] = (tuple(v.shape), np.dtype(v.dtype), v.stype, sid)
-
-    def _first_step(self, key, keys, value):
-        """Before the plan: note the keys the first step pushes, and push copies of the small
-        CPU arrays among them.
-
-        MXNet's dist store keeps a pushed CPU array as the key's buffer and pulls into it
-        (``KVStoreDist::PushImpl``: "avoid memory copy"): the gradient array then receives
-        the weights.  The plan pulls the first step's arrays once more (rank 0, for the
-        buckets' values), possibly after the second step's gradients are written to those
-        arrays (when the first step's end shows only at the second step's first push); with
-        copies, those pulls land in the copies.
-        """
-        for k, v in zip(keys, as_values(key, value)):
-            if k not in self._first_seen:
-                self._first_seen.add(k)
-                self._first_keys.append(k)
-            if (v[0] if isinstance(v, (list, tuple)) else v).stype != 'default':
-                self._sparse_pushed.add(k)        # pushed by rows: keeps its own key
-        if self._bucket_bytes <= 0:
-            return value
-
-        def shielded(v):
-            if isinstance(v, (list, tuple)):
-                return [shielded(x) for x in v]
-            small = 2 * v.size * np.dtype(v.dtype).itemsize <= self._bucket_bytes
-            if small and v.stype == 'default' and v.context.device_type == 'cpu':
-                return v.copy()
-            return v
-        if isinstance(key, (list, tuple)):
-            return [shielded(v) for v in value]
-        return shielded(value)
-
+    # -- elastic: a rejoining worker's first step ---------------------------------------
     def _rejoin_step(self, keys, pull, priority):
         """A rejoining worker's first step: note the keys (the bucket plan is learnt from
         them at the step's end, as every worker did at its first step), push nothing (the
@@ -432,266 +316,19 @@ class SSPKVStore(KVStoreBase):
         """After a rejoiner's first step: pull the current weights into every array the step
         asked for (through the buckets, refreshed in slot mode), then train as any worker."""
         pulls, self._rejoin_pulls, self._rejoining = self._rejoin_pulls, [], False
-        pulled = {}
-        for key, out in pulls:
-            if self._plan and any(self._plan.bucket_of(k) for k in as_list(key)):
-                self._pull_through_buckets(key, out, 0, True, None, pulled)
-                continue
-            if self._keys.slot_mode:
-                self._push_refresh(key, 0)
-            self._kv.pull(self._keys.mine(key), out=out)
-        self._unpack(pulled)
+        self._buckets.pull_released([(key, out, 0, True) for key, out in pulls])
         with _process.bounded(self._config.timeout, self._no_apply_message()):
             nd.waitall()
 
-    def _no_buckets_reason(self):
-        """Why this store keeps one key per array, or None."""
-        if self._bucket_bytes <= 0:
-            return '%s=0' % cfg.ENV_BUCKET_BYTES
-        from .optim import is_elementwise
-        if not is_elementwise(self._optimizer):
-            return ('%s is not known to be element-wise (its update of an element may read '
-                    'others, e.g. a layer\'s norm), so the servers must update each array on '
-                    'its own' % type(self._optimizer).__name__)
-        return None
-
-    def _server_of(self, index):
-        """The server of a small array whose key the servers see as `index`."""
-        servers = self._num_servers
-        if self._keys.slot_mode:
-            return index % servers                  # all of its slots (channel.slot_key)
-        return index * 9973 % servers               # MXNet's KVStoreDist::EncodeDefaultKey
-
-    def _assign_keys(self, plan):
-        """Give each bucket a key on its members' server.  Returns the keys to initialize, in
-        order, and for each its bucket (None: a padding key, string keys only)."""
-        if self._tracker.string_keys:
-            # MXNet numbers string keys 0, 1, ... as they are initialized: skip to the server
-            next_id, keys, owners = self._keys.str_ids, [], []
-            for bucket in plan.buckets:
-                while self._server_of(next_id) != bucket.server:
-                    keys.append(PAD_KEY_STR % next_id)
-                    owners.append(None)
-                    next_id += 1
-                bucket.key, bucket.index = BUCKET_KEY_STR % next_id, next_id
-                keys.append(bucket.key)
-                owners.append(bucket)
-                next_id += 1
-            return keys, owners
-        taken = set(self._arrays) | {k for k in RESERVED_KEYS if not isinstance(k, str)}
-        top = (MAX_INT_KEY // (self._num_workers * self._num_servers) - 1
-               if self._keys.slot_mode else MAX_INT_KEY - 1)
-        by_server = {}
-        for bucket in plan.buckets:
-            by_server.setdefault(bucket.server, []).append(bucket)
-        for server, buckets in by_server.items():
-            for bucket, key in zip(buckets, int_keys_on(server, len(buckets), top,
-                                                         self._server_of, taken)):
-                bucket.key = bucket.index = key
-        return [b.key for b in plan.buckets], list(plan.buckets)
-
-    def _learn_plan(self):
-        """After the first step: pack the small arrays it pushed into buckets.
-
-        Collective: every worker learns the same plan from the same arrays.  Each waits until
-        its first step's pushes are applied and meets the others in a barrier, so the servers
-        hold every worker's first step; rank 0 then tells the servers the plan (a
-        ``buckets`` command: each server's buckets take over their members' optimizer state
-        there) and initializes the bucket keys with the members' weights as the servers hold
-        them.  No worker pushes a packed array on its own key after this.
-        """
-        pushed, self._first_keys = self._first_keys, None
-        self._plan, self._bucket_keys = BucketPlan([]), {}
-        why = self._no_buckets_reason()
-        if why is not None:
-            if self._bucket_bytes > 0:
-                logger.warning('worker[%d] one key per array: %s', self._rank, why)
-            return
-        from .optim import server_multipliers
-        arrays = []
-        for k in pushed:
-            shape, dtype, stype, sid = self._arrays.get(k, ((), None, None, None))
-            eligible = (stype == 'default' and sid is not None and k not in RESERVED_KEYS
-                        and k not in self._sparse_pushed)
-            group = ((self._server_of(sid), dtype.str)
-                     + server_multipliers(self._sent_optimizer, sid)) if eligible else ()
-            arrays.append(ArrayInfo(k, shape, int(np.prod(shape)),
-                                    dtype.itemsize if eligible else 0, group, eligible))
-        plan = plan_buckets(arrays, self._bucket_bytes, cfg.bigarray_bound())
-        if not plan:
-            return
-        try:
-            keys, owners = self._assign_keys(plan)
-        except ValueError as err:
-            logger.info('worker[%d] one key per array: %s', self._rank, err)
-            return
-        dtypes = [np.dtype(b.group[1]) for b in plan.buckets]
-        message = ('worker[%d]: the other workers did not finish their first step within %g s '
-                   '(%s): a worker died or is stopped' % (self._rank, self._config.timeout,
-                                                           cfg.ENV_TIMEOUT))
-        with _process.bounded(self._config.timeout, message):
-            if not self._rejoining:       # a rejoiner's plan is the one the servers have
-                nd.waitall()              # this worker's first step is applied on the servers
-                self._kv._barrier()       # and so is every worker's
-            if self._rank == 0:
-                self._send_control('buckets', [self._server_spec(b) for b in plan.buckets])
-            values = self._initial_values(owners, dtypes)
-            if self._keys.slot_mode:
-                self._init_slots(keys, values)
-            else:
-                self._kv.init(keys, values)
-                self._keys.count_string_keys(keys)
-        self._plan, self._bucket_keys = plan, {b.key: b for b in plan.buckets}
-        from .ps.packer import Packer
-        self._packer = Packer(plan, dtypes, host=self._host_copies)
-        if self._tracker.learned:
-            self._packer.expect(self._tracker.expected)
-        logger.info('worker[%d] %s', self._rank, plan.describe())
-
-    def _server_spec(self, bucket):
-        """What the servers need to know of a bucket (plain data, sent in a command)."""
-        members = [(self._arrays[m.key][3], m.offset, m.size, m.shape) for m in bucket.members]
-        return {'index': bucket.index, 'payload': bucket.payload, 'length': bucket.length,
-                'members': members, 'lr_mult': bucket.group[2], 'wd_mult': bucket.group[3]}
-
-    def _initial_values(self, owners, dtypes):
-        """The values of the keys to initialize: rank 0 pulls each bucket's members as the
-        servers hold them; other ranks' values are not used (MXNet's init takes rank 0's)."""
-        values = []
-        for bucket in owners:
-            if bucket is None:
-                values.append(nd.zeros(1))
-                continue
-            value = nd.zeros(bucket.length, dtype=dtypes[bucket.number])
-            if self._rank == 0:
-                for m in bucket.members:
-                    self._kv.pull(self._keys.mine(m.key),
-                                  out=value[m.offset:m.offset + m.size].reshape(m.shape))
-            values.append(value)
-        nd.waitall()
-        return values
-
-    def _stage(self, keys, values, outs, step, priority, loop):
-        """Pack the bucketed arrays of a push; push the buckets now complete.  Returns the
-        keys that keep their own (and their values and outs), or None.
-
-        The arrays are copied into their buckets many at a time: at a bucket's push, or at
-        the end of this call for a bucket not complete by then, unless its number is in
-        `loop` (the buckets that the caller's loop over the parameters completes, in which
-        nothing writes to a gradient between two calls: see :meth:`_loop_of`)."""
-        own = ([], [], [])
-        of_key = self._plan.of_key
-        for i, k in enumerate(keys):
-            found = of_key.get(k)
-            if found is None:
-                own[0].append(k)
-                own[1].append(values[i])
-                own[2].append(None if outs is None else outs[i])
-            else:
-                self._stage_one(k, found[0], found[1], values[i],
-                                None if outs is None else outs[i], step, priority)
-        for bucket in self._packer.deferring():
-            if bucket.number not in loop:
-                self._packer.gather(bucket)
-        return own if own[0] else None
-
-    def _stage_one(self, key, bucket, member, value, out, step, priority):
-        """Stage `key`'s `value` in its bucket (deferred: see :meth:`_stage`), note where its
-        weights go (`out`, or None for a push), and push the bucket if now complete."""
-        complete = self._packer.stage(bucket, member, value, defer=True)
-        if out is not None:
-            if step.fast:
-                self._waiting[bucket.number].append((member, out))
-            else:
-                step.deferred.append((key, out, priority, True))
-        if complete:
-            self._flush(bucket, step, priority)
-
-    def _loop_of(self, frame):
-        """The numbers of the buckets that the loop calling :meth:`pushpull` will complete,
-        if `frame` (the caller's) is a loop known to call it once per parameter and do nothing
-        else in between: gluon.Trainer's and Module's (MXNet 1.9.1).  Then a bucket's members
-        can wait for its last one and be copied in one operation.  Otherwise an empty set."""
-        loop = self._loop
-        if loop is not None and loop[0] is frame:
-            return loop[1]
-        pushed = _keys_pushed_by(frame)
-        if pushed is None:
-            return ()
-        numbers = frozenset(b.number for b in self._plan.buckets
-                            if self._packer.needs(b) <= pushed)
-        self._loop = (frame, numbers)
-        return numbers
-
-    def _flush(self, bucket, step, priority):
-        """Push `bucket`; on the fast path pull it at once and unpack what waits for it."""
-        key = self._keys.mine(bucket.key)
-        self._kv.push(key, self._packer.take(bucket), priority=priority)
-        if step.fast:
-            recv = self._packer.recv(bucket)
-            self._kv.pull(key, out=recv, priority=priority)
-            self._pulled_in_step.add(bucket.number)
-            waiting = self._waiting.pop(bucket.number, ())
-            self._packer.scatter(bucket, waiting)
-            # the step's end waits for the pull (so for the push: the server answers a pull
-            # after the pushes before it), not for the copies out of it, which MXNet orders
-            # before anything that reads the callers' arrays
-            step.pulled([m.key for m, _ in waiting], recv)
-
     def _finish_step(self, priority):
         """The step's last push: push the buckets still holding gradients, then end it."""
-        step = self._step
-        if self._packer is not None and step is not None:
-            for bucket in self._packer.pending():
-                self._flush(bucket, step, priority)
-        self._pulled_in_step = set()
-        self._loop = None
+        self._buckets.end_step(self._step, priority)
         self._end_step()
-        if self._plan is None:
-            self._learn_plan()
+        if self._buckets.learning:
+            self._buckets.learn(self._optimizer, self._sent_optimizer, self._rejoining,
+                                self._send_control)
         if self._rejoining:
             self._rejoined()
-
-    def _pull_through_buckets(self, key, out, priority, ignore_sparse, step, pulled=None):
-        """Pull `key` (or a list), the bucketed ones from their bucket.  `step`: the fast step
-        in progress that pushed them; `pulled`: at a release, bucket number -> the (member,
-        out) pairs to unpack from the bucket, which the caller unpacks once it has issued every
-        pull (each bucket is pulled once)."""
-        own_keys, own_outs = [], []
-        unpack = {} if pulled is None else pulled
-        for k, o in zip(as_list(key), as_values(key, out)):
-            found = self._plan.bucket_of(k)
-            if found is None:
-                own_keys.append(k)
-                own_outs.append(o)
-                continue
-            bucket, member = found
-            if step is not None and bucket.number not in self._pulled_in_step:
-                self._waiting[bucket.number].append((member, o))
-                continue
-            if step is None and bucket.number not in unpack:
-                if pulled is not None and self._keys.slot_mode:
-                    self._push_refresh(bucket.key, priority)
-                self._kv.pull(self._keys.mine(bucket.key), out=self._packer.recv(bucket),
-                              priority=priority)
-            unpack.setdefault(bucket.number, []).append((member, o))
-            if step is not None:
-                step.pulled([k], o)
-        if pulled is None:
-            self._unpack(unpack)
-        if own_keys:
-            if pulled is not None and self._keys.slot_mode:
-                self._push_refresh(own_keys, priority)
-            self._kv.pull(self._keys.mine(own_keys), out=own_outs, priority=priority,
-                          ignore_sparse=ignore_sparse)
-            if step is not None:
-                step.pulled(own_keys, own_outs)
-
-    def _unpack(self, unpack):
-        """Copy the pulled weights out of their buckets: `unpack` maps a bucket number to its
-        (member, out) pairs."""
-        for number, pairs in unpack.items():
-            self._packer.scatter(self._plan.buckets[number], pairs)
 
     #: Set by :class:`mxnet_ssp.stock_names.StockNameStore` once MXNet's own store serves
     #: every call; the stores named by mxnet-ssp never hand off.
@@ -874,8 +511,7 @@ class SSPKVStore(KVStoreBase):
             self._check_ready()
         if self._tracker.repeats(keys):
             self._tracker.close_early()
-            if self._packer is not None and self._tracker.learned:
-                self._packer.expect(self._tracker.expected)
+            self._buckets.keys_learned()
             self._finish_step(0)
         if self._step is None:
             self._sync_learning_rate()    # a change made since the last step applies to this one
@@ -925,16 +561,7 @@ class SSPKVStore(KVStoreBase):
         if step.fast:
             authorized_at, visible = step.authorized_at, self._next_visible
         else:
-            pulled = {}                   # buckets pulled at this release: what to unpack
-            for key, out, priority, ignore_sparse in step.deferred:
-                if self._plan and any(self._plan.bucket_of(k) for k in as_list(key)):
-                    self._pull_through_buckets(key, out, priority, ignore_sparse, None, pulled)
-                    continue
-                if self._keys.slot_mode:
-                    self._push_refresh(key, priority)
-                self._kv.pull(self._keys.mine(key), out=out, priority=priority,
-                              ignore_sparse=ignore_sparse)
-            self._unpack(pulled)
+            self._buckets.pull_released(step.deferred)
             authorized_at, visible = reported_at + (t2 - t1), release.t_slowest
         self.last_release = release
         self.visible_clock = visible
@@ -951,23 +578,11 @@ class SSPKVStore(KVStoreBase):
                 'a server process died or is stopped'
                 % (self._rank, self._clock + 1, self._config.timeout, cfg.ENV_TIMEOUT))
 
-    def _push_refresh(self, key, priority):
-        """Slot mode: make the servers copy their latest weights into this worker's slots."""
-        for k in as_list(key):
-            marker = self._refresh.get(k)
-            if marker is None:
-                marker = self._refresh[k] = refresh_marker(self._shape_of(k))
-            # a fresh NDArray every time: MXNet's dist store keeps the pushed CPU array as
-            # the key's receive buffer, so the pull that follows overwrites it
-            self._kv.push(self._keys.mine(k), nd.array(marker), priority=priority)
-
-    def _shape_of(self, key):
-        if self._plan and key in self._bucket_keys:
-            return (self._bucket_keys[key].length,)
-        shapes = self._tracker.shapes
-        if key not in shapes:
-            raise SSPError('worker[%d]: key %r was pushed but never initialized' % (self._rank, key))
-        return shapes[key]
+    def refresh_slots(self, key, priority=0):
+        """Slot mode: make the servers copy their latest weights into this worker's slots of
+        `key` (or a list), so that the next pull of it reads them (a plain pull returns what
+        this worker last pulled).  Returns without waiting."""
+        self._buckets.refresh(key, priority)
 
     def _fail(self, err):
         """The job cannot go on: raise, and make sure the process will exit.
@@ -1002,7 +617,7 @@ class SSPKVStore(KVStoreBase):
         native = self._kv
         if isinstance(native, FreedNative):
             return
-        self._kv = FreedNative(self._rank, self.type, SSPError)
+        self._kv = self._buckets.native = FreedNative(self._rank, self.type, SSPError)
         # elastic: ps-lite's finalize barrier would wait for lost workers for ever
         free_native(native, self._config.timeout, self._rank,
                     barrier=not self._config.elastic)
