@@ -47,22 +47,19 @@ import logging
 import os
 import pickle
 import sys
-import time
 
 from mxnet import ndarray as nd
 from mxnet.base import py_str
 from mxnet.kvstore.base import KVStoreBase
 
 from .ps import _process
-from .ps import discovery
 from . import config as cfg
 from .config import job_settings, sender
-from .ps.channel import ABORT, DISCOVERY_KEY, DISCOVERY_KEY_STR, Control, UpdaterSpec
-from .controller.client import ControllerClient
+from .ps.channel import ABORT, Control, UpdaterSpec
 from .ps.native import FreedNative, create_native, free_native
-from .controller.protocol import ControllerError, describe_losses
 from .ps.slots import KeyLayout, as_list, as_values, has_row_sparse
-from .ps.steps import Step, StepLog, StepTracker
+from .ps.clock_sync import ClockSync
+from .ps.steps import StepTracker
 from .ps.bucketing import Buckets, _keys_pushed_by  # noqa: F401 (tests import it from here)
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
@@ -123,29 +120,24 @@ class SSPKVStore(KVStoreBase):
                            'values, which the servers would apply as a gradient to the trained '
                            'weights; the job goes on without it (docs/elastic.md)')
         self._rejoin_pulls = []           # rejoining, first step: (key, out) to pull after it
-        self._start_clock = 0             # the clock this process started at (a rejoiner's)
         self._num_workers = self._kv.num_workers
         self._num_servers = cfg.num_servers()     # ps-lite read the same variable
         if self._config.store == 'dist_softsync':
             cfg.parse_splits(self._config.splits, self._num_workers,
                              source='splits' if 'splits' in settings else cfg.ENV_SOFTSYNC_SPLITS)
         self._tracker = StepTracker()
-        self._step = None                 # the _Step in progress, None between steps
-        self._next_guaranteed = self._config.s_lower >= 1   # is step 1 released for sure?
-        self._next_visible = 0            # t_slowest the next fast step may rely on
+        self._step = None                 # the Step in progress, None between steps
+        # this worker's clock and releases, through the controller (mxnet_ssp.ps.clock_sync)
+        self._sync = ClockSync(self._config, self._rank, self._num_workers, SSPError)
         self._optimizer = None
         self._keys = KeyLayout(self._rank, self._num_servers)   # M workers in slot mode
         self._lr_sent = None
-        self._client = None
-        self._clock = 0
         self._closed = False
-        self._log = StepLog(self._rank, self._config.metrics_dir)
         self._sent_optimizer = None
         # every key's way to the servers: its own key, or a bucket (mxnet_ssp.ps.bucketing)
         self._buckets = Buckets(self._kv, self._keys, self._tracker, self._num_servers,
                                 self._bucket_bytes, cfg.host_copies(), self._config.timeout,
                                 SSPError)
-        self.last_release = None
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         _process.adopt(self)      # closed and freed at exit in the same phase on every worker
 
@@ -173,7 +165,7 @@ class SSPKVStore(KVStoreBase):
     @property
     def clock(self):
         """Steps this worker has completed."""
-        return self._clock
+        return self._sync.clock
 
     @property
     def slot_mode(self):
@@ -192,37 +184,52 @@ class SSPKVStore(KVStoreBase):
     def _updater(self):
         return _LocalUpdater(self._optimizer)
 
-    #: The :class:`~mxnet_ssp.core.sync.Release` of the last completed step (None before).
-    last_release = None
-    #: Every worker's gradients up to this clock are in the weights the last step pulled.
-    visible_clock = 0
+    @property
+    def last_release(self):
+        """The :class:`~mxnet_ssp.core.sync.Release` of the last completed step (None before)."""
+        return self._sync.last_release
+
+    @property
+    def visible_clock(self):
+        """Every worker's gradients up to this clock are in the weights the last step pulled."""
+        return self._sync.visible_clock
 
     @property
     def lost_workers(self):
         """Elastic mode: the workers the controller dropped so far, as this worker has heard
         (dicts ``rank``, ``clock``, ``after_s``; complete after :meth:`close`)."""
-        return list(self._client.lost) if self._client is not None else []
+        return self._sync.lost
 
     @property
     def leader(self):
         """The rank that sends the job's commands to the servers (learning rate, save, load):
         0, or in elastic mode the lowest rank not lost."""
-        if self._client is None or not self._client.lost:
-            return 0
-        lost = {x['rank'] for x in self._client.lost}
-        return min(r for r in range(self._num_workers) if r not in lost)
+        return self._sync.leader
+
+    @property
+    def string_keys(self):
+        """Whether this store's keys are strings (MXNet forbids mixing them with integers)."""
+        return self._tracker.string_keys
+
+    def init_reserved(self, key, value):
+        """Initialize `key` with `value` on MXNet's store under this one, outside the data
+        path: a key that another part of mxnet-ssp reserves (the balance service's address).
+        Collective, like :meth:`init`; MXNet's numbering of string keys counts it."""
+        self._kv.init(key, value)
+        self._keys.count_string_keys(key)
+
+    def pull_reserved(self, key, out):
+        """Pull a key of :meth:`init_reserved` into `out` (returns without waiting)."""
+        self._kv.pull(key, out=out)
 
     def _barrier(self):
         """Wait for every worker (MXNet's ``kv._barrier()``).  Elastic mode, once connected to
         the controller: every worker neither lost nor finished, through the controller (ps-lite's
         barrier would wait for lost workers for ever)."""
-        if self._config.elastic and self._client is not None and not self._closed:
-            try:
-                self._client.barrier()
-            except ControllerError as err:
-                self._fail(err)
-            return
-        self._kv._barrier()
+        if self._config.elastic and self._sync.client is not None and not self._closed:
+            self._sync.barrier()
+        else:
+            self._kv._barrier()
 
     @staticmethod
     def is_capable(capability):
@@ -317,13 +324,13 @@ class SSPKVStore(KVStoreBase):
         asked for (through the buckets, refreshed in slot mode), then train as any worker."""
         pulls, self._rejoin_pulls, self._rejoining = self._rejoin_pulls, [], False
         self._buckets.pull_released([(key, out, 0, True) for key, out in pulls])
-        with _process.bounded(self._config.timeout, self._no_apply_message()):
-            nd.waitall()
+        self._sync.wait_applied()
 
     def _finish_step(self, priority):
         """The step's last push: push the buckets still holding gradients, then end it."""
         self._buckets.end_step(self._step, priority)
-        self._end_step()
+        step, self._step = self._step, None
+        self._sync.end_step(step, self._buckets.pull_released)
         if self._buckets.learning:
             self._buckets.learn(self._optimizer, self._sent_optimizer, self._rejoining,
                                 self._send_control)
@@ -414,7 +421,7 @@ class SSPKVStore(KVStoreBase):
             return None
         if opt.lr_scheduler is not None:
             # MXNet counts the update being made: step t uses lr_scheduler(t)
-            return float(opt.lr_scheduler(self._clock + 1))
+            return float(opt.lr_scheduler(self._sync.clock + 1))
         return float(opt.lr)
 
     def _send_control(self, action, payload):
@@ -470,38 +477,12 @@ class SSPKVStore(KVStoreBase):
                 % (self._rank, self.type))
 
     def _ensure_controller(self):
-        if self._client is not None:
+        if self._sync.client is not None:
             return
         self._check_ready()
-        # MXNet forbids mixing integer and string keys in one store.  One key, so one
-        # server, for every worker (also in slot mode: the servers answer a discovery
-        # push before decoding slots, and a later string key skips to a whole block)
-        key = DISCOVERY_KEY_STR if self._tracker.string_keys else DISCOVERY_KEY
-        agree = job_settings(self._config, self._bucket_bytes, self._host_updates)
-        try:
-            answer = discovery.request_controller(self._kv, key, self._config, self._num_workers,
-                                                  self._rank, agree)
-        except discovery.DiscoveryError as err:
-            raise SSPError(str(err)) from err
-        finally:
-            self._keys.count_string_keys(key)
-        client = ControllerClient((answer['host'], answer['port']),
-                                  bytes.fromhex(answer['secret']), self._rank,
-                                  timeout=self._config.timeout, rejoin=self._rejoining,
-                                  settings=agree, liveness=self._config.liveness)
-        try:
-            client.connect()
-        except ControllerError as err:
-            self._fail(err)
-        self._client = client
-        if self._rejoining:
-            self._clock = self._start_clock = client.start_clock
-            logger.warning('worker[%d] rejoined the job at clock %d: this first step only '
-                           'learns the layout of the keys; its gradients are not pushed',
-                           self._rank, self._clock)
-        self._log.open()
-        logger.info('worker[%d] connected to the %s controller at %s:%d',
-                    self._rank, self.type, answer['host'], answer['port'])
+        self._sync.connect(self._kv, self._keys, self._tracker.string_keys,
+                           job_settings(self._config, self._bucket_bytes, self._host_updates),
+                           self._rejoining, self.type)
 
     def _begin(self, keys):
         """Close a step that ended early, and open a step at its first push."""
@@ -515,68 +496,8 @@ class SSPKVStore(KVStoreBase):
             self._finish_step(0)
         if self._step is None:
             self._sync_learning_rate()    # a change made since the last step applies to this one
-            # asynchronous stores never hold a worker: every step is "released for sure"
-            self._step = Step(self._next_guaranteed or not self._config.synchronous)
+            self._step = self._sync.new_step()
         return self._step
-
-    def _end_step(self):
-        """Close the current step.
-
-        Asynchronous stores only count the step.  SSP/DSSP, slow path (the
-        release is not certain): wait until every push of the step is
-        applied, report the clock, block until RELEASE, then issue the
-        deferred pulls (in slot mode after a refresh push, which makes the
-        server copy its latest weights into this worker's slot).  Fast path
-        (the previous release already implies this one, because the slowest
-        clock never decreases): the pulls were issued with their pushes, as
-        in ``dist_async``; wait until they are complete (so the pushes are
-        applied), then report; RELEASE comes back at once.
-        """
-        step, self._step = self._step, None
-        if not self._config.synchronous:
-            self._clock += 1
-            if self._client is not None:      # elastic: the controller counts, never holds
-                try:
-                    self.last_release = self._client.clock(self._clock)
-                except ControllerError as err:
-                    self._fail(err)
-            return
-        t0 = time.perf_counter()
-        with _process.bounded(self._config.timeout, self._no_apply_message()):
-            if step.fast:
-                for arr in step.outs:
-                    arr.wait_to_read()        # each pull follows its push on the server
-                if step.unpulled:
-                    nd.waitall()
-            else:
-                nd.waitall()                  # every push of this step is applied on the servers
-        t1 = time.perf_counter()
-        self._clock += 1
-        reported_at = time.time()
-        try:
-            release = self._client.clock(self._clock)
-        except ControllerError as err:
-            self._fail(err)
-        t2 = time.perf_counter()
-        if step.fast:
-            authorized_at, visible = step.authorized_at, self._next_visible
-        else:
-            self._buckets.pull_released(step.deferred)
-            authorized_at, visible = reported_at + (t2 - t1), release.t_slowest
-        self.last_release = release
-        self.visible_clock = visible
-        # The slowest clock never decreases: the next push is released for sure
-        # if it would be within sL of the slowest now, or holds a granted extra.
-        self._next_guaranteed = (release.extra_left > 0
-                                 or self._clock + 1 - release.t_slowest <= self._config.s_lower)
-        self._next_visible = release.t_slowest
-        self._log.record(self._clock, step, release, (t0, t1, t2), reported_at, authorized_at,
-                         visible)
-
-    def _no_apply_message(self):
-        return ('worker[%d]: the servers did not apply the pushes of step %d within %g s (%s): '
-                'a server process died or is stopped'
-                % (self._rank, self._clock + 1, self._config.timeout, cfg.ENV_TIMEOUT))
 
     def refresh_slots(self, key, priority=0):
         """Slot mode: make the servers copy their latest weights into this worker's slots of
@@ -584,22 +505,13 @@ class SSPKVStore(KVStoreBase):
         this worker last pulled).  Returns without waiting."""
         self._buckets.refresh(key, priority)
 
-    def _fail(self, err):
-        """The job cannot go on: raise, and make sure the process will exit.
-
-        MXNet's own shutdown waits in a barrier for every worker, which never
-        comes when a peer died or hangs; so if the error is not handled, the
-        exit hook ends this process with status 1 instead of hanging.
-        """
-        raise SSPError(_process.fatal('worker[%d]: %s' % (self._rank, err))) from err
-
     def abort_servers(self, message):
         """The job failed on this worker (`message`): make every server end now.  Returns
         whether the notice was sent: only by the stores without a controller (the
         asynchronous ones and BSP outside elastic mode).  Where a controller runs, it fails the
         job itself and tells every worker which rank failed; in elastic mode the job goes on
         without this worker.  Called by the exit hook of :mod:`mxnet_ssp.ps._process`."""
-        if (self._config.elastic or self._client is not None
+        if (self._config.elastic or self._sync.client is not None
                 or isinstance(self._kv, FreedNative)):
             return False
         body = py_str(pickle.dumps(Control(ABORT, message), 0))
@@ -633,31 +545,16 @@ class SSPKVStore(KVStoreBase):
         if self._closed:
             return
         self._closed = True
-        lost = []
-        if self._client is not None:
+        if self._sync.client is not None:
             self._step = None
-            lost = self._client.leave()
-            self._client.close()
-        self._log.close()
-        if self._config.synchronous:
-            self._say(self._log.summary(self.type, self._clock - self._start_clock))
-        if self._config.elastic:
-            self._say(elastic_summary(self._rank, self.type, self._clock, lost))
+        for line in self._sync.leave(self.type):
+            self._say(line)
 
     def _say(self, summary):
         if logger.isEnabledFor(logging.INFO) and logging.getLogger().handlers:
             logger.info(summary)
         else:   # the script configured no logging: the summary is still promised
             sys.stderr.write(summary + '\n')
-
-
-def elastic_summary(rank, store, clock, lost):
-    """The line an elastic worker prints when it leaves: its clock and the workers lost."""
-    if not lost:
-        return 'worker[%d] %s elastic: finished at clock %d; no worker was lost' % (
-            rank, store, clock)
-    return 'worker[%d] %s elastic: finished at clock %d; lost %s' % (
-        rank, store, clock, describe_losses(lost))
 
 
 def _store_class(name):
