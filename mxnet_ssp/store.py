@@ -1,10 +1,18 @@
 """SSPKVStore: the class of every store type of :mod:`mxnet_ssp.kvstore`.
 
-The modules this store is made of: :mod:`~mxnet_ssp.ps.native` (MXNet's store
-under it), :mod:`~mxnet_ssp.ps.steps` (where a step ends; what it measures),
-:mod:`~mxnet_ssp.ps.discovery` and :mod:`~mxnet_ssp.controller.client` (the controller),
-:mod:`~mxnet_ssp.ps.channel` (what travels to the servers), :mod:`~mxnet_ssp.ps._process`
-(when it shuts down).
+The store itself follows the calls of gluon.Trainer, Module or a script: it opens and
+closes steps, sends the optimizer and the job's commands to the servers, and hands each
+part of the work to the module that does it:
+
+* :mod:`~mxnet_ssp.ps.bucketing` (:class:`~mxnet_ssp.ps.bucketing.Buckets`): every key's way
+  to the servers, on its own key or packed in a bucket (the plan, the buffers and each
+  bucket's state); the store hands it each key once per call;
+* :mod:`~mxnet_ssp.ps.clock_sync` (:class:`~mxnet_ssp.ps.clock_sync.ClockSync`): this
+  worker's clock and its releases by the controller, at each step's end;
+* :mod:`~mxnet_ssp.ps.steps` (where a step ends; what it measures),
+  :mod:`~mxnet_ssp.ps.slots` (the key layout of slot mode), :mod:`~mxnet_ssp.ps.native`
+  (MXNet's store under it), :mod:`~mxnet_ssp.ps.channel` (what travels to the servers),
+  :mod:`~mxnet_ssp.ps._process` (when it shuts down).
 
 Worker-side contract
 --------------------
@@ -186,6 +194,21 @@ class SSPKVStore(KVStoreBase):
         0, or in elastic mode the lowest rank not lost."""
         return self._sync.leader
 
+    def _barrier(self):
+        """Wait for every worker (MXNet's ``kv._barrier()``).  Elastic mode, once connected to
+        the controller: every worker neither lost nor finished, through the controller (ps-lite's
+        barrier would wait for lost workers for ever)."""
+        if self._config.elastic and self._sync.client is not None and not self._closed:
+            self._sync.barrier()
+        else:
+            self._kv._barrier()
+
+    @staticmethod
+    def is_capable(capability):
+        """Whether the store supports `capability`: optimizer, pushpull, broadcast."""
+        return capability.lower() in (KVStoreBase.OPTIMIZER, 'pushpull', 'broadcast')
+
+    # -- reserved keys: outside the data path ------------------------------------------
     @property
     def string_keys(self):
         """Whether this store's keys are strings (MXNet forbids mixing them with integers)."""
@@ -201,20 +224,6 @@ class SSPKVStore(KVStoreBase):
     def pull_reserved(self, key, out):
         """Pull a key of :meth:`init_reserved` into `out` (returns without waiting)."""
         self._kv.pull(key, out=out)
-
-    def _barrier(self):
-        """Wait for every worker (MXNet's ``kv._barrier()``).  Elastic mode, once connected to
-        the controller: every worker neither lost nor finished, through the controller (ps-lite's
-        barrier would wait for lost workers for ever)."""
-        if self._config.elastic and self._sync.client is not None and not self._closed:
-            self._sync.barrier()
-        else:
-            self._kv._barrier()
-
-    @staticmethod
-    def is_capable(capability):
-        """Whether the store supports `capability`: optimizer, pushpull, broadcast."""
-        return capability.lower() in (KVStoreBase.OPTIMIZER, 'pushpull', 'broadcast')
 
     # -- data path -------------------------------------------------------------
     def init(self, key, value):
@@ -288,7 +297,13 @@ class SSPKVStore(KVStoreBase):
         if self._tracker.on_push(keys):
             self._finish_step(priority)
 
-    # -- elastic: a rejoining worker's first step ---------------------------------------
+    def refresh_slots(self, key, priority=0):
+        """Slot mode: make the servers copy their latest weights into this worker's slots of
+        `key` (or a list), so that the next pull of it reads them (a plain pull returns what
+        this worker last pulled).  Returns without waiting."""
+        self._buckets.refresh(key, priority)
+
+    # -- a step's end; a rejoining worker's first step (elastic mode) ------------------
     def _rejoin_step(self, keys, pull, priority):
         """A rejoining worker's first step: note the keys (the bucket plan is learnt from
         them at the step's end, as every worker did at its first step), push nothing (the
@@ -317,7 +332,8 @@ class SSPKVStore(KVStoreBase):
         if self._rejoining:
             self._rejoined()
 
-    #: Set by :class:`mxnet_ssp.stock_names.StockNameStore` once MXNet's own store serves
+    # -- what the data path does not serve: refused, or handed to MXNet (stock_names) ---
+    #: Set by :class:`mxnet_ssp.stock_names.StockNames` once MXNet's own store serves
     #: every call; the stores named by mxnet-ssp never hand off.
     handed_off = None
 
@@ -350,7 +366,7 @@ class SSPKVStore(KVStoreBase):
                            % (self.type, ' in slot mode' if self._keys.slot_mode else ''))
         return self._kv.row_sparse_pull(key, out=out, priority=priority, row_ids=row_ids)
 
-    # -- optimizer -------------------------------------------------------------
+    # -- the optimizer on the servers, and the job's commands ---------------------------
     def set_optimizer(self, optimizer):
         """Send `optimizer` to the servers, which apply every push with it.
 
@@ -445,7 +461,7 @@ class SSPKVStore(KVStoreBase):
             raise AttributeError(name)
         return getattr(self._kv, name)
 
-    # -- synchronization -------------------------------------------------------
+    # -- opening a step ----------------------------------------------------------------
     def _check_ready(self):
         if self._closed:
             raise SSPError('worker[%d]: the %s store is closed' % (self._rank, self.type))
@@ -479,12 +495,7 @@ class SSPKVStore(KVStoreBase):
             self._step = self._sync.new_step()
         return self._step
 
-    def refresh_slots(self, key, priority=0):
-        """Slot mode: make the servers copy their latest weights into this worker's slots of
-        `key` (or a list), so that the next pull of it reads them (a plain pull returns what
-        this worker last pulled).  Returns without waiting."""
-        self._buckets.refresh(key, priority)
-
+    # -- leaving the job -------------------------------------------------------------
     def abort_servers(self, message):
         """The job failed on this worker (`message`): make every server end now.  Returns
         whether the notice was sent: only by the stores without a controller (the
