@@ -261,7 +261,6 @@ class BatchBalancer:
     def _connect(self):
         """Collective: worker 0 starts the service and publishes it in a reserved key."""
         from mxnet import nd
-        native = getattr(self.kv, '_kv', self.kv)       # mxnet-ssp stores: MXNet's below
         if self.rank == 0:
             secret = secrets.token_bytes(32)
             from .ps.discovery import advertised_host
@@ -273,30 +272,30 @@ class BatchBalancer:
             vec = nd.array(encode_blob(payload, ADDRESS_ELEMENTS))
         else:
             vec = nd.zeros(ADDRESS_ELEMENTS)
-        key = self._init_key(native, vec)
+        key = self._init_key(self.kv, vec)
         out = nd.zeros(ADDRESS_ELEMENTS)
-        native.pull(key, out=out)
+        # mxnet-ssp's stores: on MXNet's store under them, outside their data path
+        getattr(self.kv, 'pull_reserved', self.kv.pull)(key, out=out)
         answer = _decode_address(out.asnumpy())
         self._client = BalanceClient((answer['host'], int(answer['port'])),
                                      bytes.fromhex(answer['secret']), self.rank,
                                      timeout=self.timeout).connect()
 
-    def _init_key(self, native, vec):
-        """Init the reserved key with the store's key type (MXNet forbids mixing them)."""
+    def _init_key(self, store, vec):
+        """Init the reserved key in `store` with its key type (MXNet forbids mixing them):
+        mxnet-ssp's stores say theirs and init it outside their data path."""
         from mxnet.base import MXNetError
-        string_keys = getattr(getattr(self.kv, '_tracker', None), 'string_keys', None)
+        string_keys = getattr(store, 'string_keys', None)     # MXNet's stores: unknown
+        init = getattr(store, 'init_reserved', store.init)
         order = ([BALANCE_KEY_STR] if string_keys else [BALANCE_KEY]) if string_keys is not None \
             else [BALANCE_KEY, BALANCE_KEY_STR]
         for key in order:
             try:
-                native.init(key, vec)
+                init(key, vec)
             except MXNetError as err:
                 if 'Mixed key types' not in str(err) or key == order[-1]:
                     raise
                 continue
-            layout = getattr(self.kv, '_keys', None)
-            if layout is not None:
-                layout.count_string_keys(key)
             return key
         raise AssertionError('unreachable')
 

@@ -57,7 +57,7 @@ class StockNames:
         """Let MXNet's own store serve every call from now on, because of `why`."""
         if self.handed_off is not None:
             return
-        if self._first_seen or self._plan is not None or self._keys.slot_mode:
+        if self._buckets.began or self._keys.slot_mode:
             self._refuse(
                 'worker[%d]: %s: %s after this store began to train with mxnet-ssp\'s data path '
                 '(%s); MXNet\'s own %s store serves that case: set %s=0 to use it from the start'
@@ -99,7 +99,7 @@ class StockNames:
         return super().broadcast(key, value, out, priority)
 
     def push(self, key, value, priority=0):
-        if self.handed_off is None and self._plan is None and has_row_sparse(value):
+        if self.handed_off is None and self._buckets.plan is None and has_row_sparse(value):
             self._hand_off('a push of key %r holds row_sparse arrays' % (key,))
         if self.handed_off is None and self._optimizer is None:
             self._no_optimizer_case()

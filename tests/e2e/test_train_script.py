@@ -424,7 +424,7 @@ class _FakeStore:
     def __init__(self, slot_mode):
         self.slot_mode, self.calls = slot_mode, []
 
-    def _push_refresh(self, key, priority):
+    def refresh_slots(self, key, priority=0):
         self.calls.append(('refresh', key))
 
     def pull(self, key, out=None):

@@ -185,10 +185,10 @@ def main():
     train = {'trainer': train_trainer, 'module': train_module, 'raw': train_raw}[args.api]
     params = train(args, kv, opt)
     np.savez(os.path.join(args.out, 'params-%d.npz' % kv.rank), **params)
-    plan = getattr(kv, '_plan', None)        # MXNet's own store (dist_sync unwrapped): none
+    path = getattr(kv, 'data_path', None) or {}  # MXNet's own store (dist_sync unwrapped): none
     with open(os.path.join(args.out, 'info-%d.json' % kv.rank), 'w') as f:
-        json.dump({'buckets': len(plan) if plan else 0,
-                   'bucketed': len(plan.of_key) if plan else 0,
+        json.dump({'buckets': path.get('buckets', 0),
+                   'bucketed': path.get('arrays_in_buckets', 0),
                    'store_class': '%s.%s' % (type(kv).__module__, type(kv).__name__),
                    'slot_mode': getattr(kv, 'slot_mode', False),
                    'clock': getattr(kv, 'clock', None)}, f)

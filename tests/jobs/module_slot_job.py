@@ -54,7 +54,7 @@ def main():
     for name in sorted(arg_params):
         out = mx.nd.zeros(arg_params[name].shape)
         if kv.slot_mode:
-            kv._push_refresh(name, 0)       # the servers' latest weights into my slot
+            kv.refresh_slots(name)       # the servers' latest weights into my slot
         kv.pull(name, out=out)
         weights[name] = out.asnumpy().ravel().tolist()
     mx.nd.waitall()

@@ -65,6 +65,6 @@ def read_server_weights(kv, params):
         if param.grad_req == 'null':     # e.g. BatchNorm statistics: never pushed
             continue
         if getattr(kv, 'slot_mode', False):
-            kv._push_refresh(i, 0)
+            kv.refresh_slots(i)
         kv.pull(i, out=param.list_data())
     mx.nd.waitall()
