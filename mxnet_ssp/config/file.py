@@ -41,7 +41,8 @@ import os
 from collections.abc import Mapping
 
 from ..core.agreement import SETTINGS_FILE
-from .table import LAUNCHER_PREFIX, OFF_WORDS, TABLE, ConfigError, Setting, declare, read, text
+from .table import (LAUNCHER_PREFIX, OFF_WORDS, TABLE, ConfigError, Setting, declare, read,
+                    read_settings_with, text)
 
 __all__ = ['ENV_SETTINGS', 'SETTINGS_FILE', 'FILE_SETTINGS', 'NOT_IN_FILE', 'SettingsView',
            'settings_path', 'parse_settings_file', 'settings_environ', 'settings_origin',
@@ -264,6 +265,9 @@ def current(environ=None):
     """`environ` as given, or this process's settings: ``os.environ`` over the settings file
     (:func:`settings_environ`)."""
     return settings_environ() if environ is None else environ
+
+
+read_settings_with(current)
 
 
 def settings_origin(env, name):

@@ -110,6 +110,23 @@ def declare(*settings):
     return settings
 
 
+def _process_settings(environ):
+    """Until :mod:`.file` registers the settings file's reader: `environ`, or ``os.environ``."""
+    import os
+    return os.environ if environ is None else environ
+
+
+#: Where :func:`read` looks when no environ is given; :mod:`.file` installs its reader
+#: (``os.environ`` over the settings file) when it is imported, so the table needs no import
+#: of the module that reads the file.
+_SOURCE = [_process_settings]
+
+
+def read_settings_with(source):
+    """Make :func:`read` look up unset environs with ``source(environ)``."""
+    _SOURCE[0] = source
+
+
 def read(name, environ=None, given=None, **context):
     """The value of setting `name`: `given` (from Python) when it is not None, else the
     environment over the job's settings file, else its default.
@@ -134,8 +151,7 @@ def read(name, environ=None, given=None, **context):
     setting = TABLE[name]
     if given is not None:
         return setting.value(given, setting.arg or name, **context)
-    from .file import current
-    value = current(environ).get(name)
+    value = _SOURCE[0](environ).get(name)
     if value is None or (setting.blank and not (value if setting.blank == 'empty'
                                                  else str(value).strip())):
         if setting.required:
