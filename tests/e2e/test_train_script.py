@@ -25,7 +25,7 @@ from mxnet_ssp.experiments.training.cli import main
 from mxnet_ssp.experiments.training.logs import count_iterations, make_progress
 from mxnet_ssp.experiments.training.models import (BUILTIN_MODELS, describe_model, get_model,
                                                    gluoncv_model_names, resolve_model)
-from mxnet_ssp.experiments.training.options import (check_args, learning_rate_at, parse_args,
+from mxnet_ssp.training_flags import (check_args, learning_rate_at, parse_args,
                                                     parse_decay_epochs)
 from mxnet_ssp.experiments.training.store import make_kvstore, make_optimizer, read_server_weights
 
@@ -294,7 +294,7 @@ def test_check_args_is_the_workers_check():
 def test_validation_imports_neither_mxnet_nor_gluoncv(tmp_path):
     models = ['alexnet-small', 'resnet110'] + (['cifar_wideresnet16_10'] if HAVE_GLUONCV else [])
     code = ('import sys; from mxnet_ssp.experiments import train_cifar\n'
-            'from mxnet_ssp.experiments.training.options import check_args\n'
+            'from mxnet_ssp.training_flags import check_args\n'
             'for m in %r:\n'
             '    check_args(["--kvstore", "dist_dssp", "--staleness", "2,6",'
             ' "--model", m, "--optimizer", "sasgd", "--save-dir", %r], 4)\n'

@@ -16,7 +16,7 @@ from .diverge import Diverged, DivergenceGuard, divergence_message
 from .checkpoint import restore_states, save_checkpoint, updates_on_servers
 from .logs import JsonLines, count_iterations, make_progress, show_progress
 from .models import describe_model, get_model
-from .options import expected_num_workers, learning_rate_at
+from ...training_flags import expected_num_workers, learning_rate_at
 from .store import make_kvstore, make_optimizer, read_server_weights
 
 logger = logging.getLogger(__name__)
