@@ -135,7 +135,7 @@ OUR_STORE_TYPES = ('dist_async', 'dist_ssp', 'dist_dssp', 'dist_softsync')
 NATIVE_DIST_TYPES = ('local', 'device', 'nccl', 'dist_sync', 'dist_device_sync',
                      'dist_async', 'dist_device_async', 'dist', 'horovod')
 DEFAULT_TIMEOUT = 300.0
-DEFAULT_METRICS_DIR = 'mxnet_ssp_metrics'
+DEFAULT_METRICS_DIR = None      # off unless MXNET_SSP_METRICS_DIR names a directory
 
 
 class ConfigError(ValueError):
@@ -161,7 +161,7 @@ class SyncConfig:
         Seconds a worker may wait for a release (or the controller for a
         peer) before the job fails naming the rank that holds it up.
     metrics_dir : str or None
-        Directory for JSON Lines metrics; None disables them.
+        Directory for JSON Lines metrics; None (the default) disables them.
     controller : str
         Where the controller runs on its server's host: ``'process'`` or ``'thread'``
         (``MXNET_SSP_CONTROLLER``).

@@ -94,9 +94,11 @@ def start_controller(request):
         _controller_answer = {'host': host, 'port': port, 'secret': settings['secret'],
                               's_lower': settings['s_lower'], 's_upper': settings['s_upper'],
                               'mode': settings['mode'], 'elastic': settings['elastic']}
-        logger.info('server: %s controller for %d workers, staleness [%d, %d] mode %s, in a %s, '
-                    'at %s:%d', request['store'], num_workers, settings['s_lower'],
-                    settings['s_upper'], settings['mode'], placement, host, port)
+        low, high = settings['s_lower'], settings['s_upper']
+        logger.info('server: %s controller for %d workers, staleness %s%s, in a %s, at %s:%d',
+                    request['store'], num_workers,
+                    low if low == high else '[%d, %d]' % (low, high),
+                    '' if low == high else ' mode %s' % settings['mode'], placement, host, port)
         return _controller_answer
 
 

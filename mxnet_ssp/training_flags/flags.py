@@ -83,10 +83,11 @@ FLAGS = (
           help='update rule: %s (sasgd and dcasgd_pw run on the servers of '
                'dist_async, dist_ssp, dist_dssp, dist_softsync)' % ', '.join(OPTIMIZERS)),
     _flag('--lr', type=float, default=None,
-          help="learning rate (default: the model's rate for one worker, 0.1 for every "
-               "built-in model, divided by the number of workers whose gradients the "
-               "servers apply per round: e.g. 0.025 with 4 workers of dist_async, "
-               "dist_ssp, dist_dssp or dist_sync; docs/train_scripts.md)"),
+          help="learning rate (default: the model's rate for one worker, 0.1 (mlp, CIFAR) "
+               "or 0.05 (alexnet-small on digits), divided by the number of workers whose "
+               "gradients the servers apply per round: e.g. 0.0125 for alexnet-small with 4 "
+               "workers of dist_async, dist_ssp, dist_dssp or dist_sync; "
+               "docs/train_scripts.md)"),
     _flag('--momentum', type=float, default=None,
           help="momentum (default: the model's, 0.9 for every built-in model)"),
     _flag('--wd', type=float, default=1e-4, help='weight decay'),
