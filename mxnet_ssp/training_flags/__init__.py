@@ -10,11 +10,11 @@ from .defaults import BASE_RATES, fill_defaults, worker_scale
 from .flags import (DEFAULT_LAMDA, FLAGS, KVSTORES, OPTIMIZERS, SSP_KVSTORES,
                     STALENESS_KVSTORES, STALENESS_LR, TRAIN_MODES, build_parser)
 from .rules import CHECKS, check_args, find_problem, parse_args, validate_args
-from .values import (check_save_dir, checkpoint_info, expected_num_workers,
+from .values import (check_save_dir, checkpoint_info, choose_gpus, expected_num_workers,
                      learning_rate_at, parse_decay_epochs, parse_slowdown, wraps_async)
 
 __all__ = ['BASE_RATES', 'fill_defaults', 'worker_scale', 'DEFAULT_LAMDA', 'FLAGS',
            'KVSTORES', 'OPTIMIZERS', 'SSP_KVSTORES', 'STALENESS_KVSTORES', 'STALENESS_LR',
            'TRAIN_MODES', 'build_parser', 'CHECKS', 'check_args', 'find_problem', 'parse_args',
-           'validate_args', 'check_save_dir', 'checkpoint_info', 'expected_num_workers',
+           'validate_args', 'check_save_dir', 'checkpoint_info', 'choose_gpus', 'expected_num_workers',
            'learning_rate_at', 'parse_decay_epochs', 'parse_slowdown', 'wraps_async']

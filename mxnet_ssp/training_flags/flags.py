@@ -171,7 +171,6 @@ def build_parser():
         description='Train an image classifier on an MXNet parameter server with BSP '
                     '(dist_sync), ASP (dist_async), SSP (dist_ssp), DSSP (dist_dssp) or '
                     'n-softsync (dist_softsync).',
-        epilog=None,
         formatter_class=DefaultsOnce)
     add_version(p)
     group = p

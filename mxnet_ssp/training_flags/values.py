@@ -139,3 +139,42 @@ def checkpoint_info(params_path):
         raise ValueError('%s has no %s next to it and no epoch<N> in its name, so the epoch '
                          'to go on from is unknown' % (params_path, os.path.basename(meta_path)))
     return {'completed_epochs': int(match.group(1)), 'iteration': 0, 'states': None}
+
+
+def choose_gpus(num_gpus, environ, visible):
+    """The GPU ids this worker trains on (an empty list: the CPU).
+
+    Parameters
+    ----------
+    num_gpus : int
+        ``--num-gpus`` (0 when not given).
+    environ : mapping
+        The worker's environment: ``MXNET_SSP_GPUS``, set by ``mxnet-ssp-launch
+        --gpus-per-worker / --gpu-map``, names this worker's GPUs.
+    visible : int
+        ``mx.context.num_gpus()`` in this process.
+
+    Raises
+    ------
+    ValueError
+        With the setting, its value and what is accepted.
+    """
+    try:
+        ids = config.worker_gpus(environ)
+    except config.ConfigError as err:
+        raise ValueError(str(err)) from None
+    if not ids:
+        if num_gpus > visible:
+            raise ValueError('--num-gpus %d is not valid: this MXNet build sees %d GPU(s)'
+                             % (num_gpus, visible))
+        return list(range(num_gpus))
+    name = '%s=%r' % (config.ENV_GPUS, environ[config.ENV_GPUS])
+    if num_gpus and num_gpus != len(ids):
+        raise ValueError('--num-gpus %d is not valid with %s (set by the launcher): this worker '
+                         'has %d GPU(s); leave --num-gpus out or give %d'
+                         % (num_gpus, name, len(ids), len(ids)))
+    if max(ids) >= visible:
+        raise ValueError('%s is not valid here: MXNet sees %d GPU(s) in this worker '
+                         '(CUDA_VISIBLE_DEVICES=%r): ids 0..%d'
+                         % (name, visible, environ.get('CUDA_VISIBLE_DEVICES'), visible - 1))
+    return list(ids)

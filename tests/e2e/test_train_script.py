@@ -793,7 +793,7 @@ def test_two_worker_job_under_every_store(tmp_path, store):
     for rank in (0, 1):
         assert 'worker[%d] INFO epoch 2: learning rate 0.005' % rank in err
     if store != 'dist_sync':          # dist_sync updates on the workers
-        assert 'server[0] INFO server: set_lr 0.005' in err
+        assert 'mxnet-ssp: server[0]: set_lr 0.005' in err
     saves = [line for line in err.splitlines() if 'saved checkpoint' in line]
     assert len(saves) == 3 and all(' worker[0] INFO ' in line for line in saves)
 
@@ -863,7 +863,7 @@ def frozen_job(tmp_path_factory):
 @pytest.mark.integration
 def test_lr_decay_reaches_the_servers(frozen_job):
     _, save, proc = frozen_job
-    assert 'server[0] INFO server: set_lr 1e-10' in proc.stderr
+    assert 'mxnet-ssp: server[0]: set_lr 1e-10' in proc.stderr
     second = load_checkpoint(save / 'model-epoch002.params', 'mlp')
     final = load_checkpoint(save / 'model-final.params', 'mlp')  # the servers' weights, at the end
     assert len(final) == 6                     # 3 dense layers, a weight and a bias each
