@@ -19,14 +19,15 @@ import sys
 import numpy as np
 import pytest
 
-from mxnet_ssp.experiments.training import models
+from mxnet_ssp.training_flags import models
 from mxnet_ssp.experiments.training.checkpoint import checkpoint_info
 from mxnet_ssp.experiments.training.cli import main
 from mxnet_ssp.experiments.training.logs import count_iterations, make_progress
-from mxnet_ssp.experiments.training.models import (BUILTIN_MODELS, describe_model, get_model,
-                                                   gluoncv_model_names, resolve_model)
+from mxnet_ssp.experiments.training.models import get_model
+from mxnet_ssp.training_flags.models import (BUILTIN_MODELS, describe_model, gluoncv_model_names,
+                                             resolve_model)
 from mxnet_ssp.training_flags import (check_args, learning_rate_at, parse_args,
-                                                    parse_decay_epochs)
+                                      parse_decay_epochs)
 from mxnet_ssp.experiments.training.store import make_kvstore, make_optimizer, read_server_weights
 
 from conftest import INSTALL_TEST, ROOT, need, need_module, read_jsonl  # noqa: E402  (the checkout)
