@@ -19,10 +19,15 @@ from conftest import ROOT
 COMMANDS = {'mxnet-ssp-launch': [sys.executable, '-m', 'mxnet_ssp.launch'],
             'mxnet-ssp-train': [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']}
 _COMMAND = re.compile(r'^\s*(?:[A-Z_]+=\S+\s+)*(?:sudo\s+)?(?:mxnet-ssp-testbed run -- )?'
-                      r'mxnet-ssp-(?:launch|train)\s+-')
+                      r'(?:mxnet-ssp-(?:launch|train)\s+-|\$L \$T )')
 
 #: examples that cannot run here: (file, the start of the command) -> why
 NOT_HERE = {
+    ('docs/train_scripts.md', '$L $T'):
+        'the DSSP paper\'s runs ($L $T: python -m mxnet_ssp.launch -H hosts.txt, '
+        'mxnet-ssp-train --num-gpus 4 --num-epochs 300 on CIFAR): 4 GPU hosts and the CIFAR '
+        'download; tests/e2e/test_resnet_job.py and the CIFAR-archive tests run the same '
+        'script here, small',
     ('docs/lab.md', 'mxnet-ssp-train --kvstore dist_async ...'):
         'an outline: "..." stands for the flags of the reader\'s own run',
     ('docs/launch.md', 'mxnet-ssp-launch -n 2 -s 1 --launcher local --gpu-map 0:0,1:1'):
@@ -118,6 +123,7 @@ def test_every_example_is_run_or_excused():
     assert len(found) >= 10, found            # the extraction still finds the docs' examples
     used = {key for key in NOT_HERE for f, _, c in found
             if key[0] == f and c.startswith(key[1])}
+    assert sum(c.startswith('$L $T') for _, _, c in found) >= 6, found   # the paper's grid
     assert used == set(NOT_HERE), 'NOT_HERE names examples the docs no longer have: %s' % (
         set(NOT_HERE) - used)
     for name, line, cmd in RUN:               # what runs is a local job or one process
