@@ -1014,3 +1014,20 @@ def test_adaptive_reading_flag(capsys):
     err = bad_flag(capsys, ['--kvstore', 'dist_async', '--optimizer', 'dcasgd_pw',
                             '--adaptive-reading', 'paper'], WORKER_ENV)
     assert 'only accepted with --adaptive' in err
+
+
+def test_a_fresh_run_clears_what_an_earlier_job_left(tmp_path):
+    """Worker 0 of a fresh run in a used --save-dir: the earlier job's CPU records and the
+    files of ranks this job lacks go; this job's ranks' files are left to be overwritten."""
+    from mxnet_ssp.experiments.training.logs import clear_earlier_job
+    names = ['cpu-server-11.json', 'cpu-controller-12.json', 'train-worker0.jsonl',
+             'train-worker1.jsonl', 'train-worker3.jsonl', 'worker-1.jsonl', 'worker-2.jsonl',
+             'controller.jsonl', 'summary.json', 'model-final.params']
+    for name in names:
+        (tmp_path / name).write_text('{}\n')
+    gone = clear_earlier_job(str(tmp_path), num_workers=2)
+    assert [os.path.basename(p) for p in gone] == ['cpu-controller-12.json', 'cpu-server-11.json',
+                                                   'train-worker3.jsonl', 'worker-2.jsonl']
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ['train-worker0.jsonl', 'train-worker1.jsonl', 'worker-1.jsonl', 'controller.jsonl',
+         'summary.json', 'model-final.params'])

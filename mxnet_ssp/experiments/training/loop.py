@@ -13,7 +13,8 @@ from ...controller.protocol import describe_losses
 from ...core.names import TRAIN_LOG
 from .diverge import Diverged, DivergenceGuard, divergence_message
 from .checkpoint import restore_states, save_checkpoint, updates_on_servers
-from .logs import JsonLines, count_iterations, make_progress, show_progress
+from .logs import (JsonLines, clear_earlier_job, count_iterations, make_progress,
+                   show_progress)
 from .models import describe_model, get_model
 from ...training_flags import choose_gpus, expected_num_workers, learning_rate_at
 from .store import make_kvstore, make_optimizer, read_server_weights
@@ -248,6 +249,8 @@ class Training:
     def open_logs(self):
         """The metrics files (appended to when resuming), the clock and the progress bar."""
         appending = self.resume is not None
+        if self.rank == 0 and not appending:     # one job's files in save_dir, not two mixed
+            clear_earlier_job(self.save_dir, self.num_workers)
         self.train_log = JsonLines(os.path.join(self.save_dir, TRAIN_LOG % self.rank),
                                    appending)
         self.eval_log = (JsonLines(os.path.join(self.save_dir, 'eval.jsonl'), appending)
