@@ -882,7 +882,7 @@ def test_resume_a_job_from_a_checkpoint_with_the_servers_state(frozen_job):
                               '--momentum', '0', '--lr-decay-epoch', '1', '--lr-decay', '1e-9',
                               '--resume-from', str(save / 'model-epoch002.params'),
                               '--save-dir', str(out)])
-    assert 'server[0] INFO server: load %s' % (save / 'model-epoch002.states') in proc.stderr
+    assert 'mxnet-ssp: server[0]: load %s' % (save / 'model-epoch002.states') in proc.stderr
     for rank in (0, 1):
         assert 'worker[%d] INFO restored optimizer state' % rank in proc.stderr
         train = read_jsonl(out / ('train-worker%d.jsonl' % rank))
