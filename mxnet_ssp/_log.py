@@ -6,7 +6,9 @@ In a process of a parameter-server job (``DMLC_ROLE`` set), :func:`attach` gives
 the root logger: a server's root logger has MXNet's ``<time> Server[<rank>]`` format, a
 worker's whatever the script chose (or nothing, which used to print only warnings).  The lines
 of the fatal path (``mxnet-ssp: worker[1]: ...``, written straight to stderr) read the same.
-A script that wants these lines elsewhere adds a handler to ``logging.getLogger('mxnet_ssp')``.
+A script that wants these lines elsewhere adds a handler to ``logging.getLogger('mxnet_ssp')``;
+an entry point of ours that configures logging itself (``mxnet-ssp-train``) calls
+:func:`detach`, and every line of its processes then has its format.
 
 Standard library only; nothing is imported to learn a rank (the modules that know it are
 looked up in ``sys.modules``).
@@ -16,7 +18,7 @@ import os
 import re
 import sys
 
-__all__ = ['PREFIX', 'attach', 'LineFormat']
+__all__ = ['PREFIX', 'attach', 'detach', 'LineFormat']
 
 #: What every line of ours starts with.
 PREFIX = 'mxnet-ssp: '
@@ -76,3 +78,14 @@ def attach(environ=None):
         ours.setLevel(logging.INFO)
     ours.propagate = False
     return _handler
+
+
+def detach():
+    """Undo :func:`attach`: the ``mxnet_ssp`` logger's records go to the root logger again
+    (for an entry point that configures logging for every line of its process)."""
+    global _handler
+    if _handler is not None:
+        ours = logging.getLogger('mxnet_ssp')
+        ours.removeHandler(_handler)
+        ours.propagate = True
+        _handler = None

@@ -794,7 +794,7 @@ def test_two_worker_job_under_every_store(tmp_path, store):
     for rank in (0, 1):
         assert 'worker[%d] INFO epoch 2: learning rate 0.005' % rank in err
     if store != 'dist_sync':          # dist_sync updates on the workers
-        assert 'mxnet-ssp: server[0]: set_lr 0.005' in err
+        assert 'server[0] INFO server: set_lr 0.005' in err
     saves = [line for line in err.splitlines() if 'saved checkpoint' in line]
     assert len(saves) == 3 and all(' worker[0] INFO ' in line for line in saves)
 
@@ -864,7 +864,7 @@ def frozen_job(tmp_path_factory):
 @pytest.mark.integration
 def test_lr_decay_reaches_the_servers(frozen_job):
     _, save, proc = frozen_job
-    assert 'mxnet-ssp: server[0]: set_lr 1e-10' in proc.stderr
+    assert 'server[0] INFO server: set_lr 1e-10' in proc.stderr
     second = load_checkpoint(save / 'model-epoch002.params', 'mlp')
     final = load_checkpoint(save / 'model-final.params', 'mlp')  # the servers' weights, at the end
     assert len(final) == 6                     # 3 dense layers, a weight and a bias each
@@ -882,7 +882,7 @@ def test_resume_a_job_from_a_checkpoint_with_the_servers_state(frozen_job):
                               '--momentum', '0', '--lr-decay-epoch', '1', '--lr-decay', '1e-9',
                               '--resume-from', str(save / 'model-epoch002.params'),
                               '--save-dir', str(out)])
-    assert 'mxnet-ssp: server[0]: load %s' % (save / 'model-epoch002.states') in proc.stderr
+    assert 'server[0] INFO server: load %s' % (save / 'model-epoch002.states') in proc.stderr
     for rank in (0, 1):
         assert 'worker[%d] INFO restored optimizer state' % rank in proc.stderr
         train = read_jsonl(out / ('train-worker%d.jsonl' % rank))

@@ -32,3 +32,19 @@ def test_attach_only_in_a_job():
     assert _log.attach({}) is _log._handler      # outside a job: nothing attached here
     if _log._handler is None:
         assert logging.getLogger('mxnet_ssp').propagate
+
+
+def test_an_entry_point_that_configures_logging_takes_our_lines_back():
+    env = {'DMLC_ROLE': 'worker'}
+    ours = logging.getLogger('mxnet_ssp')
+    before = (_log._handler, ours.propagate, list(ours.handlers), ours.level)
+    try:
+        _log.detach()
+        handler = _log.attach(env)
+        assert handler in ours.handlers and not ours.propagate
+        assert _log.attach(env) is handler                       # once per process
+        _log.detach()
+        assert handler not in ours.handlers and ours.propagate and _log._handler is None
+    finally:
+        _log._handler, ours.propagate, ours.handlers[:], ours.level = (
+            before[0], before[1], before[2], before[3])

@@ -47,7 +47,10 @@ class _Handler(logging.StreamHandler):
 
 
 def setup_logging(role=None):
-    """Log to stderr as ``<time> <role>[<rank>] <level> <message>``; returns the filter."""
+    """Log to stderr as ``<time> <role>[<rank>] <level> <message>``, mxnet-ssp's own lines
+    included (:func:`mxnet_ssp._log.detach`); returns the filter."""
+    from ... import _log
+    _log.detach()
     rank_filter = _RankFilter(role)
     handler = _Handler()
     handler.addFilter(rank_filter)
