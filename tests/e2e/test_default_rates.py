@@ -33,7 +33,7 @@ def cases():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize('model,workers,store', cases())
+@pytest.mark.parametrize('model,workers,store', list(cases()))
 def test_the_defaults_train(tmp_path, model, workers, store):
     env = {k: v for k, v in os.environ.items() if not k.startswith(('DMLC_', 'MXNET_SSP_'))}
     env.update(PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
