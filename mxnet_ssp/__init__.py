@@ -11,6 +11,7 @@ logic do not need it).  Configuration comes from the environment (see
 import importlib
 
 from ._hooks import when_imported as _when_imported
+from ._log import attach as _attach_log
 from .config import ConfigError, SyncConfig
 
 __all__ = ['create', 'SSPKVStore', 'SSPError', 'SyncConfig', 'ConfigError', 'optim',
@@ -38,4 +39,5 @@ def __getattr__(name):
     raise AttributeError('module %r has no attribute %r' % (__name__, name))
 
 
+_attach_log()       # in a process of a job: our lines as "mxnet-ssp: <role>[<rank>] ..."
 _when_imported('mxnet', _register_store_types)

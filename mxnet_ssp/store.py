@@ -542,7 +542,7 @@ class SSPKVStore(KVStoreBase):
             self._say(line)
 
     def _say(self, summary):
-        if logger.isEnabledFor(logging.INFO) and logging.getLogger().handlers:
+        if logger.isEnabledFor(logging.INFO) and logger.hasHandlers():
             logger.info(summary)
         else:   # the script configured no logging: the summary is still promised
             sys.stderr.write(summary + '\n')

@@ -31,7 +31,7 @@ CONTROLLER_PLACEMENTS = PLACEMENTS
 #: Where the controller runs when MXNET_SSP_CONTROLLER is not set.
 DEFAULT_CONTROLLER = DEFAULT_PLACEMENT
 DEFAULT_TIMEOUT = 300.0
-DEFAULT_METRICS_DIR = 'mxnet_ssp_metrics'
+DEFAULT_METRICS_DIR = None      # off unless MXNET_SSP_METRICS_DIR names a directory
 
 #: Store types this package adds, mapped to their default staleness (sL, sU).
 STORE_TYPES = {'dist_ssp': (3, 3), 'dist_dssp': DSSP_STALENESS}
@@ -222,7 +222,7 @@ class SyncConfig:
     s_upper: int = DSSP_STALENESS[1]
     mode: str = BOUNDED
     timeout: float = DEFAULT_TIMEOUT
-    metrics_dir: str = DEFAULT_METRICS_DIR
+    metrics_dir: str = DEFAULT_METRICS_DIR    # None (the default): no metrics
     splits: int = None
     staleness_log: bool = False
     controller: str = DEFAULT_CONTROLLER

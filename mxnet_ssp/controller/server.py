@@ -61,8 +61,9 @@ Contracts
 
 Metrics
 -------
-With ``metrics_path`` the server appends one JSON object per line and flushes
-after each line.  All ``time`` fields are the server's clock in seconds;
+With ``metrics_path`` the server writes one JSON object per line and flushes
+after each line; the file is started afresh at each start (one job's records, never
+appended across jobs).  All ``time`` fields are the server's clock in seconds;
 ``rank`` and ``clock`` are the worker and its push count.
 
 ``{"event": "connect", "rank", "time", "host"}``
@@ -226,7 +227,7 @@ class ControllerServer(FrameServer):
     def _on_start(self):
         if self._metrics_path is not None:
             try:
-                self._metrics = open(self._metrics_path, 'a', encoding='utf-8')
+                self._metrics = open(self._metrics_path, 'w', encoding='utf-8')   # this job's only
             except OSError as exc:
                 raise ControllerError('controller cannot open metrics file %s: %s'
                                       % (self._metrics_path, exc)) from exc

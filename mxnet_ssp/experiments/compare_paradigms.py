@@ -27,7 +27,10 @@ long the fast workers wait for it and therefore how soon the model is good:
 the table's "time to target" is the training time until worker 0's test
 accuracy (measured at the end of each of its epochs) first reached
 ``--target-accuracy``.  The table is also written to ``<out>/results.md`` and
-the numbers to ``<out>/results.json``.  Every invocation runs every paradigm
+the numbers to ``<out>/results.json``, and (with matplotlib, the ``demo`` extra) worker 0's
+test accuracy over wall time per paradigm to ``<out>/accuracy.png``.  A closing note says where
+the time went (waiting for the slow worker, CPU contention, the emulated compute).  Every
+invocation runs every paradigm
 again (a demo, not a resumable grid: use ``mxnet-ssp-reproduce`` for that).
 """
 import argparse
@@ -38,6 +41,8 @@ import shutil
 import sys
 
 from .._cli import DefaultsOnce, add_version, prog_name
+from ..core.jsonl import read_jsonl
+from ..core.names import STORE_METRICS
 from .reproduce import collect, grid as grids, runner
 from ..cluster_model.arms import parse_arm
 
@@ -165,8 +170,21 @@ def result_of(grid, arm, paradigm, directory, marker):
         'final_accuracy': numbers['final_accuracy'],
         'train_time_s': numbers['train_time_s'],
         'time_to_target_s': reached[0] if reached else None,
-        'max_lead': numbers['max_lead'], 'data_path': numbers.get('data_path')})
+        'max_lead': numbers['max_lead'], 'data_path': numbers.get('data_path'),
+        'curve': numbers['curve'], 'wait_s_per_worker': waits_of(directory)})
     return result
+
+
+def waits_of(directory):
+    """{rank: seconds the worker waited for the controller's OK} (SSP/DSSP runs' metrics;
+    {} for stores without a controller)."""
+    waits = {}
+    for rank in range(64):
+        path = os.path.join(directory, STORE_METRICS % rank)
+        if not os.path.exists(path):
+            break
+        waits[str(rank)] = round(sum(r.get('wait_s') or 0.0 for r in read_jsonl(path)), 3)
+    return waits
 
 
 def describe_data_path(path):
@@ -178,11 +196,13 @@ def describe_data_path(path):
     return 'mxnet-ssp, %d bucket%s' % (path['buckets'], '' if path['buckets'] == 1 else 's')
 
 
-def run_one(args, grid, paradigm):
-    """Run one paradigm's job (afresh); return its result dict."""
+def run_one(args, grid, paradigm, index=1, count=1):
+    """Run one paradigm's job (afresh), saying so on one line; return its result dict."""
     arm = args.arms[paradigm]
     directory = grids.run_dir(os.path.abspath(args.out), arm, 1)
-    print('[%s] %s ...' % (FAMILY_LABELS[paradigm], arm.kvstore), end=' ', flush=True)
+    print('job %d of %d: [%s] %s, %d workers, %d epochs ...' % (
+        index, count, FAMILY_LABELS[paradigm], arm.kvstore, args.num_workers, args.epochs),
+        end=' ', flush=True)
     marker = runner.execute_run(grid, arm, 1, directory,
                                 grids.run_command(grid, arm, 1, directory))
     result = result_of(grid, arm, paradigm, directory, marker)
@@ -224,6 +244,71 @@ def markdown_table(results, args):
     return '\n'.join(lines)
 
 
+#: the plot's colour per paradigm
+COLOURS = {'BSP': 'black', 'ASP': 'tab:red', 'SSP': 'tab:green', 'DSSP': 'tab:blue'}
+
+
+def plot_accuracy(results, path):
+    """Worker 0's test accuracy over training wall time, one line per paradigm, to `path`
+    (PNG); returns `path`, or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for r in results:
+        if r['curve']:
+            ax.plot([t for t, _ in r['curve']], [a for _, a in r['curve']], marker='.',
+                    color=COLOURS.get(r['paradigm']), label='%s (%s)' % (r['paradigm'],
+                                                                     r['kvstore']))
+    ax.set_xlabel('training wall time (s)')
+    ax.set_ylabel("worker 0's test accuracy")
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(loc='lower right', fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def where_the_time_went(results, args, cores=None):
+    """The closing note: where each paradigm's time went, in the user's terms."""
+    cores = cores or os.cpu_count() or 1
+    processes = args.num_workers + args.num_servers + 1
+    lines = ['Where the time went:',
+             '- %d workers, %d server(s) and a scheduler (%d processes, plus a controller for '
+             'SSP/DSSP) share %d CPU core(s)%s.' % (
+                 args.num_workers, args.num_servers, processes, cores,
+                 ': they take turns, so every step is slower than on a cluster'
+                 if processes > cores else '')]
+    if args.slowdown:
+        lines.append('- The slow worker (--slowdown %s) is emulated: after each step\'s '
+                     'compute it sleeps (factor - 1) x that compute time. CPU contention '
+                     'lengthens the measured compute, so the sleep grows with it.'
+                     % args.slowdown)
+    for r in results:
+        per = [v for v in r['iteration_ms_per_worker'].values() if v is not None]
+        if not per or r['train_time_s'] is None:
+            continue
+        text = '- %s: %.0f-%.0f ms per iteration (fastest-slowest worker)' % (
+            r['paradigm'], min(per), max(per))
+        waits = r.get('wait_s_per_worker') or {}
+        if r['paradigm'] == 'BSP':
+            text += '; every worker waits for the slowest at every step.'
+        elif r['paradigm'] == 'ASP':
+            text += '; no worker waits: the fast ones push stale gradients.'
+        elif waits:
+            rank, most = max(waits.items(), key=lambda kv: kv[1])
+            text += ('; the workers waited for the slow one only when s steps ahead: '
+                     'worker %s at most, %.1f s of %.1f s of training.'
+                     % (rank, most, r['train_time_s']))
+        lines.append(text)
+    return '\n'.join(lines)
+
+
 def main(argv=None):
     args = parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -232,23 +317,35 @@ def main(argv=None):
           % (args.num_workers, args.slowdown or 'none', args.model, args.dataset, args.epochs,
              args.batch_size, args.lr, os.path.abspath(args.out)), flush=True)
     shutil.rmtree(os.path.join(args.out, 'runs'), ignore_errors=True)   # a demo runs afresh
-    results = [run_one(args, grid, p) for p in args.paradigm_list]
+    count = len(args.paradigm_list)
+    results = [run_one(args, grid, p, i + 1, count) for i, p in enumerate(args.paradigm_list)]
     table = markdown_table(results, args)
     note = ('train time: worker 0 from its first iteration until every worker finished; '
             'job time: the whole launcher run, start-up included; ms/iteration: mean time per '
             'iteration of the fastest and of the slowest worker; time to target: training '
             'time until worker 0 first measured that test accuracy at the end of an epoch '
             '("-": not reached).')
+    went = where_the_time_went(results, args)
     print()
     print(table)
     print()
     print(note)
+    print()
+    print(went)
+    out = os.path.abspath(args.out)
+    plot = plot_accuracy(results, os.path.join(out, 'accuracy.png'))
     with open(os.path.join(args.out, 'results.md'), 'w') as f:
-        f.write(table + '\n\n' + note + '\n')
+        f.write(table + '\n\n' + note + '\n\n' + went + '\n')
+        if plot:
+            f.write('\n![test accuracy over wall time](accuracy.png)\n')
     with open(os.path.join(args.out, 'results.json'), 'w') as f:
         json.dump({'settings': {k: v for k, v in vars(args).items()
                                 if k not in ('paradigm_list', 'arms')},
                    'grid': grid.identity(), 'runs': results}, f, indent=2)
+    print()
+    print('plot: %s' % (plot or "none (matplotlib is not installed: python -m pip install "
+                                 "'.[demo]')"))
+    print('results: %s (results.md, results.json; each run under runs/)' % out)
     return 0 if all(r['status'] == 'ok' for r in results) else 1
 
 

@@ -18,7 +18,7 @@ Without a launcher (no ``DMLC_ROLE``) use ``--kvstore local``::
 In scheduler and server processes ``import mxnet`` runs the parameter-server
 loop and exits, so :func:`main` sets up logging there and imports MXNet; it
 never returns.  Importing this module imports neither MXNet nor GluonCV, and
-:func:`~mxnet_ssp.experiments.training.options.check_args` checks a command
+:func:`~mxnet_ssp.experiments.training_flags.check_args` checks a command
 line cheaply, so a job runner can reject bad flags before it starts any process.
 
 Each worker trains on its own shard of the training set.  Every worker writes

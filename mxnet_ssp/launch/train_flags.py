@@ -3,7 +3,7 @@
 When the command is mxnet-ssp's training script (``mxnet-ssp-train``, ``python -m
 mxnet_ssp.experiments.train_cifar`` or ``python train_scripts/train_cifar.py``), its flags are
 parsed by the script's own parser and checked by its own rules
-(:func:`mxnet_ssp.experiments.training.options.find_problem`) in the environment a worker
+(:func:`mxnet_ssp.training_flags.find_problem`) in the environment a worker
 will have, so ``--lr -0.1`` is one message from the launcher (exit 2), not one usage per
 worker.  Neither MXNet nor GluonCV is imported.
 """
@@ -68,9 +68,9 @@ def check_training_flags(command, worker_environ, num_workers, local=True, cwd=N
     flags = training_flags(command, cwd)
     if flags is None or any(f in ('-h', '--help', '--version') for f in flags):
         return
-    from ..experiments.training import options     # imports neither MXNet nor GluonCV
+    from .. import training_flags as rules     # imports neither MXNet nor GluonCV
 
-    parser = options.build_parser()
+    parser = rules.build_parser()
 
     def refuse(message):
         raise _Refused(message)
@@ -82,6 +82,6 @@ def check_training_flags(command, worker_environ, num_workers, local=True, cwd=N
         raise LaunchError('in the command: %s' % err) from None
     env = dict(worker_environ)
     env.update({DMLC_ROLE: 'worker', DMLC_NUM_WORKER: str(num_workers)})
-    _, message = options.find_problem(args, env, skip=() if local else REMOTE_FILE_FLAGS)
+    _, message = rules.find_problem(args, env, skip=() if local else REMOTE_FILE_FLAGS)
     if message:
         raise LaunchError('in the command: %s' % message)

@@ -86,9 +86,12 @@ def start_controller(request):
             _controller = start(settings.to_wire(), on_failed=controller_failed)
             host, port = _controller.address
         _controller_answer = settings.answer(host, port)
-        logger.info('server: %s controller for %d workers, staleness [%d, %d] mode %s, in a %s, '
-                    'at %s:%d', settings.store, settings.num_workers, settings.s_lower,
-                    settings.s_upper, settings.mode, settings.controller, host, port)
+        low, high = settings.s_lower, settings.s_upper
+        logger.info('server: %s controller for %d workers, staleness %s%s, in a %s, at %s:%d',
+                    settings.store, settings.num_workers,
+                    low if low == high else '[%d, %d]' % (low, high),
+                    '' if low == high else ' mode %s' % settings.mode, settings.controller,
+                    host, port)
         return _controller_answer
 
 

@@ -508,6 +508,9 @@ class ServerOptimizer(SavedState):
             self._set_buckets(payload)
         else:
             raise ValueError('unknown mxnet-ssp server command %r' % (action,))
-        logger.info('server: %s %s', action, payload if action != 'buckets' else
-                    '%d buckets holding %d arrays' % (len(payload),
-                                                     sum(len(b['members']) for b in payload)))
+        if action == 'buckets':
+            arrays = sum(len(b['members']) for b in payload)
+            logger.info('server: %d array%s in %d bucket%s', arrays, 's' * (arrays != 1),
+                        len(payload), 's' * (len(payload) != 1))
+        else:
+            logger.info('server: %s %s', action, payload)

@@ -110,6 +110,18 @@ def test_collect_and_table(tmp_path):
                         '| 0.950 | 2.0 |')
     assert lines[3] == ('| DSSP (failed, exit 1) | dist_dssp s=3,15 | - | - | 12.3 | - | - | - '
                         '| - |')
+    bsp = dict(result, paradigm='BSP', kvstore='dist_sync')
+    dssp = dict(result, paradigm='DSSP', kvstore='dist_dssp', wait_s_per_worker={'0': 1.25,
+                                                                                 '1': 0.0})
+    note = cp.where_the_time_went([bsp, result, dssp], cp.parse_args([]), cores=2).splitlines()
+    assert note[1] == ('- 4 workers, 1 server(s) and a scheduler (6 processes, plus a controller '
+                       'for SSP/DSSP) share 2 CPU core(s): they take turns, so every step is '
+                       'slower than on a cluster.')
+    assert '--slowdown 1:2.5' in note[2] and 'sleeps' in note[2]
+    assert note[3] == ('- BSP: 20-50 ms per iteration (fastest-slowest worker); every worker '
+                       'waits for the slowest at every step.')
+    assert note[4].startswith('- ASP: 20-50 ms') and 'stale' in note[4]
+    assert note[5].endswith('worker 0 at most, 1.2 s of 3.5 s of training.')
     assert cp.describe_data_path({'store_class': 'mxnet.kvstore.kvstore.KVStore', 'buckets': 0,
                                   'handed_off': None}) == "MXNet's own"
     assert cp.describe_data_path({'store_class': 'mxnet_ssp.stock_names.dist_sync',
@@ -180,7 +192,16 @@ def test_readme_demo_command_one_epoch(tmp_path):
         assert run['data_path'] == path, name
         assert path['store_class'].startswith('mxnet_ssp.') and path['buckets'] >= 1, (name, path)
         assert path['handed_off'] is None and cells[2].startswith('mxnet-ssp, '), (name, path)
+    # a line per job as it starts, the plot, where the time went, the results path at the end
+    for i, run in enumerate(runs):
+        assert 'job %d of 4: [%s] %s' % (i + 1, run['paradigm'], run['kvstore']) in proc.stdout
+        assert run['curve'] and all(0 <= a <= 1 for _, a in run['curve']), run['paradigm']
+    assert (out / 'accuracy.png').read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+    assert 'plot: %s' % (out / 'accuracy.png') in proc.stdout
+    assert 'Where the time went:' in proc.stdout and 'share' in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1].startswith('results: %s ' % out)
     # the slow worker (rank 1, x2.5) slept; the SSP/DSSP runs stayed within their bounds
+
     slow = read_jsonl(out / 'runs' / 'bsp' / 'trial1' / 'train-worker1.jsonl')
     assert all(r['sleep_s'] > 0 for r in slow)
     for name, bound in (('ssp', 3), ('dssp', 15)):

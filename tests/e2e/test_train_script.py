@@ -19,14 +19,15 @@ import sys
 import numpy as np
 import pytest
 
-from mxnet_ssp.experiments.training import models
+from mxnet_ssp.training_flags import models
 from mxnet_ssp.experiments.training.checkpoint import checkpoint_info
 from mxnet_ssp.experiments.training.cli import main
 from mxnet_ssp.experiments.training.logs import count_iterations, make_progress
-from mxnet_ssp.experiments.training.models import (BUILTIN_MODELS, describe_model, get_model,
-                                                   gluoncv_model_names, resolve_model)
-from mxnet_ssp.experiments.training.options import (check_args, learning_rate_at, parse_args,
-                                                    parse_decay_epochs)
+from mxnet_ssp.experiments.training.models import get_model
+from mxnet_ssp.training_flags.models import (BUILTIN_MODELS, describe_model, gluoncv_model_names,
+                                             resolve_model)
+from mxnet_ssp.training_flags import (check_args, learning_rate_at, parse_args,
+                                      parse_decay_epochs)
 from mxnet_ssp.experiments.training.store import make_kvstore, make_optimizer, read_server_weights
 
 from conftest import INSTALL_TEST, ROOT, need, need_module, read_jsonl  # noqa: E402  (the checkout)
@@ -294,7 +295,7 @@ def test_check_args_is_the_workers_check():
 def test_validation_imports_neither_mxnet_nor_gluoncv(tmp_path):
     models = ['alexnet-small', 'resnet110'] + (['cifar_wideresnet16_10'] if HAVE_GLUONCV else [])
     code = ('import sys; from mxnet_ssp.experiments import train_cifar\n'
-            'from mxnet_ssp.experiments.training.options import check_args\n'
+            'from mxnet_ssp.training_flags import check_args\n'
             'for m in %r:\n'
             '    check_args(["--kvstore", "dist_dssp", "--staleness", "2,6",'
             ' "--model", m, "--optimizer", "sasgd", "--save-dir", %r], 4)\n'
@@ -1013,3 +1014,20 @@ def test_adaptive_reading_flag(capsys):
     err = bad_flag(capsys, ['--kvstore', 'dist_async', '--optimizer', 'dcasgd_pw',
                             '--adaptive-reading', 'paper'], WORKER_ENV)
     assert 'only accepted with --adaptive' in err
+
+
+def test_a_fresh_run_clears_what_an_earlier_job_left(tmp_path):
+    """Worker 0 of a fresh run in a used --save-dir: the earlier job's CPU records and the
+    files of ranks this job lacks go; this job's ranks' files are left to be overwritten."""
+    from mxnet_ssp.experiments.training.logs import clear_earlier_job
+    names = ['cpu-server-11.json', 'cpu-controller-12.json', 'train-worker0.jsonl',
+             'train-worker1.jsonl', 'train-worker3.jsonl', 'worker-1.jsonl', 'worker-2.jsonl',
+             'controller.jsonl', 'summary.json', 'model-final.params']
+    for name in names:
+        (tmp_path / name).write_text('{}\n')
+    gone = clear_earlier_job(str(tmp_path), num_workers=2)
+    assert [os.path.basename(p) for p in gone] == ['cpu-controller-12.json', 'cpu-server-11.json',
+                                                   'train-worker3.jsonl', 'worker-2.jsonl']
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ['train-worker0.jsonl', 'train-worker1.jsonl', 'worker-1.jsonl', 'controller.jsonl',
+         'summary.json', 'model-final.params'])

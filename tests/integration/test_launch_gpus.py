@@ -14,7 +14,7 @@ import pytest
 
 from conftest import fake_gpu_counter
 from mxnet_ssp import launch
-from mxnet_ssp.experiments.training.loop import choose_gpus
+from mxnet_ssp.training_flags import choose_gpus
 from mxnet_ssp.launch import LaunchError, count_gpus
 from test_launch import (DUMP_ENV, MARKER_CMD, PY, launcher_env, read_dumps, run_launcher,
                          write)

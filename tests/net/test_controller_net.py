@@ -150,7 +150,8 @@ def test_lockstep_rounds_ssp0(servers):
 
 def test_held_worker_released_when_slowest_pushes(servers, tmp_path):
     metrics = tmp_path / 'controller.jsonl'
-    srv = servers(num_workers=2, s_lower=1, metrics_path=str(metrics))
+    metrics.write_text('{"event": "connect", "rank": 7, "note": "an earlier job"}\n')
+    srv = servers(num_workers=2, s_lower=1, metrics_path=str(metrics))    # starts it afresh
     fast, slow = client(srv, 0), client(srv, 1)
     assert fast.clock(1).lead == 1                      # lead 1 <= s=1: goes on
     assert srv.policy.next_push() == (0, 1, [0])

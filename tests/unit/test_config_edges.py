@@ -69,7 +69,7 @@ def test_the_variable_names_and_accepted_values_are_the_documented_ones():
     assert cfg.STORE_TYPES == {'dist_ssp': (3, 3), 'dist_dssp': (3, 15)}
     assert cfg.parse_mode('Paper') == 'paper'
     assert cfg.CONTROLLER_PLACEMENTS == ('process', 'thread')
-    assert cfg.DEFAULT_TIMEOUT == 300.0 and cfg.DEFAULT_METRICS_DIR == 'mxnet_ssp_metrics'
+    assert cfg.DEFAULT_TIMEOUT == 300.0 and cfg.DEFAULT_METRICS_DIR is None
     assert cfg.FLAG_VALUES == {'1': True, 'true': True, 'yes': True, 'on': True,
                                '0': False, 'false': False, 'no': False, 'off': False}
     assert issubclass(cfg.ConfigError, ValueError)
@@ -82,7 +82,7 @@ def test_sync_config_defaults_and_derived_properties():
     conf = cfg.SyncConfig()
     assert (conf.store, conf.s_lower, conf.s_upper, conf.mode, conf.timeout, conf.metrics_dir,
             conf.splits, conf.staleness_log, conf.controller) == (
-        'dist_dssp', 3, 15, 'bounded', 300.0, 'mxnet_ssp_metrics', None, False, 'process')
+        'dist_dssp', 3, 15, 'bounded', 300.0, None, None, False, 'process')
     assert conf.synchronous is True and conf.r_max == 12
     assert cfg.SyncConfig(store='dist_ssp', s_lower=3, s_upper=3).r_max == 0
     assert cfg.SyncConfig(s_lower=2, s_upper=9).r_max == 7
@@ -92,9 +92,9 @@ def test_sync_config_defaults_and_derived_properties():
 
 @pytest.mark.parametrize('conf,text', [
     (cfg.SyncConfig(), 'dist_dssp staleness=[3, 15] mode=bounded timeout=300s '
-                       'metrics=mxnet_ssp_metrics'),
+                       'metrics=off'),
     (cfg.SyncConfig(store='dist_ssp', s_lower=3, s_upper=3),
-     'dist_ssp staleness=3 mode=bounded timeout=300s metrics=mxnet_ssp_metrics'),
+     'dist_ssp staleness=3 mode=bounded timeout=300s metrics=off'),
     (cfg.SyncConfig(s_lower=0, s_upper=0, mode='paper', timeout=0.5, metrics_dir=None),
      'dist_dssp staleness=0 mode=paper timeout=0.5s metrics=off'),
     (cfg.SyncConfig(s_lower=2, s_upper=6, mode='threshold', timeout=12.25, metrics_dir=''),
@@ -102,12 +102,12 @@ def test_sync_config_defaults_and_derived_properties():
     (cfg.SyncConfig(timeout=1e-7, metrics_dir='/tmp/m'),
      'dist_dssp staleness=[3, 15] mode=bounded timeout=1e-07s metrics=/tmp/m'),
     (cfg.SyncConfig(timeout=1234567.0), 'dist_dssp staleness=[3, 15] mode=bounded '
-                                        'timeout=1.23457e+06s metrics=mxnet_ssp_metrics'),
+                                        'timeout=1.23457e+06s metrics=off'),
     (cfg.SyncConfig(store='dist_softsync', splits=4), 'dist_softsync splits=4 '
-                                                     'metrics=mxnet_ssp_metrics'),
+                                                     'metrics=off'),
     (cfg.SyncConfig(store='dist_softsync', splits=1, metrics_dir=None),
      'dist_softsync splits=1 metrics=off'),
-    (cfg.SyncConfig(store='dist_async'), 'dist_async metrics=mxnet_ssp_metrics'),
+    (cfg.SyncConfig(store='dist_async'), 'dist_async metrics=off'),
     (cfg.SyncConfig(store='dist_async', splits=3, metrics_dir=''), 'dist_async metrics=off'),
 ])
 def test_describe_is_one_exact_line(conf, text):
@@ -473,7 +473,7 @@ def test_from_env_defaults(store, lower, upper, hostile_env):
     conf = cfg.from_env(store, environ={})
     assert conf == cfg.SyncConfig(store=store.lower(), s_lower=lower, s_upper=upper,
                                   mode='bounded', timeout=300.0,
-                                  metrics_dir='mxnet_ssp_metrics', splits=None,
+                                  metrics_dir=None, splits=None,
                                   staleness_log=False, controller='process')
     assert type(conf.timeout) is float and conf.staleness_log is False
 
@@ -664,7 +664,7 @@ def test_from_env_checks_the_store_before_the_settings(hostile_env):
 def test_from_env_async_defaults(store, splits, hostile_env):
     conf = cfg.from_env(store, environ={})
     assert conf == cfg.SyncConfig(store=store.lower(), s_lower=0, s_upper=0, mode='bounded',
-                                  timeout=300.0, metrics_dir='mxnet_ssp_metrics', splits=splits,
+                                  timeout=300.0, metrics_dir=None, splits=splits,
                                   staleness_log=False, controller='process')
     assert type(conf.timeout) is float and conf.synchronous is False and conf.r_max == 0
 

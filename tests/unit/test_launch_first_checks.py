@@ -210,7 +210,7 @@ def test_a_worker_that_finds_a_bad_flag_prints_one_line(tmp_path, flags, message
 
 def test_run_by_hand_a_bad_store_flag_comes_before_the_missing_job(tmp_path, capsys,
                                                                    monkeypatch):
-    from mxnet_ssp.experiments.training.options import parse_args
+    from mxnet_ssp.training_flags import parse_args
     monkeypatch.delenv('DMLC_ROLE', raising=False)
     env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
     with pytest.raises(SystemExit) as info:

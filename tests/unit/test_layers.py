@@ -16,9 +16,12 @@ ALLOWED = {
     'config': {'core'},
     'controller': {'controller', 'core'},
     'cluster_model': {'cluster_model', 'core', '_cli'},
-    # experiments: the launcher parses the training script's flags with the script's own
-    # parser (launch/train_flags.py, a function-level import; same layer, "tooling")
-    'launch': {'launch', 'config', 'core', '_cli', 'experiments'},
+    # training_flags: the launcher parses the training script's flags with the script's own
+    # parser (launch/train_flags.py) before any process starts
+    'launch': {'launch', 'config', 'core', '_cli', 'training_flags'},
+    # the training script's flags: the launcher and the script both import them
+    'training_flags': {'training_flags', 'config', 'core', '_cli', 'cluster_model',
+                       '__version__'},
     # what every console script shares (--version, prog names, the help formatter)
     '_cli': {'__version__'},
     'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},
@@ -31,6 +34,7 @@ THIRD_PARTY = {
     'cluster_model': {'numpy'},
     'launch': set(),
     '_cli': set(),
+    'training_flags': {'gluoncv'},      # only to look up a model zoo name it cannot parse
 }
 
 
@@ -161,7 +165,7 @@ def test_names_that_must_agree_are_defined_once():
 def test_the_layers_hold_the_shared_objects():
     from mxnet_ssp import config
     from mxnet_ssp.core import names
-    from mxnet_ssp.experiments.training import options
+    from mxnet_ssp import training_flags as options
     assert config.STORE_TYPES['dist_dssp'] is names.DSSP_STALENESS
     assert options.STALENESS_LR is names.STALENESS_POLICIES
     assert set(options.OPTIMIZERS) >= {names.SASGD, names.DCASGD_PW}

@@ -1,4 +1,4 @@
-"""The training script's flag rules, row by row (mxnet_ssp.experiments.training.options.CHECKS).
+"""The training script's flag rules, row by row (mxnet_ssp.training_flags.CHECKS).
 
 Every row of CHECKS has here at least one bad command line, which that very row must
 refuse (it is the first to fail) with a message naming the flag and the value, and good
@@ -12,8 +12,9 @@ import math
 
 import pytest
 
-from mxnet_ssp.experiments.training import options
-from mxnet_ssp.experiments.training.options import CHECKS, build_parser, find_problem, parse_args
+from mxnet_ssp import training_flags as options
+from mxnet_ssp.training_flags import rules
+from mxnet_ssp.training_flags import CHECKS, build_parser, find_problem, parse_args
 from mxnet_ssp.cluster_model.profiles import SCENARIOS
 from mxnet_ssp.core import names
 
@@ -386,7 +387,7 @@ def test_the_row_refuses_its_bad_value(name, index, text, env, scratch, capsys):
     for word in CASES[name]['words']:
         assert word in message
     if type(row).__name__ in ('Value', 'Parsed'):
-        assert repr(getattr(args, options._attr(flag))) in message
+        assert repr(getattr(args, rules._attr(flag))) in message
     if type(row).__name__ == 'Value':
         assert message.endswith('expected %s' % row.accepted)
     # validate_args reports it the argparse way: usage, the same message, status 2

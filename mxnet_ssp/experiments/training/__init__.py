@@ -1,8 +1,7 @@
 """The training script's code; :mod:`mxnet_ssp.experiments.train_cifar` is its command.
 
 ==================  ==========================================================
-:mod:`.options`     the flags: parser, checks, learning-rate schedule
-:mod:`.models`      the networks ``--model`` names
+:mod:`.models`      builds the network ``--model`` names
 :mod:`.store`       the update rule and the store (these import MXNet)
 :mod:`.loop`        one worker's training, step by step
 :mod:`.checkpoint`  saving and resuming
@@ -10,9 +9,10 @@
 :mod:`.cli`         :func:`main`: the role of this process
 ==================  ==========================================================
 
-Importing any of them imports neither MXNet nor GluonCV.
+The flags (parser, checks, defaults, learning-rate schedule) are :mod:`mxnet_ssp.training_flags`,
+which the launcher imports too.  Importing any of them imports neither MXNet nor GluonCV.
 """
 from .cli import main
-from .options import build_parser, check_args, parse_args, validate_args
+from ...training_flags import build_parser, check_args, parse_args, validate_args
 
 __all__ = ['main', 'build_parser', 'parse_args', 'validate_args', 'check_args']

@@ -6,34 +6,13 @@ the job can take it.  Nothing here imports MXNet.
 import json
 import logging
 import os
-import re
+
+from ...training_flags.values import checkpoint_info
 
 logger = logging.getLogger(__name__)
 
-
-def checkpoint_info(params_path):
-    """What a checkpoint says about itself: the JSON next to it, or its file name.
-
-    Returns a dict with at least ``completed_epochs`` and ``iteration``;
-    raises ValueError when neither the JSON file nor an ``epoch<N>`` in the
-    name tells the epoch.
-    """
-    base = params_path[:-len('.params')] if params_path.endswith('.params') else params_path
-    meta_path = base + '.json'
-    if os.path.isfile(meta_path):
-        try:
-            with open(meta_path) as f:
-                info = json.load(f)
-            int(info['completed_epochs'])
-            info.setdefault('iteration', 0)
-            return info
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise ValueError('%s is not a checkpoint description: %s' % (meta_path, err)) from None
-    match = re.search(r'epoch(\d+)', os.path.basename(params_path))
-    if match is None:
-        raise ValueError('%s has no %s next to it and no epoch<N> in its name, so the epoch '
-                         'to go on from is unknown' % (params_path, os.path.basename(meta_path)))
-    return {'completed_epochs': int(match.group(1)), 'iteration': 0, 'states': None}
+__all__ = ['checkpoint_info', 'states_kind', 'updates_on_servers', 'save_checkpoint',
+           'restore_states']
 
 
 def states_kind(kv):

@@ -8,7 +8,7 @@ from ...config import ConfigError
 from .diverge import EXIT_DIVERGED, Diverged
 from .logs import setup_logging
 from .loop import Training
-from .options import parse_args
+from ...training_flags import parse_args
 from ...core.env_names import DMLC_ROLE
 
 

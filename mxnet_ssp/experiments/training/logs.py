@@ -6,7 +6,7 @@ import os
 import sys
 
 from ...core.jsonl import read_jsonl
-from ...core.names import TRAIN_LOG
+from ...core.names import STORE_METRICS, TRAIN_LOG
 from ...core.env_names import DMLC_ROLE
 
 
@@ -48,7 +48,10 @@ class _Handler(logging.StreamHandler):
 
 
 def setup_logging(role=None):
-    """Log to stderr as ``<time> <role>[<rank>] <level> <message>``; returns the filter."""
+    """Log to stderr as ``<time> <role>[<rank>] <level> <message>``, mxnet-ssp's own lines
+    included (:func:`mxnet_ssp._log.detach`); returns the filter."""
+    from ... import _log
+    _log.detach()
     rank_filter = _RankFilter(role)
     handler = _Handler()
     handler.addFilter(rank_filter)
@@ -89,6 +92,26 @@ class JsonLines:
 
     def close(self):
         self._file.close()
+
+
+def clear_earlier_job(save_dir, num_workers):
+    """Worker 0 of a fresh (not resumed) run: remove what an earlier job left in `save_dir`
+    that this job would not overwrite and a reader would mix with this job's files: the CPU
+    records (``cpu-<role>-<pid>.json``, written at a process's exit, so none of this job's
+    exists yet) and the per-rank files of ranks this job does not have.  Returns the paths
+    removed."""
+    gone = []
+    for pattern in ('cpu-*.json', TRAIN_LOG.replace('%d', '*'), STORE_METRICS.replace('%d', '*')):
+        for path in glob.glob(os.path.join(save_dir, pattern)):
+            rank = os.path.basename(path).rsplit('.', 1)[0].rsplit('-', 1)[-1]
+            rank = rank[len('worker'):] if rank.startswith('worker') else rank
+            if pattern.startswith('cpu-') or (rank.isdigit() and int(rank) >= num_workers):
+                try:
+                    os.remove(path)
+                    gone.append(path)
+                except OSError:
+                    pass
+    return sorted(gone)
 
 
 def count_iterations(save_dir):

@@ -9,14 +9,14 @@ import time
 
 import numpy as np
 
-from ... import config
 from ...controller.protocol import describe_losses
 from ...core.names import TRAIN_LOG
 from .diverge import Diverged, DivergenceGuard, divergence_message
 from .checkpoint import restore_states, save_checkpoint, updates_on_servers
-from .logs import JsonLines, count_iterations, make_progress, show_progress
+from .logs import (JsonLines, clear_earlier_job, count_iterations, make_progress,
+                   show_progress)
 from .models import describe_model, get_model
-from .options import expected_num_workers, learning_rate_at
+from ...training_flags import choose_gpus, expected_num_workers, learning_rate_at
 from .store import make_kvstore, make_optimizer, read_server_weights
 from ...core.env_names import CUDA_VISIBLE_DEVICES
 
@@ -50,45 +50,6 @@ def lost_text(kv):
     """'' or, in elastic mode after a loss, '; lost worker 1 at clock 40 (...)' and so on."""
     lost = getattr(kv, 'lost_workers', None)
     return '; lost ' + describe_losses(lost) if lost else ''
-
-
-def choose_gpus(num_gpus, environ, visible):
-    """The GPU ids this worker trains on (an empty list: the CPU).
-
-    Parameters
-    ----------
-    num_gpus : int
-        ``--num-gpus`` (0 when not given).
-    environ : mapping
-        The worker's environment: ``MXNET_SSP_GPUS``, set by ``mxnet-ssp-launch
-        --gpus-per-worker / --gpu-map``, names this worker's GPUs.
-    visible : int
-        ``mx.context.num_gpus()`` in this process.
-
-    Raises
-    ------
-    ValueError
-        With the setting, its value and what is accepted.
-    """
-    try:
-        ids = config.worker_gpus(environ)
-    except config.ConfigError as err:
-        raise ValueError(str(err)) from None
-    if not ids:
-        if num_gpus > visible:
-            raise ValueError('--num-gpus %d is not valid: this MXNet build sees %d GPU(s)'
-                             % (num_gpus, visible))
-        return list(range(num_gpus))
-    name = '%s=%r' % (config.ENV_GPUS, environ[config.ENV_GPUS])
-    if num_gpus and num_gpus != len(ids):
-        raise ValueError('--num-gpus %d is not valid with %s (set by the launcher): this worker '
-                         'has %d GPU(s); leave --num-gpus out or give %d'
-                         % (num_gpus, name, len(ids), len(ids)))
-    if max(ids) >= visible:
-        raise ValueError('%s is not valid here: MXNet sees %d GPU(s) in this worker '
-                         '(CUDA_VISIBLE_DEVICES=%r): ids 0..%d'
-                         % (name, visible, environ.get(CUDA_VISIBLE_DEVICES), visible - 1))
-    return list(ids)
 
 
 class Training:
@@ -224,6 +185,8 @@ class Training:
         """Log the options and what this worker is about to do."""
         args = self.args
         logger.info('options: %s', ' '.join('%s=%s' % kv for kv in args.options))
+        if args.defaults_note:
+            logger.info('%s', args.defaults_note)
         about = describe_model(args.model)
         logger.info('%s on %s (%s), kvstore %s, %d worker(s), optimizer %s; shard of %d '
                     'images, %d iterations of %d per epoch, %d epoch(s)%s%s%s',
@@ -287,6 +250,8 @@ class Training:
     def open_logs(self):
         """The metrics files (appended to when resuming), the clock and the progress bar."""
         appending = self.resume is not None
+        if self.rank == 0 and not appending:     # one job's files in save_dir, not two mixed
+            clear_earlier_job(self.save_dir, self.num_workers)
         self.train_log = JsonLines(os.path.join(self.save_dir, TRAIN_LOG % self.rank),
                                    appending)
         self.eval_log = (JsonLines(os.path.join(self.save_dir, 'eval.jsonl'), appending)

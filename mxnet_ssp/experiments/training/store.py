@@ -1,7 +1,7 @@
 """The update rule and the parameter-server store of a job (these import MXNet)."""
 import os
 
-from .options import DEFAULT_LAMDA, STALENESS_KVSTORES, wraps_async
+from ...training_flags import DEFAULT_LAMDA, STALENESS_KVSTORES, wraps_async
 
 
 def make_optimizer(args, batch_size):
