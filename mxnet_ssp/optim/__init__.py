@@ -32,8 +32,8 @@ import numpy as np
 # unpickle these rules, so the ``mx.nd`` alias does not exist yet: use the module.
 from mxnet import ndarray as nd
 
-from .core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
-from .host_kernels import (NDArrayOps, dcasgd_compensate, host_views, momentum_step, on_host,
+from ..core.names import ADAPTIVE_READINGS, DCASGD_PW, SASGD, STALENESS_POLICIES
+from ..host_kernels import (NDArrayOps, dcasgd_compensate, host_views, momentum_step, on_host,
                            scalar_type)
 
 __all__ = ['WorkerAwareOptimizer', 'StalenessAwareSGD', 'DCASGD', 'StalenessRequiredError',
