@@ -10,7 +10,7 @@ from mxnet import ndarray as nd
 
 from ..core.names import ADAPTIVE_READINGS
 from ..host_kernels import NDArrayOps, dcasgd_compensate, host_views, on_host, scalar_type
-from .worker_aware import WorkerAwareOptimizer, _check_number
+from .worker_aware import WorkerAwareOptimizer, check_number
 
 
 class DCASGD(WorkerAwareOptimizer):
@@ -63,14 +63,14 @@ class DCASGD(WorkerAwareOptimizer):
     def __init__(self, learning_rate=None, lamda=2.0, adaptive=False, mean_square_decay=0.95,
                  epsilon=1e-7, momentum=0.0, adaptive_reading='paper', **kwargs):
         super().__init__(momentum=momentum, learning_rate=learning_rate, **kwargs)
-        self.lamda = _check_number('lamda', lamda, 0.0)
+        self.lamda = check_number('lamda', lamda, 0.0)
         if adaptive not in (True, False):
             raise ValueError('adaptive=%r is not accepted: it must be True (DC-ASGD-a) or '
                              'False (DC-ASGD-c)' % (adaptive,))
         self.adaptive = bool(adaptive)
-        self.mean_square_decay = _check_number('mean_square_decay', mean_square_decay,
+        self.mean_square_decay = check_number('mean_square_decay', mean_square_decay,
                                                0.0, 1.0, high_open=True)
-        self.epsilon = _check_number('epsilon', epsilon, 0.0, low_open=True)
+        self.epsilon = check_number('epsilon', epsilon, 0.0, low_open=True)
         if not isinstance(adaptive_reading, str) or adaptive_reading not in ADAPTIVE_READINGS:
             raise ValueError(
                 "adaptive_reading=%r is not accepted: it must be 'paper' (lamda / "

@@ -26,7 +26,7 @@ class StalenessRequiredError(RuntimeError):
     """A worker-aware update rule was called through MXNet's plain ``update``."""
 
 
-def _check_number(name, value, low=None, high=None, low_open=False, high_open=False):
+def check_number(name, value, low=None, high=None, low_open=False, high_open=False):
     """`value` as a float if it is a finite number in the range, else ValueError naming it."""
     lo = '' if low is None else ('(' if low_open else '[') + repr(low)
     hi = '' if high is None else repr(high) + (')' if high_open else ']')
@@ -128,7 +128,7 @@ class WorkerAwareOptimizer(mx.optimizer.Optimizer):
 
     def __init__(self, momentum=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.momentum = _check_number('momentum', momentum, 0.0, 1.0, high_open=True)
+        self.momentum = check_number('momentum', momentum, 0.0, 1.0, high_open=True)
 
     # -- state -------------------------------------------------------------------------------
     def create_state(self, index, weight):
