@@ -253,82 +253,108 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     """
     times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
                                          jitter, seed, stall_factor, scenario)
-    m = len(times)
-    label = _label(policy)
-    end = float('inf') if wall_time is None else float(wall_time)
-    clocks = [0] * m
-    active = set(range(m))
-    # ASP's lead needs the slowest active clock at every push: kept incrementally (active
-    # workers per clock, and the smallest clock with any, which never decreases), O(1)
-    # amortized instead of a scan of every worker per push
-    at_clock = Counter({0: m})
-    slowest = 0
-    wait = [0.0] * m
-    idle_since = [None] * m      # push time of a worker that is not computing
-    lead_hist = Counter()
-    max_lead = 0
-    last_push = 0.0
-    heap = []
-    seq = itertools.count()          # ties at one time go in scheduling order
-    push, pop = heapq.heappush, heapq.heappop
+    run = _Run(len(times), compute_time, policy, iterations, latency)
+    run.until(float('inf') if wall_time is None else float(wall_time))
+    return run.result(_label(policy), times, wall_time)
 
-    def start(i, now):
-        if idle_since[i] is not None:
-            wait[i] += now - idle_since[i]
-            idle_since[i] = None
-        push(heap, (now + compute_time(i), next(seq), 'push', i))
 
-    for i in range(m):
-        start(i, 0.0)
-    while heap and heap[0][0] <= end:
-        now, _, kind, i = pop(heap)
-        if kind == 'resume':
-            start(i, now)
-            continue
-        clocks[i] += 1
-        last_push = now
-        idle_since[i] = now
-        finished = iterations is not None and clocks[i] >= iterations
-        if policy is None:
-            c = clocks[i]
-            at_clock[c - 1] -= 1
-            at_clock[c] += 1
-            while at_clock[slowest] == 0:     # stops at c at the latest: i is active
-                slowest += 1
-            lead = c - slowest
-            lead_hist[lead] += 1
-            max_lead = max(max_lead, lead)
-            if finished:                      # the next push moves `slowest` on
-                active.discard(i)
-                at_clock[c] -= 1
+class _Run:
+    """The event loop of :func:`simulate`: each worker computes, pushes, and is resumed.
+
+    Events are ``(time, seq, kind, rank)`` on a heap, `kind` ``'push'`` (an iteration ends)
+    or ``'resume'`` (a release reaches a held worker); ties at one time go in scheduling
+    order (`seq`).
+    """
+
+    def __init__(self, m, compute_time, policy, iterations, latency):
+        self.compute_time, self.policy = compute_time, policy
+        self.iterations, self.latency = iterations, latency
+        self.clocks = [0] * m
+        self.active = set(range(m))
+        self.wait = [0.0] * m
+        self.idle_since = [None] * m      # push time of a worker that is not computing
+        self.lead_hist = Counter()
+        self.max_lead = 0
+        self.last_push = 0.0
+        self.heap = []
+        self.seq = itertools.count()
+        # ASP's lead needs the slowest active clock at every push: kept incrementally (active
+        # workers per clock, and the smallest clock with any, which never decreases), O(1)
+        # amortized instead of a scan of every worker per push
+        self.at_clock = Counter({0: m})
+        self.slowest = 0
+        for i in range(m):
+            self.start(i, 0.0)
+
+    def start(self, i, now):
+        """Worker `i` starts an iteration at `now` (its wait, if any, ends)."""
+        if self.idle_since[i] is not None:
+            self.wait[i] += now - self.idle_since[i]
+            self.idle_since[i] = None
+        heapq.heappush(self.heap, (now + self.compute_time(i), next(self.seq), 'push', i))
+
+    def until(self, end):
+        """Run the events at or before `end`."""
+        heap = self.heap
+        while heap and heap[0][0] <= end:
+            now, _, kind, i = heapq.heappop(heap)
+            if kind == 'resume':
+                self.start(i, now)
+                continue
+            self.clocks[i] += 1
+            self.last_push = now
+            self.idle_since[i] = now
+            finished = self.iterations is not None and self.clocks[i] >= self.iterations
+            if self.policy is None:
+                self._asp_push(i, now, finished)
             else:
-                start(i, now)
-            continue
+                self._push(i, now, finished)
+
+    def _asp_push(self, i, now, finished):
+        """No controller: the push is released at once, at its lead over the slowest."""
+        c = self.clocks[i]
+        at_clock = self.at_clock
+        at_clock[c - 1] -= 1
+        at_clock[c] += 1
+        while at_clock[self.slowest] == 0:    # stops at c at the latest: i is active
+            self.slowest += 1
+        lead = c - self.slowest
+        self.lead_hist[lead] += 1
+        self.max_lead = max(self.max_lead, lead)
+        if finished:                          # the next push moves `slowest` on
+            self.active.discard(i)
+            at_clock[c] -= 1
+        else:
+            self.start(i, now)
+
+    def _push(self, i, now, finished):
+        """The policy sees the push (and the leave of a finished worker); each release
+        reaches its worker `latency` seconds later."""
+        policy = self.policy
         releases = policy.on_push(i, now)
         if finished:
-            active.discard(i)
+            self.active.discard(i)
             releases = releases + policy.on_leave(i)
         for rel in releases:
-            lead_hist[rel.lead] += 1
-            if rel.rank in active:
-                push(heap, (now + latency, next(seq), 'resume', rel.rank))
-        max_lead = policy.max_lead
-    return _result(label, times, clocks, wait, idle_since, active, wall_time, last_push,
-                   max_lead, lead_hist)
+            self.lead_hist[rel.lead] += 1
+            if rel.rank in self.active:
+                heapq.heappush(self.heap, (now + self.latency, next(self.seq), 'resume',
+                                           rel.rank))
+        self.max_lead = policy.max_lead
 
-
-def _result(label, times, clocks, wait, idle_since, active, wall_time, last_push, max_lead,
-            lead_hist):
-    """The :class:`SimResult` of a finished event loop (the waits still open end at the limit)."""
-    if wall_time is None:
-        wall = last_push
-    else:
-        wall = float(wall_time)
-        for i in range(len(times)):      # still held (or the OK in flight) at the end
-            if idle_since[i] is not None and i in active:
-                wait[i] += wall - idle_since[i]
-    return SimResult(label=label, times=times, iterations=clocks, wait=wait, wall_time=wall,
-                     max_lead=max_lead, lead_hist=lead_hist)
+    def result(self, label, times, wall_time):
+        """The :class:`SimResult` of the finished loop (the waits still open end at the
+        limit)."""
+        wait = self.wait
+        if wall_time is None:
+            wall = self.last_push
+        else:
+            wall = float(wall_time)
+            for i in range(len(times)):      # still held (or the OK in flight) at the end
+                if self.idle_since[i] is not None and i in self.active:
+                    wait[i] += wall - self.idle_since[i]
+        return SimResult(label=label, times=times, iterations=self.clocks, wait=wait,
+                         wall_time=wall, max_lead=self.max_lead, lead_hist=self.lead_hist)
 
 
 def format_table(results):

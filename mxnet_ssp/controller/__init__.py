@@ -11,6 +11,8 @@ thread of a server process) and answers every worker's "may I go on?" with the d
                                                 buffers, authentication
 :mod:`~mxnet_ssp.controller.server`             :class:`ControllerServer`: the policy behind
                                                 the loop
+:mod:`~mxnet_ssp.controller.server_faults`      the server's faults: the job's failure, lost
+                                                workers and hosts
 :mod:`~mxnet_ssp.controller.process`            the controller as a process (``python -m``)
 :mod:`~mxnet_ssp.controller.client`             ``FrameClient`` and a worker's connection to
                                                 the controller

@@ -9,7 +9,8 @@ server sends RELEASE.  The decisions come from a
 releases over the network, enforces the protocol
 (:mod:`mxnet_ssp.controller.protocol`) and turns every fault into a job failure whose
 message names the rank responsible.  Sockets, framing and the event loop are
-:class:`mxnet_ssp.controller.transport.FrameServer`'s; this class implements its hooks.
+:class:`mxnet_ssp.controller.transport.FrameServer`'s; this class implements its hooks, with
+the handling of faults in :class:`mxnet_ssp.controller.server_faults.ServerFaults`.
 
 Contracts
 ---------
@@ -49,9 +50,10 @@ Contracts
   sent one, then all get PASSED.  It fails the job when none of the workers it waits for
   has pushed or arrived for ``timeout`` seconds.  A worker at the barrier may not push.
 * Lost hosts (``liveness`` > 0): TCP keepalive is on for every authenticated worker's
-  connection (:mod:`mxnet_ssp.core.liveness`), and every :data:`LOOK_S` seconds the server
-  reads from the kernel how long each has been silent (nothing received, not even the
-  answer to a probe, which the worker's kernel gives whatever its process does).  A
+  connection (:mod:`mxnet_ssp.core.liveness`), and every
+  :data:`~mxnet_ssp.controller.server_faults.LOOK_S` seconds the server reads from the
+  kernel how long each has been silent (nothing received, not even the answer to a probe,
+  which the worker's kernel gives whatever its process does).  A
   connection silent for ``liveness`` seconds leads to a host that is down or cut off: the
   worker is handled as one whose connection ended without LEAVE (fail-fast: the job fails
   naming its rank and host; elastic: it is lost), and the connection is closed.
@@ -97,6 +99,7 @@ from . import protocol as P
 from ..core.agreement import differences, mismatch_message
 from .protocol import ControllerError
 from . import liveness as live
+from .server_faults import ServerFaults
 from .transport import LEFT, READY, FrameServer
 from ..core.liveness import MIN_BOUND, SilenceWatch
 
@@ -104,12 +107,8 @@ __all__ = ['ControllerServer', 'ControllerError']
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two looks at the workers' connections' silence (lost hosts).
-LOOK_S = 0.5
-_LIVENESS_SETTING = 'MXNET_SSP_LIVENESS_TIMEOUT'
 
-
-class ControllerServer(FrameServer):
+class ControllerServer(ServerFaults, FrameServer):
     """Serve one job's synchronization decisions over TCP.
 
     Parameters
@@ -281,45 +280,6 @@ class ControllerServer(FrameServer):
                 now >= self._next_look:
             self._look(now)
 
-    def _look(self, now):
-        """Lose (or fail the job for) every worker whose connection has been silent for the
-        liveness bound."""
-        self._next_look = now + LOOK_S
-        conns = [c for c in self._by_rank.values() if c.state == READY]
-        self._silence.keep(conns)
-        for conn in conns:
-            quiet = live.silence(conn.sock)
-            if quiet is None:
-                continue
-            silent = self._silence.observe(conn, quiet, now)
-            if silent is None or conn.closed:
-                continue
-            self._lose(conn, 'worker %d on %s sent nothing, not even the answer to a TCP '
-                             'keepalive probe, for %.1f s at clock %d (%s=%g): its host is '
-                             'down or cut off' % (
-                                 conn.rank, conn.peer[0], silent,
-                                 self.policy.clocks[conn.rank], _LIVENESS_SETTING,
-                                 self.liveness))
-            self._close(conn)
-            if self._failure is not None:
-                return
-
-    def _stall_message(self, rank, since, now):
-        pol = self.policy
-        parts = []
-        for q in pol.slowest_ranks():
-            if q not in self._connected_at:
-                parts.append('worker %d (clock %d, never connected)' % (q, pol.clocks[q]))
-            elif pol.stamps[q][0] is None:
-                parts.append('worker %d (clock %d, connected %.1f s ago, no push yet)'
-                             % (q, pol.clocks[q], now - self._connected_at[q]))
-            else:
-                parts.append('worker %d (clock %d, last push %.1f s ago)'
-                             % (q, pol.clocks[q], now - pol.stamps[q][0]))
-        return ('worker %d waited %.1f s at clock %d for %s; timeout is %g s'
-                % (rank, now - since, pol.clocks[rank], ', '.join(parts) or 'nobody',
-                   self.timeout))
-
     def _on_message(self, conn, payload):
         state = conn.state
         kind = payload[0]
@@ -396,15 +356,6 @@ class ControllerServer(FrameServer):
         self._watch(conn, now)
         log.info('controller: worker %d connected from %s', rank, conn.describe())
         self._metric({'event': 'connect', 'rank': rank, 'time': now, 'host': conn.peer[0]})
-
-    def _watch(self, conn, now):
-        """Lost hosts: keepalive on for an admitted worker's connection, silence counted."""
-        if self._silence is None:
-            return
-        live.enable(conn.sock, self.liveness)
-        self._silence.first_seen(conn, now)
-        if self._next_look is None:
-            self._next_look = now + LOOK_S
 
     # -- job events ----------------------------------------------------------
     def _on_clock(self, conn, t):
@@ -503,89 +454,7 @@ class ControllerServer(FrameServer):
             self._send(conn, P.PASSED_FRAME)
         self._metric({'event': 'passed', 'ranks': sorted(waiting), 'time': now})
 
-    def _on_eof(self, conn, why):
-        if conn.state == READY and not self._stop_requested:
-            self._disconnected(conn, '')
-        else:
-            log.debug('controller: %s closed (%s)', conn.describe(), why)
-        self._close(conn)
-
-    def _malformed(self, conn, why):
-        if conn.state == READY:
-            self._fail('worker %d sent a malformed message at clock %d: %s'
-                       % (conn.rank, self.policy.clocks[conn.rank], why))
-        else:
-            log.warning('controller: closing connection from %s: %s', conn.describe(), why)
-        self._close(conn)
-
-    def _fail(self, message):
-        if self._failure is not None:
-            return
-        self._failure = message
-        if self._on_failed is not None:
-            self._failed_at = self._clock()
-        log.error('mxnet-ssp job failed: %s', message)
-        self._held.clear()
-        self._barrier.clear()
-        self._metric({'event': 'failure', 'time': self._clock(), 'message': message})
-        frame = P.encode_error(message)
-        for conn in list(self._by_rank.values()):
-            self._send(conn, frame)
-
-    def _report_failure(self):
-        on_failed, self._on_failed, self._failed_at = self._on_failed, None, None
-        if on_failed is not None and self._failure is not None:
-            try:
-                on_failed(self._failure)
-            except Exception:
-                log.exception('controller: reporting the failure failed')
-
-    # -- I/O faults and metrics ----------------------------------------------
-    def _on_send_error(self, conn, exc):
-        if conn.state == READY and self._failure is None and not self._stop_requested:
-            self._disconnected(conn, ': %s' % (exc,))
-        self._close(conn)
-
-    def _disconnected(self, conn, detail):
-        """An authenticated worker's connection ended without LEAVE: fail, or lose it."""
-        self._lose(conn, 'worker %d disconnected at clock %d without leaving (process died?)%s; '
-                         'it ran on %s' % (conn.rank, self.policy.clocks[conn.rank], detail,
-                                           conn.peer[0]))
-
-    def _lose(self, conn, what):
-        """Worker `conn` is gone (`what` says how): fail the job, or lose it (elastic)."""
-        rank = conn.rank
-        clock = self.policy.clocks[rank]
-        if not self.min_workers or self._failure is not None:
-            self._fail(what)
-            return
-        now = self._clock()
-        conn.state = LEFT
-        self._by_rank.pop(rank, None)
-        self._held.pop(rank, None)
-        self._barrier.pop(rank, None)
-        self._lost.append({'rank': rank, 'clock': clock,
-                           'after_s': round(now - self._started_at, 3), 'host': conn.peer[0]})
-        self._gone.add(rank)
-        self._metric({'event': 'lost', 'rank': rank, 'clock': clock, 'time': now,
-                      'after_s': self._lost[-1]['after_s'], 'left': len(self._live()),
-                      'host': conn.peer[0], 'why': what})
-        alive = self.policy.num_workers - len(self._gone)
-        if alive < self.min_workers:
-            self._fail('%s; %d of the %d workers are lost, more than the job can lose '
-                       '(elastic: at least %d needed)'
-                       % (what, len(self._gone), self.policy.num_workers, self.min_workers))
-            return
-        log.warning('controller: %s; elastic: dropped, %d of %d workers go on (at least %d '
-                    'needed)', what, alive, self.policy.num_workers, self.min_workers)
-        notice = P.encode_lost(self._lost[-1])
-        for other in list(self._by_rank.values()):
-            if other.state == READY:
-                self._send(other, notice)
-        for rel in self.policy.on_leave(rank):
-            self._release_held(rel, now, rank)
-        self._check_barrier(now)
-
+    # -- metrics -------------------------------------------------------------
     def _metric(self, record):
         if self._metrics is None:
             return

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT
 from mxnet_ssp import _hooks
-from mxnet_ssp.ps import follow
+from mxnet_ssp.ps import follow, tcp_links
 from mxnet_ssp.ps.follow import DrainFollower, LinkFollower
 
 LINUX = pytest.mark.skipif(not (os.path.exists('/proc/self/fd') and hasattr(socket, 'TCP_INFO')),
@@ -135,15 +135,15 @@ def test_this_processs_connections_are_found_and_its_own_peers_not_counted():
     listener, client, accepted = _pair()
     try:
         port = listener.getsockname()[1]
-        links = follow.tcp_links()
+        links = tcp_links.tcp_links()
         mine = client.getsockname()[:2]
         assert (('127.0.0.1', port), mine, True) in links
         assert (mine, ('127.0.0.1', port), True) in links
         # both ends are in this process: like ps-lite's scheduler connecting to itself
-        assert follow.scheduler_links(links, port) == []
-        assert follow.links_to(links, {'127.0.0.1'}, port) == [('127.0.0.1', port)]
-        assert follow.links_to(links, {'10.9.9.9'}, port) == []
-        assert follow.links_to(links, set(), port) == [('127.0.0.1', port)]
+        assert tcp_links.scheduler_links(links, port) == []
+        assert tcp_links.links_to(links, {'127.0.0.1'}, port) == [('127.0.0.1', port)]
+        assert tcp_links.links_to(links, {'10.9.9.9'}, port) == []
+        assert tcp_links.links_to(links, set(), port) == [('127.0.0.1', port)]
     finally:
         for s in (client, accepted, listener):
             s.close()
@@ -168,12 +168,12 @@ def test_a_peer_process_that_ends_is_seen_to_close():
     peer = _peer_process(port)
     accepted, _ = listener.accept()
     try:
-        assert len(follow.scheduler_links(follow.tcp_links(), port)) == 1
+        assert len(tcp_links.scheduler_links(tcp_links.tcp_links(), port)) == 1
         peer.stdin.close()
         assert peer.wait(timeout=BOUND_S) == 0
         deadline = time.monotonic() + BOUND_S
-        while follow.scheduler_links(follow.tcp_links(), port):   # CLOSE_WAIT is not open
-            assert time.monotonic() < deadline, follow.tcp_links()
+        while tcp_links.scheduler_links(tcp_links.tcp_links(), port):   # CLOSE_WAIT is not open
+            assert time.monotonic() < deadline, tcp_links.tcp_links()
             time.sleep(0.01)        # polling /proc with a deadline
     finally:
         accepted.close()

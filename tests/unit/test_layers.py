@@ -25,6 +25,8 @@ ALLOWED = {
     # what every console script shares (--version, prog names, the help formatter)
     '_cli': {'__version__'},
     'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},
+    # the update rules (public API): the shared names and the host kernels they run
+    'optim': {'optim', 'core', 'host_kernels'},
 }
 #: what stays outside the package whatever it imports: only the standard library and numpy
 THIRD_PARTY = {

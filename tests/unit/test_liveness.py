@@ -142,7 +142,7 @@ def test_bounds_are_the_documented_ones():
     assert math.isclose(keepalive_plan(cfg.DEFAULT_LIVENESS).idle, 2)
 
 
-# -- a process's ps-lite connections (mxnet_ssp.ps.follow.LinkLiveness) ----------------------
+# -- a process's ps-lite connections (mxnet_ssp.ps.tcp_links.LinkLiveness) -------------------
 
 @pytest.fixture
 def sockets():
@@ -180,9 +180,9 @@ def _heard(monkeypatch, last_data_ms, last_ack_ms):
 
 @pytest.mark.skipif(not live.SUPPORTED, reason='Linux TCP keepalive and TCP_INFO')
 def test_link_liveness_of_a_worker_judges_only_the_jobs_hosts(sockets, monkeypatch):
-    from mxnet_ssp.ps import follow
+    from mxnet_ssp.ps import tcp_links
     peers = set(sockets.values())
-    watch = follow.LinkLiveness(4, job_hosts={'127.0.0.9'})     # the scheduler's address
+    watch = tcp_links.LinkLiveness(4, job_hosts={'127.0.0.9'})     # the scheduler's address
     assert set(_ours(watch.links(now=100.0), peers).values()) == {True}
     _heard(monkeypatch, 10 ** 7, 10 ** 7)                      # nothing heard for hours
     assert set(_ours(watch.links(now=103.9), peers).values()) == {True}     # < 4 s watched
@@ -196,9 +196,9 @@ def test_link_liveness_of_a_worker_judges_only_the_jobs_hosts(sockets, monkeypat
 
 @pytest.mark.skipif(not live.SUPPORTED, reason='Linux TCP keepalive and TCP_INFO')
 def test_link_liveness_of_a_scheduler_or_server_judges_every_connection(sockets, monkeypatch):
-    from mxnet_ssp.ps import follow
+    from mxnet_ssp.ps import tcp_links
     peers = set(sockets.values())
-    watch = follow.LinkLiveness(4)
+    watch = tcp_links.LinkLiveness(4)
     watch.links(now=0.0)
     _heard(monkeypatch, 10 ** 7, 10 ** 7)
     assert set(_ours(watch.links(now=5.0), peers).values()) == {False}
@@ -209,14 +209,14 @@ def test_link_liveness_of_a_scheduler_or_server_judges_every_connection(sockets,
 
 @pytest.mark.skipif(not live.SUPPORTED, reason='Linux TCP keepalive and TCP_INFO')
 def test_link_liveness_turns_keepalive_on_for_the_connections_it_judges(sockets):
-    from mxnet_ssp.ps import follow
-    watch = follow.LinkLiveness(10, job_hosts=set())
+    from mxnet_ssp.ps import tcp_links
+    watch = tcp_links.LinkLiveness(10, job_hosts=set())
     watch.links()
     # fds of this process: the incoming connection's socket has keepalive on now (a
     # duplicate of its descriptor was given the options: the same socket)
     found = {}
-    for fd, _ in follow._socket_fds():
-        sock = follow._open_socket(fd)
+    for fd, _ in tcp_links._socket_fds():
+        sock = tcp_links._open_socket(fd)
         if sock is None:
             continue
         with sock:
