@@ -13,13 +13,13 @@ code of the script runs after it.  There the hook does two things:
 
 * it makes them end when their job has failed (a worker died, the controller
   failed the job), where MXNet's loop would wait for ever
-  (:func:`mxnet_ssp.ps.follow.follow_job`: a thread that starts when
+  (:func:`mxnet_ssp.ps.job_watch.follow_job`: a thread that starts when
   ``import mxnet`` begins);
 * it saves that import the second it spends loading scikit-learn and SciPy for
   features a server never uses
   (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`);
 * with ``MXNET_SSP_METRICS_DIR`` set, it writes the process's CPU time when it ends
-  (:func:`mxnet_ssp.core.usage.record_cpu`).
+  (:func:`mxnet_ssp.cpu_record.record_cpu`).
 """
 import os
 import sys
@@ -39,9 +39,9 @@ def _install():
             import mxnet_ssp  # noqa: F401
         else:
             from mxnet_ssp._hooks import skip_optional_mxnet_imports
-            from mxnet_ssp.ps.follow import follow_job
+            from mxnet_ssp.ps.job_watch import follow_job
             from mxnet_ssp.config import metrics_dir_if_set
-            from mxnet_ssp.core.usage import record_cpu
+            from mxnet_ssp.cpu_record import record_cpu
             skip_optional_mxnet_imports()
             follow_job(role)
             record_cpu(role, metrics_dir_if_set())

@@ -27,7 +27,7 @@ def _register_store_types():
     # own dist stores refuse those rules before sending them to servers that cannot run them
     importlib.import_module(__name__ + '.kvstore')
     importlib.import_module(__name__ + '.optim')
-    importlib.import_module(__name__ + '.ps.native').refuse_worker_aware_rules()
+    importlib.import_module(__name__ + '.ps.native_store').refuse_worker_aware_rules()
 
 
 def __getattr__(name):

@@ -10,9 +10,9 @@ part of the work to the module that does it:
 * :mod:`~mxnet_ssp.ps.clock_sync` (:class:`~mxnet_ssp.ps.clock_sync.ClockSync`): this
   worker's clock and its releases by the controller, at each step's end;
 * :mod:`~mxnet_ssp.ps.steps` (where a step ends; what it measures),
-  :mod:`~mxnet_ssp.ps.slots` (the key layout of slot mode), :mod:`~mxnet_ssp.ps.native`
+  :mod:`~mxnet_ssp.ps.slots` (the key layout of slot mode), :mod:`~mxnet_ssp.ps.native_store`
   (MXNet's store under it), :mod:`~mxnet_ssp.ps.channel` (what travels to the servers),
-  :mod:`~mxnet_ssp.ps._process` (when it shuts down).
+  :mod:`~mxnet_ssp.ps.process_exit` (when it shuts down).
 
 Worker-side contract
 --------------------
@@ -40,11 +40,11 @@ from mxnet import ndarray as nd
 from mxnet.base import py_str
 from mxnet.kvstore.base import KVStoreBase
 
-from .ps import _process
+from .ps import process_exit
 from . import config as cfg
 from .config import job_settings, sender
 from .ps.channel import ABORT, Control, UpdaterSpec
-from .ps.native import FreedNative, create_native, free_native
+from .ps.native_store import FreedNative, create_native, free_native
 from .ps.slots import KeyLayout, as_list, as_values, has_row_sparse
 from .ps.clock_sync import ClockSync
 from .ps.steps import StepTracker
@@ -127,7 +127,7 @@ class SSPKVStore(KVStoreBase):
                                 self._bucket_bytes, cfg.host_copies(), self._config.timeout,
                                 SSPError)
         logger.info('worker[%d] %s', self._rank, self._config.describe())
-        _process.adopt(self)      # closed and freed at exit in the same phase on every worker
+        process_exit.adopt(self)      # closed and freed at exit in the same phase on every worker
 
     # -- identity ------------------------------------------------------------
     @property
@@ -501,7 +501,7 @@ class SSPKVStore(KVStoreBase):
         whether the notice was sent: only by the stores without a controller (the
         asynchronous ones and BSP outside elastic mode).  Where a controller runs, it fails the
         job itself and tells every worker which rank failed; in elastic mode the job goes on
-        without this worker.  Called by the exit hook of :mod:`mxnet_ssp.ps._process`."""
+        without this worker.  Called by the exit hook of :mod:`mxnet_ssp.ps.process_exit`."""
         if (self._config.elastic or self._sync.client is not None
                 or isinstance(self._kv, FreedNative)):
             return False
@@ -512,7 +512,7 @@ class SSPKVStore(KVStoreBase):
     def free_native(self):
         """Free MXNet's native store: ps-lite's finalize barrier, so it waits for every node.
 
-        Called at exit by :mod:`mxnet_ssp.ps._process`, after :meth:`close`, on
+        Called at exit by :mod:`mxnet_ssp.ps.process_exit`, after :meth:`close`, on
         every worker in the same phase (before MXNet's own exit hook stops the
         engine).  Blocks until every worker of the job gets there; later uses
         of the store raise :class:`SSPError`.  Idempotent.
@@ -530,7 +530,7 @@ class SSPKVStore(KVStoreBase):
 
         Never blocks: the other workers are released at once.  MXNet's native
         store stays allocated until exit, where every worker frees it in the
-        same phase (see :mod:`mxnet_ssp.ps._process`); until then the store
+        same phase (see :mod:`mxnet_ssp.ps.process_exit`); until then the store
         refuses pushes and pulls.
         """
         if self._closed:

@@ -52,7 +52,7 @@ declare(
             not_in_file='the launcher sets it in a restarted worker'),
     Setting(ENV_FOLLOW_GRACE, 'lifetime', 'Seconds a scheduler, server or worker waits, once '
             'one of its ps-lite connections closed for good, before it ends itself because the '
-            'job failed (mxnet_ssp.ps.follow).', number(lambda x: 1 <= x <= 600),
+            'job failed (mxnet_ssp.ps.job_watch).', number(lambda x: 1 <= x <= 600),
             default=DEFAULT_FOLLOW_GRACE,
             accepted='a number of seconds from 1 to 600 (default %g)' % DEFAULT_FOLLOW_GRACE),
     Setting(ENV_LIVENESS, 'lifetime', 'Seconds a connection of the job may stay silent (not '

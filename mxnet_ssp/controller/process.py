@@ -11,7 +11,7 @@ The server process that answers the discovery request starts this module with
 * stdout: one JSON line, ``{"host", "port"}`` once the controller listens, or
   ``{"error"}`` if it cannot start; later, if the job fails, one more line
   ``{"failed": message}`` once the workers were told and hung up (the server
-  then ends: :func:`mxnet_ssp.ps.follow.follow_controller_process`).
+  then ends: :func:`mxnet_ssp.ps.job_watch.follow_controller_process`).
 
 At end of file on stdin (the server process exited, normally or killed) the controller
 stops and this process exits, so it never outlives its job.  Why a process: the decisions
@@ -26,7 +26,7 @@ import sys
 from .server import ControllerServer
 from ..core.controller_settings import ControllerSettings
 from ..core.sync import SyncPolicy
-from ..core.usage import record_cpu
+from ..cpu_record import record_cpu
 
 
 def start(settings, on_failed=None):

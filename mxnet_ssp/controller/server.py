@@ -36,7 +36,7 @@ Contracts
   failure if some never close (a stopped process), ``on_failed(message)``
   is called once, on the server thread: how the process hosting the
   controller learns that the job is over
-  (:func:`mxnet_ssp.ps.follow.controller_failed`).
+  (:func:`mxnet_ssp.ps.job_watch.controller_failed`).
 * Elastic mode (``min_workers`` >= 1): an authenticated worker whose connection ends
   without LEAVE is *lost*, not a failure: it is dropped as if it had left (the slowest clock
   and DSSP's predictions go on with the others, a worker held for it is released at once),

@@ -26,7 +26,7 @@ import logging
 import numpy as np
 from mxnet import ndarray as nd
 
-from . import _process
+from . import process_exit
 from .. import config as cfg
 from ..core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
                             plan_buckets)
@@ -357,7 +357,7 @@ class Buckets:
         message = ('worker[%d]: the other workers did not finish their first step within %g s '
                    '(%s): a worker died or is stopped' % (self._rank, self._timeout,
                                                            cfg.ENV_TIMEOUT))
-        with _process.bounded(self._timeout, message):
+        with process_exit.bounded(self._timeout, message):
             if not rejoining:             # a rejoiner's plan is the one the servers have
                 nd.waitall()              # this worker's first step is applied on the servers
                 self.native._barrier()    # and so is every worker's

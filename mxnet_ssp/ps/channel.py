@@ -29,7 +29,7 @@ import re
 
 import numpy as np
 
-from ._process import end_job, end_server
+from .process_exit import end_job, end_server
 
 __all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'BALANCE_KEY', 'BALANCE_KEY_STR', 'RESERVED_KEYS',
            'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
@@ -235,7 +235,7 @@ def run_command(action, payload):
 
     MXNet installs the return value as the server's optimizer, so the servers
     keep their optimizer and its state.  A failure ends the server process
-    (see :func:`mxnet_ssp.ps._process.end_server`).
+    (see :func:`mxnet_ssp.ps.process_exit.end_server`).
     """
     if action == ABORT:
         # a worker is exiting because the job failed (its script raised, a peer died): this

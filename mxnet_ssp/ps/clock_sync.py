@@ -13,7 +13,7 @@ Contracts
 * Not thread-safe; called by the store from the one training thread.
 * :meth:`connect`, :meth:`end_step` and :meth:`barrier` block, each bounded by the store's
   ``MXNET_SSP_TIMEOUT``; a failure raises the store's error after marking the process to
-  exit with status 1 (:func:`mxnet_ssp.ps._process.fatal`), since MXNet's own shutdown would
+  exit with status 1 (:func:`mxnet_ssp.ps.process_exit.fatal`), since MXNet's own shutdown would
   wait for a peer that died.
 * :meth:`leave` never blocks: the other workers are released at once.
 """
@@ -22,7 +22,7 @@ import time
 
 from mxnet import ndarray as nd
 
-from . import _process
+from . import process_exit
 from . import discovery
 from .. import config as cfg
 from ..controller.client import ControllerClient
@@ -128,7 +128,7 @@ class ClockSync:
                     self.fail(err)
             return
         t0 = time.perf_counter()
-        with _process.bounded(self._config.timeout, self._no_apply_message()):
+        with process_exit.bounded(self._config.timeout, self._no_apply_message()):
             if step.fast:
                 for arr in step.outs:
                     arr.wait_to_read()        # each pull follows its push on the server
@@ -161,7 +161,7 @@ class ClockSync:
 
     def wait_applied(self):
         """Block until this worker's pushes so far are applied on the servers (bounded)."""
-        with _process.bounded(self._config.timeout, self._no_apply_message()):
+        with process_exit.bounded(self._config.timeout, self._no_apply_message()):
             nd.waitall()
 
     def _no_apply_message(self):
@@ -213,7 +213,7 @@ class ClockSync:
         comes when a peer died or hangs; so if the error is not handled, the
         exit hook ends this process with status 1 instead of hanging.
         """
-        raise self._error(_process.fatal('worker[%d]: %s' % (self._rank, err))) from err
+        raise self._error(process_exit.fatal('worker[%d]: %s' % (self._rank, err))) from err
 
 
 def elastic_summary(rank, store, clock, lost):

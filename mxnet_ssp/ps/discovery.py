@@ -26,7 +26,7 @@ from .. import config as cfg
 from ..core.controller_settings import ControllerSettings
 from ..core.names import CONTROLLER_METRICS
 from .channel import DISCOVERY_LEN, decode_blob, encode_blob
-from .follow import controller_failed, follow_controller_process
+from .job_watch import controller_failed, follow_controller_process
 from ..core.env_names import DMLC_NODE_HOST, DMLC_PREFIX, DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI
 
 __all__ = ['request_controller', 'DiscoveryError', 'answer_discovery', 'advertised_host']
@@ -77,7 +77,7 @@ def start_controller(request):
             os.makedirs(settings.metrics_dir, exist_ok=True)
             settings = replace(settings, metrics_path=os.path.join(settings.metrics_dir,
                                                                    CONTROLLER_METRICS))
-        # this server ends when the controller fails the job (mxnet_ssp.ps.follow)
+        # this server ends when the controller fails the job (mxnet_ssp.ps.job_watch)
         if settings.controller == 'process':
             _controller, (host, port) = _start_process(settings.to_wire())
             follow_controller_process(_controller)
@@ -183,7 +183,7 @@ def request_controller(native, key, config, num_workers, rank, agree=None):
     """
     from mxnet import ndarray as nd
     import numpy as np
-    from . import _process
+    from . import process_exit
     # in elastic mode the asynchronous stores report their clocks to a controller that never
     # holds anyone: it keeps the members, their clocks and the lost ones
     request = ControllerSettings.from_config(config, num_workers).to_wire()
@@ -195,7 +195,7 @@ def request_controller(native, key, config, num_workers, rank, agree=None):
     native.push(key, nd.array(encode_blob(request), dtype=np.float32))
     reply = nd.zeros(DISCOVERY_LEN, dtype=np.float32)
     native.pull(key, out=reply)
-    with _process.bounded(config.timeout,
+    with process_exit.bounded(config.timeout,
                           'worker[%d]: the servers did not answer the controller discovery '
                           'within %g s (%s): a server process died or is stopped'
                           % (rank, config.timeout, cfg.ENV_TIMEOUT)):

@@ -21,11 +21,11 @@ import os
 
 import numpy as np
 
-from ._process import end_server
+from .process_exit import end_server
 from ..core.staleness import KeyClock
 from .channel import DISCOVERY_LEN, is_discovery, is_refresh, serve_commands, slot_of
 from .discovery import answer_discovery
-from .follow import note_push
+from .job_watch import note_push
 from .server_buckets import ServerBucket, copy_state, state_part
 from .server_state import SavedState
 from ..core.env_names import DMLC_ROLE

@@ -5,7 +5,7 @@ duplicate of its descriptor: addresses and ``TCP_INFO``'s state), so a look cost
 whatever else runs on the host: Linux only (:func:`tcp_links` raises OSError elsewhere).
 :class:`LinkLiveness` also judges each connection's silence against the liveness bound
 (lost hosts, :mod:`mxnet_ssp.core.liveness`); :func:`scheduler_links`, :func:`server_links`
-and :func:`links_to` pick out the ps-lite connections that :mod:`mxnet_ssp.ps.follow` counts.
+and :func:`links_to` pick out the ps-lite connections that :mod:`mxnet_ssp.ps.job_watch` counts.
 Nothing here imports MXNet.
 """
 import ipaddress

@@ -7,7 +7,7 @@ own pushes applied exactly once (a value of 2 would be a push applied twice, a 0
 and the dead worker's pushes applied once or not at all.  The survivors finish and exit 0,
 the controller drops the dead rank (a worker it held is released by the drop, not by the
 timeout), and MXNet's scheduler and servers end by themselves with status 0
-(mxnet_ssp.ps.follow), under mxnet-ssp-launch and under MXNet's stock tools/launch.py.
+(mxnet_ssp.ps.job_watch), under mxnet-ssp-launch and under MXNet's stock tools/launch.py.
 """
 import os
 import re

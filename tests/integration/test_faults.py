@@ -4,7 +4,7 @@ A worker killed with SIGKILL mid-job: the surviving worker exits non-zero naming
 rank, and every other process of the job ends by itself (nobody stops them under stock
 launch.py) within ``MXNET_SSP_TIMEOUT`` + 30 s: the server hosting the controller follows
 it, the scheduler sees the nodes' ps-lite connections close, any other server sees the
-scheduler's close (:mod:`mxnet_ssp.ps.follow`), and the stock launcher returns with its
+scheduler's close (:mod:`mxnet_ssp.ps.job_watch`), and the stock launcher returns with its
 scheduler.  Each process runs under the harness's reaper, which records its exit status
 and time; the harness kills every process of the trial afterwards whatever happened, so
 nothing outlives the test, and reports any it had to kill as left behind.
@@ -53,7 +53,7 @@ def _check_whole_job_ended(result, servers=1):
         assert row['rc'] is not None, ('still running at %d s' % BOUND_S, row)
         assert row['exit_s'] <= BOUND_S, row
     for row in roles['worker'] + roles['server'] + roles['scheduler']:
-        assert row['rc'] == 1, row                      # mxnet_ssp.ps._process.FATAL_EXIT
+        assert row['rc'] == 1, row                      # mxnet_ssp.ps.process_exit.FATAL_EXIT
     (launcher,) = roles['launcher']
     # the stock tracker returns 0 whatever its processes did (dmlc_tracker/tracker.py: the
     # launcher waits for the scheduler's thread, which raises CalledProcessError)

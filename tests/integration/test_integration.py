@@ -359,7 +359,7 @@ def test_stalled_worker_times_out_naming_its_rank(marker_job, tmp_path):
 def test_dead_worker_survivor_fails_on_its_own_under_stock_launch_py(tmp_path):
     """Nobody stops anything under MXNet's stock launch.py: the survivor must exit 1 by
     itself, naming the dead rank and its clock, the server and the scheduler end by
-    themselves (mxnet_ssp.ps.follow), and the launcher returns with the scheduler."""
+    themselves (mxnet_ssp.ps.job_watch), and the launcher returns with the scheduler."""
     out = tmp_path / 'steps'
     started = time.monotonic()
     proc = run_stock_launch(tmp_path, [

@@ -60,7 +60,7 @@ def test_serves_clients_and_ends_when_its_stdin_closes(tmp_path):
 
 def test_a_failed_job_is_reported_on_stdout_once_the_workers_hung_up():
     """The server that started the controller reads this line and ends
-    (mxnet_ssp.ps.follow.follow_controller_process)."""
+    (mxnet_ssp.ps.job_watch.follow_controller_process)."""
     request = settings(s_lower=0, s_upper=0)
     proc, answer = start(request)
     try:

@@ -1,4 +1,4 @@
-"""How a scheduler or server process of a failed job ends (mxnet_ssp.ps.follow), without MXNet.
+"""How a scheduler or server process of a failed job ends (mxnet_ssp.ps.job_watch), without MXNet.
 
 The decision (LinkFollower) is pure logic; the connections are read from /proc on real
 loopback sockets; the watching thread runs in a child Python whose "server loop" is a
@@ -18,8 +18,8 @@ import pytest
 
 from conftest import ROOT
 from mxnet_ssp import _hooks
-from mxnet_ssp.ps import follow, tcp_links
-from mxnet_ssp.ps.follow import DrainFollower, LinkFollower
+from mxnet_ssp.ps import job_watch, tcp_links
+from mxnet_ssp.ps.job_watch import DrainFollower, LinkFollower
 
 LINUX = pytest.mark.skipif(not (os.path.exists('/proc/self/fd') and hasattr(socket, 'TCP_INFO')),
                            reason='reads /proc/self/fd and TCP_INFO (Linux)')
@@ -194,7 +194,7 @@ def test_in_server_loop_sees_only_mxnets_loop_function_on_the_main_thread(tmp_pa
 
     def from_a_thread():
         seen = []
-        t = threading.Thread(target=lambda: seen.append(follow.in_server_loop()))
+        t = threading.Thread(target=lambda: seen.append(job_watch.in_server_loop()))
         t.start()
         t.join(BOUND_S)
         return seen
@@ -228,7 +228,7 @@ def test_when_importing_runs_before_the_modules_code_once(tmp_path, monkeypatch)
 
 def test_follow_job_refuses_other_roles():
     with pytest.raises(ValueError, match='scheduler or server'):
-        follow.follow_job('worker')
+        job_watch.follow_job('worker')
 
 
 # -- the thread in a stand-in scheduler ------------------------------------------
@@ -252,12 +252,12 @@ _CHILD = '''
 import logging, socket, sys, threading
 logging.basicConfig(level=logging.INFO, format="%(message)s")
 sys.path.insert(0, {dir!r})
-from mxnet_ssp.ps import follow
+from mxnet_ssp.ps import job_watch
 from kvstore.kvstore_server import run
 listener = socket.create_server(("127.0.0.1", 0))
 env = {{"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(listener.getsockname()[1]),
        "DMLC_NUM_WORKER": "1", "DMLC_NUM_SERVER": "1", **{env_grace!r}}}
-threading.Thread(target=follow._watch, args=("scheduler", env, 0.02, {grace}),
+threading.Thread(target=job_watch._watch, args=("scheduler", env, 0.02, {grace}),
                  daemon=True).start()
 print(listener.getsockname()[1], flush=True)
 run(listener)
@@ -330,11 +330,11 @@ def test_a_scheduler_whose_loop_returned_is_left_alone(tmp_path):
 _WORKER = '''
 import logging, socket, sys, threading
 logging.basicConfig(level=logging.INFO, format="%(message)s")
-from mxnet_ssp.ps import follow
+from mxnet_ssp.ps import job_watch
 port = int(sys.argv[1])
 env = {"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(port)}
 leaving = []
-threading.Thread(target=follow._watch, args=("worker", env, 0.02, 0.5),
+threading.Thread(target=job_watch._watch, args=("worker", env, 0.02, 0.5),
                  kwargs={"active": lambda: not leaving, "who": "worker[3]"}, daemon=True).start()
 link = socket.create_connection(("127.0.0.1", port))
 for line in sys.stdin:

@@ -14,7 +14,10 @@ PACKAGE = os.path.join(ROOT, 'mxnet_ssp')
 ALLOWED = {
     'core': {'core'},
     'config': {'core'},
-    'controller': {'controller', 'core'},
+    # cpu_record: what a controller process writes of its CPU when it ends (as schedulers
+    # and servers do)
+    'controller': {'controller', 'core', 'cpu_record'},
+    'cpu_record': set(),
     'cluster_model': {'cluster_model', 'core', '_cli'},
     # training_flags: the launcher parses the training script's flags with the script's own
     # parser (launch/train_flags.py) before any process starts
@@ -33,6 +36,7 @@ THIRD_PARTY = {
     'core': set(),
     'config': set(),
     'controller': set(),
+    'cpu_record': set(),
     'cluster_model': {'numpy'},
     'launch': set(),
     '_cli': set(),

@@ -229,9 +229,9 @@ def test_link_liveness_turns_keepalive_on_for_the_connections_it_judges(sockets)
 
 
 def test_liveness_of_a_process_follows_the_setting():
-    from mxnet_ssp.ps import follow
-    assert follow._liveness('scheduler', {cfg.ENV_LIVENESS: 'off'}) is None
+    from mxnet_ssp.ps import job_watch
+    assert job_watch._liveness('scheduler', {cfg.ENV_LIVENESS: 'off'}) is None
     if live.SUPPORTED:
-        w = follow._liveness('worker', {'DMLC_PS_ROOT_URI': '127.0.0.1'})
+        w = job_watch._liveness('worker', {'DMLC_PS_ROOT_URI': '127.0.0.1'})
         assert w.bound == cfg.DEFAULT_LIVENESS and '127.0.0.1' in w.job_hosts
-        assert follow._liveness('server', {cfg.ENV_LIVENESS: '3'}).job_hosts is None
+        assert job_watch._liveness('server', {cfg.ENV_LIVENESS: '3'}).job_hosts is None

@@ -846,7 +846,7 @@ def test_native_dist_store_refuses_worker_aware_rules_before_sending():
     local.set_optimizer(mx.optimizer.SGD(learning_rate=0.1))
     local.set_optimizer(optim.StalenessAwareSGD(learning_rate=0.1))
     # installing it twice does not wrap twice
-    from mxnet_ssp.ps.native import refuse_worker_aware_rules
+    from mxnet_ssp.ps.native_store import refuse_worker_aware_rules
     refuse_worker_aware_rules()
     assert KVStore.set_optimizer.__wrapped__.__module__ == 'mxnet.kvstore.kvstore'
     assert isinstance(mx.optimizer.create('sasgd'), optim.StalenessAwareSGD)

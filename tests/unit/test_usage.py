@@ -1,4 +1,4 @@
-"""mxnet_ssp.core.usage: a process's CPU record, written when it exits, only with a directory."""
+"""mxnet_ssp.cpu_record: a process's CPU record, written when it exits, only with a directory."""
 import json
 import os
 import subprocess
@@ -6,11 +6,11 @@ import sys
 
 from conftest import ROOT
 from mxnet_ssp.config import metrics_dir_if_set
-from mxnet_ssp.core.usage import record_cpu, usage_file
+from mxnet_ssp.cpu_record import record_cpu, usage_file
 
 SCRIPT = '''
 import sys, time
-from mxnet_ssp.core.usage import record_cpu
+from mxnet_ssp.cpu_record import record_cpu
 print(record_cpu('server', sys.argv[1] if len(sys.argv) > 1 else None), flush=True)
 end = time.process_time() + 0.2
 while time.process_time() < end:      # 0.2 s of CPU

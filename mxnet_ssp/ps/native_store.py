@@ -2,11 +2,11 @@
 
 The tensors travel through MXNet's native store; the two moments where it waits in ps-lite
 for the rest of the job, with no Python timeout of its own, are here, each bounded by the
-job's timeout (:func:`mxnet_ssp.ps._process.bounded`):
+job's timeout (:func:`mxnet_ssp.ps.process_exit.bounded`):
 
 * creating it joins the job (waits for the scheduler);
 * freeing it enters ps-lite's finalize barrier (waits for every node).  That happens once,
-  at interpreter exit, in the same phase on every worker (see :mod:`mxnet_ssp.ps._process`);
+  at interpreter exit, in the same phase on every worker (see :mod:`mxnet_ssp.ps.process_exit`);
   afterwards a :class:`FreedNative` stands in and names what is no longer available.
 """
 import ctypes
@@ -15,7 +15,7 @@ import os
 from mxnet.base import KVStoreHandle, _LIB, c_str, check_call
 from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
-from . import _process, follow
+from . import process_exit, job_watch
 from .. import config as cfg
 from ..core.env_names import DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI
 
@@ -34,10 +34,10 @@ def create_native(timeout, kind='dist_async'):
                % (timeout, cfg.ENV_TIMEOUT, os.environ.get(DMLC_PS_ROOT_URI, '?'),
                   os.environ.get(DMLC_PS_ROOT_PORT, '?')))
     handle = KVStoreHandle()
-    with _process.bounded(timeout, message):
+    with process_exit.bounded(timeout, message):
         check_call(_LIB.MXKVStoreCreate(c_str(kind), ctypes.byref(handle)))
     native = _NativeKVStore(handle)
-    follow.follow_scheduler(native.rank)    # end this worker when the job failed elsewhere
+    job_watch.follow_scheduler(native.rank)    # end this worker when the job failed elsewhere
     return native
 
 
@@ -58,8 +58,8 @@ def free_native(native, timeout, rank, barrier=True):
     message = ('worker[%d]: the job did not shut down within %g s (%s): another worker, a '
                'server or the scheduler never reached ps-lite\'s finalize barrier (died, '
                'stopped, or still working)' % (rank, timeout, cfg.ENV_TIMEOUT))
-    follow.leaving()        # the scheduler closes its connections once the barrier passed
-    with _process.bounded(timeout, message):
+    job_watch.leaving()        # the scheduler closes its connections once the barrier passed
+    with process_exit.bounded(timeout, message):
         check_call(_LIB.MXKVStoreFree(handle))
 
 

@@ -32,7 +32,7 @@ without leaving the controller, so the controller fails the job and names
 this rank to the others, instead of letting them train on without it.  A server whose update or
 command fails ends at once with :data:`SERVER_FAILED` (:func:`end_server`).  The scheduler
 and the servers of a job that failed elsewhere end with :data:`FATAL_EXIT`
-(:func:`end_job`, called as :mod:`mxnet_ssp.ps.follow` decides).  A copy into a bucket
+(:func:`end_job`, called as :mod:`mxnet_ssp.ps.job_watch` decides).  A copy into a bucket
 that failed after the job's last push (a gradient of the last step found in MKL-DNN's own
 layout: :mod:`mxnet_ssp.ps.host_copy`) would have no later push to report it: once the
 stores are freed, the exit hook ends the worker with status 1 and says so.
@@ -166,7 +166,7 @@ def _abort_servers(message):
     """Tell the servers that the job failed on this worker, so that they end now.
 
     Without it they would wait in ps-lite's finalize barrier for this worker, until their
-    connection to the scheduler closes (:mod:`mxnet_ssp.ps.follow`): a scheduler that never
+    connection to the scheduler closes (:mod:`mxnet_ssp.ps.job_watch`): a scheduler that never
     saw this worker connected (it failed right after joining) never closes it.  Each store
     that can (``abort_servers``; not in elastic mode, where the job goes on) sends one
     command; the worker exits :data:`ABORT_S` seconds later at the latest (a server ends as
@@ -221,11 +221,11 @@ def end_server(what):
 def end_job(message, status=FATAL_EXIT):
     """End this scheduler or server process of a failed job with `status`, saying `message`.
 
-    `status` is FATAL_EXIT except at the end of an elastic job (0: :mod:`mxnet_ssp.ps.follow`).
+    `status` is FATAL_EXIT except at the end of an elastic job (0: :mod:`mxnet_ssp.ps.job_watch`).
 
     Their loop (MXNet's, inside ``import mxnet``) waits for every node of the job and
     cannot be left from Python: the process ends without exit hooks, which would wait too.
-    Called by the threads of :mod:`mxnet_ssp.ps.follow`.
+    Called by the threads of :mod:`mxnet_ssp.ps.job_watch`.
     """
     # one line on stderr, not through logging: a scheduler has no handler of its own (the
     # line would come twice through logging's last resort) and a server's is MXNet's

@@ -27,8 +27,8 @@ worker of an mxnet-ssp     (a worker: :func:`follow_scheduler`)       GRACE_S
 store
 =========================  =========================================  ========================
 
-Each ends the process with :data:`mxnet_ssp.ps._process.FATAL_EXIT` (1) and a message saying
-what it saw (:func:`mxnet_ssp.ps._process.end_job`).  After a worker died the chain is: the
+Each ends the process with :data:`mxnet_ssp.ps.process_exit.FATAL_EXIT` (1) and a message saying
+what it saw (:func:`mxnet_ssp.ps.process_exit.end_job`).  After a worker died the chain is: the
 controller fails the job and the surviving workers exit 1 naming the dead rank; the server
 hosting the controller ends as soon as they hung up; the scheduler sees the workers' (and
 servers') connections close and ends :data:`GRACE_S` later; any other server sees the
@@ -85,7 +85,7 @@ import sys
 import threading
 import time
 
-from . import _process
+from . import process_exit
 from .. import config as cfg
 from ..controller import liveness as live
 from ..core.env_names import DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI
@@ -332,7 +332,7 @@ def _watch(role, environ, poll=POLL_S, grace=None, active=in_server_loop, who=No
         logger.warning('mxnet-ssp: this %s cannot follow its job (%s: %s); a failed job '
                        'will not end it', role, type(err).__name__, err)
         return
-    status = 0 if elastic else _process.FATAL_EXIT
+    status = 0 if elastic else process_exit.FATAL_EXIT
     follower = follower or LinkFollower(expected, grace)
     entered = complete = False
     while True:
@@ -352,7 +352,7 @@ def _watch(role, environ, poll=POLL_S, grace=None, active=in_server_loop, who=No
                            'not end it', role, err)
             return
         if role == 'worker' and watch is not None and watch.silent and active():
-            _process.end_job(_cut_off(who or 'worker', watch))
+            process_exit.end_job(_cut_off(who or 'worker', watch))
         lost = follower.observe(n, time.monotonic())
         if not complete and follower.peak == expected:
             complete = True
@@ -363,7 +363,7 @@ def _watch(role, environ, poll=POLL_S, grace=None, active=in_server_loop, who=No
             if watch is not None and watch.silent:
                 said += ('; silent for the liveness bound (%s=%g s: a host down or cut off): %s'
                          % (cfg.ENV_LIVENESS, watch.bound, watch.describe_silent()))
-            _process.end_job(said, status)
+            process_exit.end_job(said, status)
 
 
 def _liveness(role, environ):
@@ -446,7 +446,7 @@ def controller_failed(message):
     thread following its process.  Does nothing once MXNet's loop has returned.
     """
     if in_server_loop():
-        _process.end_job('server (pid %d): the job failed: %s; ending this server, whose loop '
+        process_exit.end_job('server (pid %d): the job failed: %s; ending this server, whose loop '
                          'would wait for the workers for ever' % (os.getpid(), message))
 
 

@@ -14,7 +14,7 @@ process of a run; the controller passes its own), the process writes
 written without a directory (the hook does not use the default metrics directory: a job of
 MXNet's own stores would find a new folder in its working directory), or when the process
 ends without exit hooks (a failed job's scheduler and servers, ended by
-:mod:`mxnet_ssp.ps.follow`, and the servers of an elastic job).
+:mod:`mxnet_ssp.ps.job_watch`, and the servers of an elastic job).
 
 Pure standard library.
 """
