@@ -15,7 +15,14 @@ Outputs, in ``--out``:
 - ``worker-<rank>.json``: per-step wall times (s) of the timed steps, this
   worker's CPU time over them, the servers' CPU time over the same window
   (None where ``/proc`` or the pid file is missing), the scheduler address it
-  was given and the number and bytes of the arrays.
+  was given and the number and bytes of the arrays; and the bytes received and
+  sent over the same window by this worker's network namespace (``net_self``)
+  and by each server's (``net_servers``, from ``/proc/<pid>/net/dev``, which
+  shows the namespace of that process: on the emulated cluster, each server's
+  own link), loopback left out.
+
+``--compression 2bit`` (with ``--threshold``) passes MXNet's gradient compression
+to the Trainer (``compression_params``); a store that refuses it ends the job.
 """
 import argparse
 import glob
@@ -32,6 +39,30 @@ def proc_cpu_seconds(pid):
         return None
     fields = data[data.rindex(b')') + 2:].split()    # fields[0] is field 3 (state)
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')  # utime, stime
+
+
+def net_bytes(pid='self'):
+    """(received, sent) bytes of every interface but loopback in the network namespace of
+    process `pid`, from /proc/<pid>/net/dev; None if unreadable."""
+    try:
+        with open('/proc/%s/net/dev' % pid) as f:
+            lines = f.read().splitlines()[2:]
+    except OSError:
+        return None
+    rx = tx = 0
+    for line in lines:
+        name, _, fields = line.partition(':')
+        if name.strip() == 'lo':
+            continue
+        values = fields.split()
+        rx, tx = rx + int(values[0]), tx + int(values[8])
+    return rx, tx
+
+
+def net_delta(before, after):
+    if before is None or after is None:
+        return None
+    return {'rx': after[0] - before[0], 'tx': after[1] - before[1]}
 
 
 def servers_cpu_seconds(pids):
@@ -72,6 +103,8 @@ def main():
     p.add_argument('--warmup', type=int, required=True)
     p.add_argument('--batch-size', type=int, default=128)
     p.add_argument('--out', required=True)
+    p.add_argument('--compression', default=None, help="MXNet's gradient compression type")
+    p.add_argument('--threshold', type=float, default=0.5)
     args = p.parse_args()
     role = os.environ.get('DMLC_ROLE')
     if role == 'server':
@@ -83,8 +116,10 @@ def main():
     import mxnet_ssp  # noqa: F401
     from mxnet import gluon
     params = build_params(args, mx, gluon)
+    compression = (None if args.compression is None else
+                   {'type': args.compression, 'threshold': args.threshold})
     trainer = gluon.Trainer(params, 'sgd', {'learning_rate': 0.01, 'momentum': 0.9, 'wd': 1e-4},
-                            kvstore=args.kvstore)
+                            kvstore=args.kvstore, compression_params=compression)
     mx.random.seed(17)
     for param in params:
         param.grad()[:] = mx.nd.random.normal(0, 1e-3, shape=param.shape)
@@ -98,6 +133,8 @@ def main():
                            sorted(glob.glob(os.path.join(args.out, 'server-*.pid')))]
             cpu0, srv0 = time.process_time(), servers_cpu_seconds(server_pids)
             thread0 = time.thread_time()
+            net0 = net_bytes()
+            net_srv0 = [net_bytes(pid) for pid in server_pids]
         t0 = time.perf_counter()
         # the gradients are set once, never by backward: the stale-gradient check must not refuse them
         trainer.step(args.batch_size, ignore_stale_grad=True)
@@ -107,6 +144,8 @@ def main():
     cpu = time.process_time() - cpu0
     thread_cpu = time.thread_time() - thread0      # this (the training) thread alone
     srv1 = servers_cpu_seconds(server_pids)
+    net_self = net_delta(net0, net_bytes())
+    net_servers = [net_delta(b, net_bytes(pid)) for b, pid in zip(net_srv0, server_pids)]
     kv = trainer._kvstore
     with open(os.path.join(args.out, 'worker-%d.json' % kv.rank), 'w') as f:
         json.dump({'rank': kv.rank, 'kvstore': args.kvstore, 'model': args.model,
@@ -115,7 +154,9 @@ def main():
                    'root_uri': os.environ.get('DMLC_PS_ROOT_URI'),
                    'step_s': times, 'worker_cpu_s': cpu, 'thread_cpu_s': thread_cpu,
                    'server_cpu_s': None if srv0 is None or srv1 is None else srv1 - srv0,
-                   'server_pids': server_pids}, f)
+                   'server_pids': server_pids, 'net_self': net_self,
+                   'net_servers': net_servers, 'compression': compression,
+                   'node_host': os.environ.get('DMLC_NODE_HOST')}, f)
 
 
 if __name__ == '__main__':
