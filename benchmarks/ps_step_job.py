@@ -22,7 +22,9 @@ Outputs, in ``--out``:
   own link), loopback left out.
 
 ``--compression 2bit`` (with ``--threshold``) passes MXNet's gradient compression
-to the Trainer (``compression_params``); a store that refuses it ends the job.
+to the Trainer (``compression_params``), or with ``--api kv`` to the store itself, which
+the job then drives directly (push and pull per array, as Module does); a store that
+refuses it ends the job.
 """
 import argparse
 import glob
@@ -86,6 +88,27 @@ def build_params(args, mx, gluon):
     return params
 
 
+def kv_steps(args, mx, params, compression):
+    """(step function, store) driving the store directly, as Module.fit does: the
+    optimizer on the servers, then per step a push of each gradient and a pull of each
+    weight (highest priority first)."""
+    kv = mx.kv.create(args.kvstore)
+    if compression is not None:
+        kv.set_gradient_compression(compression)
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.01, momentum=0.9, wd=1e-4,
+                                      rescale_grad=1.0 / args.batch_size))
+    keys = list(range(len(params)))
+    kv.init(keys, [p.data() for p in params])
+    kv.pull(keys, out=[p.data() for p in params])
+
+    def step_once():
+        for i, p in enumerate(params):
+            kv.push(i, p.grad(), priority=-i)
+        for i, p in enumerate(params):
+            kv.pull(i, out=p.data(), priority=-i)
+    return step_once, kv
+
+
 def _size(shape):
     n = 1
     for d in shape:
@@ -105,6 +128,10 @@ def main():
     p.add_argument('--out', required=True)
     p.add_argument('--compression', default=None, help="MXNet's gradient compression type")
     p.add_argument('--threshold', type=float, default=0.5)
+    p.add_argument('--api', choices=('trainer', 'kv'), default='trainer',
+                   help='trainer: gluon.Trainer.step; kv: the KVStore\'s push and pull per '
+                   'array, as Module does (MXNet 1.9.1\'s Trainer uses pushpull, which '
+                   'MXNet\'s dist stores refuse with gradient compression)')
     args = p.parse_args()
     role = os.environ.get('DMLC_ROLE')
     if role == 'server':
@@ -118,9 +145,17 @@ def main():
     params = build_params(args, mx, gluon)
     compression = (None if args.compression is None else
                    {'type': args.compression, 'threshold': args.threshold})
-    trainer = gluon.Trainer(params, 'sgd', {'learning_rate': 0.01, 'momentum': 0.9, 'wd': 1e-4},
-                            kvstore=args.kvstore, compression_params=compression)
     mx.random.seed(17)
+    if args.api == 'kv':
+        step_once, kv = kv_steps(args, mx, params, compression)
+    else:
+        trainer = gluon.Trainer(params, 'sgd', {'learning_rate': 0.01, 'momentum': 0.9,
+                                                'wd': 1e-4},
+                                kvstore=args.kvstore, compression_params=compression)
+        kv = None
+        # the gradients are set once, never by backward: the stale-gradient check must not
+        # refuse them
+        step_once = lambda: trainer.step(args.batch_size, ignore_stale_grad=True)  # noqa: E731
     for param in params:
         param.grad()[:] = mx.nd.random.normal(0, 1e-3, shape=param.shape)
     mx.nd.waitall()
@@ -136,8 +171,7 @@ def main():
             net0 = net_bytes()
             net_srv0 = [net_bytes(pid) for pid in server_pids]
         t0 = time.perf_counter()
-        # the gradients are set once, never by backward: the stale-gradient check must not refuse them
-        trainer.step(args.batch_size, ignore_stale_grad=True)
+        step_once()
         mx.nd.waitall()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
@@ -146,7 +180,7 @@ def main():
     srv1 = servers_cpu_seconds(server_pids)
     net_self = net_delta(net0, net_bytes())
     net_servers = [net_delta(b, net_bytes(pid)) for b, pid in zip(net_srv0, server_pids)]
-    kv = trainer._kvstore
+    kv = kv if kv is not None else trainer._kvstore
     with open(os.path.join(args.out, 'worker-%d.json' % kv.rank), 'w') as f:
         json.dump({'rank': kv.rank, 'kvstore': args.kvstore, 'model': args.model,
                    'one_array': args.one_array, 'arrays': len(params),
@@ -156,7 +190,7 @@ def main():
                    'server_cpu_s': None if srv0 is None or srv1 is None else srv1 - srv0,
                    'server_pids': server_pids, 'net_self': net_self,
                    'net_servers': net_servers, 'compression': compression,
-                   'node_host': os.environ.get('DMLC_NODE_HOST')}, f)
+                   'node_host': os.environ.get('DMLC_NODE_HOST'), 'api': args.api}, f)
 
 
 if __name__ == '__main__':

@@ -10,6 +10,7 @@ needs (root, iproute2, OpenSSH); skipped without it, failed under CI=true.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -100,10 +101,13 @@ def check_training(out, store, steps):
         assert result['loss_last'] < 0.1 * result['loss_first'], result
 
 
-def test_dist_ssp_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_path):
+@pytest.mark.parametrize('store', ['dist_ssp', pytest.param('dist_softsync',
+                                                            marks=pytest.mark.slow)])
+def test_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_path, store):
     """-n 2 -s 1 over ssh with the testbed's hostfile (host1..host3): the scheduler on host0,
     then round-robin per role over the hostfile: server #0 and worker #0 on host1, worker #1
-    on host2; each process binds its own host's address."""
+    on host2; each process binds its own host's address.  dist_ssp (and with -m slow
+    dist_softsync, whose controller is reached across hosts the same way)."""
     steps = 10
     where, out = tmp_path / 'where', tmp_path / 'train'
     where.mkdir()
@@ -114,11 +118,14 @@ def test_dist_ssp_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_pa
     argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'ssh',
             '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '120',
             PY, str(tmp_path / 'where.py'), str(where), os.path.join(JOBS, 'gluon_job.py'),
-            '--kvstore', 'dist_ssp', '--steps', str(steps), '--out', str(out)]
+            '--kvstore', store, '--steps', str(steps), '--out', str(out)]
     proc = run_on_login_host(cluster4['prefix'], argv, env, tmp_path)
     assert proc.returncode == 0, fail_msg(proc)
     assert 'all 4 processes exited with code 0' in proc.stderr, fail_msg(proc)
-    check_training(out, 'dist_ssp', steps)
+    check_training(out, store, steps)
+    # the workers found the controller on the server's host, across the link
+    assert re.search(r'server: %s controller for 2 workers, .* at 198\.18\.0\.2:\d+' % store,
+                     proc.stderr), fail_msg(proc)
     assert placements(where, cluster4) == [
         ('scheduler', None, 'host0', '198.18.0.1', None),
         ('server', '0', 'host1', '198.18.0.2', '198.18.0.2'),
@@ -185,3 +192,48 @@ def test_stock_launch_py_over_ssh_takes_the_settings_file_on_every_host(cluster4
     controller = read_jsonl(job / 'metrics' / 'controller.jsonl')
     assert any(e.get('event') == 'push' and e.get('decision') == 'wait' for e in controller)
     assert 'no MXNET_SSP_* setting reached it' not in text, fail_msg(proc)
+
+
+def test_module_fit_with_dcasgd_on_our_dist_async_and_two_servers_across_hosts(cluster4,
+                                                                             tmp_path):
+    """Module.fit (string keys) with the DC-ASGD rule (``dcasgd_pw``, a backup per worker:
+    slot mode) on our dist_async, -n 2 -s 2 with our launcher: server #0 and worker #0 on
+    host1, server #1 and worker #1 on host2, so each worker pushes to a server on the other
+    host.  Every parameter has one canonical weight on one server, updated by both workers'
+    gradients with their staleness (the servers' logs); the parameters are spread over both
+    servers; both workers end with the same weights."""
+    out = tmp_path / 'out'
+    hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
+    env = job_env(tmp_path, MXNET_SSP_STALENESS_LOG='1', MXNET_SSP_WRAP_ASYNC='1')
+    env.pop('STOCK_LAUNCH_HOST_IP')
+    argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '2', '--launcher', 'ssh',
+            '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '120',
+            PY, os.path.join(JOBS, 'module_slot_job.py'), '--store', 'dist_async',
+            '--optimizer', 'dcasgd_pw', '--out', str(out)]
+    proc = run_on_login_host(cluster4['prefix'], argv, env, tmp_path)
+    assert proc.returncode == 0, fail_msg(proc)
+    assert 'all 5 processes exited with code 0' in proc.stderr, fail_msg(proc)
+    finals = [json.loads((out / ('final-%d.json' % r)).read_text()) for r in (0, 1)]
+    assert all(f['slot_mode'] and f['type'] == 'dist_async' for f in finals), finals
+    names = sorted(finals[0]['weights'])
+    assert names == ['fc1_bias', 'fc1_weight', 'fc2_bias', 'fc2_weight']
+    for name in names:
+        assert finals[1]['weights'][name] == finals[0]['weights'][name], name
+    metrics = tmp_path / 'metrics'
+    logs = sorted(n for n in os.listdir(metrics) if n.startswith('server-')
+                  and n.endswith('-staleness.jsonl'))
+    assert len(logs) == 2, logs
+    by_key = {}
+    for server, name in enumerate(logs):
+        for e in read_jsonl(metrics / name):
+            by_key.setdefault(e['key'], []).append((server, e))
+    assert sorted(by_key) == [0, 1, 2, 3], sorted(by_key)
+    steps = finals[0]['steps']
+    for key, events in by_key.items():
+        assert len({s for s, _ in events}) == 1, (key, events)      # one canonical weight
+        grads = sorted((e for _, e in events if e['event'] == 'gradient'),
+                       key=lambda e: e['seq'])
+        assert sorted(e['sender'] for e in grads) == sorted([0, 1] * steps), key
+        assert [e['version'] for e in grads] == list(range(1, 2 * steps + 1)), key
+        assert all(e['applied'] and e['tau'] >= 0 for e in grads), key
+    assert {s for events in by_key.values() for s, _ in events} == {0, 1}
