@@ -110,7 +110,10 @@ def plan_ssh(job):
             env.update(job.settings[role])
             env.update(job.dmlc_env(role, uri, port))
             env.update(task_env('ssh', role, i, job.num_workers))
-            env.setdefault('DMLC_NODE_HOST', host.address)
+            if not env.get('DMLC_INTERFACE'):
+                # ps-lite binds and advertises DMLC_NODE_HOST before DMLC_INTERFACE: with
+                # DMLC_INTERFACE given, each host's address on that interface is used
+                env.setdefault('DMLC_NODE_HOST', host.address)
             env[ENV_LAUNCH_INDEX] = str(i)
             spec = Spec(role, i, ssh_argv(host.name, job.command, env, workdir, host.port,
                                           ssh_args, alive), host=host.name, stdin_pipe=True)

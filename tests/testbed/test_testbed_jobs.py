@@ -101,13 +101,13 @@ def check_training(out, store, steps):
         assert result['loss_last'] < 0.1 * result['loss_first'], result
 
 
-@pytest.mark.parametrize('store', ['dist_ssp', pytest.param('dist_softsync',
-                                                            marks=pytest.mark.slow)])
-def test_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_path, store):
+@pytest.mark.slow    # the default run has our launcher's dist_ssp job in the DMLC_INTERFACE test
+def test_dist_softsync_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_path):
     """-n 2 -s 1 over ssh with the testbed's hostfile (host1..host3): the scheduler on host0,
     then round-robin per role over the hostfile: server #0 and worker #0 on host1, worker #1
-    on host2; each process binds its own host's address.  dist_ssp (its controller on the
-    server's host) and, with -m slow, dist_softsync."""
+    on host2; each process binds its own host's address (DMLC_NODE_HOST from the
+    hostfile)."""
+    store = 'dist_softsync'
     steps = 10
     where, out = tmp_path / 'where', tmp_path / 'train'
     where.mkdir()
@@ -124,12 +124,9 @@ def test_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_path, store
     assert 'all 4 processes exited with code 0' in proc.stderr, fail_msg(proc)
     check_training(out, store, steps)
     assert 'Traceback' not in proc.stderr, fail_msg(proc)
-    if store == 'dist_ssp':     # the workers found the controller on the server's host
-        assert re.search(r'server: dist_ssp controller for 2 workers, .* at '
-                         r'198\.18\.0\.2:\d+', proc.stderr), fail_msg(proc)
-    else:                       # softsync's servers wrote their staleness summaries at exit
-        summary = json.loads((tmp_path / 'metrics' / 'server-0-staleness.json').read_text())
-        assert summary['num_workers'] == 2 and summary['gradients'] > 0, summary
+    # the servers wrote their staleness summaries at exit
+    summary = json.loads((tmp_path / 'metrics' / 'server-0-staleness.json').read_text())
+    assert summary['num_workers'] == 2 and summary['gradients'] > 0, summary
     assert placements(where, cluster4) == [
         ('scheduler', None, 'host0', '198.18.0.1', None),
         ('server', '0', 'host1', '198.18.0.2', '198.18.0.2'),
@@ -241,3 +238,72 @@ def test_module_fit_with_dcasgd_on_our_dist_async_and_two_servers_across_hosts(c
         assert [e['version'] for e in grads] == list(range(1, 2 * steps + 1)), key
         assert all(e['applied'] and e['tau'] >= 0 for e in grads), key
     assert {s for events in by_key.values() for s, _ in events} == {0, 1}
+
+
+def add_data_interface(state, index):
+    """Give host `index` a second interface, ``<prefix>dat`` (a second link to the bridge),
+    at 198.19.1.<index+1>/24: a "data network" inside 198.18.0.0/15, more specific than the
+    /15 on ``<prefix>eth``, so traffic to 198.19.1.x leaves by it.  Returns its address."""
+    prefix = state['prefix']
+    bridge_ns, link = prefix + 'net', '%sd%d' % (prefix, index)
+    namespace, address = '%sh%d' % (prefix, index), '198.19.1.%d' % (index + 1)
+    for argv in (['-n', bridge_ns, 'link', 'add', link, 'type', 'veth', 'peer', 'name',
+                  prefix + 'dat', 'netns', namespace],
+                 ['-n', bridge_ns, 'link', 'set', link, 'master', prefix + 'br', 'up'],
+                 ['-n', namespace, 'addr', 'add', address + '/24', 'dev', prefix + 'dat'],
+                 ['-n', namespace, 'link', 'set', prefix + 'dat', 'up']):
+        subprocess.run(['ip'] + argv, check=True, capture_output=True)
+    return address
+
+
+def test_dmlc_interface_picks_the_second_interface_for_the_controller_and_balancing(
+        cluster4, tmp_path):
+    """host1 and host2 get a second interface (``<prefix>dat``, 198.19.1.x/24) beside their
+    own (198.18.0.x, which ssh and the scheduler use).  A balanced dist_ssp job with our
+    launcher from the login host (-n 2 -s 1 over the testbed's hostfile host1..host3: the
+    scheduler on host0, server #0 and worker #0 on host1, worker #1 on host2, round-robin
+    per role), DMLC_INTERFACE=<prefix>dat forwarded: the launcher leaves DMLC_NODE_HOST
+    unset, so ps-lite, the synchronization controller (in the server on host1) and the
+    balancing service (on worker 0) all take the address on that interface; the workers
+    reach the controller and the service from their own data addresses, across hosts."""
+    prefix = cluster4['prefix']
+    where = tmp_path / 'where'
+    where.mkdir()
+    (tmp_path / 'where.py').write_text(WHERE)
+    try:
+        data = [add_data_interface(cluster4, i) for i in (1, 2)]
+        out = tmp_path / 'out'
+        hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
+        env = job_env(tmp_path, DMLC_INTERFACE=prefix + 'dat')
+        env.pop('STOCK_LAUNCH_HOST_IP')
+        argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'ssh',
+                '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '120',
+                PY, str(tmp_path / 'where.py'), str(where),
+                os.path.join(JOBS, 'balance_job.py'), '--kvstore', 'dist_ssp',
+                '--total', '128', '--steps', '9', '--period', '3',
+                '--cost', '0:0.0002,1:0.0008', '--out', str(out)]
+        proc = run_on_login_host(prefix, argv, env, tmp_path)
+    finally:
+        for i in (1, 2):
+            subprocess.run(['ip', '-n', prefix + 'net', 'link', 'del', '%sd%d' % (prefix, i)],
+                           capture_output=True)
+    assert proc.returncode == 0, fail_msg(proc)
+    assert 'all 4 processes exited with code 0' in proc.stderr, fail_msg(proc)
+    # placed as without DMLC_INTERFACE, but no DMLC_NODE_HOST: ps-lite takes the interface
+    assert placements(where, cluster4) == [
+        ('scheduler', None, 'host0', '198.18.0.1', None),
+        ('server', '0', 'host1', '198.18.0.2', None),
+        ('worker', '0', 'host1', '198.18.0.2', None),
+        ('worker', '1', 'host2', '198.18.0.3', None),
+    ], fail_msg(proc)
+    assert re.search(r'server: dist_ssp controller for 2 workers, .* at %s:\d+'
+                     % re.escape(data[0]), proc.stderr), fail_msg(proc)
+    controller = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
+    assert sorted(e['host'] for e in controller if e.get('event') == 'connect') == data, \
+        controller
+    ranks = [json.loads((out / ('rank-%d.json' % r)).read_text()) for r in (0, 1)]
+    # both workers reached the service on worker 0's host at its data address
+    assert ranks[0]['service'] == ranks[1]['service'] and ranks[0]['service'][0] in data, ranks
+    for rank in ranks:
+        assert rank['switches'] and sum(rank['log'][-1]['split']) == 128, rank['switches']
+    assert ranks[1]['log'][-1]['size'] < ranks[0]['log'][-1]['size']    # worker 1 is slower
