@@ -15,7 +15,16 @@ Outputs, in ``--out``:
 - ``worker-<rank>.json``: per-step wall times (s) of the timed steps, this
   worker's CPU time over them, the servers' CPU time over the same window
   (None where ``/proc`` or the pid file is missing), the scheduler address it
-  was given and the number and bytes of the arrays.
+  was given and the number and bytes of the arrays; and the bytes received and
+  sent over the same window by this worker's network namespace (``net_self``)
+  and by each server's (``net_servers``, from ``/proc/<pid>/net/dev``, which
+  shows the namespace of that process: on the emulated cluster, each server's
+  own link), loopback left out.
+
+``--compression 2bit`` (with ``--threshold``) passes MXNet's gradient compression
+to the Trainer (``compression_params``), or with ``--api kv`` to the store itself, which
+the job then drives directly (push and pull per array, as Module does); a store that
+refuses it ends the job.
 """
 import argparse
 import glob
@@ -32,6 +41,30 @@ def proc_cpu_seconds(pid):
         return None
     fields = data[data.rindex(b')') + 2:].split()    # fields[0] is field 3 (state)
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')  # utime, stime
+
+
+def net_bytes(pid='self'):
+    """(received, sent) bytes of every interface but loopback in the network namespace of
+    process `pid`, from /proc/<pid>/net/dev; None if unreadable."""
+    try:
+        with open('/proc/%s/net/dev' % pid) as f:
+            lines = f.read().splitlines()[2:]
+    except OSError:
+        return None
+    rx = tx = 0
+    for line in lines:
+        name, _, fields = line.partition(':')
+        if name.strip() == 'lo':
+            continue
+        values = fields.split()
+        rx, tx = rx + int(values[0]), tx + int(values[8])
+    return rx, tx
+
+
+def net_delta(before, after):
+    if before is None or after is None:
+        return None
+    return {'rx': after[0] - before[0], 'tx': after[1] - before[1]}
 
 
 def servers_cpu_seconds(pids):
@@ -55,6 +88,27 @@ def build_params(args, mx, gluon):
     return params
 
 
+def kv_steps(args, mx, params, compression):
+    """(step function, store) driving the store directly, as Module.fit does: the
+    optimizer on the servers, then per step a push of each gradient and a pull of each
+    weight (highest priority first)."""
+    kv = mx.kv.create(args.kvstore)
+    if compression is not None:
+        kv.set_gradient_compression(compression)
+    kv.set_optimizer(mx.optimizer.SGD(learning_rate=0.01, momentum=0.9, wd=1e-4,
+                                      rescale_grad=1.0 / args.batch_size))
+    keys = list(range(len(params)))
+    kv.init(keys, [p.data() for p in params])
+    kv.pull(keys, out=[p.data() for p in params])
+
+    def step_once():
+        for i, p in enumerate(params):
+            kv.push(i, p.grad(), priority=-i)
+        for i, p in enumerate(params):
+            kv.pull(i, out=p.data(), priority=-i)
+    return step_once, kv
+
+
 def _size(shape):
     n = 1
     for d in shape:
@@ -72,6 +126,12 @@ def main():
     p.add_argument('--warmup', type=int, required=True)
     p.add_argument('--batch-size', type=int, default=128)
     p.add_argument('--out', required=True)
+    p.add_argument('--compression', default=None, help="MXNet's gradient compression type")
+    p.add_argument('--threshold', type=float, default=0.5)
+    p.add_argument('--api', choices=('trainer', 'kv'), default='trainer',
+                   help='trainer: gluon.Trainer.step; kv: the KVStore\'s push and pull per '
+                   'array, as Module does (MXNet 1.9.1\'s Trainer uses pushpull, which '
+                   'MXNet\'s dist stores refuse with gradient compression)')
     args = p.parse_args()
     role = os.environ.get('DMLC_ROLE')
     if role == 'server':
@@ -83,9 +143,19 @@ def main():
     import mxnet_ssp  # noqa: F401
     from mxnet import gluon
     params = build_params(args, mx, gluon)
-    trainer = gluon.Trainer(params, 'sgd', {'learning_rate': 0.01, 'momentum': 0.9, 'wd': 1e-4},
-                            kvstore=args.kvstore)
+    compression = (None if args.compression is None else
+                   {'type': args.compression, 'threshold': args.threshold})
     mx.random.seed(17)
+    if args.api == 'kv':
+        step_once, kv = kv_steps(args, mx, params, compression)
+    else:
+        trainer = gluon.Trainer(params, 'sgd', {'learning_rate': 0.01, 'momentum': 0.9,
+                                                'wd': 1e-4},
+                                kvstore=args.kvstore, compression_params=compression)
+        kv = None
+        # the gradients are set once, never by backward: the stale-gradient check must not
+        # refuse them
+        step_once = lambda: trainer.step(args.batch_size, ignore_stale_grad=True)  # noqa: E731
     for param in params:
         param.grad()[:] = mx.nd.random.normal(0, 1e-3, shape=param.shape)
     mx.nd.waitall()
@@ -98,16 +168,19 @@ def main():
                            sorted(glob.glob(os.path.join(args.out, 'server-*.pid')))]
             cpu0, srv0 = time.process_time(), servers_cpu_seconds(server_pids)
             thread0 = time.thread_time()
+            net0 = net_bytes()
+            net_srv0 = [net_bytes(pid) for pid in server_pids]
         t0 = time.perf_counter()
-        # the gradients are set once, never by backward: the stale-gradient check must not refuse them
-        trainer.step(args.batch_size, ignore_stale_grad=True)
+        step_once()
         mx.nd.waitall()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
     cpu = time.process_time() - cpu0
     thread_cpu = time.thread_time() - thread0      # this (the training) thread alone
     srv1 = servers_cpu_seconds(server_pids)
-    kv = trainer._kvstore
+    net_self = net_delta(net0, net_bytes())
+    net_servers = [net_delta(b, net_bytes(pid)) for b, pid in zip(net_srv0, server_pids)]
+    kv = kv if kv is not None else trainer._kvstore
     with open(os.path.join(args.out, 'worker-%d.json' % kv.rank), 'w') as f:
         json.dump({'rank': kv.rank, 'kvstore': args.kvstore, 'model': args.model,
                    'one_array': args.one_array, 'arrays': len(params),
@@ -115,7 +188,9 @@ def main():
                    'root_uri': os.environ.get('DMLC_PS_ROOT_URI'),
                    'step_s': times, 'worker_cpu_s': cpu, 'thread_cpu_s': thread_cpu,
                    'server_cpu_s': None if srv0 is None or srv1 is None else srv1 - srv0,
-                   'server_pids': server_pids}, f)
+                   'server_pids': server_pids, 'net_self': net_self,
+                   'net_servers': net_servers, 'compression': compression,
+                   'node_host': os.environ.get('DMLC_NODE_HOST'), 'api': args.api}, f)
 
 
 if __name__ == '__main__':

@@ -16,7 +16,7 @@ from .job import Plan
 from .settings import (ENV_LAUNCH_INDEX, ENV_SSH_ARGS, EXIT_FAILED, REMOTE_GRACE, SSH_BASE,
                        LaunchError, forwarded_env, plural, say, task_env)
 from .supervisor import Spec, describe_exit
-from ..core.env_names import DMLC_NODE_HOST
+from ..core.env_names import DMLC_INTERFACE, DMLC_NODE_HOST
 
 
 def remote_script(command, env, workdir, kill_grace=REMOTE_GRACE):
@@ -111,7 +111,10 @@ def plan_ssh(job):
             env.update(job.settings[role])
             env.update(job.dmlc_env(role, uri, port))
             env.update(task_env('ssh', role, i, job.num_workers))
-            env.setdefault(DMLC_NODE_HOST, host.address)
+            if not env.get(DMLC_INTERFACE):
+                # ps-lite binds and advertises DMLC_NODE_HOST before DMLC_INTERFACE: with
+                # DMLC_INTERFACE given, each host's address on that interface is used
+                env.setdefault(DMLC_NODE_HOST, host.address)
             env[ENV_LAUNCH_INDEX] = str(i)
             spec = Spec(role, i, ssh_argv(host.name, job.command, env, workdir, host.port,
                                           ssh_args, alive), host=host.name, stdin_pipe=True)

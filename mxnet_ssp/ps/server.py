@@ -448,6 +448,10 @@ class ServerOptimizer(SavedState):
             for key in keys:
                 t = tau_of.get(key, tau)
                 self._hist[t] = self._hist.get(t, 0) + 1
+        if tau is not None and self.metrics_dir:
+            # the rank now, while ps-lite runs (cached after the first call): the summary
+            # written at exit names the file with it, when ps-lite has stopped
+            self._tag()
         if self.staleness_log and self.metrics_dir:
             if self._log is None:
                 os.makedirs(self.metrics_dir, exist_ok=True)

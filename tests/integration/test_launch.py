@@ -740,6 +740,31 @@ def _exports(ssh_spec):
     return dict(item.split('=', 1) for item in shlex.split(line)[1:])
 
 
+def test_ssh_plan_with_dmlc_interface_leaves_each_host_its_address_on_that_interface(
+        tmp_path):
+    """DMLC_INTERFACE forwarded: no DMLC_NODE_HOST from the hostfile (ps-lite would take it
+    first), so each host binds and advertises its address on the named interface."""
+    hostfile = write(tmp_path, 'hosts', '127.0.0.1\n127.0.0.2\n')
+    environ = {'PATH': os.environ['PATH'], 'DMLC_INTERFACE': 'data0'}
+    args = launch.build_parser().parse_args(['-n', '2', '-s', '1', '-H', hostfile, 'python',
+                                             'train.py'])
+    specs = launch.plan(args, environ)[0]
+    for spec in specs[1:]:
+        env = _exports(spec)
+        assert env['DMLC_INTERFACE'] == 'data0' and 'DMLC_NODE_HOST' not in env, env
+
+
+def test_advertised_host_follows_ps_lites_order():
+    from mxnet_ssp.ps.discovery import advertised_host, interface_address
+    assert interface_address('lo') == '127.0.0.1'
+    assert interface_address('no-such-if0') is None
+    root = {'DMLC_PS_ROOT_URI': '127.0.0.1', 'DMLC_PS_ROOT_PORT': '9'}
+    assert advertised_host(dict(root, DMLC_NODE_HOST='10.9.8.7', DMLC_INTERFACE='lo')) == \
+        '10.9.8.7'
+    assert advertised_host(dict(root, DMLC_INTERFACE='lo')) == '127.0.0.1'
+    assert advertised_host(dict(root, DMLC_INTERFACE='no-such-if0')) == '127.0.0.1'
+
+
 def test_ssh_plan_round_robin_and_env(tmp_path):
     hostfile = write(tmp_path, 'hosts', '127.0.0.1\nbob@127.0.0.2:2222\n')
     environ = {'PATH': os.environ['PATH'], 'MXNET_SSP_STALENESS': '2', 'OMP_NUM_THREADS': '4',

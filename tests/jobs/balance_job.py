@@ -120,8 +120,10 @@ def main():
         log, final = train_module(args, kv, bal, cost, weights(params))
     else:
         log, final = train_gluon(kv, bal, cost, data, net, params, loss_fn)
+    service = list(bal._client.address) if bal._client is not None else None
     bal.close()
     result = {'rank': kv.rank, 'type': kv.type, 'lockstep': bal.lockstep, 'log': log,
+              'service': service,
               'switches': bal.switches, 'rate': bal.rate,
               'weights': {k: v.tolist() for k, v in final.items()}}
     with open(os.path.join(args.out, 'rank-%d.json' % kv.rank), 'w') as f:

@@ -10,6 +10,7 @@ needs (root, iproute2, OpenSSH); skipped without it, failed under CI=true.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -100,10 +101,13 @@ def check_training(out, store, steps):
         assert result['loss_last'] < 0.1 * result['loss_first'], result
 
 
-def test_dist_ssp_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_path):
+@pytest.mark.slow    # the default run has our launcher's dist_ssp job in the DMLC_INTERFACE test
+def test_dist_softsync_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_path):
     """-n 2 -s 1 over ssh with the testbed's hostfile (host1..host3): the scheduler on host0,
     then round-robin per role over the hostfile: server #0 and worker #0 on host1, worker #1
-    on host2; each process binds its own host's address."""
+    on host2; each process binds its own host's address (DMLC_NODE_HOST from the
+    hostfile)."""
+    store = 'dist_softsync'
     steps = 10
     where, out = tmp_path / 'where', tmp_path / 'train'
     where.mkdir()
@@ -114,11 +118,15 @@ def test_dist_ssp_job_with_our_ssh_launcher_from_the_login_host(cluster4, tmp_pa
     argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'ssh',
             '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '120',
             PY, str(tmp_path / 'where.py'), str(where), os.path.join(JOBS, 'gluon_job.py'),
-            '--kvstore', 'dist_ssp', '--steps', str(steps), '--out', str(out)]
+            '--kvstore', store, '--steps', str(steps), '--out', str(out)]
     proc = run_on_login_host(cluster4['prefix'], argv, env, tmp_path)
     assert proc.returncode == 0, fail_msg(proc)
     assert 'all 4 processes exited with code 0' in proc.stderr, fail_msg(proc)
-    check_training(out, 'dist_ssp', steps)
+    check_training(out, store, steps)
+    assert 'Traceback' not in proc.stderr, fail_msg(proc)
+    # the servers wrote their staleness summaries at exit
+    summary = json.loads((tmp_path / 'metrics' / 'server-0-staleness.json').read_text())
+    assert summary['num_workers'] == 2 and summary['gradients'] > 0, summary
     assert placements(where, cluster4) == [
         ('scheduler', None, 'host0', '198.18.0.1', None),
         ('server', '0', 'host1', '198.18.0.2', '198.18.0.2'),
@@ -185,3 +193,117 @@ def test_stock_launch_py_over_ssh_takes_the_settings_file_on_every_host(cluster4
     controller = read_jsonl(job / 'metrics' / 'controller.jsonl')
     assert any(e.get('event') == 'push' and e.get('decision') == 'wait' for e in controller)
     assert 'no MXNET_SSP_* setting reached it' not in text, fail_msg(proc)
+
+
+def test_module_fit_with_dcasgd_on_our_dist_async_and_two_servers_across_hosts(cluster4,
+                                                                             tmp_path):
+    """Module.fit (string keys) with the DC-ASGD rule (``dcasgd_pw``, a backup per worker:
+    slot mode) on our dist_async, -n 2 -s 2 with our launcher: server #0 and worker #0 on
+    host1, server #1 and worker #1 on host2, so each worker pushes to a server on the other
+    host.  Every parameter has one canonical weight on one server, updated by both workers'
+    gradients with their staleness (the servers' logs); the parameters are spread over both
+    servers; both workers end with the same weights."""
+    out = tmp_path / 'out'
+    hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
+    env = job_env(tmp_path, MXNET_SSP_STALENESS_LOG='1', MXNET_SSP_WRAP_ASYNC='1')
+    env.pop('STOCK_LAUNCH_HOST_IP')
+    argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '2', '--launcher', 'ssh',
+            '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '120',
+            PY, os.path.join(JOBS, 'module_slot_job.py'), '--store', 'dist_async',
+            '--optimizer', 'dcasgd_pw', '--out', str(out)]
+    proc = run_on_login_host(cluster4['prefix'], argv, env, tmp_path)
+    assert proc.returncode == 0, fail_msg(proc)
+    assert 'all 5 processes exited with code 0' in proc.stderr, fail_msg(proc)
+    finals = [json.loads((out / ('final-%d.json' % r)).read_text()) for r in (0, 1)]
+    assert all(f['slot_mode'] and f['type'] == 'dist_async' for f in finals), finals
+    names = sorted(finals[0]['weights'])
+    assert names == ['fc1_bias', 'fc1_weight', 'fc2_bias', 'fc2_weight']
+    for name in names:
+        assert finals[1]['weights'][name] == finals[0]['weights'][name], name
+    metrics = tmp_path / 'metrics'
+    logs = sorted(n for n in os.listdir(metrics) if n.startswith('server-')
+                  and n.endswith('-staleness.jsonl'))
+    assert len(logs) == 2, logs
+    by_key = {}
+    for server, name in enumerate(logs):
+        for e in read_jsonl(metrics / name):
+            by_key.setdefault(e['key'], []).append((server, e))
+    assert sorted(by_key) == [0, 1, 2, 3], sorted(by_key)
+    steps = finals[0]['steps']
+    for key, events in by_key.items():
+        assert len({s for s, _ in events}) == 1, (key, events)      # one canonical weight
+        grads = sorted((e for _, e in events if e['event'] == 'gradient'),
+                       key=lambda e: e['seq'])
+        assert sorted(e['sender'] for e in grads) == sorted([0, 1] * steps), key
+        assert [e['version'] for e in grads] == list(range(1, 2 * steps + 1)), key
+        assert all(e['applied'] and e['tau'] >= 0 for e in grads), key
+    assert {s for events in by_key.values() for s, _ in events} == {0, 1}
+
+
+def add_data_interface(state, index):
+    """Give host `index` a second interface, ``<prefix>dat`` (a second link to the bridge),
+    at 198.19.1.<index+1>/24: a "data network" inside 198.18.0.0/15, more specific than the
+    /15 on ``<prefix>eth``, so traffic to 198.19.1.x leaves by it.  Returns its address."""
+    prefix = state['prefix']
+    bridge_ns, link = prefix + 'net', '%sd%d' % (prefix, index)
+    namespace, address = '%sh%d' % (prefix, index), '198.19.1.%d' % (index + 1)
+    for argv in (['-n', bridge_ns, 'link', 'add', link, 'type', 'veth', 'peer', 'name',
+                  prefix + 'dat', 'netns', namespace],
+                 ['-n', bridge_ns, 'link', 'set', link, 'master', prefix + 'br', 'up'],
+                 ['-n', namespace, 'addr', 'add', address + '/24', 'dev', prefix + 'dat'],
+                 ['-n', namespace, 'link', 'set', prefix + 'dat', 'up']):
+        subprocess.run(['ip'] + argv, check=True, capture_output=True)
+    return address
+
+
+def test_dmlc_interface_picks_the_second_interface_for_the_controller_and_balancing(
+        cluster4, tmp_path):
+    """host1 and host2 get a second interface (``<prefix>dat``, 198.19.1.x/24) beside their
+    own (198.18.0.x, which ssh and the scheduler use).  A balanced dist_ssp job with our
+    launcher from the login host (-n 2 -s 1 over the testbed's hostfile host1..host3: the
+    scheduler on host0, server #0 and worker #0 on host1, worker #1 on host2, round-robin
+    per role), DMLC_INTERFACE=<prefix>dat forwarded: the launcher leaves DMLC_NODE_HOST
+    unset, so ps-lite, the synchronization controller (in the server on host1) and the
+    balancing service (on worker 0) all take the address on that interface; the workers
+    reach the controller and the service from their own data addresses, across hosts."""
+    prefix = cluster4['prefix']
+    where = tmp_path / 'where'
+    where.mkdir()
+    (tmp_path / 'where.py').write_text(WHERE)
+    try:
+        data = [add_data_interface(cluster4, i) for i in (1, 2)]
+        out = tmp_path / 'out'
+        hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
+        env = job_env(tmp_path, DMLC_INTERFACE=prefix + 'dat')
+        env.pop('STOCK_LAUNCH_HOST_IP')
+        argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'ssh',
+                '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '120',
+                PY, str(tmp_path / 'where.py'), str(where),
+                os.path.join(JOBS, 'balance_job.py'), '--kvstore', 'dist_ssp',
+                '--total', '128', '--steps', '9', '--period', '3',
+                '--cost', '0:0.0002,1:0.0008', '--out', str(out)]
+        proc = run_on_login_host(prefix, argv, env, tmp_path)
+    finally:
+        for i in (1, 2):
+            subprocess.run(['ip', '-n', prefix + 'net', 'link', 'del', '%sd%d' % (prefix, i)],
+                           capture_output=True)
+    assert proc.returncode == 0, fail_msg(proc)
+    assert 'all 4 processes exited with code 0' in proc.stderr, fail_msg(proc)
+    # placed as without DMLC_INTERFACE, but no DMLC_NODE_HOST: ps-lite takes the interface
+    assert placements(where, cluster4) == [
+        ('scheduler', None, 'host0', '198.18.0.1', None),
+        ('server', '0', 'host1', '198.18.0.2', None),
+        ('worker', '0', 'host1', '198.18.0.2', None),
+        ('worker', '1', 'host2', '198.18.0.3', None),
+    ], fail_msg(proc)
+    assert re.search(r'server: dist_ssp controller for 2 workers, .* at %s:\d+'
+                     % re.escape(data[0]), proc.stderr), fail_msg(proc)
+    controller = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
+    assert sorted(e['host'] for e in controller if e.get('event') == 'connect') == data, \
+        controller
+    ranks = [json.loads((out / ('rank-%d.json' % r)).read_text()) for r in (0, 1)]
+    # both workers reached the service on worker 0's host at its data address
+    assert ranks[0]['service'] == ranks[1]['service'] and ranks[0]['service'][0] in data, ranks
+    for rank in ranks:
+        assert rank['switches'] and sum(rank['log'][-1]['split']) == 128, rank['switches']
+    assert ranks[1]['log'][-1]['size'] < ranks[0]['log'][-1]['size']    # worker 1 is slower
