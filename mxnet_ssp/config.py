@@ -111,6 +111,9 @@ ENV_HOST_COPIES = 'MXNET_SSP_HOST_COPIES'
 #: Whether the servers run MXNet's own SGD as NumPy passes with the same bits (on, the
 #: default) or through MXNet's operator (docs/stores.md, "The servers' update").
 ENV_HOST_UPDATES = 'MXNET_SSP_HOST_UPDATES'
+#: Seconds between the servers' copies of their weights (the lab's wall-clock evaluation,
+#: mxnet_ssp/ps/snapshots.py); unset or 0: none.
+ENV_SERVER_SNAPSHOTS = 'MXNET_SSP_SERVER_SNAPSHOTS'
 #: MXNet's own setting: arrays of at least this many elements are split over all servers.
 ENV_BIGARRAY_BOUND = 'MXNET_KVSTORE_BIGARRAY_BOUND'
 #: The accepted spellings of a yes/no setting, and what they mean.
@@ -305,6 +308,20 @@ def parse_splits(value, num_workers=None, source=ENV_SOFTSYNC_SPLITS):
                           '1 <= n <= %s (the server applies one update per floor(%s / n) '
                           'gradients)' % (source, value, bound, bound))
     return splits
+
+
+def parse_snapshot_period(value, source=ENV_SERVER_SNAPSHOTS):
+    """Seconds between the servers' weight copies: 0 (off) or a number in [0.01, 3600]."""
+    if value is None or not str(value).strip():
+        return 0.0
+    try:
+        period = float(value)
+    except ValueError:
+        period = float('nan')
+    if not (period == 0 or 0.01 <= period <= 3600):
+        raise ConfigError('%s = %r: expected seconds between the servers\' weight copies, 0 '
+                          '(off) or a number from 0.01 to 3600' % (source, value))
+    return period
 
 
 def parse_flag(value, source, default):
@@ -892,6 +909,7 @@ def _checks():
         ENV_LIVENESS: lambda name, value: parse_liveness(value, name),
         ENV_HOST_COPIES: lambda name, value: parse_flag(value, name, True),
         ENV_HOST_UPDATES: lambda name, value: parse_flag(value, name, True),
+        ENV_SERVER_SNAPSHOTS: lambda name, value: parse_snapshot_period(value, name),
         ENV_CONTROLLER: one(controller_placement),
         ENV_ELASTIC: lambda name, value: parse_elastic(value, None, name),
         ENV_FOLLOW_GRACE: one(follow_grace),
@@ -939,7 +957,8 @@ FILE_SETTINGS = ('MXNET_SSP_BALANCE_MAX', 'MXNET_SSP_BALANCE_MIN', 'MXNET_SSP_BA
                  'MXNET_SSP_ELASTIC', 'MXNET_SSP_FOLLOW_GRACE', 'MXNET_SSP_HOST_COPIES',
                  'MXNET_SSP_HOST_UPDATES', 'MXNET_SSP_METRICS_DIR', 'MXNET_SSP_SOFTSYNC_SPLITS',
                  'MXNET_SSP_STALENESS', 'MXNET_SSP_STALENESS_LOG', 'MXNET_SSP_TIMEOUT',
-                 'MXNET_SSP_WRAP_ASYNC', 'MXNET_SSP_WRAP_SYNC', 'MXNET_SSP_LIVENESS_TIMEOUT')
+                 'MXNET_SSP_WRAP_ASYNC', 'MXNET_SSP_WRAP_SYNC', 'MXNET_SSP_LIVENESS_TIMEOUT',
+                 'MXNET_SSP_SERVER_SNAPSHOTS')
 
 #: MXNET_SSP_* names that exist but cannot come from the file, and why.
 NOT_IN_FILE = {

@@ -26,6 +26,7 @@ from .collect import collect_run, eval_curve
 from .json_files import read_json, write_json
 from .grid import MARKER, choose_lr, lr_candidates, plan, plan_tuning, run_signature, trial_seed
 from .presets import LAB_SNAPSHOT_S
+from .server_eval import evaluate_run
 from .stats import time_to_target
 
 logger = logging.getLogger(__name__)
@@ -35,8 +36,9 @@ logger = logging.getLogger(__name__)
 TIMEOUT_GRACE = 120.0
 
 
-def run_env(directory, environ=None):
-    """Environment of a run: one OpenMP thread, metrics in `directory`.
+def run_env(directory, environ=None, snapshots=None):
+    """Environment of a run: one OpenMP thread, metrics in `directory`, and with `snapshots`
+    (seconds) the servers' copies of their weights on a wall clock (:mod:`.server_eval`).
 
     DMLC_* and the staleness settings of the calling shell are dropped: every
     setting of a run is on its command line.
@@ -46,6 +48,9 @@ def run_env(directory, environ=None):
                cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE, cfg.ENV_SOFTSYNC_SPLITS)}
     env['OMP_NUM_THREADS'] = '1'
     env[cfg.ENV_METRICS_DIR] = directory
+    env.pop(cfg.ENV_SERVER_SNAPSHOTS, None)
+    if snapshots:
+        env[cfg.ENV_SERVER_SNAPSHOTS] = '%g' % snapshots
     return env
 
 
@@ -113,9 +118,6 @@ def check_train_script(grid, keep_checkpoints=False):
     grid.extra_flags = [part for flag in OPTIONAL_FLAGS if flag[0] in known
                         and not (keep_checkpoints and flag[0] == '--save-period')
                         for part in flag]
-    if grid.emulate and '--snapshot-every' in known:
-        # the lab's times to target: evaluations at fixed wall-clock times, for every arm
-        grid.extra_flags += ['--snapshot-every', '%g' % LAB_SNAPSHOT_S]
     return problems
 
 
@@ -279,7 +281,9 @@ def execute_run(grid, arm, trial, directory, command):
     with open(log_path, 'w') as log:
         log.write('$ %s\n' % shlex.join(command))
         log.flush()
-        proc = subprocess.Popen(command, env=run_env(directory), cwd=directory, stdout=log,
+        # the lab: the servers' model on a wall clock, the same grid in every arm
+        env = run_env(directory, snapshots=LAB_SNAPSHOT_S if grid.emulate else None)
+        proc = subprocess.Popen(command, env=env, cwd=directory, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
@@ -300,10 +304,29 @@ def execute_run(grid, arm, trial, directory, command):
         marker.update(status='failed', reason='exit code 0 but no summary.json')
     elif code == 0:
         marker.update(status='ok')
+        _evaluate_servers(grid, directory, marker)
     else:
         marker.update(status='failed', reason=_failure_reason(code, directory))
     write_json(os.path.join(directory, MARKER), marker)
     return marker
+
+
+def _evaluate_servers(grid, directory, marker):
+    """The lab: evaluate the servers' copies (``eval_server.jsonl``); a failure fails the run."""
+    if not grid.emulate:
+        return
+    started = time.time()
+    try:
+        points = evaluate_run(directory, grid.model, grid.dataset,
+                              grid.run_data_dir or grid.data_dir)
+    except (OSError, ValueError) as err:
+        marker.update(status='failed', reason='the servers\' snapshots cannot be evaluated: '
+                      '%s' % err)
+        return
+    if points is None:
+        marker.update(status='failed', reason='the servers wrote no snapshots')
+        return
+    marker['server_eval'] = {'points': len(points), 'seconds': round(time.time() - started, 2)}
 
 
 def _stop_launcher(proc, signum):
