@@ -342,7 +342,7 @@ def test_the_verdict_table_has_a_column_per_dssp_mode_that_ran():
     for row in rows:
         row['ok'] = len(row['trials'])
     header = [line for line in verdict_table(rows, 0.93) if line.startswith('| claim')]
-    assert header == ['| claim | DSSP bounded | evidence (paired) | unpaired |']
+    assert header == ['| claim | DSSP bounded | evidence (paired, per metric) | unpaired |']
     assert verdict_table([r for r in rows if r['arm'].family != 'dssp'], 0.93) == []
 
 
@@ -398,7 +398,10 @@ def test_the_medians_table_renders_with_and_without_intervals():
     text = '\n'.join(lines)
     assert '## Medians with their intervals' in text and 'at least 6 trials' in text
     # six trials: [min, max] at 31/32; the median of an even count is the middle two's mean
-    assert ('| ASP | 50.0 [48.0, 52.0] 96.9% (6/6) | 0.940 [0.940, 0.940] 96.9% | 0.20 | - | '
+    # sustained and first crossing agree on a curve that jumps and stays; the shortfall is
+    # 1 s below at 0 then (0.93 - 0.5) / 0.93 of the time to the jump: 1 + 0.4624 * 49 = 23.7
+    assert ('| ASP | 50.0 [48.0, 52.0] 96.9% (6/6) | 50.0 [48.0, 52.0] 96.9% (6/6) | '
+            '23.7 [22.7, 24.6] 96.9% (6/6) | 0.940 [0.940, 0.940] 96.9% | 0.20 | - | '
             '- / - | 1.50 |') in lines
     # two trials: [min, max] at 50%, marked
     assert '| BSP | 102.0 [100.0, 104.0] 50% < 95% (2/2) |' in text
