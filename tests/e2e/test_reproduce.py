@@ -191,6 +191,10 @@ def _main(capsys, argv):
     (['--preset', 'tiny', '--tune-lr', '0,0.1'], ['--tune-lr', "'0,0.1'"]),
     (['--preset', 'tiny', '--tune-lr', '0.1', '--tune-trials', '0'], ['--tune-trials', '>= 1']),
     (['--preset', 'tiny', '--tune-trials', '2'], ['--tune-trials', 'nothing without --tune-lr']),
+    (['--preset', 'tiny', '--tune-lr', '0.1', '--tune-momentum', '1.2'],
+     ['--tune-momentum', 'momenta in [0, 1)']),
+    (['--preset', 'tiny', '--tune-lr', '0.1', '--tuned-choice', 'second'],
+     ['--tuned-choice', 'best or runner-up']),
 ])
 def test_bad_input_exits_2(tmp_path, capsys, argv, words):
     out = tmp_path / 'out'
@@ -384,24 +388,26 @@ def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypat
     argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '1')
     proc, started = fake(*argv, paradigms='bsp,asp', trials='1')
     assert proc.returncode == 0, proc.stdout
-    # tuning first, on seed 42 + 1000: ASP at 0.05 and 0.1, BSP also at 0.2 (0.1 x 2 workers)
+    # tuning first, on seed 42 + 1000: ASP at 0.05 and 0.1, BSP at the same per-gradient
+    # rates: 0.1 and 0.2 (x 2 workers, as it averages their gradients)
     tuning = [line.split() for line in started if line.split()[1] == '1042']
     trials = [line.split() for line in started if line.split()[1] == '42']
-    assert started.index(' '.join(trials[0])) > 0 and len(started) == 7
+    assert started.index(' '.join(trials[0])) > 0 and len(started) == 6
     assert sorted((k, lr) for k, _, _, lr in tuning) == [
-        ('dist_async', '0.05'), ('dist_async', '0.1'), ('dist_sync', '0.05'),
-        ('dist_sync', '0.1'), ('dist_sync', '0.2')]
+        ('dist_async', '0.05'), ('dist_async', '0.1'), ('dist_sync', '0.1'),
+        ('dist_sync', '0.2')]
     assert sorted((k, lr) for k, _, _, lr in trials) == [('dist_async', '0.1'), ('dist_sync', '0.1')]
     assert all('/tune/lr' in d for _, _, d, _ in tuning)
     tuned = json.loads((fake.out / 'tuned_lr.json').read_text())
     assert tuned['bsp']['chosen'] == 0.1 and tuned['asp']['chosen'] == 0.1
-    assert sorted(tuned['bsp']['candidates']) == ['0.05', '0.1', '0.2']
-    assert tuned['bsp']['candidates']['0.1']['final_accuracy'] == [0.6]
+    assert sorted(tuned['bsp']['candidates']) == ['lr0.1', 'lr0.2']
+    assert tuned['bsp']['candidates']['lr0.1']['final_accuracy'] == [0.6]
+    assert tuned['bsp']['ranked'] == [[0.1, 0.9], [0.2, 0.9]]
     report = (fake.out / 'report.md').read_text()
     assert '## Learning rate per paradigm (--tune-lr)' in report and '| BSP |' in report
     assert 'lr per paradigm, chosen by --tune-lr (bsp 0.1, asp 0.1; see' in report
     assert 'lr 0.05' not in report.split('\n\n')[1]          # the header names no one rate
-    assert '--tune-lr: bsp runs with lr 0.1' in proc.stdout
+    assert '--tune-lr: bsp ranks lr0.1, lr0.2' in proc.stdout
     # everything finished: a second invocation starts nothing and keeps the choice
     proc, started = fake(*argv, paradigms='bsp,asp', trials='1')
     assert proc.returncode == 0 and started == [], proc.stdout
@@ -427,7 +433,35 @@ def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypat
     shutil.copy(str(kept / 'tuned_lr.json'), str(fake.out / 'tuned_lr.json'))
     proc, started = fake('--no-plots', '--tune-lr', '0.1,0.4', '--tune-trials', '1',
                          paradigms='bsp,asp', trials='1')
-    assert proc.returncode == 0 and len([s for s in started if s.split()[1] == '1042']) == 6
+    assert proc.returncode == 0 and len([s for s in started if s.split()[1] == '1042']) == 4
+
+
+def test_the_runner_up_and_momentum_are_tuned_too(fake, monkeypatch):
+    monkeypatch.setenv('FAKE_LR_BEST', '0.1')
+    argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '1', '--tune-momentum',
+            '0.8,0.9')
+    proc, started = fake(*argv, paradigms='asp', trials='1')
+    assert proc.returncode == 0, proc.stdout
+    tuned = json.loads((fake.out / 'tuned_lr.json').read_text())
+    assert sorted(tuned['asp']['candidates']) == ['lr0.05-m0.8', 'lr0.05-m0.9', 'lr0.1-m0.8',
+                                                 'lr0.1-m0.9']
+    assert tuned['asp']['ranked'][0] == [0.1, 0.8]      # tie on momentum: the smaller
+    # the runner-up in a new --out from the same choice
+    kept = fake.out.with_name('kept2')
+    fake.out.rename(kept)
+    fake.out.mkdir()
+    shutil.copy(str(kept / 'tuned_lr.json'), str(fake.out / 'tuned_lr.json'))
+    proc, _ = fake('--dry-run', *argv, '--tuned-choice', 'runner-up', paradigms='asp',
+                   trials='1')
+    assert proc.returncode == 0 and '--lr 0.1 --momentum 0.9' in proc.stdout, proc.stdout
+
+
+def test_a_geometric_grid_of_rates_in_steps_of_sqrt2():
+    from mxnet_ssp.experiments.reproduce.grid import UsageError, parse_rates
+    assert parse_rates('0.0025:0.01:sqrt2') == (0.0025, 0.003536, 0.005, 0.007071, 0.01)
+    assert parse_rates('0.01:0.04:2') == (0.01, 0.02, 0.04)
+    with pytest.raises(UsageError, match='LOW:HIGH:STEP with STEP sqrt2 or 2'):
+        parse_rates('0.01:0.04:3')
 
 
 def test_choose_lr_takes_the_fastest_then_the_most_accurate_then_the_smallest():
