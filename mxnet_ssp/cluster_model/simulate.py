@@ -62,7 +62,15 @@ class SimResult:
         Largest lead ``clock - t_slowest`` at a release (under ASP: at a push,
         since every push is released at once).
     lead_hist : collections.Counter
-        Staleness distribution: number of releases at each lead.
+        The lead at release: number of releases at each lead (how far the released worker
+        is ahead of the slowest; what SSP bounds).
+    finish : list of float
+        When each worker pushed its last iteration (its own span; the wall time for a worker
+        still running at a wall-time limit).
+    stale_hist : collections.Counter
+        The gradients' staleness: number of gradients at each count of other workers'
+        updates applied between the worker's pull and its push (BSP, ``ssp:0``, sums a
+        round's gradients before applying them: 0).
     """
     label: str
     times: list
@@ -71,6 +79,8 @@ class SimResult:
     wall_time: float
     max_lead: int
     lead_hist: Counter = field(default_factory=Counter)
+    finish: list = None
+    stale_hist: Counter = field(default_factory=Counter)
 
     @property
     def total_iterations(self):
@@ -79,8 +89,25 @@ class SimResult:
 
     @property
     def iterations_per_second(self):
-        """Total iterations of all workers per simulated second."""
-        return self.total_iterations / self.wall_time if self.wall_time > 0 else 0.0
+        """Iterations per simulated second of all workers, each over its own span (its
+        iterations up to its last push): with a fixed number of iterations per worker, ASP's
+        fast workers finish early and count at their own pace, where BSP holds them to the
+        slowest's.  (Over the job's span instead, every policy would read the same: the
+        slowest worker's iterations set the end.)"""
+        if not self.finish:
+            return self.total_iterations / self.wall_time if self.wall_time > 0 else 0.0
+        return sum(n / t for n, t in zip(self.iterations, self.finish) if t > 0)
+
+    @property
+    def mean_staleness(self):
+        """Mean gradient staleness (0.0 without gradients)."""
+        n = sum(self.stale_hist.values())
+        return sum(k * v for k, v in self.stale_hist.items()) / n if n else 0.0
+
+    def staleness_quantile(self, q):
+        """Smallest gradient staleness such that a fraction >= `q` of gradients had at most
+        that."""
+        return _quantile(self.stale_hist, q)
 
     @property
     def mean_lead(self):
@@ -90,15 +117,7 @@ class SimResult:
 
     def lead_quantile(self, q):
         """Smallest lead such that a fraction >= `q` of releases had at most that lead."""
-        n = sum(self.lead_hist.values())
-        if not n:
-            return 0
-        seen = 0
-        for lead in sorted(self.lead_hist):
-            seen += self.lead_hist[lead]
-            if seen >= q * n:
-                return lead
-        return max(self.lead_hist)
+        return _quantile(self.lead_hist, q)
 
     def wait_fraction(self, rank):
         """Fraction of the wall time worker `rank` spent waiting."""
@@ -114,6 +133,18 @@ class SimResult:
         """Mean :meth:`wait_fraction` over :meth:`fast_workers`."""
         fast = self.fast_workers()
         return sum(self.wait_fraction(i) for i in fast) / len(fast)
+
+
+def _quantile(hist, q):
+    n = sum(hist.values())
+    if not n:
+        return 0
+    seen = 0
+    for value in sorted(hist):
+        seen += hist[value]
+        if seen >= q * n:
+            return value
+    return max(hist)
 
 
 def make_policy(spec, num_workers, stall_factor=2.0):
@@ -266,6 +297,11 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     wait = [0.0] * m
     idle_since = [None] * m      # push time of a worker that is not computing
     lead_hist = Counter()
+    stale_hist = Counter()
+    pulled = [0] * m                 # updates applied when each worker last pulled
+    applied = 0
+    aggregated = label == 'ssp:0'    # BSP: a round's gradients are summed, then applied
+    finish = [None] * m
     max_lead = 0
     last_push = 0.0
     heap = []
@@ -276,6 +312,7 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         if idle_since[i] is not None:
             wait[i] += now - idle_since[i]
             idle_since[i] = None
+        pulled[i] = applied
         push(heap, (now + compute_time(i), next(seq), 'push', i))
 
     for i in range(m):
@@ -286,8 +323,10 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
             start(i, now)
             continue
         clocks[i] += 1
-        last_push = now
+        last_push = finish[i] = now
         idle_since[i] = now
+        stale_hist[0 if aggregated else applied - pulled[i]] += 1
+        applied += 1
         finished = iterations is not None and clocks[i] >= iterations
         if policy is None:
             c = clocks[i]
@@ -313,8 +352,12 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
             if rel.rank in active:
                 push(heap, (now + latency, next(seq), 'resume', rel.rank))
         max_lead = policy.max_lead
-    return _result(label, times, clocks, wait, idle_since, active, wall_time, last_push,
-                   max_lead, lead_hist)
+    result = _result(label, times, clocks, wait, idle_since, active, wall_time, last_push,
+                     max_lead, lead_hist)
+    result.finish = [wall_time if wall_time is not None and i in active
+                     else (t or 0.0) for i, t in enumerate(finish)]
+    result.stale_hist = stale_hist
+    return result
 
 
 def _result(label, times, clocks, wait, idle_since, active, wall_time, last_push, max_lead,
@@ -335,9 +378,10 @@ def format_table(results):
     """A markdown table comparing :class:`SimResult` objects.
 
     Columns: iterations of the fastest / slowest worker (most / fewest
-    pushes), total iterations per second, max lead, mean lead at release and
-    the mean fraction of time the workers with the smallest base compute time
-    spent waiting.
+    pushes), total iterations per second (each worker over its own span), max lead, the lead
+    at release (mean; what SSP bounds), the gradients' staleness (mean and 95th percentile:
+    other workers' updates between a gradient's pull and its push) and the mean fraction of
+    time the workers with the smallest base compute time spent waiting.
 
     Parameters
     ----------
@@ -348,12 +392,13 @@ def format_table(results):
     str
     """
     lines = ['| policy | iters fastest / slowest | total it/s | max lead | mean lead at release '
-             '| fast workers waiting |',
-             '|---|---:|---:|---:|---:|---:|']
+             '| gradient staleness mean / p95 | fast workers waiting |',
+             '|---|---:|---:|---:|---:|---:|---:|']
     for r in results:
-        lines.append('| %s | %d / %d | %.3f | %d | %.2f | %.1f %% |' % (
+        lines.append('| %s | %d / %d | %.3f | %d | %.2f | %.2f / %d | %.1f %% |' % (
             r.label, max(r.iterations), min(r.iterations), r.iterations_per_second,
-            r.max_lead, r.mean_lead, 100.0 * r.fast_wait_fraction))
+            r.max_lead, r.mean_lead, r.mean_staleness, r.staleness_quantile(0.95),
+            100.0 * r.fast_wait_fraction))
     return '\n'.join(lines)
 
 

@@ -48,6 +48,13 @@ LAB_COST = {
                    'for BSP and ASP): about 2.4 hours here',
     'transient-8': '72 runs of about 2 minutes (8 workers share 2 cores): about 2.4 hours',
     'jitter-8': '72 runs of about 2 minutes (8 workers share 2 cores): about 2.4 hours'}
+#: the lab's pre-registered scenarios since 2026-11-27 (docs/lab.md, "Pre-registration")
+LAB_SCENARIOS = ('mixed-4', 'transient-4')
+#: the pre-registered tuning grid: per-gradient rates in steps of sqrt 2 around the stability
+#: edge the first lab runs found (0.03 diverged for 7 of 8 stale arms, 0.01 did not), and
+#: momentum 0.8 and 0.9
+LAB_TUNE_LR = '0.005:0.04:sqrt2'
+LAB_TUNE_MOMENTUM = '0.8,0.9'
 
 
 def lab_iterations(workers):
