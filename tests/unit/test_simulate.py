@@ -241,7 +241,7 @@ def test_gradient_staleness_is_not_the_lead_at_release():
     assert asp.staleness_quantile(0.5) == 3 and asp.mean_lead < 1
     bsp = simulate((1.0, 2.0), 'ssp:0', iterations=20)
     assert bsp.mean_staleness == 0.0 and sum(bsp.stale_hist.values()) == 40
-    # SSP s=3, one worker 3x slower: the fast one's gradients see few updates, the slow one's
-    # the fast one's lead
+    # SSP s=3, one worker 3x slower: the fast one is released 3 ahead, but it is held most of
+    # the time, so a gradient sees at most 2 updates since its pull
     ssp = simulate((1.0, 3.0), 'ssp:3', iterations=60)
-    assert ssp.staleness_quantile(1.0) >= 3 and ssp.lead_quantile(1.0) == 3
+    assert ssp.lead_quantile(1.0) == 3 and ssp.staleness_quantile(1.0) == 2
