@@ -372,7 +372,7 @@ def format_advice(source, fit, predictions, choice):
         '', 'Simulated over a fixed wall time with the compute times above (and the slow '
         'episodes, when there are) plus, every iteration, a step time %s. "charged error": '
         'the simulator\'s error measured for that paradigm against the lab (docs/lab.md, '
-        '"Advice from a real run"), taken off its throughput; "+ balance" models ideal '
+        '"Advice"), taken off its throughput; "+ balance" models ideal '
         'balancing and is charged %d%% more. Lead at release: how far ahead of the slowest a '
         'worker is released (what SSP bounds); gradient staleness: updates by others between '
         'a gradient\'s pull and its push (what the model sees). What this cannot know: how much '

@@ -610,6 +610,48 @@ def test_tiny_preset_end_to_end(tmp_path):
     assert (out / 'runs' / 'bsp' / 'trial1' / 'run.json').stat().st_mtime_ns == mtime
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize('store', [['--kvstore', 'dist_async'],
+                                   ['--kvstore', 'dist_async', '--optimizer', 'sasgd',
+                                    '--staleness-lr', 'inverse'],
+                                   ['--kvstore', 'dist_sync', '--sync-average']],
+                         ids=['plain', 'slots', 'bsp'])
+def test_the_servers_model_on_a_wall_clock(tmp_path, store):
+    """A real job with MXNET_SSP_SERVER_SNAPSHOTS: the server's copies, one per grid point
+    whoever is held, evaluated after the run; the last point is the final model's accuracy."""
+    from mxnet_ssp.experiments.reproduce.server_eval import evaluate_run
+    from mxnet_ssp.experiments.reproduce.runner import run_env
+    run = tmp_path / 'run'
+    run.mkdir()
+    python = sys.executable
+    argv = [python, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'local',
+            '--timeout', '200', python, '-m', 'mxnet_ssp.experiments.train_cifar', '--model',
+            'mlp', '--dataset', 'digits', '--batch-size', '32', '--num-epochs', '20', '--lr',
+            '0.05', '--seed', '1', '--save-dir', str(run), '--no-progress', '--save-period',
+            '0', '--emulate', 'workers=2,base_ms=20,factors=1:3', '--num-iterations', '60'
+            ] + store
+    env = dict(job_env(tmp_path), **run_env(str(run), snapshots=0.1))
+    proc = subprocess.run(argv, cwd=str(run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    points = evaluate_run(str(run), 'mlp', 'digits')
+    assert not list(run.glob('server-*-snapshots.bin'))            # evaluated, then deleted
+    written = [json.loads(line) for line in (run / 'eval_server.jsonl').read_text().split('\n')
+               if line]
+    assert [(p['elapsed_s'], p['accuracy']) for p in written] == points
+    times = [t for t, _ in points]
+    # one point per 0.1 s from the first update to worker 0's final evaluation: no gaps,
+    # although the slow worker holds the fast one (BSP) at every step
+    assert all(abs(b - a - 0.1) < 1e-3 for a, b in zip(times, times[1:])), times
+    final = [json.loads(line) for line in (run / 'eval.jsonl').read_text().split('\n')
+             if line and json.loads(line).get('final')][-1]
+    assert times[-1] <= final['elapsed_s'] < times[-1] + 0.1 + 1e-9
+    # the last point is the servers' model within 0.1 s of the end: the final model, or the
+    # one a few updates before it (the last updates may come after the last grid point)
+    assert points[-1][1] == pytest.approx(final['accuracy'], abs=0.03)
+    assert len(points) >= 10 and points[0][1] < points[-1][1]
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 def test_quick_preset_one_trial(tmp_path):

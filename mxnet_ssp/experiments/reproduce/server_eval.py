@@ -72,8 +72,10 @@ def _network(directory, model, dataset, data_dir):
     from ..training.models import get_model
     full = datasets.load(dataset, data_dir)
     mean, std = loader.channel_stats(datasets.arrays(full.train)[0])
-    # read once: the loader's batching costs more than the MLP's pass
+    # read once, as one batch: the loader's batching costs more than the MLP's pass
     batches = list(loader.eval_loader(loader.normalized(full.test, mean, std)))
+    batches = [(mx.nd.concat(*[x for x, _ in batches], dim=0),
+                mx.nd.concat(*[y for _, y in batches], dim=0))]
     net = get_model(model, full.num_classes, full.image_shape)
     net.load_parameters(os.path.join(directory, 'model-final.params'), ctx=mx.cpu())
     params = list(net.collect_params().values())
