@@ -432,3 +432,22 @@ def test_the_machine_table_gives_each_paradigm_s_cores_per_role_and_sleep_latene
                         'controller cores busy | sleep late, p50 (ms) | sleep late, p99 (ms) |')
     assert lines[6] == '| %s | 1.10 | 0.60 | 0.06 | 2.00 | 4.00 |' % parse_arm('asp').label
     assert lines[7] == '| %s | 0.60 | - | - | - | - |' % parse_arm('bsp').label
+
+
+def test_the_balancing_table_is_decided_under_every_metric():
+    from mxnet_ssp.experiments.reproduce.lab_report import _balance
+
+    def trial(seed, curve):
+        return {'status': 'ok', 'trial': seed, 'seed': seed, 'curve': curve,
+                'final_accuracy': 0.94}
+    # balanced BSP crosses once at 2 s by luck, for good at 20 s; ASP for good at 10 s
+    lucky = [(0.0, 0.5), (2.0, 0.95), (2.25, 0.8), (20.0, 0.95), (60.0, 0.95)]
+    steady = [(0.0, 0.5), (10.0, 0.95), (60.0, 0.95)]
+    rows = [{'arm': parse_arm('bsp-balance'), 'trials': [trial(s, lucky) for s in range(6)]},
+            {'arm': parse_arm('asp'), 'trials': [trial(s, steady) for s in range(6)]}]
+    line = [x for x in _balance(rows, 0.93) if x.startswith('| BSP + balance')][0]
+    assert '**metric-dependent** (sustained: refuted, first: supported, shortfall: ' in line
+    rows[0]['trials'] = [trial(s, steady) for s in range(6)]
+    rows[1]['trials'] = [trial(s, [(0.0, 0.5), (30.0, 0.95), (60.0, 0.95)]) for s in range(6)]
+    line = [x for x in _balance(rows, 0.93) if x.startswith('| BSP + balance')][0]
+    assert '| **supported** |' in line
