@@ -168,6 +168,10 @@ SCENARIOS = {s.name: s for s in (
              'for 20-60 iterations (a shared cluster); jitter 5%', workers=8, base_s=0.060,
              jitter=0.05, episode_rate=0.003, episode_factor=4.0, episode_length=(20, 60)),
     Scenario('jitter-8', '8 equal workers, jitter 30%', workers=8, base_s=0.060, jitter=0.30),
+    Scenario('transient-4', '4 equal workers; any of them, at random, computes 5x slower for '
+             '5-15 iterations (about 17% of its iterations: stragglers that come and go); '
+             'jitter 10%', workers=4, base_s=0.020, jitter=0.10, episode_rate=0.02,
+             episode_factor=5.0, episode_length=(5, 15)),
 )}
 
 

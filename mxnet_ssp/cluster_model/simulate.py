@@ -62,7 +62,15 @@ class SimResult:
         Largest lead ``clock - t_slowest`` at a release (under ASP: at a push,
         since every push is released at once).
     lead_hist : collections.Counter
-        Staleness distribution: number of releases at each lead.
+        The lead at release: number of releases at each lead (how far the released worker
+        is ahead of the slowest; what SSP bounds).
+    finish : list of float
+        When each worker pushed its last iteration (its own span; the wall time for a worker
+        still running at a wall-time limit).
+    stale_hist : collections.Counter
+        The gradients' staleness: number of gradients at each count of other workers'
+        updates applied between the worker's pull and its push (BSP, ``ssp:0``, sums a
+        round's gradients before applying them: 0).
     """
     label: str
     times: list
@@ -71,6 +79,8 @@ class SimResult:
     wall_time: float
     max_lead: int
     lead_hist: Counter = field(default_factory=Counter)
+    finish: list = None
+    stale_hist: Counter = field(default_factory=Counter)
 
     @property
     def total_iterations(self):
@@ -79,8 +89,25 @@ class SimResult:
 
     @property
     def iterations_per_second(self):
-        """Total iterations of all workers per simulated second."""
-        return self.total_iterations / self.wall_time if self.wall_time > 0 else 0.0
+        """Iterations per simulated second of all workers, each over its own span (its
+        iterations up to its last push): with a fixed number of iterations per worker, ASP's
+        fast workers finish early and count at their own pace, where BSP holds them to the
+        slowest's.  (Over the job's span instead, every policy would read the same: the
+        slowest worker's iterations set the end.)"""
+        if not self.finish:
+            return self.total_iterations / self.wall_time if self.wall_time > 0 else 0.0
+        return sum(n / t for n, t in zip(self.iterations, self.finish) if t > 0)
+
+    @property
+    def mean_staleness(self):
+        """Mean gradient staleness (0.0 without gradients)."""
+        n = sum(self.stale_hist.values())
+        return sum(k * v for k, v in self.stale_hist.items()) / n if n else 0.0
+
+    def staleness_quantile(self, q):
+        """Smallest gradient staleness such that a fraction >= `q` of gradients had at most
+        that."""
+        return _quantile(self.stale_hist, q)
 
     @property
     def mean_lead(self):
@@ -90,15 +117,7 @@ class SimResult:
 
     def lead_quantile(self, q):
         """Smallest lead such that a fraction >= `q` of releases had at most that lead."""
-        n = sum(self.lead_hist.values())
-        if not n:
-            return 0
-        seen = 0
-        for lead in sorted(self.lead_hist):
-            seen += self.lead_hist[lead]
-            if seen >= q * n:
-                return lead
-        return max(self.lead_hist)
+        return _quantile(self.lead_hist, q)
 
     def wait_fraction(self, rank):
         """Fraction of the wall time worker `rank` spent waiting."""
@@ -114,6 +133,18 @@ class SimResult:
         """Mean :meth:`wait_fraction` over :meth:`fast_workers`."""
         fast = self.fast_workers()
         return sum(self.wait_fraction(i) for i in fast) / len(fast)
+
+
+def _quantile(hist, q):
+    n = sum(hist.values())
+    if not n:
+        return 0
+    seen = 0
+    for value in sorted(hist):
+        seen += hist[value]
+        if seen >= q * n:
+            return value
+    return max(hist)
 
 
 def make_policy(spec, num_workers, stall_factor=2.0):
@@ -253,9 +284,12 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     """
     times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
                                          jitter, seed, stall_factor, scenario)
-    run = _Run(len(times), compute_time, policy, iterations, latency)
+    label = _label(policy)
+    # BSP (ssp:0) sums a round's gradients before applying them: their staleness is 0
+    run = _Run(len(times), compute_time, policy, iterations, latency,
+               aggregated=label == 'ssp:0')
     run.until(float('inf') if wall_time is None else float(wall_time))
-    return run.result(_label(policy), times, wall_time)
+    return run.result(label, times, wall_time)
 
 
 class _Run:
@@ -266,8 +300,13 @@ class _Run:
     order (`seq`).
     """
 
-    def __init__(self, m, compute_time, policy, iterations, latency):
+    def __init__(self, m, compute_time, policy, iterations, latency, aggregated=False):
         self.compute_time, self.policy = compute_time, policy
+        self.aggregated = aggregated
+        self.stale_hist = Counter()
+        self.pulled = [0] * m             # updates applied when each worker last pulled
+        self.applied = 0
+        self.finish = [None] * m
         self.iterations, self.latency = iterations, latency
         self.clocks = [0] * m
         self.active = set(range(m))
@@ -291,6 +330,7 @@ class _Run:
         if self.idle_since[i] is not None:
             self.wait[i] += now - self.idle_since[i]
             self.idle_since[i] = None
+        self.pulled[i] = self.applied
         heapq.heappush(self.heap, (now + self.compute_time(i), next(self.seq), 'push', i))
 
     def until(self, end):
@@ -302,8 +342,10 @@ class _Run:
                 self.start(i, now)
                 continue
             self.clocks[i] += 1
-            self.last_push = now
+            self.last_push = self.finish[i] = now
             self.idle_since[i] = now
+            self.stale_hist[0 if self.aggregated else self.applied - self.pulled[i]] += 1
+            self.applied += 1
             finished = self.iterations is not None and self.clocks[i] >= self.iterations
             if self.policy is None:
                 self._asp_push(i, now, finished)
@@ -353,17 +395,21 @@ class _Run:
             for i in range(len(times)):      # still held (or the OK in flight) at the end
                 if self.idle_since[i] is not None and i in self.active:
                     wait[i] += wall - self.idle_since[i]
+        finish = [wall_time if wall_time is not None and i in self.active else (t or 0.0)
+                  for i, t in enumerate(self.finish)]
         return SimResult(label=label, times=times, iterations=self.clocks, wait=wait,
-                         wall_time=wall, max_lead=self.max_lead, lead_hist=self.lead_hist)
+                         wall_time=wall, max_lead=self.max_lead, lead_hist=self.lead_hist,
+                         finish=finish, stale_hist=self.stale_hist)
 
 
 def format_table(results):
     """A markdown table comparing :class:`SimResult` objects.
 
     Columns: iterations of the fastest / slowest worker (most / fewest
-    pushes), total iterations per second, max lead, mean lead at release and
-    the mean fraction of time the workers with the smallest base compute time
-    spent waiting.
+    pushes), total iterations per second (each worker over its own span), max lead, the lead
+    at release (mean; what SSP bounds), the gradients' staleness (mean and 95th percentile:
+    other workers' updates between a gradient's pull and its push) and the mean fraction of
+    time the workers with the smallest base compute time spent waiting.
 
     Parameters
     ----------
@@ -374,12 +420,13 @@ def format_table(results):
     str
     """
     lines = ['| policy | iters fastest / slowest | total it/s | max lead | mean lead at release '
-             '| fast workers waiting |',
-             '|---|---:|---:|---:|---:|---:|']
+             '| gradient staleness mean / p95 | fast workers waiting |',
+             '|---|---:|---:|---:|---:|---:|---:|']
     for r in results:
-        lines.append('| %s | %d / %d | %.3f | %d | %.2f | %.1f %% |' % (
+        lines.append('| %s | %d / %d | %.3f | %d | %.2f | %.2f / %d | %.1f %% |' % (
             r.label, max(r.iterations), min(r.iterations), r.iterations_per_second,
-            r.max_lead, r.mean_lead, 100.0 * r.fast_wait_fraction))
+            r.max_lead, r.mean_lead, r.mean_staleness, r.staleness_quantile(0.95),
+            100.0 * r.fast_wait_fraction))
     return '\n'.join(lines)
 
 

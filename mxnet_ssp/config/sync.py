@@ -13,6 +13,7 @@ from .lifetime import ENV_ELASTIC, elastic_min_workers, liveness_timeout
 from .table import TABLE, ConfigError, Setting, choice, declare, flag, number, read
 
 __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
+           'ENV_SERVER_SNAPSHOTS', 'parse_snapshot_period',
            'ENV_SOFTSYNC_SPLITS', 'ENV_STALENESS_LOG', 'ENV_CONTROLLER', 'STORE_TYPES',
            'ASYNC_STORE_TYPES', 'SERVER_SYNC_TYPES', 'OUR_STORE_TYPES', 'NATIVE_DIST_TYPES',
            'CONTROLLER_PLACEMENTS', 'DEFAULT_CONTROLLER', 'DEFAULT_TIMEOUT',
@@ -25,6 +26,9 @@ ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
 ENV_TIMEOUT = 'MXNET_SSP_TIMEOUT'
 ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
 ENV_SOFTSYNC_SPLITS = 'MXNET_SSP_SOFTSYNC_SPLITS'
+#: Seconds between the servers' copies of their weights (the lab's wall-clock evaluation,
+#: mxnet_ssp/ps/snapshots.py); unset or 0: none.
+ENV_SERVER_SNAPSHOTS = 'MXNET_SSP_SERVER_SNAPSHOTS'
 ENV_STALENESS_LOG = 'MXNET_SSP_STALENESS_LOG'
 ENV_CONTROLLER = 'MXNET_SSP_CONTROLLER'
 CONTROLLER_PLACEMENTS = PLACEMENTS
@@ -171,6 +175,23 @@ def parse_mode(value, source=ENV_DSSP_MODE):
 def parse_timeout(value, source=ENV_TIMEOUT):
     """Parse a timeout in seconds: a finite number > 0."""
     return TABLE[ENV_TIMEOUT].value(value, source)
+
+
+declare(
+    Setting(ENV_SERVER_SNAPSHOTS, 'sync', "Seconds between the servers' copies of their "
+            "weights (the lab's wall-clock evaluation); unset or 0: none.",
+            number(lambda x: x == 0 or 0.01 <= x <= 3600), default=0.0,
+            accepted="seconds between the servers' weight copies, 0 (off) or a number from "
+                     '0.01 to 3600'),
+)
+
+
+def parse_snapshot_period(value=None, source=ENV_SERVER_SNAPSHOTS):
+    """Seconds between the servers' weight copies: 0 (off, also when `value` is None or blank)
+    or a number in [0.01, 3600]."""
+    if value is None or not str(value).strip():
+        return 0.0
+    return TABLE[ENV_SERVER_SNAPSHOTS].value(value, source)
 
 
 def parse_splits(value, num_workers=None, source=ENV_SOFTSYNC_SPLITS):

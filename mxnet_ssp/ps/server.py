@@ -29,6 +29,7 @@ from .job_watch import note_push
 from .server_buckets import ServerBucket, copy_state, state_part
 from .server_state import SavedState
 from ..core.env_names import DMLC_ROLE
+from .snapshots import snapshots_from_env
 
 __all__ = ['ServerOptimizer', 'server_rank']
 
@@ -159,6 +160,8 @@ class ServerOptimizer(SavedState):
         self._log = None
         self._pending_load = None
         self._buckets = {}                # index -> ServerBucket (the workers' plan)
+        self._snapshots = None            # MXNET_SSP_SERVER_SNAPSHOTS (ps/snapshots.py)
+        self._plain_weights = {}          # plain mode: key -> MXNet's stored weight
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if not k.startswith('_')
@@ -184,6 +187,9 @@ class ServerOptimizer(SavedState):
         serve_commands(self)
         import atexit
         atexit.register(self._write_summary)
+        self._snapshots = snapshots_from_env(self.metrics_dir, self._tag())
+        if self._snapshots is not None:
+            atexit.register(self._snapshots.close)
         return self
 
     def __getattr__(self, name):
@@ -230,8 +236,14 @@ class ServerOptimizer(SavedState):
             self._discovery_keys.add(index)
             answer_discovery(weight, grad)
         elif self.slots:
+            if self._snapshots is not None:   # the weights held just before this update
+                self._snapshots.before_update({k: ks.weight for k, ks in self._keys.items()},
+                                              self._buckets)
             self._update_slot(index, weight, grad)
         else:
+            if self._snapshots is not None:
+                self._plain_weights[index] = weight
+                self._snapshots.before_update(self._plain_weights, self._buckets)
             self._update_plain(index, weight, grad)
 
     def _update_plain(self, index, weight, grad):

@@ -191,6 +191,10 @@ def _main(capsys, argv):
     (['--preset', 'tiny', '--tune-lr', '0,0.1'], ['--tune-lr', "'0,0.1'"]),
     (['--preset', 'tiny', '--tune-lr', '0.1', '--tune-trials', '0'], ['--tune-trials', '>= 1']),
     (['--preset', 'tiny', '--tune-trials', '2'], ['--tune-trials', 'nothing without --tune-lr']),
+    (['--preset', 'tiny', '--tune-lr', '0.1', '--tune-momentum', '1.2'],
+     ['--tune-momentum', 'momenta in [0, 1)']),
+    (['--preset', 'tiny', '--tune-lr', '0.1', '--tuned-choice', 'second'],
+     ['--tuned-choice', 'best or runner-up']),
 ])
 def test_bad_input_exits_2(tmp_path, capsys, argv, words):
     out = tmp_path / 'out'
@@ -384,24 +388,26 @@ def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypat
     argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '1')
     proc, started = fake(*argv, paradigms='bsp,asp', trials='1')
     assert proc.returncode == 0, proc.stdout
-    # tuning first, on seed 42 + 1000: ASP at 0.05 and 0.1, BSP also at 0.2 (0.1 x 2 workers)
+    # tuning first, on seed 42 + 1000: ASP at 0.05 and 0.1, BSP at the same per-gradient
+    # rates: 0.1 and 0.2 (x 2 workers, as it averages their gradients)
     tuning = [line.split() for line in started if line.split()[1] == '1042']
     trials = [line.split() for line in started if line.split()[1] == '42']
-    assert started.index(' '.join(trials[0])) > 0 and len(started) == 7
+    assert started.index(' '.join(trials[0])) > 0 and len(started) == 6
     assert sorted((k, lr) for k, _, _, lr in tuning) == [
-        ('dist_async', '0.05'), ('dist_async', '0.1'), ('dist_sync', '0.05'),
-        ('dist_sync', '0.1'), ('dist_sync', '0.2')]
+        ('dist_async', '0.05'), ('dist_async', '0.1'), ('dist_sync', '0.1'),
+        ('dist_sync', '0.2')]
     assert sorted((k, lr) for k, _, _, lr in trials) == [('dist_async', '0.1'), ('dist_sync', '0.1')]
     assert all('/tune/lr' in d for _, _, d, _ in tuning)
     tuned = json.loads((fake.out / 'tuned_lr.json').read_text())
     assert tuned['bsp']['chosen'] == 0.1 and tuned['asp']['chosen'] == 0.1
-    assert sorted(tuned['bsp']['candidates']) == ['0.05', '0.1', '0.2']
-    assert tuned['bsp']['candidates']['0.1']['final_accuracy'] == [0.6]
+    assert sorted(tuned['bsp']['candidates']) == ['lr0.1', 'lr0.2']
+    assert tuned['bsp']['candidates']['lr0.1']['final_accuracy'] == [0.6]
+    assert tuned['bsp']['ranked'] == [[0.1, 0.9], [0.2, 0.9]]
     report = (fake.out / 'report.md').read_text()
     assert '## Learning rate per paradigm (--tune-lr)' in report and '| BSP |' in report
     assert 'lr per paradigm, chosen by --tune-lr (bsp 0.1, asp 0.1; see' in report
     assert 'lr 0.05' not in report.split('\n\n')[1]          # the header names no one rate
-    assert '--tune-lr: bsp runs with lr 0.1' in proc.stdout
+    assert '--tune-lr: bsp ranks lr0.1, lr0.2' in proc.stdout
     # everything finished: a second invocation starts nothing and keeps the choice
     proc, started = fake(*argv, paradigms='bsp,asp', trials='1')
     assert proc.returncode == 0 and started == [], proc.stdout
@@ -427,7 +433,35 @@ def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypat
     shutil.copy(str(kept / 'tuned_lr.json'), str(fake.out / 'tuned_lr.json'))
     proc, started = fake('--no-plots', '--tune-lr', '0.1,0.4', '--tune-trials', '1',
                          paradigms='bsp,asp', trials='1')
-    assert proc.returncode == 0 and len([s for s in started if s.split()[1] == '1042']) == 6
+    assert proc.returncode == 0 and len([s for s in started if s.split()[1] == '1042']) == 4
+
+
+def test_the_runner_up_and_momentum_are_tuned_too(fake, monkeypatch):
+    monkeypatch.setenv('FAKE_LR_BEST', '0.1')
+    argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '1', '--tune-momentum',
+            '0.8,0.9')
+    proc, started = fake(*argv, paradigms='asp', trials='1')
+    assert proc.returncode == 0, proc.stdout
+    tuned = json.loads((fake.out / 'tuned_lr.json').read_text())
+    assert sorted(tuned['asp']['candidates']) == ['lr0.05-m0.8', 'lr0.05-m0.9', 'lr0.1-m0.8',
+                                                 'lr0.1-m0.9']
+    assert tuned['asp']['ranked'][0] == [0.1, 0.8]      # tie on momentum: the smaller
+    # the runner-up in a new --out from the same choice
+    kept = fake.out.with_name('kept2')
+    fake.out.rename(kept)
+    fake.out.mkdir()
+    shutil.copy(str(kept / 'tuned_lr.json'), str(fake.out / 'tuned_lr.json'))
+    proc, _ = fake('--dry-run', *argv, '--tuned-choice', 'runner-up', paradigms='asp',
+                   trials='1')
+    assert proc.returncode == 0 and '--lr 0.1 --momentum 0.9' in proc.stdout, proc.stdout
+
+
+def test_a_geometric_grid_of_rates_in_steps_of_sqrt2():
+    from mxnet_ssp.experiments.reproduce.grid import UsageError, parse_rates
+    assert parse_rates('0.0025:0.01:sqrt2') == (0.0025, 0.003536, 0.005, 0.007071, 0.01)
+    assert parse_rates('0.01:0.04:2') == (0.01, 0.02, 0.04)
+    with pytest.raises(UsageError, match='LOW:HIGH:STEP with STEP sqrt2 or 2'):
+        parse_rates('0.01:0.04:3')
 
 
 def test_choose_lr_takes_the_fastest_then_the_most_accurate_then_the_smallest():
@@ -574,6 +608,48 @@ def test_tiny_preset_end_to_end(tmp_path):
                           text=True, timeout=120, env=env)
     assert proc.returncode == 0 and 'started 0 run(s), skipped 2' in proc.stdout, proc.stdout
     assert (out / 'runs' / 'bsp' / 'trial1' / 'run.json').stat().st_mtime_ns == mtime
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize('store', [['--kvstore', 'dist_async'],
+                                   ['--kvstore', 'dist_async', '--optimizer', 'sasgd',
+                                    '--staleness-lr', 'inverse'],
+                                   ['--kvstore', 'dist_sync', '--sync-average']],
+                         ids=['plain', 'slots', 'bsp'])
+def test_the_servers_model_on_a_wall_clock(tmp_path, store):
+    """A real job with MXNET_SSP_SERVER_SNAPSHOTS: the server's copies, one per grid point
+    whoever is held, evaluated after the run; the last point is the final model's accuracy."""
+    from mxnet_ssp.experiments.reproduce.server_eval import evaluate_run
+    from mxnet_ssp.experiments.reproduce.runner import run_env
+    run = tmp_path / 'run'
+    run.mkdir()
+    python = sys.executable
+    argv = [python, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'local',
+            '--timeout', '200', python, '-m', 'mxnet_ssp.experiments.train_cifar', '--model',
+            'mlp', '--dataset', 'digits', '--batch-size', '32', '--num-epochs', '20', '--lr',
+            '0.05', '--seed', '1', '--save-dir', str(run), '--no-progress', '--save-period',
+            '0', '--emulate', 'workers=2,base_ms=20,factors=1:3', '--num-iterations', '60'
+            ] + store
+    env = dict(job_env(tmp_path), **run_env(str(run), snapshots=0.1))
+    proc = subprocess.run(argv, cwd=str(run), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    points = evaluate_run(str(run), 'mlp', 'digits')
+    assert not list(run.glob('server-*-snapshots.bin'))            # evaluated, then deleted
+    written = [json.loads(line) for line in (run / 'eval_server.jsonl').read_text().split('\n')
+               if line]
+    assert [(p['elapsed_s'], p['accuracy']) for p in written] == points
+    times = [t for t, _ in points]
+    # one point per 0.1 s from the first update to worker 0's final evaluation: no gaps,
+    # although the slow worker holds the fast one (BSP) at every step
+    assert all(abs(b - a - 0.1) < 1e-3 for a, b in zip(times, times[1:])), times
+    final = [json.loads(line) for line in (run / 'eval.jsonl').read_text().split('\n')
+             if line and json.loads(line).get('final')][-1]
+    assert times[-1] <= final['elapsed_s'] < times[-1] + 0.1 + 1e-9
+    # the last point is the servers' model within 0.1 s of the end: the final model, or the
+    # one a few updates before it (the last updates may come after the last grid point)
+    assert points[-1][1] == pytest.approx(final['accuracy'], abs=0.03)
+    assert len(points) >= 10 and points[0][1] < points[-1][1]
 
 
 @pytest.mark.slow

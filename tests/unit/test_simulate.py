@@ -216,6 +216,32 @@ def test_same_results_as_the_straightforward_loop(scenario, spec):
     times, limit, jitter, latency, seed = SCENARIOS[scenario]
     fast = simulate(times, spec, jitter=jitter, latency=latency, seed=seed, **limit)
     slow = oracle(times, spec, jitter=jitter, latency=latency, seed=seed, **limit)
-    assert {f.name for f in dataclasses.fields(fast)} == set(slow)
+    # (the oracle predates the per-worker finish times and the gradients' staleness)
+    assert set(slow) | {'finish', 'stale_hist'} == {f.name for f in dataclasses.fields(fast)}
     assert {name: getattr(fast, name) for name in slow} == slow
     assert fast.total_iterations == sum(slow['iterations'])
+
+
+def test_a_fixed_number_of_iterations_tells_asp_from_bsp():
+    """Each worker over its own span: ASP's fast workers finish early at their own pace,
+    BSP holds them to the slowest's; over the job's span both would read the same."""
+    times = (1.0, 1.3, 1.8, 3.0)
+    asp = simulate(times, 'asp', iterations=100)
+    bsp = simulate(times, 'ssp:0', iterations=100)
+    assert asp.iterations_per_second == pytest.approx(sum(100 / (100 * t) for t in times))
+    # (the fast ones push their last gradient before the slowest does: 297 s + their own)
+    assert bsp.iterations_per_second == pytest.approx(sum(100 / (297 + t) for t in times))
+    assert asp.total_iterations / asp.wall_time == pytest.approx(
+        bsp.total_iterations / bsp.wall_time)
+
+
+def test_gradient_staleness_is_not_the_lead_at_release():
+    # equal workers under ASP: every gradient has the other 3 workers' updates since its pull
+    asp = simulate((1.0,) * 4, 'asp', iterations=50)
+    assert asp.staleness_quantile(0.5) == 3 and asp.mean_lead < 1
+    bsp = simulate((1.0, 2.0), 'ssp:0', iterations=20)
+    assert bsp.mean_staleness == 0.0 and sum(bsp.stale_hist.values()) == 40
+    # SSP s=3, one worker 3x slower: the fast one is released 3 ahead, but it is held most of
+    # the time, so a gradient sees at most 2 updates since its pull
+    ssp = simulate((1.0, 3.0), 'ssp:3', iterations=60)
+    assert ssp.lead_quantile(1.0) == 3 and ssp.staleness_quantile(1.0) == 2

@@ -339,3 +339,34 @@ def test_staleness_values_in_log_order_from_unsorted_records():
     # rank 1: (1.5, 3.5]: rank 0's 2, 3 -> 2; (3.5, 4.5]: 4 -> 1
     # rank 0: (1, 2]: 1.5 -> 1; (2, 3]: none -> 0; (3, 4]: 3.5 -> 1
     assert staleness_from_train_logs(logs) == [2, 1, 1, 0, 1]
+
+
+# -- the progress metrics (primary: sustained crossing) --------------------------------------
+def test_one_lucky_evaluation_is_not_a_sustained_crossing():
+    from mxnet_ssp.experiments.reproduce.stats import sustained_time, time_to_target
+    curve = [(0.25 * k, a) for k, a in enumerate(
+        [0.5, 0.7, 0.93, 0.85, 0.88] + [0.9] * 3 + [0.93] * 12)]
+    assert time_to_target(curve, 0.92) == 0.5
+    assert sustained_time(curve, 0.92, hold_s=2.0) == 2.0
+    # held to the end of the run: the final model stays, so a shorter tail counts
+    assert sustained_time([(0.0, 0.5), (1.0, 0.95)], 0.92, hold_s=2.0) == 1.0
+    assert sustained_time([(0.0, 0.5), (1.0, 0.95), (1.5, 0.9)], 0.92, hold_s=2.0) is None
+
+
+def test_shortfall_reads_as_the_time_of_a_step_and_counts_dips():
+    from mxnet_ssp.experiments.reproduce.stats import shortfall_seconds
+    # from 0 to the first point: the whole target short; a jump at 4 s that stays: 4 s
+    assert abs(shortfall_seconds([(1.0, 0.0), (4.0, 0.95)], 0.9, 10.0) - 4.0) < 1e-12
+    # half the target for 2 s, then a dip to 0.45 for 1 s after reaching it
+    value = shortfall_seconds([(0.0, 0.45), (2.0, 0.9), (5.0, 0.45), (6.0, 0.9)], 0.9, 10.0)
+    assert abs(value - 1.5) < 1e-12
+    # only up to the budget; none without one
+    assert abs(shortfall_seconds([(0.0, 0.0)], 0.9, 3.0) - 3.0) < 1e-12
+    assert shortfall_seconds([(0.0, 0.0)], 0.9, None) is None
+
+
+def test_metric_value_names_the_metrics_it_accepts():
+    import pytest
+    from mxnet_ssp.experiments.reproduce.stats import metric_value
+    with pytest.raises(ValueError, match='sustained, first, shortfall'):
+        metric_value([(0.0, 1.0)], 0.9, 'auc')

@@ -975,3 +975,25 @@ def test_common_budget_reads_finished_trials_with_a_curve_only():
     assert V.common_budget(rows) == 70.0
     rows[1]['trials'][0]['status'] = 'failed'
     assert V.common_budget(rows) == 80.0
+
+
+def test_a_verdict_that_changes_with_the_metric_is_metric_dependent():
+    from mxnet_ssp.cluster_model.arms import parse_arm
+    from mxnet_ssp.experiments.reproduce.verdicts import METRIC_DEPENDENT, across_metrics
+
+    def trial(seed, curve):
+        return {'status': 'ok', 'trial': seed, 'seed': seed, 'curve': curve,
+                'final_accuracy': 0.94}
+    # BSP crosses once at 2 s by luck and for good at 20 s; DSSP for good at 10 s
+    lucky = [(0.0, 0.5), (2.0, 0.93), (2.25, 0.8), (20.0, 0.94), (60.0, 0.94)]
+    steady = [(0.0, 0.5), (10.0, 0.94), (60.0, 0.94)]
+    rows = [{'arm': parse_arm('bsp'), 'trials': [trial(s, lucky) for s in range(8)]},
+            {'arm': parse_arm('dssp'), 'trials': [trial(s, steady) for s in range(8)]},
+            {'arm': parse_arm('asp'), 'trials': [trial(s, steady) for s in range(8)]}]
+    out = across_metrics(rows, 0.92, budget=60.0, unpaired=False)
+    speedup = [o for o in out if 'faster than BSP' in o[1]['sustained'].claim][0]
+    assert speedup[1]['sustained'].verdict == 'supported'
+    assert speedup[1]['first'].verdict == 'refuted'
+    assert speedup[0] == METRIC_DEPENDENT
+    same = [o for o in out if 'as fast as ASP' in o[1]['sustained'].claim][0]
+    assert same[0] == 'supported'

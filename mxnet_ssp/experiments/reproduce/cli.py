@@ -52,12 +52,20 @@ def build_parser():
     p.add_argument('--workers', help='workers per job (default: the preset\'s)')
     p.add_argument('--paradigms', help='comma-separated subset: ' + ARM_FORMS)
     p.add_argument('--targets', help='target test accuracies, e.g. 0.67,0.68')
-    p.add_argument('--tune-lr', metavar='LR[,LR...]',
-                   help='first run every paradigm at each of these learning rates (BSP also at '
-                        'each times the number of workers) on seeds of its own (seed + 1000 '
-                        'on), --tune-trials times; each paradigm\'s trials then run at the rate '
-                        'that reached the higher target soonest (median)')
+    p.add_argument('--tune-lr', metavar='LR[,LR...]|LOW:HIGH:STEP',
+                   help='first run every paradigm at each of these per-gradient learning rates '
+                        '(BSP, which averages the workers\' gradients, at each times the number '
+                        'of workers) on seeds of its own (seed + 1000 on), --tune-trials times; '
+                        'each paradigm\'s trials then run at the setting that held the higher '
+                        'target soonest (median). LOW:HIGH:sqrt2 (or :2): a geometric grid, '
+                        'e.g. 0.0025:0.04:sqrt2')
     p.add_argument('--tune-trials', metavar='K', help='tuning trials per rate (default 3)')
+    p.add_argument('--tune-momentum', metavar='M[,M...]',
+                   help='with --tune-lr: also try each of these momenta with every rate')
+    p.add_argument('--tuned-choice', metavar='best|runner-up',
+                   help='with --tune-lr: run the trials at each paradigm\'s best tuned setting '
+                        '(default) or at its runner-up (another --out, with the first one\'s '
+                        'tuned_lr.json copied into it)')
     p.add_argument('--slowdown', help="train_cifar.py's --slowdown RANK:FACTOR ('' for none)")
     p.add_argument('--gpus-per-worker', metavar='N',
                    help='mxnet-ssp-launch --gpus-per-worker: worker i trains on GPUs '
@@ -143,10 +151,11 @@ def print_plan(grid, out, problems=()):
         load_tuned(grid, out)        # the trials' commands below carry those rates
         print('# tuning: %s holds every paradigm\'s rate; no tuning run would run, the trials '
               'run at those rates' % os.path.join(out, TUNED_FILE))
-    for arm, lr, k, directory, command, signature in ([] if on_record else
-                                                      plan_tuning(grid, out)):
+    for arm, (lr, momentum), k, directory, command, signature in (
+            [] if on_record else plan_tuning(grid, out)):
         state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
-        print('# %s tuning lr %g trial %d (%s)' % (arm.name, lr, k, state))
+        print('# %s tuning lr %g momentum %g trial %d (%s)' % (arm.name, lr, momentum, k,
+                                                               state))
         print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
               % (shlex.quote(directory), shlex.join(command)))
     if grid.tune_lr and not on_record:

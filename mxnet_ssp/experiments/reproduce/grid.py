@@ -68,8 +68,14 @@ class Grid:
     #: trials of each (:func:`plan_tuning`); () for the preset's one rate
     tune_lr: tuple = ()
     tune_trials: int = 3
+    #: --tune-momentum: the momenta tried with every rate; () for the preset's one momentum
+    tune_momentum: tuple = ()
+    #: --tuned-choice: 0 runs the trials at each paradigm's best setting, 1 at its runner-up
+    tune_choice: int = 0
     #: the rate each paradigm runs its trials with, once tuned (arm name -> lr)
     arm_lr: dict = dataclasses.field(default_factory=dict)
+    #: the momentum each paradigm runs its trials with, once tuned (arm name -> momentum)
+    arm_momentum: dict = dataclasses.field(default_factory=dict)
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
@@ -91,13 +97,18 @@ class Grid:
     def identity(self):
         """The IDENTITY fields as a JSON-ready dict (what ``grid.json`` holds); with
         --tune-lr also the rates tried and their trials."""
-        keys = self.IDENTITY + (('tune_lr', 'tune_trials') if self.tune_lr else ())
+        keys = self.IDENTITY + (('tune_lr', 'tune_trials') if self.tune_lr else ()) + (
+            ('tune_momentum',) if self.tune_momentum else ())
         return {k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in ((k, getattr(self, k)) for k in keys)}
 
     def lr_of(self, arm):
         """The learning rate `arm`'s trials run with: its tuned one, else the grid's."""
         return self.arm_lr.get(arm.name, self.lr)
+
+    def momentum_of(self, arm):
+        """The momentum `arm`'s trials run with: its tuned one, else the grid's."""
+        return self.arm_momentum.get(arm.name, self.momentum)
 
 
 def bad_option(flag, value, accepted):
@@ -195,7 +206,7 @@ def resolve_grid(args):
         raise bad_option('--workers', args.workers, '%d with preset %s (its emulated cluster '
                          'has %d workers)' % (preset.workers, preset.name, preset.workers))
     arms = _select_arms(args.paradigms, preset)
-    tune_lr, tune_trials = _tuning(args)
+    tune_lr, tune_trials, tune_momentum, tune_choice = _tuning(args)
     gpus = _gpu_flags(args, workers)
     model = args.model or preset.model
     train_script = None
@@ -216,25 +227,64 @@ def resolve_grid(args):
                 num_iterations=preset.num_iterations, seed=args.seed, arms=arms, trials=trials,
                 targets=targets, timeout_s=timeout, train_script=train_script,
                 paper_table=preset.paper_table, gpus=gpus, emulate=preset.emulate,
-                tune_lr=tune_lr, tune_trials=tune_trials)
+                tune_lr=tune_lr, tune_trials=tune_trials, tune_momentum=tune_momentum,
+                tune_choice=tune_choice)
+
+
+#: --tune-lr LOW:HIGH:STEP: the step's names
+STEPS = {'sqrt2': math.sqrt(2.0), '2': 2.0}
+
+
+def parse_rates(text):
+    """--tune-lr: ``0.001,0.003,0.01``, or ``LOW:HIGH:STEP`` for LOW, LOW*STEP, ... up to HIGH
+    (STEP ``sqrt2`` or ``2``; e.g. ``0.0025:0.04:sqrt2``: 9 rates), each rounded to 4
+    significant digits.  Raises :class:`UsageError`."""
+    accepted = ('comma-separated learning rates in (0, 10), e.g. 0.001,0.003,0.01, or LOW:HIGH:'
+                'STEP with STEP sqrt2 or 2, e.g. 0.0025:0.04:sqrt2')
+    rates = ()
+    try:
+        if ':' in text:
+            low, high, step = text.split(':')
+            low, high, factor = float(low), float(high), STEPS[step.strip()]
+            count = int(math.floor(math.log(high / low) / math.log(factor) + 1e-9)) + 1
+            if low <= high and count <= 40:
+                rates = tuple(float('%.4g' % (low * factor ** i)) for i in range(count))
+        else:
+            rates = tuple(sorted({float(x) for x in text.split(',') if x.strip()}))
+    except (ValueError, KeyError, ZeroDivisionError):
+        rates = ()
+    if not rates or not all(math.isfinite(r) and 0 < r < 10 for r in rates):
+        raise bad_option('--tune-lr', text, accepted)
+    return rates
 
 
 def _tuning(args):
-    """(rates, trials) of --tune-lr / --tune-trials; ((), 3) without --tune-lr."""
+    """(rates, trials, momenta, choice) of --tune-lr, --tune-trials, --tune-momentum and
+    --tuned-choice; ((), 3, (), 0) without --tune-lr."""
     text, trials_text = getattr(args, 'tune_lr', None), getattr(args, 'tune_trials', None)
+    momentum_text = getattr(args, 'tune_momentum', None)
+    choice_text = getattr(args, 'tuned_choice', None)
     if text is None:
-        if trials_text is not None:
-            raise bad_option('--tune-trials', trials_text, 'nothing without --tune-lr')
-        return (), 3
-    try:
-        rates = tuple(sorted({float(x) for x in text.split(',') if x.strip()}))
-    except ValueError:
-        rates = ()
-    if not rates or not all(math.isfinite(r) and 0 < r < 10 for r in rates):
-        raise bad_option('--tune-lr', text, 'comma-separated learning rates in (0, 10), e.g. '
-                         '0.001,0.003,0.01')
+        for flag, value in (('--tune-trials', trials_text), ('--tune-momentum', momentum_text),
+                            ('--tuned-choice', choice_text)):
+            if value is not None:
+                raise bad_option(flag, value, 'nothing without --tune-lr')
+        return (), 3, (), 0
+    rates = parse_rates(text)
     trials = 3 if trials_text is None else _positive_int('--tune-trials', trials_text)
-    return rates, trials
+    momenta = ()
+    if momentum_text is not None:
+        try:
+            momenta = tuple(sorted({float(x) for x in momentum_text.split(',') if x.strip()}))
+        except ValueError:
+            momenta = ()
+        if not momenta or not all(0 <= m < 1 for m in momenta):
+            raise bad_option('--tune-momentum', momentum_text,
+                             'comma-separated momenta in [0, 1), e.g. 0.8,0.9,0.95')
+    choices = {'best': 0, 'runner-up': 1}
+    if choice_text is not None and choice_text not in choices:
+        raise bad_option('--tuned-choice', choice_text, 'best or runner-up')
+    return rates, trials, momenta, choices.get(choice_text, 0)
 
 
 def _gpu_flags(args, workers):
@@ -287,11 +337,13 @@ def trial_seed(grid, trial):
     return grid.seed + trial - 1
 
 
-def run_command(grid, arm, trial, directory, lr=None, seed=None):
-    """The launcher command line of one run (a list of arguments); `lr` and `seed` replace
-    the arm's rate and the trial's seed (the tuning runs)."""
+def run_command(grid, arm, trial, directory, lr=None, seed=None, momentum=None):
+    """The launcher command line of one run (a list of arguments); `lr`, `seed` and
+    `momentum` replace the arm's rate, the trial's seed and the arm's momentum (the tuning
+    runs)."""
     python = sys.executable
     lr = grid.lr_of(arm) if lr is None else lr
+    momentum = grid.momentum_of(arm) if momentum is None else momentum
     seed = trial_seed(grid, trial) if seed is None else seed
     cmd = [python, '-m', 'mxnet_ssp.launch', '-n', str(grid.workers), '-s', str(grid.servers),
            '--launcher', 'local', *grid.gpus, '--timeout', '%.6g' % grid.timeout_s
@@ -299,7 +351,7 @@ def run_command(grid, arm, trial, directory, lr=None, seed=None):
            *grid.train_argv(python),
            '--model', grid.model, '--dataset', grid.dataset,
            '--batch-size', str(grid.batch_size), '--num-epochs', str(grid.epochs),
-           '--lr', '%g' % lr, '--momentum', '%g' % grid.momentum, '--wd', '%g' % grid.wd,
+           '--lr', '%g' % lr, '--momentum', '%g' % momentum, '--wd', '%g' % grid.wd,
            '--seed', str(seed), '--save-dir', directory,
            '--log-interval', '0'] + arm.train_flags(grid.bsp_average) + list(grid.extra_flags)
     if grid.dataset.startswith('cifar'):
@@ -325,6 +377,8 @@ def run_signature(grid, arm, trial):
     signature = dict(grid.identity(), arm=arm.name, seed=trial_seed(grid, trial))
     if grid.lr_of(arm) != grid.lr:     # a tuned rate: another run (absent otherwise)
         signature['lr'] = grid.lr_of(arm)
+    if grid.momentum_of(arm) != grid.momentum:
+        signature['momentum'] = grid.momentum_of(arm)
     if grid.gpus:                    # runs on GPUs are other runs (absent before the flags)
         signature['gpus'] = list(grid.gpus)
     return signature
@@ -353,50 +407,71 @@ TUNE_SEED_OFFSET = 1000
 
 
 def lr_candidates(grid, arm):
-    """The rates `arm` tries: --tune-lr's, and for BSP also each times the number of workers
-    (BSP averages the workers' gradients: the summed gradient's rate)."""
-    rates = set(grid.tune_lr)
-    if arm.family == 'bsp':
-        rates |= {lr * grid.workers for lr in grid.tune_lr}
-    return sorted(rates)
+    """The rates `arm` tries: --tune-lr's, one grid of per-gradient rates for every paradigm;
+    BSP, which averages the workers' gradients, at each times the number of workers (the same
+    per-gradient rate)."""
+    if arm.family == 'bsp' and grid.bsp_average:
+        return sorted(float('%.6g' % (lr * grid.workers)) for lr in grid.tune_lr)
+    return sorted(grid.tune_lr)
+
+
+def candidates(grid, arm):
+    """The settings `arm` tries: (lr, momentum) for every rate of :func:`lr_candidates` and
+    every momentum of --tune-momentum (the grid's momentum without it)."""
+    momenta = grid.tune_momentum or (grid.momentum,)
+    return [(lr, m) for lr in lr_candidates(grid, arm) for m in sorted(momenta)]
+
+
+def setting_key(grid, lr, momentum):
+    """A tuning setting's name in ``tuned_lr.json`` and its directory: ``lr0.01``, with
+    --tune-momentum ``lr0.01-m0.9``."""
+    return 'lr%g' % lr + ('-m%g' % momentum if grid.tune_momentum else '')
 
 
 def tune_seed(grid, k):
     return grid.seed + TUNE_SEED_OFFSET + k - 1
 
 
-def tune_dir(out, arm, lr, k):
-    return os.path.join(out, 'runs', arm.name, 'tune', 'lr%g' % lr, 'trial%d' % k)
+def tune_dir(out, arm, key, k):
+    return os.path.join(out, 'runs', arm.name, 'tune', key, 'trial%d' % k)
 
 
 def plan_tuning(grid, out):
-    """Every tuning run: (arm, lr, k, directory, command, signature), tuning trial k of every
-    candidate of every arm, trial-major like :func:`plan`."""
+    """Every tuning run: (arm, (lr, momentum), k, directory, command, signature), tuning trial
+    k of every candidate of every arm, trial-major like :func:`plan`."""
     runs = []
     for k in range(1, grid.tune_trials + 1):
         for arm in grid.arms:
-            for lr in lr_candidates(grid, arm):
-                directory = tune_dir(out, arm, lr, k)
+            for lr, momentum in candidates(grid, arm):
+                directory = tune_dir(out, arm, setting_key(grid, lr, momentum), k)
                 signature = dict(grid.identity(), arm=arm.name, seed=tune_seed(grid, k),
                                  lr=lr, tuning=True)
+                if grid.tune_momentum:
+                    signature['momentum'] = momentum
                 if grid.gpus:
                     signature['gpus'] = list(grid.gpus)
-                runs.append((arm, lr, k, directory,
+                runs.append((arm, (lr, momentum), k, directory,
                              run_command(grid, arm, k, directory, lr=lr,
-                                         seed=tune_seed(grid, k)), signature))
+                                         seed=tune_seed(grid, k), momentum=momentum),
+                             signature))
     return runs
 
 
-def choose_lr(results):
-    """The rate to run with, from `results`: lr -> [(seconds to the target or inf, final
-    accuracy or None), one per tuning trial].  The smallest median time wins (a trial that
-    never reached the target counts as infinitely long); then the higher median final
-    accuracy; then the smaller rate.  None if no rate has a finished trial."""
-    def key(lr):
-        times = sorted(t for t, _ in results[lr])
-        finals = sorted(a for _, a in results[lr] if a is not None)
+def rank_settings(results):
+    """The settings of `results` (setting -> [(seconds to the target or inf, final accuracy
+    or None), one per tuning trial]) best first: the smallest median time (a trial that never
+    reached the target counts as infinitely long), then the higher median final accuracy,
+    then the smaller setting.  Settings without a finished trial are left out."""
+    def key(setting):
+        times = sorted(t for t, _ in results[setting])
+        finals = sorted(a for _, a in results[setting] if a is not None)
         median_time = times[(len(times) - 1) // 2]
         median_final = finals[(len(finals) - 1) // 2] if finals else -1.0
-        return (median_time, -median_final, lr)
-    tried = [lr for lr in results if results[lr]]
-    return min(tried, key=key) if tried else None
+        return (median_time, -median_final, setting)
+    return sorted((s for s in results if results[s]), key=key)
+
+
+def choose_lr(results):
+    """The best setting of :func:`rank_settings`, or None if none has a finished trial."""
+    ranked = rank_settings(results)
+    return ranked[0] if ranked else None

@@ -10,9 +10,10 @@ from ...cluster_model.arms import parse_arm
 from ...cluster_model.profiles import get_scenario
 from ...core.names import DSSP_MODES
 from .paired import LEVEL, MIN_TRIALS, family_level, fmt_interval, median_interval
-from .verdicts import (SIM_TOLERANCE, _fmt_interval, balance_verdicts, common_budget,
-                       measured_rates,
-                       sim_vs_lab, trial_accuracies, trial_times, verdicts)
+from .stats import HOLD_S, METRIC_TEXT, METRICS
+from .verdicts import (METRIC_DEPENDENT, SIM_TOLERANCE, _fmt_interval, across_metrics,
+                       balance_verdicts, common_budget, measured_rates, sim_vs_lab,
+                       trial_accuracies, trial_times)
 
 #: (arm name, DSSP mode) of the DSSP arms whose verdicts get a column, in this order:
 #: ``dssp``, ``dssp-paper``, ``dssp-threshold``
@@ -91,7 +92,9 @@ def _median_held(trials):
 
 
 def _medians(grid, scenario, rows):
-    head = (['paradigm'] + ['time to %g (s)' % t for t in grid.targets]
+    head = (['paradigm'] + ['%s to %g (s)' % (m, t) for t in grid.targets
+                            for m in METRICS[:2]] + ['%s to %g (s)' % (METRICS[2],
+                                                                      grid.targets[-1])]
             + ['final accuracy', 'non-compute share (fast workers)', 'held (share)',
                'grants / holds', 'staleness mean'])
     budget = common_budget(rows)
@@ -99,12 +102,14 @@ def _medians(grid, scenario, rows):
              'Median over the trials [interval] and the interval\'s coverage: the order '
              'statistics that cover the median with probability at least %d%% whatever the '
              'distribution (at least %d trials); with fewer, [min, max] and its lower '
-             'coverage, marked "< %d%%". Times: seconds of training until the test accuracy '
-             'first reached the target ("never": at least half the trials did not; (k/n): '
-             'trials that reached it), counted only up to %s, the shortest run\'s last '
+             'coverage, marked "< %d%%". Times: seconds of training until the servers\' model '
+             'reached the target, held it for %g s (sustained, primary) or first reached it '
+             '(first) ("never": at least half the trials did not; (k/n): trials that reached '
+             'it), and the shortfall (see the Verdicts), counted only up to %s, the shortest '
+             'run\'s last '
              'evaluation, the same wall-clock budget for every arm. Each arm on its own: the '
              'verdicts below compare arms seed by seed.'
-             % (100 * LEVEL, MIN_TRIALS, 100 * LEVEL,
+             % (100 * LEVEL, MIN_TRIALS, 100 * LEVEL, HOLD_S,
                 'no budget' if budget is None else '%.1f s' % budget), '',
              '| ' + ' | '.join(head) + ' |', '|---' + '|---:' * (len(head) - 1) + '|']
     for row in rows:
@@ -112,8 +117,9 @@ def _medians(grid, scenario, rows):
         if not trials:
             continue
         cells = [row['arm'].label]
-        for target in grid.targets:
-            times = trial_times(trials, target, budget)
+        for target, metric in [(t, m) for t in grid.targets for m in METRICS[:2]] + [
+                (grid.targets[-1], METRICS[2])]:
+            times = trial_times(trials, target, budget, metric)
             cells.append(_cell(median_interval(times), '%.1f',
                                (sum(1 for x in times if not math.isinf(x)), len(times))))
         cells.append(_cell(median_interval(trial_accuracies(trials)), '%.3f'))
@@ -140,61 +146,81 @@ def _medians(grid, scenario, rows):
 
 
 def verdict_table(rows, target):
-    """The Verdicts table: one row per claim, one column per DSSP mode run, the paired
-    evidence that decides and the unpaired reading."""
+    """The Verdicts table: one row per claim, one column per DSSP mode run, the verdict under
+    the primary metric (or "metric-dependent" when the three metrics disagree), the paired
+    evidence under each metric and the primary's unpaired reading."""
     modes = [(name, mode) for name, mode in DSSP_MODE_ARMS
              if any(r['arm'].name == name and r['ok'] for r in rows)]
     if not modes:
         return []
     budget = common_budget(rows)
-    results = {mode: verdicts(rows, target, name, budget=budget) for name, mode in modes}
+    results = {mode: across_metrics(rows, target, name, budget=budget) for name, mode in modes}
     lines = ['## Verdicts', '',
-             'One row per claim of the paper (Table I\'s order first), time to %g test '
-             'accuracy, decided **seed by seed**: trial k of every paradigm shares its seed, '
-             'and the evidence is the median over the common seeds of the per-seed ratio '
-             't_A,k / t_B,k (for accuracy, the difference) [interval] and its exact coverage. '
-             '**supported**: the interval lies on the claim\'s side of its bound; '
-             '**refuted**: on the other side; **inconclusive**: it straddles the bound, or it '
-             'falls short of the level asked (fewer than %d common seeds for %d%%, marked '
-             '"<"). A seed where neither arm reached the target counts as a ratio anywhere in '
-             '[0, never]. **Several comparisons:** a claim made of m comparisons (one per SSP '
-             'threshold) asks each for the level 1 - %g/m (Bonferroni: %.1f%% for three '
-             'thresholds) and is supported when every one is, refuted when any one is; the '
-             'family is one cell of this table (one claim, one DSSP mode, this target and '
-             'scenario). "within 10%% of the best SSP" is "within 10%% of every SSP", so no '
-             'best threshold is chosen on the trials that test it. **Unpaired**: the '
-             'second reading, median(t_A) / median(t_B) [percentile bootstrap interval, each '
-             'arm resampled on its own] at the same level (shown from %d trials of each '
-             'arm); it decides nothing. The margins were fixed before the lab ran; '
-             'docs/lab.md has the intervals\' measured coverage and each claim\'s power.'
-             % (target, MIN_TRIALS, 100 * LEVEL, 1 - LEVEL, 100 * family_level(3), MIN_TRIALS),
-             '',
-             '| claim | ' + ' | '.join('DSSP %s' % m for _, m in modes) + ' | evidence (paired) '
-             '| unpaired |', '|---' + '|---' * len(modes) + '|---|---|']
+             'One row per claim of the paper (Table I\'s order first), progress to %g test '
+             'accuracy of the servers\' model, under three metrics fixed before the runs: '
+             '**%s** (primary: %s), **%s** (%s) and **%s** (%s). A verdict that is not the '
+             'same under all three is **%s**: the cell then lists each. Decided **seed by '
+             'seed**: trial k of every paradigm shares its seed, and the evidence is the '
+             'median over the common seeds of the per-seed ratio t_A,k / t_B,k (for accuracy, '
+             'the difference) [interval] and its exact coverage. **supported**: the interval '
+             'lies on the claim\'s side of its bound; **refuted**: on the other side; '
+             '**inconclusive**: it straddles the bound, or it falls short of the level asked '
+             '(fewer than %d common seeds for %d%%, marked "<"). A seed where neither arm '
+             'reached the target counts as a ratio anywhere in [0, never]. **Several '
+             'comparisons:** a claim made of m comparisons (one per SSP threshold) asks each '
+             'for the level 1 - %g/m (Bonferroni: %.1f%% for three thresholds) and is '
+             'supported when every one is, refuted when any one is. "within 10%% of the best '
+             'SSP" is "within 10%% of every SSP", so no best threshold is chosen on the '
+             'trials that test it. **Unpaired** (primary metric): median(t_A) / median(t_B) '
+             '[percentile bootstrap interval] at the same level; it decides nothing. Budget: '
+             '%s, the shortest run\'s last evaluation.'
+             % ((target, METRICS[0], METRIC_TEXT[METRICS[0]], METRICS[1],
+                 METRIC_TEXT[METRICS[1]], METRICS[2], METRIC_TEXT[METRICS[2]],
+                 METRIC_DEPENDENT, MIN_TRIALS, 100 * LEVEL, 1 - LEVEL,
+                 100 * family_level(3), '-' if budget is None else '%.2f s' % budget)),
+             '', '| claim | ' + ' | '.join('DSSP %s' % m for _, m in modes)
+             + ' | evidence (paired, per metric) | unpaired |',
+             '|---' + '|---' * len(modes) + '|---|---|']
     first = results[modes[0][1]]
-    for i, row in enumerate(first):
-        cells = [row.claim] + ['**%s**' % results[m][i].verdict for _, m in modes]
-        evidence = '<br>'.join('%s: %s' % (m, results[m][i].evidence) for _, m in modes)
-        second = '<br>'.join('%s: %s' % (m, results[m][i].unpaired) for _, m in modes)
-        lines.append('| ' + ' | '.join(cells) + ' | ' + evidence + ' | ' + second + ' |')
+    for i, (_, cells0) in enumerate(first):
+        claim = cells0[METRICS[0]].claim
+        verdict_cells, evidence, second = [], [], []
+        for _, mode in modes:
+            overall, cells = results[mode][i]
+            text = '**%s**' % overall
+            if overall == METRIC_DEPENDENT:
+                text += ' (' + ', '.join('%s: %s' % (m, cells[m].verdict) for m in METRICS) + ')'
+            verdict_cells.append(text)
+            evidence.append('%s: ' % mode + '; '.join('*%s* %s' % (m, cells[m].evidence)
+                                                      for m in METRICS))
+            second.append('%s: %s' % (mode, cells[METRICS[0]].unpaired))
+        lines.append('| ' + ' | '.join([claim] + verdict_cells) + ' | ' + '<br>'.join(evidence)
+                     + ' | ' + '<br>'.join(second) + ' |')
     lines.append('')
     return lines
 
 
 def _balance(rows, target):
-    results = balance_verdicts(rows, target, budget=common_budget(rows))
+    budget = common_budget(rows)
+    per = {m: balance_verdicts(rows, target, budget=budget, metric=m, unpaired=m == METRICS[0])
+           for m in METRICS}
+    results = per[METRICS[0]]
     if not results:
         return []
     lines = ['## Batch balancing', '',
              'Goal (docs/balance.md): with balanced batches, reach %g test accuracy no later '
-             'than ASP, without staleness under BSP. Seed by seed as in the Verdicts: '
+             'than ASP, without staleness under BSP. Seed by seed as in the Verdicts, under the '
+             'primary metric (%s; "%s" when the three metrics disagree, each then listed): '
              '**supported**: the interval of the median per-seed t_balanced / t_ASP lies at or '
              'below 1; **refuted**: above 1. Unpaired: median / median [bootstrap interval], '
-             'the second reading.' % target, '',
+             'the second reading.' % (target, METRICS[0], METRIC_DEPENDENT), '',
              '| paradigm | t / t_ASP (paired) | verdict | unpaired | t / t_unbalanced (paired) |',
              '|---|---:|---|---:|---:|']
-    for arm, verdict, vs_asp, second, base, vs_base in results:
-        lines.append('| %s | %s | **%s** | %s | %s: %s |' % (
+    for i, (arm, verdict, vs_asp, second, base, vs_base) in enumerate(results):
+        each = {m: per[m][i][1] for m in METRICS}
+        verdict = '**%s**' % verdict if len(set(each.values())) == 1 else (
+            '**%s** (%s)' % (METRIC_DEPENDENT, ', '.join('%s: %s' % kv for kv in each.items())))
+        lines.append('| %s | %s | %s | %s | %s: %s |' % (
             arm.label, fmt_interval(vs_asp), verdict, _fmt_interval(second), base,
             fmt_interval(vs_base)))
     lines.append('')

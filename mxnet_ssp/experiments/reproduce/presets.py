@@ -28,9 +28,10 @@ LAB_LR = 0.003
 #: below the plateau (final accuracies 0.937-0.943 in the first lab runs; at 0.93 the
 #: rankings of the DSSP modes flipped with the target)
 LAB_TARGETS = (0.90, 0.92)
-#: worker 0 snapshots its weights this often (seconds of training) and evaluates them at the
-#: end: the time to a target is read from evaluations at the same wall-clock times in every arm
-LAB_SNAPSHOT_S = 0.5
+#: the servers copy their weights this often (wall-clock seconds, MXNET_SSP_SERVER_SNAPSHOTS),
+#: evaluated after the run: the accuracy at time t is the servers' model's at t, the same grid
+#: in every arm, whoever the controller holds (mxnet_ssp/ps/snapshots.py)
+LAB_SNAPSHOT_S = 0.25
 LAB_BATCH = 32
 LAB_TRAIN_SAMPLES = 4000             # mnist5k: 5,000 digits, 1,000 of them the test set
 LAB_TIMEOUT_S = 900                  # at least, per run
@@ -47,6 +48,13 @@ LAB_COST = {
                    'for BSP and ASP): about 2.4 hours here',
     'transient-8': '72 runs of about 2 minutes (8 workers share 2 cores): about 2.4 hours',
     'jitter-8': '72 runs of about 2 minutes (8 workers share 2 cores): about 2.4 hours'}
+#: the lab's pre-registered scenarios since 2026-11-27 (docs/lab.md, "Pre-registration")
+LAB_SCENARIOS = ('mixed-4', 'transient-4')
+#: the pre-registered tuning grid: per-gradient rates in steps of sqrt 2 around the stability
+#: edge the first lab runs found (0.03 diverged for 7 of 8 stale arms, 0.01 did not), and
+#: momentum 0.8 and 0.9
+LAB_TUNE_LR = '0.005:0.04:sqrt2'
+LAB_TUNE_MOMENTUM = '0.8,0.9'
 
 
 def lab_iterations(workers):

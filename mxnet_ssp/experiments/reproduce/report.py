@@ -88,6 +88,8 @@ def _header(grid, rows, command_line):
     rates = ('lr %g' % grid.lr if not grid.arm_lr else
              'lr per paradigm, chosen by --tune-lr (%s; see "Learning rate per paradigm")'
              % ', '.join('%s %g' % (arm.name, grid.arm_lr.get(arm.name, grid.lr))
+                         + ('' if arm.name not in grid.arm_momentum
+                            else ' momentum %g' % grid.arm_momentum[arm.name])
                          for arm in grid.arms))
     lines.append('%s. %s on %s%s, %d workers, %d server, batch %d per worker, %s '
                  '(momentum %g, wd %g)%s, %d epochs per worker; %s; %d trial(s) per paradigm.'
@@ -324,34 +326,42 @@ def results_json(grid, rows, average):
 
 
 def tuned_section(grid, tuned):
-    """The report's lines on --tune-lr: per paradigm, each rate's median time to the target
-    on the tuning seeds, and the rate its trials ran with."""
+    """The report's lines on --tune-lr: per paradigm, each setting's median time to hold the
+    target on the tuning seeds, the best setting and the runner-up."""
     lines = ['## Learning rate per paradigm (--tune-lr)', '',
-             'Each paradigm first ran at every rate (BSP also at each times the %d workers) on '
-             'seeds %d on, %d trial(s) each; its trials then ran at the rate that reached %g '
-             'soonest (median over the tuning trials; never = infinitely long; ties: the higher '
-             'final accuracy, then the smaller rate). The tuning seeds are none of the trials\' '
-             'seeds.' % (grid.workers, grid.seed + 1000, grid.tune_trials, grid.targets[-1]), '',
-             '| paradigm | rate: median seconds to %g (reached / trials) | chosen |'
-             % grid.targets[-1], '|---|---|---:|']
+             'One grid of per-gradient rates for every paradigm (BSP, which averages the %d '
+             'workers\' gradients, at each times %d)%s, on seeds %d on, %d trial(s) each; '
+             'its trials then ran at the %s setting: the one that held %g soonest (median over '
+             'the tuning trials, primary metric; never = infinitely long; ties: the higher '
+             'final accuracy, then the smaller setting). The tuning seeds are none of the '
+             'trials\' seeds.' % (grid.workers, grid.workers,
+                                  ', every rate with momentum %s' % ', '.join(
+                                      '%g' % m for m in grid.tune_momentum)
+                                  if grid.tune_momentum else '', grid.seed + 1000,
+                                  grid.tune_trials, ('best', 'runner-up')[grid.tune_choice],
+                                  grid.targets[-1]), '',
+             '| paradigm | setting: median seconds to hold %g (reached / trials) | best | '
+             'runner-up |' % grid.targets[-1], '|---|---|---:|---:|']
     for arm in grid.arms:
         entry = tuned.get(arm.name)
         if not entry:
             continue
         parts = []
-        for rate, result in sorted(entry['candidates'].items(), key=lambda kv: float(kv[0])):
+        for name, result in sorted(entry['candidates'].items(),
+                                   key=lambda kv: (kv[1].get('lr', 0), kv[1].get('momentum'))):
             times = sorted(float('inf') if t is None else t for t in result['times_s'])
             if not times:
-                parts.append('%s: no finished run' % rate)
+                parts.append('%s: no finished run' % name)
                 continue
             median = times[(len(times) - 1) // 2]
-            parts.append('%s: %s (%d/%d)' % (rate, 'never' if median == float('inf')
+            parts.append('%s: %s (%d/%d)' % (name, 'never' if median == float('inf')
                                              else '%.1f' % median,
                                              sum(1 for t in times if t != float('inf')),
                                              len(times)))
-        chosen = entry.get('chosen')
-        lines.append('| %s | %s | %s |' % (arm.label, '; '.join(parts),
-                                           '-' if chosen is None else '%g' % chosen))
+        ranked = entry.get('ranked') or []
+        named = ['lr %g, momentum %g' % tuple(s) for s in ranked[:2]] + ['-', '-']
+        lines.append('| %s | %s | %s | %s |' % (arm.label, '; '.join(parts), named[0],
+                                                named[1]))
     return lines + ['']
 
 

@@ -24,9 +24,11 @@ from ... import config as cfg
 from ...core.names import BUILTIN_MODELS
 from .collect import collect_run, eval_curve
 from .json_files import read_json, write_json
-from .grid import MARKER, choose_lr, lr_candidates, plan, plan_tuning, run_signature, trial_seed
+from .grid import (MARKER, candidates, plan, plan_tuning, rank_settings, run_signature,
+                   setting_key, trial_seed)
 from .presets import LAB_SNAPSHOT_S
-from .stats import time_to_target
+from .server_eval import evaluate_run
+from .stats import METRICS, metric_value, time_to_target
 from ...core.env_names import DMLC_PREFIX
 
 logger = logging.getLogger(__name__)
@@ -36,8 +38,9 @@ logger = logging.getLogger(__name__)
 TIMEOUT_GRACE = 120.0
 
 
-def run_env(directory, environ=None):
-    """Environment of a run: one OpenMP thread, metrics in `directory`.
+def run_env(directory, environ=None, snapshots=None):
+    """Environment of a run: one OpenMP thread, metrics in `directory`, and with `snapshots`
+    (seconds) the servers' copies of their weights on a wall clock (:mod:`.server_eval`).
 
     DMLC_* and the staleness settings of the calling shell are dropped: every
     setting of a run is on its command line.
@@ -47,6 +50,9 @@ def run_env(directory, environ=None):
                cfg.ENV_STALENESS, cfg.ENV_DSSP_MODE, cfg.ENV_SOFTSYNC_SPLITS)}
     env['OMP_NUM_THREADS'] = '1'
     env[cfg.ENV_METRICS_DIR] = directory
+    env.pop(cfg.ENV_SERVER_SNAPSHOTS, None)
+    if snapshots:
+        env[cfg.ENV_SERVER_SNAPSHOTS] = '%g' % snapshots
     return env
 
 
@@ -114,9 +120,6 @@ def check_train_script(grid, keep_checkpoints=False):
     grid.extra_flags = [part for flag in OPTIONAL_FLAGS if flag[0] in known
                         and not (keep_checkpoints and flag[0] == '--save-period')
                         for part in flag]
-    if grid.emulate and '--snapshot-every' in known:
-        # the lab's times to target: evaluations at fixed wall-clock times, for every arm
-        grid.extra_flags += ['--snapshot-every', '%g' % LAB_SNAPSHOT_S]
     return problems
 
 
@@ -280,7 +283,9 @@ def execute_run(grid, arm, trial, directory, command):
     with open(log_path, 'w') as log:
         log.write('$ %s\n' % shlex.join(command))
         log.flush()
-        proc = subprocess.Popen(command, env=run_env(directory), cwd=directory, stdout=log,
+        # the lab: the servers' model on a wall clock, the same grid in every arm
+        env = run_env(directory, snapshots=LAB_SNAPSHOT_S if grid.emulate else None)
+        proc = subprocess.Popen(command, env=env, cwd=directory, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
@@ -301,10 +306,29 @@ def execute_run(grid, arm, trial, directory, command):
         marker.update(status='failed', reason='exit code 0 but no summary.json')
     elif code == 0:
         marker.update(status='ok')
+        _evaluate_servers(grid, directory, marker)
     else:
         marker.update(status='failed', reason=_failure_reason(code, directory))
     write_json(os.path.join(directory, MARKER), marker)
     return marker
+
+
+def _evaluate_servers(grid, directory, marker):
+    """The lab: evaluate the servers' copies (``eval_server.jsonl``); a failure fails the run."""
+    if not grid.emulate:
+        return
+    started = time.time()
+    try:
+        points = evaluate_run(directory, grid.model, grid.dataset,
+                              grid.run_data_dir or grid.data_dir)
+    except (OSError, ValueError) as err:
+        marker.update(status='failed', reason='the servers\' snapshots cannot be evaluated: '
+                      '%s' % err)
+        return
+    if points is None:
+        marker.update(status='failed', reason='the servers wrote no snapshots')
+        return
+    marker['server_eval'] = {'points': len(points), 'seconds': round(time.time() - started, 2)}
 
 
 def _stop_launcher(proc, signum):
@@ -338,25 +362,41 @@ def eta_text(durations, left):
 TUNED_FILE = 'tuned_lr.json'
 
 
+def _tuning_results(grid, runs, arm):
+    """{(lr, momentum): [(seconds to hold the last target or inf, final accuracy)]} of `arm`'s
+    finished tuning runs (the primary metric, :data:`.stats.METRICS`)."""
+    results = {setting: [] for setting in candidates(grid, arm)}
+    for run in runs:
+        if run[0] is arm and is_done(run[3], run[5]):
+            numbers = collect_run(run[3], arm)
+            reached = metric_value(numbers['curve'], grid.targets[-1], METRICS[0])
+            results[run[1]].append((math.inf if reached is None else reached,
+                                    numbers['final_accuracy']))
+    return results
+
+
 def run_tuning(grid, out):
-    """--tune-lr: run every unfinished tuning run, then choose each paradigm's rate
-    (:func:`.grid.choose_lr`), set ``grid.arm_lr`` and write ``<out>/tuned_lr.json``.
-    Returns the number of tuning runs that failed."""
+    """--tune-lr: run every unfinished tuning run, then rank each paradigm's settings
+    (:func:`.grid.rank_settings`), set its rate and momentum (:func:`load_tuned`) and write
+    ``<out>/tuned_lr.json``.  Returns the number of tuning runs that failed."""
     runs = plan_tuning(grid, out)
     todo = sum(1 for run in runs if not is_done(run[3], run[5]))
-    logger.info('--tune-lr: %d tuning run(s) to do, %d finished earlier (rates %s, %d trial(s) '
-                'each, seeds from %d)', todo, len(runs) - todo,
-                ', '.join('%g' % r for r in grid.tune_lr), grid.tune_trials,
-                runs[0][5]['seed'] if runs else 0)
+    logger.info('--tune-lr: %d tuning run(s) to do, %d finished earlier (rates %s, momenta %s, '
+                '%d trial(s) each, seeds from %d)', todo, len(runs) - todo,
+                ', '.join('%g' % r for r in grid.tune_lr),
+                ', '.join('%g' % m for m in grid.tune_momentum or (grid.momentum,)),
+                grid.tune_trials, runs[0][5]['seed'] if runs else 0)
     failed = 0
     durations = []
-    for index, (arm, lr, k, directory, command, signature) in enumerate(runs, 1):
+    for index, (arm, (lr, momentum), k, directory, command, signature) in enumerate(runs, 1):
         if is_done(directory, signature):
             continue
-        tag = '[tune %d/%d] %s lr %g trial %d' % (index, len(runs), arm.name, lr, k)
+        tag = '[tune %d/%d] %s %s trial %d' % (index, len(runs), arm.name,
+                                               setting_key(grid, lr, momentum), k)
         logger.info('%s: running', tag)
         marker = execute_run(grid, arm, k, directory, command)
-        marker.update(signature=signature, seed=signature['seed'], lr=lr, tuning=True)
+        marker.update(signature=signature, seed=signature['seed'], lr=lr, momentum=momentum,
+                      tuning=True)
         write_json(os.path.join(directory, MARKER), marker)
         durations.append(marker['duration_s'])
         eta = eta_text(durations, todo - len(durations))
@@ -368,31 +408,26 @@ def run_tuning(grid, out):
                          os.path.join(directory, 'job.log'), eta)
     chosen = {}
     for arm in grid.arms:
-        results = {}
-        for lr in lr_candidates(grid, arm):
-            results[lr] = []
-            for run in runs:
-                if run[0] is arm and run[1] == lr and is_done(run[3], run[5]):
-                    numbers = collect_run(run[3], arm)
-                    reached = time_to_target(numbers['curve'], grid.targets[-1])
-                    results[lr].append((math.inf if reached is None else reached,
-                                        numbers['final_accuracy']))
-        lr = choose_lr(results)
-        if lr is not None:
-            grid.arm_lr[arm.name] = lr
-        chosen[arm.name] = {'chosen': lr, 'target': grid.targets[-1], 'candidates': {
-            '%g' % r: {'times_s': [None if math.isinf(t) else t for t, _ in v],
-                       'final_accuracy': [a for _, a in v]} for r, v in results.items()}}
-        logger.info('--tune-lr: %s runs with lr %s', arm.name,
-                    'the grid\'s %g (no tuning run finished)' % grid.lr if lr is None
-                    else '%g' % lr)
+        results = _tuning_results(grid, runs, arm)
+        ranked = rank_settings(results)
+        best = ranked[0] if ranked else (None, None)
+        chosen[arm.name] = {
+            'chosen': best[0], 'momentum': best[1], 'ranked': [list(s) for s in ranked],
+            'target': grid.targets[-1], 'metric': METRICS[0], 'candidates': {
+                setting_key(grid, *s): {'lr': s[0], 'momentum': s[1],
+                                        'times_s': [None if math.isinf(t) else t for t, _ in v],
+                                        'final_accuracy': [a for _, a in v]}
+                for s, v in results.items()}}
+        logger.info('--tune-lr: %s ranks %s', arm.name, ', '.join(
+            setting_key(grid, *s) for s in ranked[:3]) or 'nothing (no tuning run finished)')
     write_json(os.path.join(out, TUNED_FILE), chosen)
+    load_tuned(grid, out)
     return failed
 
 
 def tuning_on_record(grid, out):
-    """True when ``<out>/tuned_lr.json`` holds a rate for every paradigm of the grid, chosen
-    at the grid's last target from exactly this grid's rates with --tune-trials times each:
+    """True when ``<out>/tuned_lr.json`` holds a ranking for every paradigm of the grid, made
+    at the grid's last target from exactly this grid's settings with --tune-trials runs each:
     the tuning runs are then not run again.  So a new --out can start from a file kept from
     another one (the lab commits it with its summaries; the runs' directories stay behind)."""
     chosen = read_json(os.path.join(out, TUNED_FILE)) if grid.tune_lr else None
@@ -400,23 +435,27 @@ def tuning_on_record(grid, out):
         return False
     for arm in grid.arms:
         entry = chosen.get(arm.name) or {}
-        candidates = entry.get('candidates') or {}
-        if (entry.get('chosen') is None or entry.get('target') != grid.targets[-1]
-                or sorted(candidates) != sorted('%g' % r for r in lr_candidates(grid, arm))
+        found = entry.get('candidates') or {}
+        if (not entry.get('ranked') or entry.get('target') != grid.targets[-1]
+                or sorted(found) != sorted(setting_key(grid, *s) for s in candidates(grid, arm))
                 or any(len(c.get('times_s') or ()) < grid.tune_trials
-                       for c in candidates.values())):
+                       for c in found.values())):
             return False
     return True
 
 
 def load_tuned(grid, out):
-    """Set ``grid.arm_lr`` from ``<out>/tuned_lr.json`` (an earlier invocation's choice), if
-    the grid tunes and the file is there."""
+    """Set ``grid.arm_lr`` and ``grid.arm_momentum`` from ``<out>/tuned_lr.json`` (an earlier
+    invocation's ranking): each paradigm's best setting, or with ``--tuned-choice runner-up``
+    its second (its best when it has only one)."""
     chosen = read_json(os.path.join(out, TUNED_FILE)) if grid.tune_lr else None
     for arm in grid.arms:
-        lr = (chosen or {}).get(arm.name, {}).get('chosen')
-        if lr is not None:
+        ranked = ((chosen or {}).get(arm.name) or {}).get('ranked') or []
+        if ranked:
+            lr, momentum = ranked[min(grid.tune_choice, len(ranked) - 1)]
             grid.arm_lr[arm.name] = lr
+            if grid.tune_momentum:
+                grid.arm_momentum[arm.name] = momentum
 
 
 def run_grid(grid, out, keep_checkpoints=False, cost=None):

@@ -23,6 +23,63 @@ def time_to_target(curve, target):
     return None
 
 
+#: How long the accuracy must stay at or above the target for the primary metric (seconds of
+#: the servers' curve; 8 points of the lab's 0.25 s grid).  Fixed before the runs.
+HOLD_S = 2.0
+#: The progress metrics, the primary first (pre-registered, docs/lab.md): every verdict is
+#: reported under each; one that changes with the metric is "metric-dependent".
+METRICS = ('sustained', 'first', 'shortfall')
+METRIC_TEXT = {
+    'sustained': 'the first time from which the accuracy stayed at or above the target for '
+                 '%g s (or to the end of the run)' % HOLD_S,
+    'first': 'the first time the accuracy reached the target',
+    'shortfall': 'the area between the target and the accuracy curve where it is below, over '
+                 'the common budget, divided by the target (seconds: a curve that jumps to '
+                 'the target at t and stays gives t)'}
+
+
+def sustained_time(curve, target, hold_s=HOLD_S):
+    """Seconds until the accuracy reached `target` and then stayed at or above it for `hold_s`
+    seconds (every point in [t, t + hold_s]; a run that ends sooner keeps its final model, so
+    every point to its end), or None.  One lucky evaluation does not count."""
+    points = sorted(curve)
+    for i, (seconds, accuracy) in enumerate(points):
+        if accuracy < target:
+            continue
+        if all(a >= target for t, a in points[i:] if t <= seconds + hold_s + 1e-9):
+            return seconds
+    return None
+
+
+def shortfall_seconds(curve, target, budget):
+    """The area between `target` and the accuracy curve where it is below, from 0 to `budget`
+    seconds, divided by `target`: seconds, as a time to target is.  Each evaluation holds until
+    the next (the last one to the budget); before the first, the shortfall is the whole target.
+    Lower is better; defined for every run, reached or not (the area under the accuracy curve
+    over the common budget, read as time)."""
+    if budget is None or budget <= 0:
+        return None
+    points = sorted((t, a) for t, a in curve if t < budget)
+    area = 0.0
+    edges = [t for t, _ in points] + [budget]
+    area += (edges[0] if points else budget) * target
+    for (t, a), end in zip(points, edges[1:]):
+        area += (end - t) * max(0.0, target - a)
+    return area / target
+
+
+def metric_value(curve, target, metric, budget=None):
+    """The progress `metric` (:data:`METRICS`) of one curve: seconds, None where a time was
+    never reached."""
+    if metric == 'first':
+        return time_to_target(curve, target)
+    if metric == 'sustained':
+        return sustained_time(curve, target)
+    if metric == 'shortfall':
+        return shortfall_seconds(curve, target, budget)
+    raise ValueError('metric %r: expected one of %s' % (metric, ', '.join(METRICS)))
+
+
 def median_trial(trials):
     """The trial with the median final test accuracy (the paper's choice).
 

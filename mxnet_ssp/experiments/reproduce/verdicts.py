@@ -31,7 +31,7 @@ from ...cluster_model.arms import sim_policy
 from ...cluster_model.simulate import simulate
 from .paired import (LEVEL, MIN_TRIALS, family_level, fmt_interval, paired_difference,
                      paired_ratio)
-from .stats import time_to_target
+from .stats import METRICS, metric_value
 
 __all__ = ['verdicts', 'Verdict', 'balance_verdicts', 'trial_times', 'trial_accuracies',
            'seed_times', 'seed_accuracies', 'ratio_interval', 'difference_interval',
@@ -124,23 +124,26 @@ def _fmt_interval(interval, fmt='%.2f'):
 # ---------------------------------------------------------------------------
 # trial records
 
-def trial_times(trials, target, budget=None):
+def trial_times(trials, target, budget=None, metric='first'):
     """Seconds to `target` of every finished trial (inf where never reached, or reached after
-    `budget` seconds)."""
-    return list(seed_times(trials, target, budget).values())
+    `budget` seconds), under `metric`."""
+    return list(seed_times(trials, target, budget, metric).values())
 
 
 def trial_accuracies(trials):
     return list(seed_accuracies(trials).values())
 
 
-def seed_times(trials, target, budget=None):
-    """{seed: seconds to `target`} of every finished trial (inf where never reached, or only
-    after `budget` seconds: every arm is censored at the same wall-clock time)."""
+def seed_times(trials, target, budget=None, metric='first'):
+    """{seed: seconds to `target`} of every finished trial under the progress `metric`
+    (:data:`.stats.METRICS`; inf where never reached, or only after `budget` seconds: every arm
+    is censored at the same wall-clock time; ``shortfall`` is computed over `budget`)."""
     out = {}
     for r in trials:
         if r['status'] == 'ok':
-            t = time_to_target(r['curve'], target)
+            if metric == 'shortfall' and budget is None:
+                raise ValueError('the shortfall metric needs the common budget')
+            t = metric_value(r['curve'], target, metric, budget)
             out[r['seed']] = math.inf if t is None or (budget is not None and t > budget) else t
     return out
 
@@ -227,7 +230,7 @@ def _claim(title, parts, rule, paired=paired_ratio, unpaired=ratio_interval, fmt
     return Verdict(title, verdict, evidence, second)
 
 
-def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None):
+def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None, metric='first'):
     """One verdict per claim of the paper, for the DSSP arm called `dssp_name`.
 
     Parameters
@@ -242,6 +245,8 @@ def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None):
     budget : float, optional
         Censor every arm's times at this many seconds (:func:`common_budget`; the lab report
         passes it).
+    metric : str
+        The progress metric of the time claims (:data:`.stats.METRICS`).
 
     Returns
     -------
@@ -250,7 +255,8 @@ def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None):
     [bootstrap interval] at the same level.
     """
     by_name = {r['arm'].name: r['trials'] for r in rows}
-    times = {name: seed_times(trials, target, budget) for name, trials in by_name.items()}
+    times = {name: seed_times(trials, target, budget, metric)
+             for name, trials in by_name.items()}
     ssp = [a.name for a in sorted((r['arm'] for r in rows if r['arm'].family == 'ssp'
                                    and not r['arm'].balance and times[r['arm'].name]),
                                   key=lambda a: a.staleness)]
@@ -280,6 +286,24 @@ def verdicts(rows, target, dssp_name='dssp', unpaired=True, budget=None):
           lambda iv: _at_most(iv, 1 + TUNED_MARGIN))
     claim('DSSP at least %gx faster than BSP (t_BSP / t_DSSP >= %g)' % (SPEEDUP, SPEEDUP),
           [('t_BSP / t_DSSP', bsp, dssp)], lambda iv: _greater(iv, SPEEDUP - 1e-12))
+    return out
+
+
+METRIC_DEPENDENT = 'metric-dependent'
+
+
+def across_metrics(rows, target, dssp_name='dssp', budget=None, metrics=METRICS,
+                   unpaired=True):
+    """The verdicts under every progress metric: a list, one per claim, of (the verdict of
+    the primary metric, or :data:`METRIC_DEPENDENT` when the metrics disagree, {metric:
+    :class:`Verdict`})."""
+    per = {m: verdicts(rows, target, dssp_name, unpaired=unpaired, budget=budget, metric=m)
+           for m in metrics}
+    out = []
+    for i in range(len(per[metrics[0]])):
+        cells = {m: per[m][i] for m in metrics}
+        kinds = {v.verdict for v in cells.values()}
+        out.append((cells[metrics[0]].verdict if len(kinds) == 1 else METRIC_DEPENDENT, cells))
     return out
 
 
@@ -386,7 +410,7 @@ def sim_vs_lab(rows, scenario, iterations):
     return out
 
 
-def balance_verdicts(rows, target, unpaired=True, budget=None):
+def balance_verdicts(rows, target, unpaired=True, budget=None, metric='first'):
     """Batch balancing's goal: time to `target` no later than ASP's (issue 11), and against
     the same store unbalanced, compared seed by seed.
 
@@ -396,7 +420,7 @@ def balance_verdicts(rows, target, unpaired=True, budget=None):
     or None, unbalanced arm's name, paired Interval vs it), one per ``-balance`` arm with a
     finished trial.
     """
-    times = {r['arm'].name: seed_times(r['trials'], target, budget) for r in rows}
+    times = {r['arm'].name: seed_times(r['trials'], target, budget, metric) for r in rows}
     out = []
     for row in rows:
         arm = row['arm']
