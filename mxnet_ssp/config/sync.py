@@ -5,7 +5,6 @@ import os
 from dataclasses import dataclass, field, replace
 
 from ..core.controller_settings import DEFAULT_PLACEMENT, PLACEMENTS
-from ..core.env_names import DMLC_ROLE
 from ..core.names import BOUNDED, DSSP_MODES, DSSP_STALENESS
 from .lifetime import DEFAULT_LIVENESS
 from .file import current, settings_origin
@@ -405,9 +404,9 @@ def _note_defaults_once(conf, env):
         return
     _noted.append(conf.store)
     logging.getLogger('mxnet_ssp').warning(
-        'mxnet-ssp: %s on %s was started over ssh and no MXNET_SSP_* setting reached it '
+        'mxnet-ssp: started over ssh on %s and no MXNET_SSP_* setting reached it '
         '(MXNet\'s tools/launch.py passes none over ssh; mxnet-ssp-launch passes those of '
         'its environment) and there is no settings file '
         '(%s in %s, or %s): using %s, all of them defaults (docs/launch.md)',
-        env.get(DMLC_ROLE) or 'this process', this_host(), SETTINGS_FILE, os.getcwd(),
+        this_host(), SETTINGS_FILE, os.getcwd(),
         ENV_SETTINGS, conf.describe())

@@ -204,7 +204,10 @@ def test_under_ssh_with_no_setting_anywhere_the_defaults_are_said_once(tmp_path)
     assert json.loads(done.stdout)[:2] == [3, 300.0]
     lines = [l for l in done.stderr.splitlines() if 'no MXNET_SSP_* setting reached it' in l]
     assert len(lines) == 1, done.stderr
-    assert ('mxnet-ssp: worker on %s was started over ssh' % os.uname()[1]) in lines[0]
+    # one format for our lines in a job's process: the role and rank, then the message
+    assert lines[0].startswith('mxnet-ssp: WARNING worker['), lines[0]
+    assert ('started over ssh on %s and no MXNET_SSP_* setting reached it' % os.uname()[1]
+            in lines[0])
     assert ('there is no settings file (mxnet_ssp.env in %s, or MXNET_SSP_SETTINGS): using '
             'dist_ssp staleness=3 mode=bounded timeout=300s' % tmp_path) in lines[0]
 
