@@ -3,7 +3,7 @@
 The launcher runs on the login host (host0) and starts the servers and workers over ssh on
 the other hosts, through each host's own sshd, with the hostfile the testbed wrote: our
 launcher (``python -m mxnet_ssp.launch --launcher ssh``) with ``dist_ssp``, and MXNet's
-stock tools/launch.py (tests/jobs/stock_launch.py) with ``dist_async``.  Every process
+stock tools/launch.py (tests/support/jobs/stock_launch.py) with ``dist_async``.  Every process
 records, before it imports mxnet, the network namespace it runs in and its address towards
 the scheduler, so the tests check where each one ran.  Needs what test_testbed_cluster.py
 needs (root, iproute2, OpenSSH); skipped without it, failed under CI=true.
