@@ -296,7 +296,7 @@ def test_dmlc_interface_picks_the_second_interface_for_the_controller_and_balanc
         ('worker', '0', 'host1', '198.18.0.2', None),
         ('worker', '1', 'host2', '198.18.0.3', None),
     ], fail_msg(proc)
-    assert re.search(r'server: dist_ssp controller for 2 workers, .* at %s:\d+'
+    assert re.search(r'server(\[\d+\])?: dist_ssp controller for 2 workers, .* at %s:\d+'
                      % re.escape(data[0]), proc.stderr), fail_msg(proc)
     controller = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
     assert sorted(e['host'] for e in controller if e.get('event') == 'connect') == data, \
