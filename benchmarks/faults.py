@@ -14,7 +14,7 @@ Faults: ``worker-kill`` (SIGKILL to worker rank 1), ``worker-stop`` (SIGSTOP
 to worker rank 1; SIGKILL at the end), ``server-kill`` (SIGKILL to the
 server, which also hosts mxnet-ssp's controller), ``scheduler-kill``.
 Launchers: ``stock`` (MXNet 1.9.1's tools/launch.py through
-tests/jobs/stock_launch.py, the tracker pinned to 127.0.0.1) and ``ours``
+tests/support/jobs/stock_launch.py, the tracker pinned to 127.0.0.1) and ``ours``
 (mxnet-ssp-launch ``--launcher local --timeout``).
 
     python -m benchmarks.faults --out docs/faults.md

@@ -6,7 +6,7 @@ time) is recorded once per worker count by an event-driven run of the
 workers under the policy (no leaves: the run stops at ``--sim-time``
 simulated seconds, longer for small jobs so that every timeline has about
 ``--min-pushes`` pushes), then replayed on fresh policies: the straightforward one
-kept as the test oracle (``tests/oracle_sync.py``, scans over all clocks) and
+kept as the test oracle (``tests/support/oracle_sync.py``, scans over all clocks) and
 ``mxnet_ssp.core.sync.SyncPolicy``.  Both take the same decisions, so the replay
 is the same job for both; the final clocks and max lead are checked.  Only
 the ``on_push`` calls are timed (garbage collection off, as timeit does).

@@ -7,7 +7,7 @@ square root DC-ASGD-a needs per element costs about two whole ``sgd_mom_update``
 (docs/benchmarks.md).  NumPy's float32/float64 loops are vectorized, so the same passes
 written as NumPy operations with ``out=`` are several times faster, allocate nothing and,
 being IEEE operations in the same order, give the same bits as MXNet's operators and as
-the NumPy oracle ``tests/oracle_optim.py``.
+the NumPy oracle ``tests/support/oracle_optim.py``.
 
 :func:`host_views` waits for every pending operation of MXNet's engine (``nd.waitall``:
 the arrays may still be written or read by queued kernels) and returns NumPy arrays that
@@ -64,7 +64,7 @@ class NDArrayOps:
     or this class for arrays that stay in MXNet (a GPU's, float16).  The operations and their
     order are the same either way, so there is one definition of each pass; element-wise
     float32/float64 operations are correctly rounded in both, so on CPU the two give the same
-    bits (tests/unit/test_optim.py).  A scalar operand is rounded to the arrays' dtype first.
+    bits (tests/unit/optim/test_optim.py).  A scalar operand is rounded to the arrays' dtype first.
     """
 
     @staticmethod
@@ -121,7 +121,7 @@ def dcasgd_compensate(g, w, b, out, p, lamda, adaptive, reading, mean_square=Non
     * ``'multiverso'``: ``MS = (1-m)*(g*g) + m*MS``, then
       ``g + (lamda * (g / sqrt(MS + epsilon))) * ((w - b) * g)``.
 
-    The groupings are those of ``DCASGDRule`` of ``tests/oracle_optim.py``; the scalars are
+    The groupings are those of ``DCASGDRule`` of ``tests/support/oracle_optim.py``; the scalars are
     rounded to the arrays' dtype first.  `g`, `w` and `b` are only read.
     """
     f = scalar_type(out)

@@ -13,7 +13,12 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JOBS = os.path.join(ROOT, 'tests', 'jobs')
+#: What tests use but do not collect: the oracles, the log and archive writers, and jobs/.
+SUPPORT = os.path.join(ROOT, 'tests', 'support')
+JOBS = os.path.join(SUPPORT, 'jobs')
+# ``import oracle_sync`` (and the other support modules) from any test folder
+if SUPPORT not in sys.path:
+    sys.path.insert(0, SUPPORT)
 
 
 # ---------------------------------------------------------------------------
@@ -237,7 +242,7 @@ def read_jsonl(path):
 
 @pytest.fixture
 def marker_job(tmp_path):
-    """Run tests/jobs/marker_job.py; returns (completed process, {rank: [records]})."""
+    """Run tests/support/jobs/marker_job.py; returns (completed process, {rank: [records]})."""
     def run(workers=2, servers=1, env=None, launcher_args=(), **flags):
         out = tmp_path / 'steps'
         cmd = [sys.executable, os.path.join(JOBS, 'marker_job.py'), '--out', str(out)]

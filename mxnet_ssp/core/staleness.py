@@ -6,7 +6,7 @@ last pulled.  From these follow the staleness of a gradient and, under
 n-softsync, when an update happens.  This module is that bookkeeping and
 nothing else: plain Python, no arrays.  The servers
 (:class:`mxnet_ssp.ps.server.ServerOptimizer`, on MXNet arrays) and the NumPy
-reference (``Reference`` of ``tests/oracle_optim.py``) each keep one
+reference (``Reference`` of ``tests/support/oracle_optim.py``) each keep one
 :class:`KeyClock` per parameter, so they cannot disagree on a tau or on which
 gradients form an update.
 

@@ -15,7 +15,8 @@ The servers drive them through :class:`WorkerAwareOptimizer`'s two-step interfac
 ``prepare_grad`` once per received gradient and ``apply`` once per weight update.  MXNet's
 plain ``update`` (no sender information) raises :class:`StalenessRequiredError`.
 The formulas, the order of the operations and the state each rule keeps are in
-``docs/update_rules.md``; the NumPy oracle ``tests/oracle_optim.py`` is a NumPy reference of the same rules.
+``docs/update_rules.md``; the NumPy oracle ``tests/support/oracle_optim.py`` is a NumPy reference of
+the same rules.
 
 ==========================================  ================================================
 :mod:`~mxnet_ssp.optim.worker_aware`        :class:`WorkerAwareOptimizer`, the steps every

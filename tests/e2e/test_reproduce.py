@@ -1,7 +1,7 @@
 """Tests of mxnet_ssp.reproduce: reports of synthetic runs, bad input, the runner and resuming.
 
 * The report's maths (mxnet_ssp.experiments.reproduce.stats) is tested in
-  tests/unit/test_stats.py; here it runs through the collector and the report.
+  tests/unit/experiments/test_stats.py; here it runs through the collector and the report.
 * Runner tests with a stand-in for train_cifar.py that writes synthetic
   metrics: real launcher jobs that take a fraction of a second, so resuming,
   failures and aborts are checked without MXNet.
@@ -46,7 +46,7 @@ def checkout_first(monkeypatch):
 
 
 # ---------------------------------------------------------------------------
-# arms (parse_arm itself: tests/unit/test_arms.py)
+# arms (parse_arm itself: tests/unit/cluster_model/test_arms.py)
 # ---------------------------------------------------------------------------
 def test_every_preset_resolves_to_its_paradigms():
     for preset in PRESETS.values():

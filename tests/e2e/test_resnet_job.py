@@ -2,7 +2,7 @@
 
 BatchNorm's running statistics are initialized in the store but never get
 gradients; the store must still make exactly one decision per optimizer step
-(see tests/unit/test_steps.py for the unit tests of the step boundary).
+(see tests/unit/ps/test_steps.py for the unit tests of the step boundary).
 """
 import os
 import sys

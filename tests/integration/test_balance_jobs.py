@@ -1,4 +1,4 @@
-"""Batch balancing in real MXNet jobs (tests/jobs/balance_job.py): a balanced dist_sync
+"""Batch balancing in real MXNet jobs (tests/support/jobs/balance_job.py): a balanced dist_sync
 step is the step of one process on the same samples, and the split follows the speeds."""
 import json
 import os

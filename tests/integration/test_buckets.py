@@ -1,6 +1,6 @@
 """Buckets on real MXNet jobs: the same training with one key per array and with buckets.
 
-tests/jobs/buckets_job.py trains a small network (a dozen arrays, all small enough for
+tests/support/jobs/buckets_job.py trains a small network (a dozen arrays, all small enough for
 buckets; per-parameter multipliers; one frozen weight) on data fixed by the worker's rank.
 With one worker the servers see the same gradients in the same order either way, so the final
 weights must be the same bits (the rules are element-wise and each element gets the same

@@ -1,6 +1,6 @@
 """Conformance with MXNet of the stores mxnet-ssp registers under MXNet's own names.
 
-tests/jobs/conformance_job.py runs the themes of MXNet 1.9.1's nightly distributed KVStore
+tests/support/jobs/conformance_job.py runs the themes of MXNet 1.9.1's nightly distributed KVStore
 tests (written anew) as a real job under MXNet's stock tools/launch.py, 2 workers and 2
 servers (big arrays split over both).  Each worker asserts what MXNet determines (values
 after a barrier, exact sums) and records every outcome.  Here:

@@ -1,7 +1,7 @@
 """Elastic mode (MXNET_SSP_ELASTIC / mxnet-ssp-launch --elastic): a worker killed with
 SIGKILL mid-run does not end the job.
 
-Real jobs on loopback (tests/jobs/marker_job.py): every gradient is a marker that becomes
+Real jobs on loopback (tests/support/jobs/marker_job.py): every gradient is a marker that becomes
 exactly 1 in the weights once applied, so a survivor's last pulled weights show each of its
 own pushes applied exactly once (a value of 2 would be a push applied twice, a 0 one lost),
 and the dead worker's pushes applied once or not at all.  The survivors finish and exit 0,

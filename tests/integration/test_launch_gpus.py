@@ -6,7 +6,7 @@ through the ``num_gpus`` parameter of ``launch.main`` / ``launch.plan_gpus`` /
 their environment.  The count MXNet really gives here (0) is used where it can be:
 the launcher then refuses to start, and a worker given a GPU refuses to train.  The pure
 checks (the map, the plan, each worker's environment, ``choose_gpus``) are unit tests:
-tests/unit/test_gpus.py.
+tests/unit/launch/test_gpus.py.
 """
 import os
 
@@ -31,7 +31,7 @@ def clean_env(monkeypatch):
 
 
 # ---------------------------------------------------------------------------
-# the count MXNet really gives (the pure checks: tests/unit/test_gpus.py)
+# the count MXNet really gives (the pure checks: tests/unit/launch/test_gpus.py)
 # ---------------------------------------------------------------------------
 @pytest.mark.slow
 def test_count_gpus_asks_mxnet_here():

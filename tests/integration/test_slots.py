@@ -1,6 +1,6 @@
 """Slot mode on real MXNet jobs: the servers know sender, staleness and backup of each gradient.
 
-The job (tests/jobs/slot_job.py) makes the staleness of every gradient
+The job (tests/support/jobs/slot_job.py) makes the staleness of every gradient
 observable from the workers: the sum of key 0's weights is the number of
 updates applied when a worker pulled.  The tests check the servers' recorded
 staleness against what the workers saw, and (where a rule is given) replay the

@@ -3,7 +3,7 @@
 The launcher runs on the login host (host0) and starts the servers and workers over ssh on
 the other hosts, through each host's own sshd, with the hostfile the testbed wrote: our
 launcher (``python -m mxnet_ssp.launch --launcher ssh``) with ``dist_ssp``, and MXNet's
-stock tools/launch.py (tests/jobs/stock_launch.py) with ``dist_async``.  Every process
+stock tools/launch.py (tests/support/jobs/stock_launch.py) with ``dist_async``.  Every process
 records, before it imports mxnet, the network namespace it runs in and its address towards
 the scheduler, so the tests check where each one ran.  Needs what test_testbed_cluster.py
 needs (root, iproute2, OpenSSH); skipped without it, failed under CI=true.
@@ -296,7 +296,7 @@ def test_dmlc_interface_picks_the_second_interface_for_the_controller_and_balanc
         ('worker', '0', 'host1', '198.18.0.2', None),
         ('worker', '1', 'host2', '198.18.0.3', None),
     ], fail_msg(proc)
-    assert re.search(r'server: dist_ssp controller for 2 workers, .* at %s:\d+'
+    assert re.search(r'server(\[\d+\])?: dist_ssp controller for 2 workers, .* at %s:\d+'
                      % re.escape(data[0]), proc.stderr), fail_msg(proc)
     controller = read_jsonl(tmp_path / 'metrics' / 'controller.jsonl')
     assert sorted(e['host'] for e in controller if e.get('event') == 'connect') == data, \

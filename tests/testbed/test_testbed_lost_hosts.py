@@ -1,7 +1,7 @@
 """Lost hosts, not only lost processes (issue 36 part 3), on an emulated 4-host cluster.
 
 Each test brings a testbed of its own up (random prefix, removed on every exit path) and runs
-tests/jobs/marker_job.py with ``mxnet-ssp-launch --launcher ssh`` from the login host
+tests/support/jobs/marker_job.py with ``mxnet-ssp-launch --launcher ssh`` from the login host
 (host0, which runs the scheduler) over the testbed's hostfile (host1..host3): -n 3 -s 1
 places server #0 and worker #0 on host1 and workers #1, #2 on host2 and host3 (our
 launcher's round-robin per role).  Then one host is lost while the job trains:

@@ -148,6 +148,30 @@ def _check_slowdown(text, workers):
                        '(%d workers) and factors >= 1, e.g. 1:2.5' % (workers - 1, workers))
 
 
+def _workers(value):
+    """``--workers``: an integer >= 2."""
+    try:
+        workers = int(value)
+    except ValueError:
+        raise bad_option('--workers', value, 'an integer >= 2') from None
+    if workers < 2:
+        raise bad_option('--workers', value, 'an integer >= 2 (the paradigms differ only '
+                         'with several workers)')
+    return workers
+
+
+def _targets(value):
+    """``--targets``: comma-separated test accuracies in (0, 1]."""
+    try:
+        targets = tuple(float(x) for x in value.split(',') if x.strip())
+    except ValueError:
+        targets = ()
+    if not targets or not all(0 < t <= 1 for t in targets):
+        raise bad_option('--targets', value,
+                         'comma-separated test accuracies in (0, 1], e.g. 0.67,0.68')
+    return targets
+
+
 def resolve_grid(args):
     """Apply the command line `args` to their preset; raise :class:`UsageError` on bad input."""
     scenario = getattr(args, 'lab_scenario', None)    # --preset emulated --scenario
@@ -172,27 +196,11 @@ def resolve_grid(args):
             raise bad_option('--data-fraction', args.data_fraction,
                        '1 with preset %s: %s is already small; a fraction applies to '
                        'the CIFAR presets' % (preset.name, preset.dataset))
-    workers = preset.workers
-    if args.workers is not None:
-        try:
-            workers = int(args.workers)
-        except ValueError:
-            raise bad_option('--workers', args.workers, 'an integer >= 2') from None
-        if workers < 2:
-            raise bad_option('--workers', args.workers, 'an integer >= 2 (the paradigms differ only '
-                       'with several workers)')
+    workers = preset.workers if args.workers is None else _workers(args.workers)
     trials = preset.trials
     if args.trials is not None:
         trials = _positive_int('--trials', args.trials)
-    targets = preset.targets
-    if args.targets is not None:
-        try:
-            targets = tuple(float(x) for x in args.targets.split(',') if x.strip())
-        except ValueError:
-            targets = ()
-        if not targets or not all(0 < t <= 1 for t in targets):
-            raise bad_option('--targets', args.targets,
-                       'comma-separated test accuracies in (0, 1], e.g. 0.67,0.68')
+    targets = preset.targets if args.targets is None else _targets(args.targets)
     timeout = preset.timeout_s if args.timeout is None else _positive_float(
         '--timeout', args.timeout, 'a number of seconds > 0')
     slowdown = preset.slowdown if args.slowdown is None else (args.slowdown.strip() or None)

@@ -211,7 +211,7 @@ SCENARIOS = [  # (times, limit, jitter, latency, seed)
                                   'dssp:3:15:paper', 'dssp:3:15:threshold', 'dssp:1:4'])
 def test_same_results_as_the_straightforward_loop(scenario, spec):
     """The simulator keeps ASP's slowest clock incrementally; the oracle scans every worker
-    at each push (tests/oracle_simulate.py): every field of the result is identical."""
+    at each push (tests/support/oracle_simulate.py): every field of the result is identical."""
     from oracle_simulate import simulate as oracle
     times, limit, jitter, latency, seed = SCENARIOS[scenario]
     fast = simulate(times, spec, jitter=jitter, latency=latency, seed=seed, **limit)

@@ -800,8 +800,8 @@ def test_reference_does_not_import_mxnet():
     import sys
     code = ('import sys, oracle_optim; '
             'assert "mxnet" not in sys.modules, sorted(m for m in sys.modules if "mxnet" in m)')
-    subprocess.run([sys.executable, '-c', code], check=True, cwd=os.path.join(ROOT, 'tests'),
-                   env=dict(os.environ, PYTHONPATH=ROOT))
+    subprocess.run([sys.executable, '-c', code], check=True,
+                   cwd=os.path.join(ROOT, 'tests', 'support'), env=dict(os.environ, PYTHONPATH=ROOT))
 
 
 @pytest.mark.parametrize('first', [

@@ -2,8 +2,9 @@
 format_advice, format_check).
 
 The formatters get hand-built fits, predictions and lab rows whose printed numbers are worked
-out here from the inputs; main gets argv lists, tiny synthetic runs (tests/advise_logs.py writes
-them as mxnet-ssp-train does, like tests/unit/test_advise.py) and, where only its wiring is
+out here from the inputs; main gets argv lists, tiny synthetic runs
+(tests/support/advise_logs.py writes them as mxnet-ssp-train does, like
+tests/unit/cluster_model/test_advise.py) and, where only its wiring is
 checked, stand-ins for the fit and the simulation that record what main passed them."""
 import math
 

@@ -5,7 +5,8 @@ training and 397 held-out images), trained by 16 simulated workers in round robi
 worker computes a minibatch gradient (16 images) on the weights it last pulled, pushes it,
 and pulls.  Every gradient is therefore ~15 updates stale (tau = 15 in the steady state), the
 situation of Zhang et al.'s 30-softsync / Downpour runs.  The server is the NumPy reference
-(the NumPy oracle ``tests/oracle_optim.py``, float64) and, in the last test, the real rules of
+(the NumPy oracle ``tests/support/oracle_optim.py``, float64) and, in the last test, the real
+rules of
 :mod:`mxnet_ssp.optim` in float32.
 
 What the runs show (fixed seeds; the asserted bounds hold for seeds 0-9):

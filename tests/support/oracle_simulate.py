@@ -2,13 +2,14 @@
 :func:`mxnet_ssp.cluster_model.simulate.simulate`.
 
 It recomputes the slowest active clock by a scan of every worker at each ASP push (O(workers)),
-as the simulator did before it kept that clock incrementally; tests/unit/test_simulate.py
+as the simulator did before it kept that clock incrementally;
+tests/unit/cluster_model/test_simulate.py
 requires both to give identical results.  It imports nothing from the simulator: the policy
 spec, the label, the jittered compute times and every field of the result are written out here
 again from the simulator's documented contract, so a bug in one of the simulator's helpers
 shows up as a difference instead of being shared by both sides.  Only the synchronization
 policy itself (:class:`mxnet_ssp.core.sync.SyncPolicy`, which has its own oracle in
-tests/oracle_sync.py) is the same object on both sides.
+tests/support/oracle_sync.py) is the same object on both sides.
 """
 import heapq
 import random

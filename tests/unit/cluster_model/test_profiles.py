@@ -80,7 +80,7 @@ def test_an_unknown_scenario_names_the_known_ones():
         get_scenario('mixed-3')
     assert str(err.value) == (
         "emulated scenario 'mixed-3' is not known: expected one of mixed-2, mixed-4, "
-        "straggler-8, transient-8, jitter-8, a spec such as "
+        "straggler-8, transient-8, jitter-8, transient-4, a spec such as "
         "workers=4,base_ms=15,factors=1:1.3:1.8:3,"
         "jitter=10% (keys: name, workers, base_ms, factors, jitter, episode_rate, "
         "episode_factor, episode_length, description), or a .json or .toml file with those "

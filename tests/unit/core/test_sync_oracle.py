@@ -1,6 +1,6 @@
 """The incremental :class:`mxnet_ssp.core.sync.SyncPolicy` against the oracle.
 
-``tests/oracle_sync.py`` is the straightforward policy as it shipped before
+``tests/support/oracle_sync.py`` is the straightforward policy as it shipped before
 the decisions became O(1) amortized (scans over every clock, a sort of the
 waiters), copied unchanged but for the ``threshold`` mode, added to both the
 same straightforward way.  Both are driven through the same timelines and

@@ -1,4 +1,5 @@
-"""Edges of the NumPy reference (the NumPy oracle ``tests/oracle_optim.py``): defaults, states, dtypes,
+"""Edges of the NumPy reference (the NumPy oracle ``tests/support/oracle_optim.py``): defaults,
+states, dtypes,
 error messages, what :func:`rule_from_optimizer` reads, and one or two updates of each rule
 against values worked out by hand.  Pure NumPy, except the last test (real optimizers)."""
 import re
