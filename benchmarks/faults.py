@@ -41,7 +41,7 @@ import uuid
 
 #: the job and the stock launcher's shim, by module: every process starts in the checkout
 JOB = ['-m', 'benchmarks.fault_job']
-STOCK = ['-m', 'tests.jobs.stock_launch']
+STOCK = ['-m', 'tests.support.jobs.stock_launch']
 TOKEN_VAR = 'MXNET_SSP_FAULTS_TRIAL'
 
 FAULTS = ('worker-kill', 'worker-stop', 'server-kill', 'scheduler-kill')

@@ -27,7 +27,7 @@ import time
 
 
 from mxnet_ssp.core.sync import SyncPolicy
-from tests.oracle_sync import SyncPolicy as OraclePolicy  # the tests' oracle (run from the checkout)
+from tests.support.oracle_sync import SyncPolicy as OraclePolicy  # the tests' oracle (run from the checkout)
 
 STRAGGLER_FACTOR = 2.5
 JITTER = 0.1
