@@ -241,15 +241,7 @@ def run_job(config, model, workers, steps, warmup, out, shapes_file=SHAPES_FILE)
             tail = f.read()[-3000:]
         raise RuntimeError('%s %s W=%d: launcher exited %d; log %s:\n%s'
                            % (model, config.label, workers, rc, log_path, tail))
-    results = []
-    for name in sorted(os.listdir(out)):
-        if name.startswith('worker-') and name.endswith('.json'):
-            with open(os.path.join(out, name)) as f:
-                results.append(json.load(f))
-    if len(results) != workers:
-        raise RuntimeError('%s %s W=%d: %d worker results in %s'
-                           % (model, config.label, workers, len(results), out))
-    return results
+    return worker_results(out, workers, '%s %s W=%d' % (model, config.label, workers))
 
 
 def job_figures(results):
@@ -265,6 +257,19 @@ def job_figures(results):
 
 
 # ---------------------------------------------------------------- tables
+
+def worker_results(out, workers, what):
+    """The ``worker-*.json`` results of one job in `out`, one per worker (RuntimeError naming
+    `what` otherwise)."""
+    results = []
+    for name in sorted(os.listdir(out)):
+        if name.startswith('worker-') and name.endswith('.json'):
+            with open(os.path.join(out, name)) as f:
+                results.append(json.load(f))
+    if len(results) != workers:
+        raise RuntimeError('%s: %d worker results in %s' % (what, len(results), out))
+    return results
+
 
 def fmt_stat(values, digits=1):
     """'12.3' for one value, 'median [min-max]' for several, '-' for none."""

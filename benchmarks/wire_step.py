@@ -42,7 +42,8 @@ import subprocess
 import sys
 import time
 
-from benchmarks.ps_step import SHAPES_FILE, fmt_stat, load_shapes, rotated, summarize_shapes
+from benchmarks.ps_step import (SHAPES_FILE, fmt_stat, load_shapes, rotated, summarize_shapes,
+                               worker_results)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: TCP payload bytes per Ethernet frame byte at MTU 1500 (mxnet_ssp.testbed.measure)
@@ -205,15 +206,7 @@ def run_job(state, config, model, workers, servers, steps, warmup, out):
         _stop_all(procs)
         for log in logs:
             log.close()
-    results = []
-    for name in sorted(os.listdir(out)):
-        if name.startswith('worker-') and name.endswith('.json'):
-            with open(os.path.join(out, name)) as f:
-                results.append(json.load(f))
-    if len(results) != workers:
-        raise RuntimeError('%s %s %dx%d: %d worker results in %s'
-                           % (model, config.label, workers, servers, len(results), out))
-    return results
+    return worker_results(out, workers, '%s %s %dx%d' % (model, config.label, workers, servers))
 
 
 def job_figures(results, floor_s):
