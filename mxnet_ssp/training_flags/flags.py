@@ -12,6 +12,7 @@ from .. import config
 from .._cli import DefaultsOnce, add_version, prog_name
 from ..core.names import DATASETS, DCASGD_PW, DSSP_MODES, SASGD, STALENESS_POLICIES
 from ..cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE
+from ..core.env_names import DMLC_ROLE
 from .models import MODELS
 
 
@@ -32,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
     it.  Run by hand, argparse's usage and message."""
 
     def error(self, message):
-        if os.environ.get('DMLC_ROLE'):
+        if os.environ.get(DMLC_ROLE):
             self.exit(2, '%s: error: %s\n' % (self.prog, message))
         super().error(message)
 

@@ -11,6 +11,7 @@ from collections import namedtuple
 from .. import config
 from ..core.names import ADAPTIVE_READINGS, DATASETS, DCASGD_PW, DSSP_MODES, SASGD
 from ..cluster_model.profiles import get_scenario
+from ..core.env_names import DMLC_ROLE
 from .defaults import fill_defaults
 from .flags import (KVSTORES, OPTIMIZERS, SSP_KVSTORES, STALENESS_KVSTORES, STALENESS_LR,
                     TRAIN_MODES, build_parser)
@@ -136,7 +137,7 @@ def _check_one_decay_schedule(args, job):
 
 def _check_job(args, job):
     """A dist store needs a parameter-server job (DMLC_ROLE set by a launcher)."""
-    if args.kvstore.startswith('dist') and not job.environ.get('DMLC_ROLE'):
+    if args.kvstore.startswith('dist') and not job.environ.get(DMLC_ROLE):
         return ('--kvstore %s needs a parameter-server job (DMLC_ROLE is not set): run '
                 'under "mxnet-ssp-launch -n N -s S --launcher local mxnet-ssp-train ...", '
                 'or use --kvstore local' % args.kvstore)
@@ -158,7 +159,7 @@ def _check_splits(args, job):
     if args.splits is not None:
         try:
             # outside a job (no DMLC_ROLE) only the form is checked: _check_job says the rest
-            bound = job.num_workers if job.environ.get('DMLC_ROLE') else None
+            bound = job.num_workers if job.environ.get(DMLC_ROLE) else None
             args.splits = config.parse_splits(args.splits, bound, source='--splits')
         except ValueError as err:
             return str(err)
@@ -364,5 +365,5 @@ def check_args(argv, num_workers=1, environ=None):
     ``SystemExit(2)``, like the workers would.
     """
     env = dict(os.environ if environ is None else environ)
-    env.update({'DMLC_ROLE': 'worker', config.ENV_NUM_WORKER: str(int(num_workers))})
+    env.update({DMLC_ROLE: 'worker', config.ENV_NUM_WORKER: str(int(num_workers))})
     return parse_args(argv, env)

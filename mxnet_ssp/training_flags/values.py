@@ -11,6 +11,7 @@ import re
 import tempfile
 
 from .. import config
+from ..core.env_names import CUDA_VISIBLE_DEVICES
 
 
 def parse_slowdown(text):
@@ -176,5 +177,5 @@ def choose_gpus(num_gpus, environ, visible):
     if max(ids) >= visible:
         raise ValueError('%s is not valid here: MXNet sees %d GPU(s) in this worker '
                          '(CUDA_VISIBLE_DEVICES=%r): ids 0..%d'
-                         % (name, visible, environ.get('CUDA_VISIBLE_DEVICES'), visible - 1))
+                         % (name, visible, environ.get(CUDA_VISIBLE_DEVICES), visible - 1))
     return list(ids)
