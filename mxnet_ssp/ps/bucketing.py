@@ -57,7 +57,7 @@ class Buckets:
     timeout : float
         Seconds the first step's barrier may take (``MXNET_SSP_TIMEOUT``).
     error : exception class
-        What a refused call raises (the store's :class:`~mxnet_ssp.kvstore.SSPError`).
+        What a refused call raises (the store's :class:`~mxnet_ssp.store.SSPError`).
     """
 
     def __init__(self, native, keys, tracker, num_servers, bucket_bytes, host_copies, timeout,

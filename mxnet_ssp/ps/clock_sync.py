@@ -43,7 +43,7 @@ class ClockSync:
     config : :class:`~mxnet_ssp.config.SyncConfig`
     rank, num_workers : int
     error : exception class
-        What a failure raises (the store's :class:`~mxnet_ssp.kvstore.SSPError`).
+        What a failure raises (the store's :class:`~mxnet_ssp.store.SSPError`).
 
     Attributes
     ----------
