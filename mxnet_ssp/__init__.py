@@ -10,6 +10,7 @@ logic do not need it).  Configuration comes from the environment (see
 """
 import importlib
 
+from ._hooks import when_done_importing as _when_done_importing
 from ._hooks import when_imported as _when_imported
 from ._log import attach as _attach_log
 from .config import ConfigError, SyncConfig
@@ -21,7 +22,18 @@ __version__ = '0.1.0'
 _LAZY = ('create', 'SSPKVStore', 'SSPError')
 
 
+#: The modules of the store's own import chain that import MXNet at their top: when a script
+#: imports one of them before mxnet, MXNet's import finishes inside it, before the names
+#: kvstore takes from it exist; each calls _hooks.module_done as its last line.
+_STORE_CHAIN = ('mxnet_ssp.store', 'mxnet_ssp.ps.native_store', 'mxnet_ssp.ps.bucketing',
+                'mxnet_ssp.ps.clock_sync')
+
+
 def _register_store_types():
+    _when_done_importing(_STORE_CHAIN, _define_store_types)
+
+
+def _define_store_types():
     # defining the classes registers them: the store types with mx.kv.create,
     # the update rules with mx.optimizer (so Trainer(..., 'sasgd') works); and MXNet's
     # own dist stores refuse those rules before sending them to servers that cannot run them

@@ -2,7 +2,8 @@
 import importlib.util
 import sys
 
-__all__ = ['when_imported', 'when_importing', 'skip_optional_mxnet_imports']
+__all__ = ['when_imported', 'when_importing', 'when_done_importing', 'module_done',
+           'skip_optional_mxnet_imports']
 
 
 class _AfterImport:
@@ -43,6 +44,36 @@ def when_imported(name, callback):
         return
     if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+def _importing(names):
+    """Those of `names` whose import is under way (their code not all run yet)."""
+    return [n for n in names
+            if getattr(getattr(sys.modules.get(n), '__spec__', None), '_initializing', False)]
+
+
+_waiting = []      # (chain, callback) of when_done_importing, until module_done runs them
+
+
+def when_done_importing(chain, callback):
+    """Call `callback()` now, or, if a module named in `chain` is still importing (a module
+    whose own imports led here), when the last of them calls :func:`module_done`.
+
+    For code that must import names from those modules: run from inside one of them it
+    would meet the module half defined (an ImportError naming a circular import).
+    """
+    if _importing(chain):
+        _waiting.append((chain, callback))
+    else:
+        callback()
+
+
+def module_done(name):
+    """The last line of each module of a `chain` given to :func:`when_done_importing`."""
+    for chain, callback in list(_waiting):
+        if not [n for n in _importing(chain) if n != name]:
+            _waiting.remove((chain, callback))
+            callback()
 
 
 class _BeforeImport:

@@ -546,3 +546,8 @@ class SSPKVStore(KVStoreBase):
             logger.info(summary)
         else:   # the script configured no logging: the summary is still promised
             sys.stderr.write(summary + '\n')
+
+
+# the store types are registered now if MXNet's import finished inside this module's
+from ._hooks import module_done  # noqa: E402  (mxnet_ssp/__init__.py: _STORE_CHAIN)
+module_done(__name__)

@@ -543,3 +543,8 @@ def _keys_pushed_by(frame):
 
 
 _LOOPS = {}      # code object -> which loop of MXNet's it is
+
+
+# the store types are registered now if MXNet's import finished inside this module's
+from .._hooks import module_done  # noqa: E402  (mxnet_ssp/__init__.py: _STORE_CHAIN)
+module_done(__name__)

@@ -223,3 +223,8 @@ def elastic_summary(rank, store, clock, lost):
             rank, store, clock)
     return 'worker[%d] %s elastic: finished at clock %d; lost %s' % (
         rank, store, clock, describe_losses(lost))
+
+
+# the store types are registered now if MXNet's import finished inside this module's
+from .._hooks import module_done  # noqa: E402  (mxnet_ssp/__init__.py: _STORE_CHAIN)
+module_done(__name__)

@@ -110,3 +110,8 @@ def refuse_worker_aware_rules():
     set_optimizer.__wrapped__ = native
     set_optimizer.refuses_worker_aware = True
     _NativeKVStore.set_optimizer = set_optimizer
+
+
+# the store types are registered now if MXNet's import finished inside this module's
+from .._hooks import module_done  # noqa: E402  (mxnet_ssp/__init__.py: _STORE_CHAIN)
+module_done(__name__)

@@ -1,7 +1,8 @@
-"""Import hooks: skip_optional_mxnet_imports, and where the start-up hook uses it."""
+"""Import hooks: skip_optional_mxnet_imports, and where the start-up hook uses it; when_done_importing."""
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -70,3 +71,39 @@ def test_the_start_up_hook_skips_them_only_in_server_and_scheduler_processes(
     assert 'finders %d' % installed in out
     # and the thread that ends a scheduler or server of a failed job, at import mxnet
     assert ("follow ['mxnet']" if installed else 'follow []') in out
+
+
+def test_when_done_importing_waits_for_the_last_module_of_the_chain_that_is_importing(
+        tmp_path, monkeypatch):
+    """A chain a.py -> b.py (a imports b); the callback asked for from inside b's import runs
+    at a's last line, once, not at b's (a is still half done there) and not twice."""
+    from mxnet_ssp import _hooks
+    calls = []
+    monkeypatch.setattr(_hooks, '_waiting', [])
+    monkeypatch.setattr(sys, 'path', [str(tmp_path)] + sys.path)
+    hooks = 'from mxnet_ssp._hooks import module_done, when_done_importing\n'
+    (tmp_path / 'chain_b.py').write_text(
+        hooks + 'import chain_calls\n'
+        'when_done_importing(("chain_a", "chain_b"), lambda: chain_calls.calls.append('
+        '"ran, a has X=%s" % getattr(__import__("chain_a"), "X", None)))\n'
+        'chain_calls.calls.append("b done")\nmodule_done(__name__)\n')
+    (tmp_path / 'chain_a.py').write_text(
+        hooks + 'import chain_calls\nimport chain_b\nX = 1\nchain_calls.calls.append("a done")\n'
+        'module_done(__name__)\n')
+    module = types.ModuleType('chain_calls')
+    module.calls = calls
+    monkeypatch.setitem(sys.modules, 'chain_calls', module)
+    for name in ('chain_a', 'chain_b'):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    __import__('chain_a')
+    assert calls == ['b done', 'a done', 'ran, a has X=1']
+    assert _hooks._waiting == []
+
+
+def test_when_done_importing_runs_at_once_when_no_module_of_the_chain_is_importing(monkeypatch):
+    from mxnet_ssp import _hooks
+    monkeypatch.setattr(_hooks, '_waiting', [])
+    calls = []
+    _hooks.when_done_importing(('json', 'no_such_module_here'), lambda: calls.append(1))
+    _hooks.module_done('json')
+    assert calls == [1] and _hooks._waiting == []
