@@ -35,6 +35,7 @@ import logging
 import os
 import pickle
 import sys
+from types import SimpleNamespace
 
 from mxnet import ndarray as nd
 from mxnet.base import py_str
@@ -49,6 +50,7 @@ from .ps.slots import KeyLayout, as_list, as_values, has_row_sparse
 from .ps.clock_sync import ClockSync
 from .ps.steps import StepTracker
 from .ps.bucketing import Buckets
+from ._hooks import module_done
 
 __all__ = ['SSPKVStore', 'SSPError']
 
@@ -57,13 +59,6 @@ logger = logging.getLogger(__name__)
 
 class SSPError(RuntimeError):
     """The store cannot go on; the message says why and what to do."""
-
-
-class _LocalUpdater:
-    """What gluon.Trainer reads as ``kvstore._updater.optimizer`` after load_states."""
-
-    def __init__(self, optimizer):
-        self.optimizer = optimizer
 
 
 class SSPKVStore(KVStoreBase):
@@ -170,7 +165,8 @@ class SSPKVStore(KVStoreBase):
 
     @property
     def _updater(self):
-        return _LocalUpdater(self._optimizer)
+        """What gluon.Trainer reads as ``kvstore._updater.optimizer`` after load_states."""
+        return SimpleNamespace(optimizer=self._optimizer)
 
     @property
     def last_release(self):
@@ -548,6 +544,5 @@ class SSPKVStore(KVStoreBase):
             sys.stderr.write(summary + '\n')
 
 
-# the store types are registered now if MXNet's import finished inside this module's
-from ._hooks import module_done  # noqa: E402  (mxnet_ssp/__init__.py: _STORE_CHAIN)
-module_done(__name__)
+# the store types are registered now if MXNet's import finished inside this module's import
+module_done(__name__)   # (mxnet_ssp/__init__.py: _STORE_CHAIN)

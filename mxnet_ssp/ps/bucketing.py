@@ -28,6 +28,7 @@ from mxnet import ndarray as nd
 
 from . import process_exit
 from .. import config as cfg
+from .._hooks import module_done
 from ..core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
                             plan_buckets)
 from .channel import MAX_INT_KEY, RESERVED_KEYS, refresh_marker
@@ -545,6 +546,5 @@ def _keys_pushed_by(frame):
 _LOOPS = {}      # code object -> which loop of MXNet's it is
 
 
-# the store types are registered now if MXNet's import finished inside this module's
-from .._hooks import module_done  # noqa: E402  (mxnet_ssp/__init__.py: _STORE_CHAIN)
-module_done(__name__)
+# the store types are registered now if MXNet's import finished inside this module's import
+module_done(__name__)   # (mxnet_ssp/__init__.py: _STORE_CHAIN)

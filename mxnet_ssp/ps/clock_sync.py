@@ -25,6 +25,7 @@ from mxnet import ndarray as nd
 from . import process_exit
 from . import discovery
 from .. import config as cfg
+from .._hooks import module_done
 from ..controller.client import ControllerClient
 from ..controller.protocol import ControllerError, describe_losses
 from .channel import DISCOVERY_KEY, DISCOVERY_KEY_STR
@@ -225,6 +226,5 @@ def elastic_summary(rank, store, clock, lost):
         rank, store, clock, describe_losses(lost))
 
 
-# the store types are registered now if MXNet's import finished inside this module's
-from .._hooks import module_done  # noqa: E402  (mxnet_ssp/__init__.py: _STORE_CHAIN)
-module_done(__name__)
+# the store types are registered now if MXNet's import finished inside this module's import
+module_done(__name__)   # (mxnet_ssp/__init__.py: _STORE_CHAIN)

@@ -17,6 +17,7 @@ from mxnet.kvstore.kvstore import KVStore as _NativeKVStore
 
 from . import process_exit, job_watch
 from .. import config as cfg
+from .._hooks import module_done
 from ..core.env_names import DMLC_PS_ROOT_PORT, DMLC_PS_ROOT_URI
 
 __all__ = ['create_native', 'free_native', 'FreedNative', 'refuse_worker_aware_rules']
@@ -112,6 +113,5 @@ def refuse_worker_aware_rules():
     _NativeKVStore.set_optimizer = set_optimizer
 
 
-# the store types are registered now if MXNet's import finished inside this module's
-from .._hooks import module_done  # noqa: E402  (mxnet_ssp/__init__.py: _STORE_CHAIN)
-module_done(__name__)
+# the store types are registered now if MXNet's import finished inside this module's import
+module_done(__name__)   # (mxnet_ssp/__init__.py: _STORE_CHAIN)

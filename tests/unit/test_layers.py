@@ -185,3 +185,26 @@ def test_the_update_rules_register_the_shared_names():
     assert optim.ADAPTIVE_READINGS is names.ADAPTIVE_READINGS
     assert isinstance(mx.optimizer.create(names.SASGD), optim.StalenessAwareSGD)
     assert isinstance(mx.optimizer.create(names.DCASGD_PW), optim.DCASGD)
+
+
+#: docs/design.md ("Sizes"): a module that outgrows this holds more than one job
+MAX_MODULE_LINES = 550
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_module_or_function_outgrows_its_limit():
+    too_long = []
+    for path in _package_files():
+        with open(path, encoding='utf-8') as f:
+            source = f.read()
+        name = os.path.relpath(path, ROOT)
+        lines = source.count('\n')
+        if lines > MAX_MODULE_LINES:
+            too_long.append('%s: %d lines' % (name, lines))
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append('%s: %s() %d lines' % (name, node.name, length))
+    assert not too_long, ('over %d lines a module or %d a function (split it by job): %s'
+                          % (MAX_MODULE_LINES, MAX_FUNCTION_LINES, '; '.join(too_long)))
