@@ -6,7 +6,7 @@ launcher (its supervision, time limit and exit codes unchanged), and puts this i
 the training command.  Each process reads its role (``DMLC_ROLE``) and launch index
 (``MXNET_SSP_LAUNCH_INDEX``), finds its host by :mod:`.place`'s rule, points
 ``DMLC_PS_ROOT_URI`` at the scheduler's host and ``DMLC_NODE_HOST`` at its own host, says
-where it runs on stderr (``testbed: worker 3 on host4 (198.18.0.5, namespace lab-h4)``,
+where it runs on stderr (``testbed: worker #3 on host4 (198.18.0.5, namespace lab-h4)``,
 in the job's log), and replaces itself with ``ip netns exec NAMESPACE COMMAND``: the same
 process id, so the launcher's signals and time limit reach it, now in the host's network
 namespace.  Needs root, like the testbed; the testbed of `PREFIX` must be up.
@@ -39,7 +39,7 @@ def target(prefix, environ):
                            % (DMLC_ROLE, role, ENV_LAUNCH_INDEX, raw))
     namespace, host, updates = process_env(prefix, role, index)
     env = dict(environ, **updates)
-    who = role if role == 'scheduler' else '%s %d' % (role, index)
+    who = role if role == 'scheduler' else '%s #%d' % (role, index)      # a launch index
     return namespace, env, 'testbed: %s on %s (%s, namespace %s)' % (
         who, host, updates['DMLC_NODE_HOST'], namespace)
 

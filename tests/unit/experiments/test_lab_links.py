@@ -116,5 +116,5 @@ def test_the_dry_run_names_the_placement(tmp_path, capsys):
                  '--paradigms', 'bsp,asp', '--trials', '1', '--dry-run']) == 0
     out = capsys.readouterr().out
     assert ('# on the emulated cluster (prefix mxlab-, up before the first run, down after the '
-            'last): scheduler, server 0 on host0 (198.18.0.1, 10gbit); worker 0 on host1') in out
+            'last): scheduler, server 0 on host0 (198.18.0.1, 10gbit); worker 0 on host4') in out
     assert out.count('mxnet_ssp.testbed.on_host --prefix mxlab- --') == 2
