@@ -118,3 +118,63 @@ def test_the_dry_run_names_the_placement(tmp_path, capsys):
     assert ('# on the emulated cluster (prefix mxlab-, up before the first run, down after the '
             'last): scheduler, server 0 on host0 (198.18.0.1, 10gbit); worker 0 on host4') in out
     assert out.count('mxnet_ssp.testbed.on_host --prefix mxlab- --') == 2
+
+
+class _FakeCluster:
+    """What links.testbed calls of mxnet_ssp.testbed.cluster, recorded (no namespaces)."""
+
+    def __init__(self, monkeypatch, up_fails=False):
+        from mxnet_ssp.testbed import cluster
+        self.calls = []
+        self.up_fails = up_fails
+        monkeypatch.setattr(cluster, 'up', self.up)
+        monkeypatch.setattr(cluster, 'down', self.down)
+        monkeypatch.setattr(cluster, 'load_state', self.load_state)
+
+    def up(self, plan, sshd, measure_links=True, ssh=True):
+        self.calls.append(('up', plan.prefix, [h.rate for h in plan.hosts], measure_links, ssh))
+        if self.up_fails:
+            raise RuntimeError('ip link add failed')
+        return 0
+
+    def down(self, prefix, quiet=False):
+        self.calls.append(('down', prefix))
+        return ['namespace %sh0' % prefix]
+
+    def load_state(self, prefix):
+        return {'hosts': [{'name': 'host0', 'rate': 10 ** 10, 'measured': None}]}
+
+
+def test_the_testbed_is_up_for_the_block_and_down_after_it_however_it_ends(tmp_path,
+                                                                           monkeypatch):
+    fake = _FakeCluster(monkeypatch)
+    grid = resolve_grid(Args(preset='emulated-link-4', testbed_prefix='t9-'))
+    with on_links.testbed(grid, str(tmp_path)) as record:
+        assert fake.calls == [('up', 't9-', [10 ** 10, 10 ** 8, 10 ** 9, 10 ** 9, 10 ** 9],
+                               True, False)]
+        assert record['placement'][-1]['process'] == 'worker 3'
+    assert fake.calls[-1] == ('down', 't9-')
+    assert (tmp_path / 'testbed.json').exists()
+    fake.calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        with on_links.testbed(grid, str(tmp_path)):
+            raise KeyboardInterrupt          # Ctrl-C (or the runner's Stop) during a run
+    assert fake.calls[-1] == ('down', 't9-')
+
+
+def test_a_testbed_that_does_not_come_up_is_one_error_and_nothing_is_left(tmp_path,
+                                                                        monkeypatch):
+    fake = _FakeCluster(monkeypatch, up_fails=True)
+    grid = resolve_grid(Args(preset='emulated-link-4', testbed_prefix='t9-'))
+    with pytest.raises(on_links.ClusterError) as err:
+        with on_links.testbed(grid, str(tmp_path)):
+            pytest.fail('the block ran without a cluster')
+    assert str(err.value) == 'the emulated cluster did not come up: ip link add failed'
+    assert fake.calls[-1] == ('down', 't9-')
+
+
+def test_a_grid_without_links_brings_nothing_up(tmp_path, monkeypatch):
+    fake = _FakeCluster(monkeypatch)
+    with on_links.testbed(resolve_grid(Args(preset='emulated-mixed-4')), str(tmp_path)) as rec:
+        assert rec is None
+    assert fake.calls == [] and not (tmp_path / 'testbed.json').exists()
