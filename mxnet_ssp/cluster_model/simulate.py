@@ -455,6 +455,23 @@ def _parse_scenario(value):
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _print_header(args, times):
+    """The lines above :func:`main`'s table: the cluster, its links, the limits."""
+    limit_text = ('%g s' % args.wall_time if args.wall_time is not None
+                  else '%d iterations per worker' % args.iterations)
+    if args.scenario:
+        print('scenario %s: %s; latency %g s, %s, seed %d\n' % (
+            args.scenario.name, args.scenario.summary(), args.latency, limit_text, args.seed))
+        if args.scenario.links:
+            print('link time per iteration (%d bytes up and down at the payload rate): %s ms\n'
+                  % (args.step_bytes, ', '.join('%.1f' % (1e3 * t) for t in
+                                                args.scenario.link_times(args.step_bytes))))
+    else:
+        print('%d workers, compute times %s s, jitter %g, latency %g s, %s, seed %d\n' % (
+            len(times), ', '.join('%g' % t for t in times), args.jitter, args.latency,
+            limit_text, args.seed))
+
+
 def main(argv=None):
     """Command line: simulate several policies and print a markdown table.
 
@@ -515,19 +532,7 @@ def main(argv=None):
                                     step_bytes=args.step_bytes))
     except ValueError as exc:
         parser.error(str(exc))
-    limit_text = ('%g s' % args.wall_time if args.wall_time is not None
-                  else '%d iterations per worker' % args.iterations)
-    if args.scenario:
-        print('scenario %s: %s; latency %g s, %s, seed %d\n' % (
-            args.scenario.name, args.scenario.summary(), args.latency, limit_text, args.seed))
-        if args.scenario.links:
-            print('link time per iteration (%d bytes up and down at the payload rate): %s ms\n'
-                  % (args.step_bytes, ', '.join('%.1f' % (1e3 * t) for t in
-                                                args.scenario.link_times(args.step_bytes))))
-    else:
-        print('%d workers, compute times %s s, jitter %g, latency %g s, %s, seed %d\n' % (
-            len(times), ', '.join('%g' % t for t in times), args.jitter, args.latency,
-            limit_text, args.seed))
+    _print_header(args, times)
     print(format_table(results))
     if args.hist:
         print()

@@ -267,6 +267,21 @@ def _preset_cost(args):
     return lab_preset(scenario).cost if scenario is not None else PRESETS[args.preset].cost
 
 
+def _run_runs(grid, out, args):
+    """The grid's tuning runs (--tune-lr) and trials, on the emulated cluster for a scenario
+    with links (:func:`.links.testbed`: up before the first run, down after the last);
+    returns (failed tuning runs, started, skipped, failed trials, aborted)."""
+    failed = 0
+    with on_links.testbed(grid, out):
+        if grid.tune_lr and tuning_on_record(grid, out):
+            logger.info('--tune-lr: %s already holds every paradigm\'s rate, chosen from '
+                        'these rates and trials: no tuning run is run again (delete it to '
+                        'tune again)', os.path.join(out, TUNED_FILE))
+        elif grid.tune_lr:
+            failed += run_tuning(grid, out)
+        return (failed,) + tuple(run_grid(grid, out, args.keep_checkpoints, _preset_cost(args)))
+
+
 def run_preset(parser, args, num_gpus, command_line):
     """One preset's grid: check, run what is not finished, report; returns the exit code."""
     try:
@@ -317,15 +332,8 @@ def run_preset(parser, args, num_gpus, command_line):
         try:
             if grid.data_fraction < 1:
                 prepare_subset(out, grid)
-            with on_links.testbed(grid, out):      # a scenario with links: its hosts
-                if grid.tune_lr and tuning_on_record(grid, out):
-                    logger.info('--tune-lr: %s already holds every paradigm\'s rate, chosen '
-                                'from these rates and trials: no tuning run is run again '
-                                '(delete it to tune again)', os.path.join(out, TUNED_FILE))
-                elif grid.tune_lr:
-                    failed += run_tuning(grid, out)
-                started, skipped, failed_trials, aborted = run_grid(
-                    grid, out, args.keep_checkpoints, _preset_cost(args))
+            tuned_failed, started, skipped, failed_trials, aborted = _run_runs(grid, out, args)
+            failed += tuned_failed
         except (Stop, KeyboardInterrupt) as stop:
             signum = getattr(stop, 'signum', signal.SIGINT)
             logger.error('interrupted by %s; run the same command again to continue',
