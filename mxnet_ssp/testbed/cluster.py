@@ -437,7 +437,8 @@ def load_state(prefix):
 
 
 def status(prefix):
-    """Print the state of testbed `prefix`; 0 when it is up and every sshd runs, else 1."""
+    """Print the state of testbed `prefix`; 0 when it is up and every sshd runs (every host's
+    namespace, for a testbed brought up without sshds: the lab's), else 1."""
     present = [n for n in namespaces() if owned_namespace(n, prefix)]
     directory = state_dir(prefix)
     if not os.path.exists(os.path.join(directory, STATE_FILE)):
@@ -451,6 +452,7 @@ def status(prefix):
     healthy = state['bridge_namespace'] in present
     say('testbed %s: %d hosts, network %s, state in %s'
         % (prefix, len(state['hosts']), state['network'], directory))
+    ssh = state.get('ssh', True)
     for h in state['hosts']:
         pid = None
         try:
@@ -458,17 +460,19 @@ def status(prefix):
                 pid = int(f.read().strip())
         except (OSError, ValueError):
             pass
-        running = pid is not None and _alive(pid) and h['namespace'] in present
+        running = (pid is not None and _alive(pid) or not ssh) and h['namespace'] in present
         healthy = healthy and running
         measured = h.get('measured')
-        say('  %-7s %-15s namespace %-12s %-8s sshd %s%s'
+        say('  %-7s %-15s namespace %-12s %-8s %s%s'
             % (h['name'], h['address'], h['namespace'], format_rate(h['rate']),
-               'running (pid %d)' % pid if running else 'NOT RUNNING',
+               ('namespace up (no sshd)' if running else 'NAMESPACE MISSING') if not ssh else
+               'sshd running (pid %d)' % pid if running else 'sshd NOT RUNNING',
                '; measured up %.1f / down %.1f Mbit/s' % (measured['up'] / 1e6,
                                                          measured['down'] / 1e6)
                if measured else ''))
-    say('hostfile %s; ssh config %s' % (os.path.join(directory, 'hostfile'),
-                                        os.path.join(directory, 'ssh_config')))
+    if ssh:
+        say('hostfile %s; ssh config %s' % (os.path.join(directory, 'hostfile'),
+                                            os.path.join(directory, 'ssh_config')))
     return 0 if healthy else 1
 
 

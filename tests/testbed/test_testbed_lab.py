@@ -5,8 +5,9 @@ epoch of 31 iterations per worker), names the placement in its results and takes
 cluster down.  Needs root, ip and tc (no sshd: the processes move with ``ip netns exec``);
 skipped without them, failed under CI=true.  53 s here (each of the two runs about 19 s:
 12-13 s of six processes starting and stopping on 2 cores, 5.4 s of iterations, 1-4 s for
-the servers' snapshots; the links measured once, 4 s), so it is marked slow (``-m slow``)
-to keep the default run's time.
+the servers' snapshots; the links measured once, 4 s), so that one is marked slow
+(``-m slow``) to keep the default run's time; the default run brings the lab's testbed up
+without sshd and down again (a few seconds).
 """
 import json
 import os
@@ -21,7 +22,7 @@ from test_testbed_cluster import INSTALL_IPROUTE, new_prefix, tb
 
 PY = sys.executable
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration]
 
 
 def need_link_tools():
@@ -43,6 +44,34 @@ def median_step(run, rank):
         os.path.join(run, 'train-worker%d.jsonl' % rank)))
 
 
+def test_the_lab_s_testbed_comes_up_without_sshd_and_status_says_so(capsys):
+    """cluster.up(ssh=False): link-4's hosts and links only (no keys, sshds or hostfiles;
+    not measured here), `status` 0 with every namespace up, `down` leaves nothing."""
+    need_link_tools()
+    from mxnet_ssp.testbed import cluster, place
+    prefix = new_prefix()
+    try:
+        plan = place.testbed_plan(prefix, (10 ** 9,) * 3 + (10 ** 8,))
+        assert cluster.up(plan, None, measure_links=False, ssh=False) == 0
+        assert cluster.status(prefix) == 0
+        out = capsys.readouterr().out
+        assert '  host1   198.18.0.2      namespace %sh1 ' % prefix in out
+        assert out.count('namespace up (no sshd)') == 5 and 'hostfile' not in out.split(
+            'state in')[-1]
+        state = json.loads(open('/run/%stestbed/testbed.json' % prefix).read())
+        assert state['ssh'] is False and [h['rate'] for h in state['hosts']] == [
+            10 ** 10, 10 ** 8, 10 ** 9, 10 ** 9, 10 ** 9]
+        assert not os.path.exists('/run/%stestbed/id_ed25519' % prefix)
+        tc = subprocess.run(['tc', '-n', prefix + 'h1', 'qdisc', 'show'], capture_output=True,
+                            text=True).stdout
+        assert 'tbf' in tc and 'rate 100Mbit' in tc, tc
+    finally:
+        cluster.down(prefix, quiet=True)
+    names = subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True).stdout
+    assert prefix not in names
+
+
+@pytest.mark.slow
 def test_a_tiny_link_4_lab_runs_on_its_hosts_and_worker_3_is_slow_by_its_link(tmp_path):
     need_link_tools()
     prefix = new_prefix()

@@ -178,3 +178,13 @@ def test_a_grid_without_links_brings_nothing_up(tmp_path, monkeypatch):
     with on_links.testbed(resolve_grid(Args(preset='emulated-mixed-4')), str(tmp_path)) as rec:
         assert rec is None
     assert fake.calls == [] and not (tmp_path / 'testbed.json').exists()
+
+
+def test_the_lab_report_names_the_placement_of_a_scenario_with_links():
+    from mxnet_ssp.experiments.reproduce import lab_report
+    [line] = lab_report._links(resolve_grid(Args(preset='emulated-link-4', testbed_prefix='t9-')))
+    assert line.startswith('- **On links:** every run ran on the emulated cluster (prefix t9-): '
+                           'scheduler, server 0 on host0 (198.18.0.1, 10gbit); worker 0 on '
+                           'host4')
+    assert 'worker 3 on host1 (198.18.0.2, 100mbit)' in line and 'netem' in line
+    assert lab_report._links(resolve_grid(Args(preset='emulated-mixed-4'))) == []
