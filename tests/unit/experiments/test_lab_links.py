@@ -188,3 +188,12 @@ def test_the_lab_report_names_the_placement_of_a_scenario_with_links():
                            'host4')
     assert 'worker 3 on host1 (198.18.0.2, 100mbit)' in line and 'netem' in line
     assert lab_report._links(resolve_grid(Args(preset='emulated-mixed-4'))) == []
+
+
+def test_the_report_says_the_rates_were_fixed_by_arm_lr_not_tuned():
+    from mxnet_ssp.experiments.reproduce.report import _header
+    grid = resolve_grid(Args(preset='emulated-mixed-4', arm_lr='bsp=0.04,*=0.01',
+                             paradigms='bsp,asp'))
+    text = '\n'.join(_header(grid, []))
+    assert 'lr per paradigm, fixed by --arm-lr (bsp 0.04, asp 0.01)' in text
+    assert '--tune-lr' not in text
