@@ -194,6 +194,6 @@ def test_the_report_says_the_rates_were_fixed_by_arm_lr_not_tuned():
     from mxnet_ssp.experiments.reproduce.report import _header
     grid = resolve_grid(Args(preset='emulated-mixed-4', arm_lr='bsp=0.04,*=0.01',
                              paradigms='bsp,asp'))
-    text = '\n'.join(_header(grid, []))
+    text = '\n'.join(_header(grid, [], None))
     assert 'lr per paradigm, fixed by --arm-lr (bsp 0.04, asp 0.01)' in text
     assert '--tune-lr' not in text
