@@ -261,8 +261,9 @@ def predict(fit, wall_time=None, seeds=3, paradigms=ADVISED):
         results = [simulate(None, policy, wall_time=wall_time, scenario=sc, seed=seed)
                    for seed in range(seeds)]
         rates = [r.iterations_per_second for r in results]
-        fast = [r.fast_wait_fraction for r in results] if not balanced else [
-            sum(r.wait_fraction(i) for i in range(fit.workers)) / fit.workers for r in results]
+        # balanced without links: every worker's time is the same, so the fast workers are
+        # all of them; with links, the workers behind the faster links
+        fast = [r.fast_wait_fraction for r in results]
         arm = ARM_OF.get(label)
         out.append(Prediction(label, policy, balanced, statistics.median(rates),
                               (min(rates), max(rates)), statistics.median(fast),

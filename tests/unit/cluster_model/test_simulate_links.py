@@ -52,3 +52,14 @@ def test_the_advisor_sees_link_4s_slow_worker():
     assert predictions['BSP'].throughput == pytest.approx(4 / 0.1804, rel=0.05)
     assert predictions['ASP'].throughput == pytest.approx(3 / 0.0387 + 1 / 0.1804, rel=0.05)
     assert predictions['BSP'].fast_wait > 0.7
+    # balancing the compute leaves the links: the fast workers still wait for worker 3
+    assert predictions['BSP + balance'].fast_wait == pytest.approx(
+        predictions['BSP'].fast_wait, abs=0.05)
+
+
+def test_the_help_names_the_step_bytes(capsys):
+    with pytest.raises(SystemExit):
+        main(['--help'])
+    flat = ' '.join(capsys.readouterr().out.split())
+    assert ("--step-bytes STEP_BYTES with a scenario's links: bytes a worker sends up (and "
+            "receives down) per step (default: 940584, the lab's MLP)") in flat

@@ -197,3 +197,19 @@ def test_the_report_says_the_rates_were_fixed_by_arm_lr_not_tuned():
     text = '\n'.join(_header(grid, [], None))
     assert 'lr per paradigm, fixed by --arm-lr (bsp 0.04, asp 0.01)' in text
     assert '--tune-lr' not in text
+
+
+def test_the_lab_s_simulator_check_adds_the_links_to_its_model():
+    import dataclasses
+    from mxnet_ssp.experiments.reproduce.verdicts import simulated_rates
+    link4 = SCENARIOS['link-4']
+    loopback = dataclasses.replace(link4, links=())
+    bsp = parse_arm('bsp')
+    with_links, share = simulated_rates(bsp, link4, 42, 100)
+    without, _ = simulated_rates(bsp, loopback, 42, 100)
+    # BSP at worker 3's pace: 4 workers / (20 ms + 157 ms); on loopback about 4 / 27 ms
+    assert with_links == pytest.approx(4 / 0.1774, rel=0.05) and without > 4 * with_links
+    assert share > 0.7          # the fast workers (ranks 0-2) wait for rank 3's link
+    # measured steps (ASP's, which hold the link's time) replace the link time, not add to it
+    fixed, _ = simulated_rates(bsp, link4, 42, 100, step_samples=[0.0])
+    assert fixed == pytest.approx(without, rel=0.01)
