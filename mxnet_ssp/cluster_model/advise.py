@@ -155,6 +155,9 @@ class _WithSteps:
         self.name = self.compute.name
         self.workers = self.compute.workers
         self.steps = list(fit.step_samples) or [fit.overhead_s]
+        # a cluster given with links (--cluster link-4): the simulator adds each worker's
+        # link time to its iterations, on top of the step overhead
+        self.link_times = self.compute.link_times
 
     def times(self):
         overhead = statistics.median(self.steps)
@@ -250,15 +253,17 @@ def predict(fit, wall_time=None, seeds=3, paradigms=ADVISED):
     """A :class:`Prediction` per paradigm: the simulator over `wall_time` seconds (default:
     2,000 iterations of the slowest worker) with each seed's compute draws."""
     if wall_time is None:
-        wall_time = 2000 * max(_WithSteps(fit).times())
+        sc = _WithSteps(fit)
+        wall_time = 2000 * max(t + link for t, link in zip(sc.times(), sc.link_times()))
     out = []
     for label, policy, balanced in paradigms:
         sc = _WithSteps(fit, balanced)
         results = [simulate(None, policy, wall_time=wall_time, scenario=sc, seed=seed)
                    for seed in range(seeds)]
         rates = [r.iterations_per_second for r in results]
-        fast = [r.fast_wait_fraction for r in results] if not balanced else [
-            sum(r.wait_fraction(i) for i in range(fit.workers)) / fit.workers for r in results]
+        # balanced without links: every worker's time is the same, so the fast workers are
+        # all of them; with links, the workers behind the faster links
+        fast = [r.fast_wait_fraction for r in results]
         arm = ARM_OF.get(label)
         out.append(Prediction(label, policy, balanced, statistics.median(rates),
                               (min(rates), max(rates)), statistics.median(fast),

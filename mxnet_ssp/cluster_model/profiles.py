@@ -9,7 +9,11 @@ pass to the next time of its stream by sleeping; :mod:`mxnet_ssp.cluster_model.s
 and the simulator see identical compute times, iteration by iteration.
 
 Only the compute is emulated: the parameter-server traffic, the store types,
-the staleness of every gradient and the accuracy stay real.
+the staleness of every gradient and the accuracy stay real.  A scenario may also give each
+worker a link rate (``links``): the lab then runs the job on the emulated cluster
+(:mod:`mxnet_ssp.testbed`), each worker on a host of its own behind a link shaped to that
+rate, so a worker can be slow because of its link; the simulator adds each worker's link
+time (:meth:`Scenario.link_times`) to its iterations.
 
 Besides the lab's named clusters (:data:`SCENARIOS`), a user describes their own
 (:func:`get_scenario`): a one-line spec such as
@@ -23,8 +27,16 @@ import random
 import re
 from dataclasses import dataclass
 
+from ..core.rates import RATE_FORMS, RateError, format_rate, link_seconds, parse_rate
+
 __all__ = ['Scenario', 'ComputeStream', 'SCENARIOS', 'SPEC_KEYS', 'SPEC_EXAMPLE',
-           'get_scenario', 'parse_spec', 'load_file', 'ScenarioError']
+           'get_scenario', 'parse_spec', 'load_file', 'ScenarioError', 'LAB_STEP_BYTES']
+
+#: Bytes one worker sends up (its gradients) and receives down (the weights) per step in
+#: the lab's task: the MLP 784-256-128-10 (mxnet_ssp/experiments/training/models.py) has
+#: 784 x 256 + 256 + 256 x 128 + 128 + 128 x 10 + 10 = 235,146 float32 parameters.  What
+#: a scenario's links cost the simulator per iteration (:meth:`Scenario.link_times`).
+LAB_STEP_BYTES = 4 * (784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10)
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,11 @@ class Scenario:
         Slowdown during an episode.
     episode_length : (int, int)
         An episode lasts a uniformly drawn number of iterations in this range.
+    links : tuple of int
+        Each rank's link rate in bits/s (one per worker), or () for none: the lab's jobs
+        then run on loopback.  With links, the lab runs each worker on an emulated host of
+        its own behind a link of that rate (both directions, tbf), the scheduler and the
+        servers on a host of their own (:mod:`mxnet_ssp.testbed.place`).
     """
     name: str
     description: str
@@ -60,6 +77,7 @@ class Scenario:
     episode_rate: float = 0.0
     episode_factor: float = 1.0
     episode_length: tuple = (0, 0)
+    links: tuple = ()
 
     def factor(self, rank):
         """The persistent slowdown of worker `rank` (1.0 for a normal worker)."""
@@ -68,6 +86,14 @@ class Scenario:
     def times(self):
         """Base compute time of every rank (seconds), without jitter or episodes."""
         return [self.base_s * self.factor(r) for r in range(self.workers)]
+
+    def link_times(self, step_bytes=LAB_STEP_BYTES):
+        """Seconds each rank's link adds to every iteration: `step_bytes` up and as many
+        down at its link's payload rate (:func:`mxnet_ssp.core.rates.link_seconds`); zeros
+        without links (loopback, whose time the step overhead already holds)."""
+        if not self.links:
+            return [0.0] * self.workers
+        return [link_seconds(step_bytes, bits) for bits in self.links]
 
     def stream(self, rank, seed):
         """The compute times of worker `rank` in trial `seed` (a :class:`ComputeStream`)."""
@@ -105,6 +131,8 @@ class Scenario:
             parts += ['episode_rate=%r' % self.episode_rate,
                       'episode_factor=%r' % self.episode_factor,
                       'episode_length=%d-%d' % tuple(self.episode_length)]
+        if self.links:
+            parts.append('links=%s' % ':'.join(format_rate(b) for b in self.links))
         return ','.join(parts)
 
     def summary(self):
@@ -116,6 +144,8 @@ class Scenario:
             parts.append('episodes x%g for %d-%d iterations, started with probability %g per '
                          'iteration' % ((self.episode_factor,) + tuple(self.episode_length)
                                         + (self.episode_rate,)))
+        if self.links:
+            parts.append('links %s' % ':'.join(format_rate(b) for b in self.links))
         return ', '.join(parts)
 
 
@@ -172,6 +202,18 @@ SCENARIOS = {s.name: s for s in (
              '5-15 iterations (about 17% of its iterations: stragglers that come and go); '
              'jitter 10%', workers=4, base_s=0.020, jitter=0.10, episode_rate=0.02,
              episode_factor=5.0, episode_length=(5, 15)),
+    # A straggler by its link, not its compute: 4 equal workers at mixed-4's 20 ms and 10%
+    # jitter, worker 3 behind 100 Mbit/s, the others behind 1 Gbit/s.  A step of the lab's
+    # MLP moves LAB_STEP_BYTES = 940,584 bytes up and as many down: 15.05 Mbit, over the TCP
+    # payload rate (1448/1514 of the setting) 15.7 ms at 1 Gbit/s and 157 ms at 100 Mbit/s.
+    # So worker 3's iteration is about 20 + 157 = 177 ms against 20 + 16 = 36 ms for the
+    # others: 5.0x slower, by its link alone (mixed-4's worker 3 is 3x, by its compute).
+    # ASP then makes about 3 / 0.036 + 1 / 0.177 = 89 iterations per second, fewer than
+    # mixed-4's measured 111, so the 2 cores stay inside mixed-4's sizing.
+    Scenario('link-4', '4 equal workers (20 ms, jitter 10%), worker 3 behind a 100 Mbit/s '
+             'link, the others behind 1 Gbit/s: a straggler by its link (a step of the lab\'s '
+             'MLP takes about 157 ms on it, 16 ms on the others)', workers=4, base_s=0.020,
+             jitter=0.10, links=(10 ** 9, 10 ** 9, 10 ** 9, 10 ** 8)),
 )}
 
 
@@ -198,6 +240,8 @@ SPEC_KEYS = {
     'episode_factor': 'the slowdown during an episode, in [1, 100]; default 1',
     'episode_length': 'the range of an episode\'s length in iterations, 1 <= A <= B <= '
                       '100000 (spec: A-B; file: [A, B])',
+    'links': "each rank's link rate, one per worker, each " + RATE_FORMS + " (spec: "
+             "1gbit:1gbit:1gbit:100mbit; file: a list); default none (the job on loopback)",
     'description': 'free text for reports (file only)',
 }
 SPEC_EXAMPLE = 'workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%'
@@ -241,7 +285,7 @@ def parse_spec(text, where='scenario spec'):
         if key in settings:
             raise ScenarioError('%s: %s is given twice' % (where, key))
         raw = raw.strip()
-        if key == 'factors':
+        if key in ('factors', 'links'):
             settings[key] = raw.split(':') if raw else []
         elif key == 'episode_length':
             settings[key] = raw.split('-')
@@ -345,6 +389,7 @@ def _build(settings, where, default_name):
     elif 'episode_factor' in settings or 'episode_length' in settings:
         raise ScenarioError('%s: episode_factor and episode_length need episode_rate > 0'
                             % where)
+    links = _links(where, settings.get('links'), workers)
     description = settings.get('description', '')
     if not isinstance(description, str):
         raise ScenarioError('%s: description = %r: expected %s'
@@ -352,5 +397,20 @@ def _build(settings, where, default_name):
     scenario = Scenario(name, description or 'your cluster', workers, base_ms / 1e3,
                         slow=tuple((r, f) for r, f in enumerate(factors) if f != 1.0),
                         jitter=jitter, episode_rate=rate, episode_factor=factor,
-                        episode_length=tuple(length))
+                        episode_length=tuple(length), links=links)
     return scenario
+
+
+def _links(where, raw, workers):
+    """The bits/s of each rank's link, or () when `raw` is None (no links)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, (list, tuple)) or len(raw) != workers:
+        raise ScenarioError('%s: links = %r: expected %d rates (one per worker), each %s'
+                            % (where, raw, workers, RATE_FORMS))
+    try:
+        return tuple(parse_rate(rate, "worker %d's rate" % rank)
+                     for rank, rate in enumerate(raw))
+    except RateError as err:
+        raise ScenarioError('%s: links = %r: %s' % (where, ':'.join(map(str, raw)), err)) \
+            from None

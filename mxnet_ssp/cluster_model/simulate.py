@@ -9,7 +9,8 @@ event that produced it.  Under ASP there is no controller: a worker starts its
 next iteration as soon as it has pushed.
 
 The model is deliberately small: compute time includes the push and pull of
-an iteration, servers are infinitely fast and never the bottleneck, and the
+an iteration (a scenario with links adds each worker's link time to every iteration of
+it: the step's bytes up and down at the link's payload rate), servers are infinitely fast and never the bottleneck, and the
 only idle time of a worker is the time between its push and its release
 (plus the control latency).  It is meant to compare the synchronization rules,
 not to predict the wall time of a real job.
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ..core.names import BOUNDED, DSSP_MODES, DSSP_STALENESS
 from ..core.sync import SyncPolicy
-from .profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
+from .profiles import LAB_STEP_BYTES, SCENARIOS, SPEC_EXAMPLE, get_scenario
 
 __all__ = ['SimResult', 'simulate', 'make_policy', 'format_table', 'main',
            'DEFAULT_TIMES', 'DEFAULT_POLICIES']
@@ -195,8 +196,9 @@ def _label(policy):
 
 
 def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_factor,
-           scenario=None):
+           scenario=None, step_bytes=LAB_STEP_BYTES):
     """Check :func:`simulate`'s arguments; return (times, policy, compute_time(i))."""
+    links = None
     if scenario is not None:
         if isinstance(scenario, str):
             scenario = get_scenario(scenario)
@@ -207,6 +209,10 @@ def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_fa
             raise ValueError('scenario %s has its own jitter (%g); jitter must be 0'
                              % (scenario.name, scenario.jitter))
         times = scenario.times()
+        # a scenario's links: every iteration of a worker also moves the step's bytes
+        links = getattr(scenario, 'link_times', None)
+        links = links(step_bytes) if links is not None else [0.0] * len(times)
+        times = [t + link for t, link in zip(times, links)]
     times = [float(t) for t in times]
     m = len(times)
     if m < 1 or any(not t > 0 for t in times):
@@ -228,7 +234,7 @@ def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_fa
             raise ValueError('policy must be fresh (no push or leave yet)')
     if scenario is not None:
         streams = [scenario.stream(i, seed) for i in range(m)]
-        return times, policy, lambda i: streams[i].next()
+        return times, policy, lambda i: streams[i].next() + links[i]
     rngs = [random.Random('%s:%d' % (seed, i)) for i in range(m)]
 
     def compute_time(i):
@@ -240,7 +246,7 @@ def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_fa
 
 
 def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
-             seed=0, stall_factor=2.0, scenario=None):
+             seed=0, stall_factor=2.0, scenario=None, step_bytes=LAB_STEP_BYTES):
     """Run workers under a synchronization policy until a time or iteration limit.
 
     Parameters
@@ -271,7 +277,12 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         Draw the compute times from this emulated cluster instead (`times`
         None or the scenario's base times, `jitter` 0): worker ``i`` gets the
         sequence of ``scenario.stream(i, seed)``, the one the training
-        script's ``--emulate`` sleeps to with ``--seed seed``.
+        script's ``--emulate`` sleeps to with ``--seed seed``.  A scenario with
+        links adds each worker's link time (``scenario.link_times(step_bytes)``) to every
+        iteration of that worker, and to its base time in the result's ``times``.
+    step_bytes : int
+        With a scenario with links: the bytes a worker sends up (and receives down) per
+        step; default the lab's task (:data:`~.profiles.LAB_STEP_BYTES`).
 
     Returns
     -------
@@ -283,7 +294,7 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
         On invalid arguments.
     """
     times, policy, compute_time = _setup(times, policy, wall_time, iterations, latency,
-                                         jitter, seed, stall_factor, scenario)
+                                         jitter, seed, stall_factor, scenario, step_bytes)
     label = _label(policy)
     # BSP (ssp:0) sums a round's gradients before applying them: their staleness is 0
     run = _Run(len(times), compute_time, policy, iterations, latency,
@@ -444,6 +455,23 @@ def _parse_scenario(value):
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _print_header(args, times):
+    """The lines above :func:`main`'s table: the cluster, its links, the limits."""
+    limit_text = ('%g s' % args.wall_time if args.wall_time is not None
+                  else '%d iterations per worker' % args.iterations)
+    if args.scenario:
+        print('scenario %s: %s; latency %g s, %s, seed %d\n' % (
+            args.scenario.name, args.scenario.summary(), args.latency, limit_text, args.seed))
+        if args.scenario.links:
+            print('link time per iteration (%d bytes up and down at the payload rate): %s ms\n'
+                  % (args.step_bytes, ', '.join('%.1f' % (1e3 * t) for t in
+                                                args.scenario.link_times(args.step_bytes))))
+    else:
+        print('%d workers, compute times %s s, jitter %g, latency %g s, %s, seed %d\n' % (
+            len(times), ', '.join('%g' % t for t in times), args.jitter, args.latency,
+            limit_text, args.seed))
+
+
 def main(argv=None):
     """Command line: simulate several policies and print a markdown table.
 
@@ -480,6 +508,9 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=0, help='jitter seed (default: 0)')
     parser.add_argument('--stall-factor', type=float, default=2.0,
                         help='SyncPolicy stall_factor (default: 2.0)')
+    parser.add_argument('--step-bytes', type=int, default=LAB_STEP_BYTES,
+                        help="with a scenario's links: bytes a worker sends up (and receives "
+                             "down) per step (default: %d, the lab's MLP)" % LAB_STEP_BYTES)
     parser.add_argument('--hist', action='store_true',
                         help='also print quantiles of the lead at release')
     parser.add_argument('policies', nargs='*', default=list(DEFAULT_POLICIES),
@@ -497,18 +528,11 @@ def main(argv=None):
             results.append(simulate(times, spec, wall_time=args.wall_time,
                                     iterations=args.iterations, latency=args.latency,
                                     jitter=args.jitter, seed=args.seed,
-                                    stall_factor=args.stall_factor, scenario=args.scenario))
+                                    stall_factor=args.stall_factor, scenario=args.scenario,
+                                    step_bytes=args.step_bytes))
     except ValueError as exc:
         parser.error(str(exc))
-    limit_text = ('%g s' % args.wall_time if args.wall_time is not None
-                  else '%d iterations per worker' % args.iterations)
-    if args.scenario:
-        print('scenario %s: %s; latency %g s, %s, seed %d\n' % (
-            args.scenario.name, args.scenario.summary(), args.latency, limit_text, args.seed))
-    else:
-        print('%d workers, compute times %s s, jitter %g, latency %g s, %s, seed %d\n' % (
-            len(times), ', '.join('%g' % t for t in times), args.jitter, args.latency,
-            limit_text, args.seed))
+    _print_header(args, times)
     print(format_table(results))
     if args.hist:
         print()

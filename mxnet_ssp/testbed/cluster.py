@@ -61,20 +61,22 @@ def find_sshd(environ=None):
     return None
 
 
-def preflight(verb, euid=None, which=shutil.which, sshd=None, client_config=SSH_CLIENT_CONFIG):
-    """Refuse (TestbedError) when the machine lacks what `verb` needs."""
+def preflight(verb, euid=None, which=shutil.which, sshd=None, client_config=SSH_CLIENT_CONFIG,
+              ssh=True):
+    """Refuse (TestbedError) when the machine lacks what `verb` needs; `ssh` False: an
+    ``up`` without sshds (:func:`up`'s ``ssh=False``) needs only ip and tc."""
     euid = os.geteuid() if euid is None else euid
     if euid != 0:
         raise TestbedError('user: effective uid %d; accepted: root (uid 0), since network '
                            'namespaces, links and tbf need CAP_SYS_ADMIN and CAP_NET_ADMIN '
                            '(run: sudo %s %s ...)' % (euid, PROG, verb))
-    programs = ['ip'] + (['tc', 'ssh', 'ssh-keygen', 'mount'] if verb == 'up' else
-                         ['mount'] if verb == 'run' else [])
+    programs = ['ip'] + ((['tc', 'ssh', 'ssh-keygen', 'mount'] if ssh else ['tc'])
+                         if verb == 'up' else ['mount'] if verb == 'run' else [])
     for name in programs:
         if which(name) is None:
             raise TestbedError('program %s: not found on PATH; accepted: an installed %s (%s)'
                                % (name, name, INSTALL[name]))
-    if verb == 'up':
+    if verb == 'up' and ssh:
         if (sshd if sshd is not None else find_sshd()) in (None, ''):
             raise TestbedError('program sshd: not found on PATH nor in %s; accepted: an '
                                'installed sshd (%s)' % (', '.join(SSHD_CANDIDATES),
@@ -303,8 +305,12 @@ def check_ssh(plan, directory, source=0):
         raise RuntimeError('ssh from %s failed: %s' % (src.name, '; '.join(failures)))
 
 
-def up(plan, sshd, measure_links=True):
+def up(plan, sshd, measure_links=True, ssh=True):
     """Bring the testbed of `plan` up (after removing any earlier one of its prefix).
+
+    `ssh` False: the hosts and links only, no keys, sshds or hostfiles (the lab runs its
+    processes in the hosts' namespaces with ``ip netns exec``, :mod:`.on_host`); `sshd` is
+    then not used.
 
     Return 0, or 1 when a link's measured rate is more than 10% off its setting (the testbed
     stays up).  Raises RuntimeError after removing what it made when a step fails.
@@ -315,6 +321,8 @@ def up(plan, sshd, measure_links=True):
     directory = state_dir(plan.prefix)
     try:
         os.makedirs(directory, mode=0o700)
+        if not ssh:
+            return _up_without_ssh(plan, directory, measure_links)
         key = _keygen(os.path.join(directory, 'id_ed25519'), '%stestbed' % plan.prefix)
         _write(os.path.join(directory, 'authorized_keys'), key + '\n')
         known = []
@@ -366,6 +374,22 @@ def up(plan, sshd, measure_links=True):
         raise
 
 
+def _up_without_ssh(plan, directory, measure_links):
+    """:func:`up`'s hosts and links, its state file and measurement; no sshd."""
+    _make_network(plan)
+    state = {'prefix': plan.prefix, 'bridge_namespace': plan.bridge_namespace,
+             'bridge': plan.bridge, 'bridge_address': str(BRIDGE_ADDRESS),
+             'network': str(NETWORK), 'state_dir': directory, 'ssh': False,
+             'hosts': [dict(vars(h)) for h in plan.hosts]}
+    _write(os.path.join(directory, STATE_FILE), json.dumps(state, indent=1) + '\n', 0o644)
+    say('%d hosts up without sshd (prefix %s), network %s, state in %s'
+        % (len(plan.hosts), plan.prefix, NETWORK, directory))
+    for h in plan.hosts:
+        say('  %-7s %-15s namespace %-12s link %s both ways'
+            % (h.name, h.address, h.namespace, format_rate(h.rate)))
+    return _measure_all(plan, directory, state) if measure_links else 0
+
+
 def _measure_all(plan, directory, state):
     say('link rates measured (TCP payload, %.2f s each way against the bridge, again up to %d '
         'times while more than %d%% short; tbf counts frames, so about %.1f%% under the '
@@ -413,7 +437,8 @@ def load_state(prefix):
 
 
 def status(prefix):
-    """Print the state of testbed `prefix`; 0 when it is up and every sshd runs, else 1."""
+    """Print the state of testbed `prefix`; 0 when it is up and every sshd runs (every host's
+    namespace, for a testbed brought up without sshds: the lab's), else 1."""
     present = [n for n in namespaces() if owned_namespace(n, prefix)]
     directory = state_dir(prefix)
     if not os.path.exists(os.path.join(directory, STATE_FILE)):
@@ -427,6 +452,7 @@ def status(prefix):
     healthy = state['bridge_namespace'] in present
     say('testbed %s: %d hosts, network %s, state in %s'
         % (prefix, len(state['hosts']), state['network'], directory))
+    ssh = state.get('ssh', True)
     for h in state['hosts']:
         pid = None
         try:
@@ -434,17 +460,19 @@ def status(prefix):
                 pid = int(f.read().strip())
         except (OSError, ValueError):
             pass
-        running = pid is not None and _alive(pid) and h['namespace'] in present
+        running = (pid is not None and _alive(pid) or not ssh) and h['namespace'] in present
         healthy = healthy and running
         measured = h.get('measured')
-        say('  %-7s %-15s namespace %-12s %-8s sshd %s%s'
+        say('  %-7s %-15s namespace %-12s %-8s %s%s'
             % (h['name'], h['address'], h['namespace'], format_rate(h['rate']),
-               'running (pid %d)' % pid if running else 'NOT RUNNING',
+               ('namespace up (no sshd)' if running else 'NAMESPACE MISSING') if not ssh else
+               'sshd running (pid %d)' % pid if running else 'sshd NOT RUNNING',
                '; measured up %.1f / down %.1f Mbit/s' % (measured['up'] / 1e6,
                                                          measured['down'] / 1e6)
                if measured else ''))
-    say('hostfile %s; ssh config %s' % (os.path.join(directory, 'hostfile'),
-                                        os.path.join(directory, 'ssh_config')))
+    if ssh:
+        say('hostfile %s; ssh config %s' % (os.path.join(directory, 'hostfile'),
+                                            os.path.join(directory, 'ssh_config')))
     return 0 if healthy else 1
 
 

@@ -21,10 +21,9 @@ import subprocess
 import sys
 import time
 
+from ..core.rates import PAYLOAD_SHARE   # payload rate / wire rate (MTU 1500)
 from .settings import BRIDGE_ADDRESS, tbf_burst
 
-#: payload bytes per 1514-byte frame (MTU 1500, TCP timestamps on): payload rate / wire rate
-PAYLOAD_SHARE = 1448 / 1514
 TOLERANCE = 0.10
 SECONDS = 0.25
 #: transfers per direction at most (see best_of)

@@ -9,6 +9,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from ..core import rates as core_rates
+from ..core.rates import MAX_RATE, MIN_RATE, RATE_FORMS, format_rate  # noqa: F401 (re-exported)
+
 PROG = 'mxnet-ssp-testbed'
 
 EXIT_USAGE = 2
@@ -28,19 +31,14 @@ STATE_ROOT = '/run'
 ENV_STATE_ROOT = 'MXNET_SSP_TESTBED_STATE_ROOT'
 
 MIN_HOSTS, MAX_HOSTS = 2, 64
-MIN_RATE, MAX_RATE = 10 ** 6, 10 ** 10          # 1mbit .. 10gbit
 DEFAULT_RATE = '1gbit'
 
 #: The interface of every emulated host has this name after the prefix (the same in every
 #: host, so DMLC_INTERFACE=<prefix>eth names it on all of them).
 HOST_IFNAME = 'eth'
 
-_UNITS = {'kbit': 10 ** 3, 'mbit': 10 ** 6, 'gbit': 10 ** 9}
-_RATE = re.compile(r'^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)\s*$', re.IGNORECASE)
 _PREFIX = re.compile(r'^[a-z][a-z0-9]*-?$')
 MAX_PREFIX = 10      # + 'eth' / 'b63' / 'net' / 'testbed' keeps names within IFNAMSIZ (15)
-RATE_FORMS = ('a number and a unit kbit, mbit or gbit (tc\'s units: 1mbit = 10^6 bit/s), '
-              'e.g. 100mbit, 1gbit, 2.5gbit; from 1mbit to 10gbit')
 
 
 class TestbedError(Exception):
@@ -50,22 +48,12 @@ class TestbedError(Exception):
 
 
 def parse_rate(value, setting='--rate'):
-    """bits per second of a rate such as ``100mbit`` / ``1gbit`` / ``2.5gbit``."""
-    match = _RATE.match(value or '')
-    if not match:
-        raise TestbedError('%s %r is not a rate; accepted: %s' % (setting, value, RATE_FORMS))
-    bits = float(match.group(1)) * _UNITS[match.group(2).lower()]
-    if not MIN_RATE <= bits <= MAX_RATE:
-        raise TestbedError('%s %r is out of range; accepted: %s' % (setting, value, RATE_FORMS))
-    return int(round(bits))
-
-
-def format_rate(bits):
-    """``1gbit``, ``100mbit``, ``2.5gbit``: the shortest of tc's units for `bits` per second."""
-    for unit, scale in (('gbit', 10 ** 9), ('mbit', 10 ** 6), ('kbit', 10 ** 3)):
-        if bits >= scale:
-            return ('%.3f' % (bits / scale)).rstrip('0').rstrip('.') + unit
-    return '%dbit' % bits
+    """bits per second of a rate such as ``100mbit`` / ``1gbit`` / ``2.5gbit``
+    (:func:`mxnet_ssp.core.rates.parse_rate`, refused as a :class:`TestbedError`)."""
+    try:
+        return core_rates.parse_rate(value, setting)
+    except core_rates.RateError as err:
+        raise TestbedError(str(err)) from None
 
 
 def parse_hosts(value):

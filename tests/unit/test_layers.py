@@ -30,6 +30,9 @@ ALLOWED = {
     'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},
     # the update rules (public API): the shared names and the host kernels they run
     'optim': {'optim', 'core', 'host_kernels'},
+    # the emulated cluster: its settings and the lab's placement are pure; on_host reads the
+    # launcher's name for a process's launch index
+    'testbed': {'testbed', 'core', 'launch', '_cli'},
 }
 #: what stays outside the package whatever it imports: only the standard library and numpy
 THIRD_PARTY = {
@@ -41,6 +44,7 @@ THIRD_PARTY = {
     'launch': set(),
     '_cli': set(),
     'training_flags': {'gluoncv'},      # only to look up a model zoo name it cannot parse
+    'testbed': set(),
 }
 
 

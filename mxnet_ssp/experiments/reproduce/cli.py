@@ -14,7 +14,8 @@ from .grid import UsageError, bad_option, plan, plan_tuning, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
 from ...cluster_model.arms import ARM_FORMS
 from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
-from .presets import LAB_PREFIX, PRESETS, SUITE, lab_preset
+from . import links as on_links
+from .presets import LAB_PREFIX, PRESETS, SUITE, SUITE_SCENARIOS, lab_preset
 from .report import write_report, write_suite_report
 from .runner import (TUNED_FILE, Stop, check_dataset, check_gpus, check_train_script, is_done,
                      load_tuned, prepare_subset, run_grid, run_tuning, tuning_on_record,
@@ -41,9 +42,20 @@ def build_parser():
                                     '(docs/lab.md)' % (', '.join(PRESETS), SUITE))
     p.add_argument('--scenario', help='with --preset %s: run only this scenario: %s, your '
                                       'own cluster as a spec such as %s, or a .json/.toml '
-                                      'file of the same keys (docs/lab.md)'
+                                      'file of the same keys (docs/lab.md); without it, every '
+                                      'scenario without links (%s)'
                                       % (SUITE, ', '.join(SCENARIOS),
-                                         SPEC_EXAMPLE.replace('%', '%%')))
+                                         SPEC_EXAMPLE.replace('%', '%%'),
+                                         ', '.join(SUITE_SCENARIOS)))
+    p.add_argument('--testbed-prefix', metavar='PREFIX',
+                   help='a scenario with links (link-4, or links= in a spec) runs on the '
+                        'emulated cluster (root, ip, tc), brought up before the first run and '
+                        'down after the last: the prefix of its names (default %s)'
+                        % on_links.DEFAULT_PREFIX)
+    p.add_argument('--arm-lr', metavar='ARM=LR[,...]',
+                   help='fixed per-paradigm learning rates, e.g. bsp=0.04,*=0.01 (* every '
+                        'other paradigm; the preset\'s rate for one not named); not with '
+                        '--tune-lr')
     p.add_argument('--out', help='output directory (created; a grid there is continued)')
     p.add_argument('--trials', help='trials per paradigm (default: the preset\'s)')
     p.add_argument('--epochs-scale', help='multiply the epochs (and lr decay epochs) by this')
@@ -146,6 +158,10 @@ def print_plan(grid, out, problems=()):
     """Print every run's command and whether it would run or be skipped (``--dry-run``)."""
     for problem in problems:
         print('# warning: %s' % problem)
+    if grid.links:
+        print('# on the emulated cluster (prefix %s, up before the first run, down after the '
+              'last): %s' % (grid.testbed_prefix,
+                             on_links.place.describe(on_links.placement(grid))))
     on_record = tuning_on_record(grid, out)
     if on_record:
         load_tuned(grid, out)        # the trials' commands below carry those rates
@@ -216,7 +232,7 @@ def run_suite(parser, args, num_gpus, command_line):
         if args.preset != SUITE:
             raise bad_option('--scenario', args.scenario, 'nothing without --preset %s (the '
                              'preset emulated-<scenario> runs one scenario)' % SUITE)
-        scenarios = list(SCENARIOS.values())
+        scenarios = [SCENARIOS[name] for name in SUITE_SCENARIOS]
         if args.scenario is not None:
             try:
                 scenarios = [get_scenario(args.scenario)]
@@ -251,6 +267,21 @@ def _preset_cost(args):
     return lab_preset(scenario).cost if scenario is not None else PRESETS[args.preset].cost
 
 
+def _run_runs(grid, out, args):
+    """The grid's tuning runs (--tune-lr) and trials, on the emulated cluster for a scenario
+    with links (:func:`.links.testbed`: up before the first run, down after the last);
+    returns (failed tuning runs, started, skipped, failed trials, aborted)."""
+    failed = 0
+    with on_links.testbed(grid, out):
+        if grid.tune_lr and tuning_on_record(grid, out):
+            logger.info('--tune-lr: %s already holds every paradigm\'s rate, chosen from '
+                        'these rates and trials: no tuning run is run again (delete it to '
+                        'tune again)', os.path.join(out, TUNED_FILE))
+        elif grid.tune_lr:
+            failed += run_tuning(grid, out)
+        return (failed,) + tuple(run_grid(grid, out, args.keep_checkpoints, _preset_cost(args)))
+
+
 def run_preset(parser, args, num_gpus, command_line):
     """One preset's grid: check, run what is not finished, report; returns the exit code."""
     try:
@@ -271,6 +302,7 @@ def run_preset(parser, args, num_gpus, command_line):
             problems += check_gpus(grid, num_gpus)
             problems += check_train_script(grid, args.keep_checkpoints)
             problems += check_dataset(grid, download=not args.dry_run)
+            problems += on_links.check_machine(grid)
         if problems and not args.dry_run:
             raise UsageError('; '.join(problems))
     except UsageError as err:
@@ -300,19 +332,16 @@ def run_preset(parser, args, num_gpus, command_line):
         try:
             if grid.data_fraction < 1:
                 prepare_subset(out, grid)
-            if grid.tune_lr and tuning_on_record(grid, out):
-                logger.info('--tune-lr: %s already holds every paradigm\'s rate, chosen from '
-                            'these rates and trials: no tuning run is run again (delete it '
-                            'to tune again)', os.path.join(out, TUNED_FILE))
-            elif grid.tune_lr:
-                failed += run_tuning(grid, out)
-            started, skipped, failed_trials, aborted = run_grid(grid, out, args.keep_checkpoints,
-                                                         _preset_cost(args))
+            tuned_failed, started, skipped, failed_trials, aborted = _run_runs(grid, out, args)
+            failed += tuned_failed
         except (Stop, KeyboardInterrupt) as stop:
             signum = getattr(stop, 'signum', signal.SIGINT)
             logger.error('interrupted by %s; run the same command again to continue',
                          signal.Signals(signum).name)
             return 128 + signum
+        except on_links.ClusterError as err:
+            logger.error('%s', err)
+            return EXIT_FAILED
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from ...launch.gpus import MAP_FORM, parse_gpu_map
 from ...launch.settings import LaunchError
 from ...cluster_model.arms import ARM_FORMS, SSP_RE, parse_arm
+from ...cluster_model.profiles import get_scenario
+from . import links as on_links
 from .presets import PRESETS, lab_preset
 
 
@@ -76,6 +78,10 @@ class Grid:
     arm_lr: dict = dataclasses.field(default_factory=dict)
     #: the momentum each paradigm runs its trials with, once tuned (arm name -> momentum)
     arm_momentum: dict = dataclasses.field(default_factory=dict)
+    #: the emulated cluster's worker links (bits/s, one per worker) of a scenario with
+    #: links, or (): the runs then run on the testbed of `testbed_prefix` (:mod:`.links`)
+    links: tuple = ()
+    testbed_prefix: str = None
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
@@ -215,6 +221,8 @@ def resolve_grid(args):
                          'has %d workers)' % (preset.workers, preset.name, preset.workers))
     arms = _select_arms(args.paradigms, preset)
     tune_lr, tune_trials, tune_momentum, tune_choice = _tuning(args)
+    arm_lr = _arm_lr(getattr(args, 'arm_lr', None), arms, tune_lr)
+    links, prefix = _links(preset, getattr(args, 'testbed_prefix', None))
     gpus = _gpu_flags(args, workers)
     model = args.model or preset.model
     train_script = None
@@ -236,7 +244,54 @@ def resolve_grid(args):
                 targets=targets, timeout_s=timeout, train_script=train_script,
                 paper_table=preset.paper_table, gpus=gpus, emulate=preset.emulate,
                 tune_lr=tune_lr, tune_trials=tune_trials, tune_momentum=tune_momentum,
-                tune_choice=tune_choice)
+                tune_choice=tune_choice, arm_lr=arm_lr, links=links, testbed_prefix=prefix)
+
+
+def _links(preset, prefix_text):
+    """(worker links, testbed prefix) of the preset's scenario: () and None without links;
+    --testbed-prefix is refused there."""
+    links = get_scenario(preset.emulate).links if preset.emulate else ()
+    if not links:
+        if prefix_text is not None:
+            raise bad_option('--testbed-prefix', prefix_text, 'nothing with preset %s: its '
+                             'jobs run on loopback (only a scenario with links, such as '
+                             'link-4, runs on the emulated cluster)' % preset.name)
+        return (), None
+    try:
+        return tuple(links), on_links.check_prefix_option(prefix_text)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def _arm_lr(text, arms, tune_lr):
+    """--arm-lr ``bsp=0.04,*=0.01``: each named paradigm's learning rate, ``*`` every other
+    one's ({arm name: lr} over the grid's arms; {} without the flag)."""
+    if text is None:
+        return {}
+    names = [arm.name for arm in arms]
+    accepted = ('comma-separated ARM=LR items with ARM one of the grid\'s paradigms (%s) or * '
+                'for every other one, each once, and LR in (0, 10), e.g. bsp=0.04,*=0.01'
+                % ', '.join(names))
+    if tune_lr:
+        raise bad_option('--arm-lr', text, 'nothing with --tune-lr (which chooses each '
+                         'paradigm\'s rate itself)')
+    given = {}
+    for item in (x.strip() for x in text.split(',')):
+        if not item:
+            continue
+        name, sep, value = (x.strip() for x in item.partition('='))
+        try:
+            lr = float(value)
+        except ValueError:
+            lr = None
+        if (not sep or (name != '*' and name not in names) or name in given or lr is None
+                or not (math.isfinite(lr) and 0 < lr < 10)):
+            raise bad_option('--arm-lr', text, accepted)
+        given[name] = lr
+    if not given:
+        raise bad_option('--arm-lr', text, accepted)
+    return {name: given.get(name, given.get('*')) for name in names
+            if name in given or '*' in given}
 
 
 #: --tune-lr LOW:HIGH:STEP: the step's names
@@ -356,7 +411,7 @@ def run_command(grid, arm, trial, directory, lr=None, seed=None, momentum=None):
     cmd = [python, '-m', 'mxnet_ssp.launch', '-n', str(grid.workers), '-s', str(grid.servers),
            '--launcher', 'local', *grid.gpus, '--timeout', '%.6g' % grid.timeout_s
            if grid.timeout_s < 1e6 else '%.0f' % grid.timeout_s,
-           *grid.train_argv(python),
+           *on_links.wrap(grid, grid.train_argv(python), python),
            '--model', grid.model, '--dataset', grid.dataset,
            '--batch-size', str(grid.batch_size), '--num-epochs', str(grid.epochs),
            '--lr', '%g' % lr, '--momentum', '%g' % momentum, '--wd', '%g' % grid.wd,

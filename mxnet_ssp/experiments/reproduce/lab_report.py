@@ -9,6 +9,7 @@ import numpy as np
 from ...cluster_model.arms import parse_arm
 from ...cluster_model.profiles import get_scenario
 from ...core.names import DSSP_MODES
+from . import links as on_links
 from .paired import LEVEL, MIN_TRIALS, family_level, fmt_interval, median_interval
 from .stats import HOLD_S, METRIC_TEXT, METRICS
 from .verdicts import (METRIC_DEPENDENT, SIM_TOLERANCE, _fmt_interval, across_metrics,
@@ -45,7 +46,19 @@ def _scenario(grid, scenario, rows):
         '- **Real:** the parameter-server traffic, the store types and their controller, the '
         'staleness of every gradient, and the test accuracy.',
         '- Passes longer than their profile time (not padded, so the iteration ran longer): '
-        '%d of %d iterations.' % (sum(overruns), sum(iterations)), '']
+        '%d of %d iterations.' % (sum(overruns), sum(iterations))] + _links(grid) + ['']
+
+
+def _links(grid):
+    """The bullet of a scenario with links: where every process ran, what was shaped."""
+    if not grid.links:
+        return []
+    return ['- **On links:** every run ran on the emulated cluster (prefix %s): %s. Each '
+            'link is shaped by tbf in both directions; no delay, jitter or loss is added '
+            '(netem is not available), and every host computes on the same cores. The links '
+            'as measured when the cluster came up: `testbed.json`; each run\'s placement: '
+            'its `run.json`.' % (grid.testbed_prefix, on_links.place.describe(
+                on_links.placement(grid)))]
 
 
 def _machine(rows):
@@ -238,14 +251,18 @@ def _simulator(grid, scenario, rows):
     lines = ['## Simulator vs lab', '',
              '`mxnet_ssp.cluster_model.simulate` run on the same compute-time draws as each trial '
              '(`--scenario %s`, the trial\'s seed, %d iterations per worker). **model**: the '
-             'simulator as it is (compute only, instant push/pull, no control latency); '
+             'simulator as it is (compute only%s, instant push/pull, no control latency); '
              '**+ steps**: every iteration also takes a push/pull time drawn from the step '
              'times measured under ASP here, where nobody waits (mean %.1f ms; their '
-             'percentiles, pooled over the trials; ASP lr/tau draws from its own). Total '
+             'percentiles, pooled over the trials%s; ASP lr/tau draws from its own). Total '
              'iterations per second of all workers (each over its own span), and the fast '
              'workers\' share of wall time '
              'not computing; medians over the trials. A difference above %d%% is marked.'
-             % (scenario.name, iterations, 1e3 * step_mean, 100 * SIM_TOLERANCE), '',
+             % (scenario.name, iterations,
+                ' and each worker\'s link time' if scenario.links else '', 1e3 * step_mean,
+                ' and over the workers, so a slow link\'s steps are drawn for every worker: '
+                'read **model** for a scenario with links' if scenario.links else '',
+                100 * SIM_TOLERANCE), '',
              '| paradigm | lab it/s | model it/s (diff) | + steps it/s (diff) | lab '
              'non-compute | model | + steps |', '|---|---:|---:|---:|---:|---:|---:|']
 

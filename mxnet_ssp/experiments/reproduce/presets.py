@@ -48,8 +48,12 @@ LAB_COST = {
                    'for BSP and ASP): about 2.4 hours here',
     'transient-8': '72 runs of about 2 minutes (8 workers share 2 cores): about 2.4 hours',
     'jitter-8': '72 runs of about 2 minutes (8 workers share 2 cores): about 2.4 hours'}
-#: the lab's pre-registered scenarios since 2026-11-27 (docs/lab.md, "Pre-registration")
-LAB_SCENARIOS = ('mixed-4', 'transient-4')
+#: the lab's pre-registered scenarios since 2026-11-27 (docs/lab.md, "Pre-registration"),
+#: and the lab on links since 2026-11-28 ("The lab on links: pre-registration (link-4)")
+LAB_SCENARIOS = ('mixed-4', 'transient-4', 'link-4')
+#: what ``--preset emulated`` without ``--scenario`` runs: every scenario on loopback (a
+#: scenario with links needs the emulated cluster, root: ``--scenario link-4``)
+SUITE_SCENARIOS = tuple(name for name, sc in SCENARIOS.items() if not sc.links)
 #: the pre-registered tuning grid: per-gradient rates in steps of sqrt 2 around the stability
 #: edge the first lab runs found (0.03 diverged for 7 of 8 stale arms, 0.01 did not), and
 #: momentum 0.8 and 0.9
@@ -73,12 +77,15 @@ def lab_epochs(workers, iterations):
 
 def lab_run_seconds(scenario, iterations):
     """Estimated seconds of one lab run on this 2-core machine: start-up, then per
-    iteration the slowest worker's mean compute (persistent factor and episodes) or, when
-    larger, the machine's share (about 24 ms of real CPU per iteration and worker on 2 cores),
-    plus about 10 ms of traffic.  Measured for the built-in scenarios: mixed-2 about 55-65 s,
-    the 8-worker ones 100-110 s."""
-    compute = scenario.base_s * scenario.max_factor * scenario.mean_episode_factor
-    return 10.0 + iterations * (max(compute, 0.012 * scenario.workers) + 0.010)
+    iteration the slowest worker's mean compute (persistent factor and episodes) plus its
+    link time (a scenario with links: :meth:`Scenario.link_times`) or, when larger, the
+    machine's share (about 24 ms of real CPU per iteration and worker on 2 cores), plus about
+    10 ms of traffic.  Measured for the built-in scenarios: mixed-2 about 55-65 s, the
+    8-worker ones 100-110 s."""
+    links = scenario.link_times()
+    slowest = max(scenario.base_s * scenario.factor(r) * scenario.mean_episode_factor
+                  + links[r] for r in range(scenario.workers))
+    return 10.0 + iterations * (max(slowest, 0.012 * scenario.workers) + 0.010)
 
 
 def lab_cost(scenario, iterations, runs):

@@ -86,7 +86,8 @@ def _header(grid, rows, command_line):
     lines.append('# Reproduction report: preset `%s`' % grid.preset)
     lines.append('')
     rates = ('lr %g' % grid.lr if not grid.arm_lr else
-             'lr per paradigm, chosen by --tune-lr (%s; see "Learning rate per paradigm")'
+             'lr per paradigm, %s' % ('chosen by --tune-lr (%s; see "Learning rate per '
+                                      'paradigm")' if grid.tune_lr else 'fixed by --arm-lr (%s)')
              % ', '.join('%s %g' % (arm.name, grid.arm_lr.get(arm.name, grid.lr))
                          + ('' if arm.name not in grid.arm_momentum
                             else ' momentum %g' % grid.arm_momentum[arm.name])

@@ -27,6 +27,7 @@ from .json_files import read_json, write_json
 from .grid import (MARKER, candidates, plan, plan_tuning, rank_settings, run_signature,
                    setting_key, trial_seed)
 from .presets import LAB_SNAPSHOT_S
+from . import links as on_links
 from .server_eval import evaluate_run
 from .stats import METRICS, metric_value, time_to_target
 from ...core.env_names import DMLC_PREFIX
@@ -302,6 +303,8 @@ def execute_run(grid, arm, trial, directory, command):
               'signature': run_signature(grid, arm, trial), 'command': command,
               'exit_code': code, 'started': started, 'duration_s': round(duration, 2),
               'load_avg': [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    if grid.links:                   # on the emulated cluster: where every process ran
+        marker['placement'] = on_links.placement(grid)
     if code == 0 and not os.path.isfile(os.path.join(directory, 'summary.json')):
         marker.update(status='failed', reason='exit code 0 but no summary.json')
     elif code == 0:

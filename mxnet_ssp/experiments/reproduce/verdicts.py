@@ -311,7 +311,8 @@ def across_metrics(rows, target, dssp_name='dssp', budget=None, metrics=METRICS,
 # the simulator next to the lab
 
 def _fast_ranks(scenario):
-    times = scenario.times()
+    """The ranks with the shortest iteration: compute and, with links, link time."""
+    times = [t + link for t, link in zip(scenario.times(), scenario.link_times())]
     return [r for r, t in enumerate(times) if t == min(times)]
 
 
@@ -345,18 +346,21 @@ def simulated_rates(arm, scenario, seed, iterations, step_samples=()):
     trial, measured like the lab's: each worker's iterations over its own span (start to
     its last push), summed; the share of that span not computing.
 
-    The compute times are the trial's draws (``scenario.stream(rank, seed)``).  With
-    `step_samples` (seconds), every iteration also takes a push/pull time drawn from them
-    (seeded by the trial): the step time the simulator's model otherwise leaves out.
+    The compute times are the trial's draws (``scenario.stream(rank, seed)``), and with
+    links each worker's link time (:meth:`Scenario.link_times`).  With `step_samples`
+    (seconds), every iteration takes a push/pull time drawn from them instead (seeded by
+    the trial): the step time the simulator's model otherwise leaves out (measured, so it
+    holds the links' time, pooled over the workers).
     """
     rng = random.Random('steps:%d' % seed)
+    links = scenario.link_times()
     computed, per_rank = [], []
     for rank in range(scenario.workers):
         stream = scenario.stream(rank, seed)
         draws = [stream.next() for _ in range(iterations)]
         computed.append(draws)
         per_rank.append([t + rng.choice(step_samples) for t in draws] if len(step_samples)
-                        else draws)
+                        else [t + links[rank] for t in draws])
     res = simulate(None, sim_policy(arm), iterations=iterations, seed=seed,
                    scenario=_Replayed(scenario, per_rank))
     spans = [(sum(computed[r][:n]), sum(per_rank[r][:n]) + res.wait[r])

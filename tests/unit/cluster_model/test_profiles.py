@@ -80,11 +80,11 @@ def test_an_unknown_scenario_names_the_known_ones():
         get_scenario('mixed-3')
     assert str(err.value) == (
         "emulated scenario 'mixed-3' is not known: expected one of mixed-2, mixed-4, "
-        "straggler-8, transient-8, jitter-8, transient-4, a spec such as "
+        "straggler-8, transient-8, jitter-8, transient-4, link-4, a spec such as "
         "workers=4,base_ms=15,factors=1:1.3:1.8:3,"
         "jitter=10% (keys: name, workers, base_ms, factors, jitter, episode_rate, "
-        "episode_factor, episode_length, description), or a .json or .toml file with those "
-        "keys")
+        "episode_factor, episode_length, links, description), or a .json or .toml file with "
+        "those keys")
     assert get_scenario('jitter-8') is SCENARIOS['jitter-8']
 
 
@@ -210,10 +210,14 @@ ACCEPTED = {    # what each setting accepts, as docs and SPEC_KEYS state it
     'episode_factor': 'the slowdown during an episode, in [1, 100]; default 1',
     'episode_length': "the range of an episode's length in iterations, 1 <= A <= B <= "
                       '100000 (spec: A-B; file: [A, B])',
+    'links': "each rank's link rate, one per worker, each a number and a unit kbit, mbit or "
+             "gbit (tc's units: 1mbit = 10^6 bit/s), e.g. 100mbit, 1gbit, 2.5gbit; from 1mbit "
+             "to 10gbit (spec: 1gbit:1gbit:1gbit:100mbit; file: a list); default none (the "
+             "job on loopback)",
     'description': 'free text for reports (file only)',
 }
 KEYS = ('name, workers, base_ms, factors, jitter, episode_rate, episode_factor, '
-        'episode_length, description')
+        'episode_length, links, description')
 
 
 def test_the_accepted_settings_are_documented_in_order():

@@ -268,7 +268,7 @@ def test_main_help(capsys, monkeypatch):
             'per-iteration compute time of each worker, comma-separated (default: 1,1,1,2.5)',
             "an emulated cluster instead of --times (the compute times train_cifar.py's "
             "--emulate sleeps to): mixed-2, mixed-4, straggler-8, transient-8, jitter-8, "
-            "transient-4, a spec such as "
+            "transient-4, link-4, a spec such as "
             "workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%, or a .json/.toml file of the "
             "same keys (docs/lab.md)",
             '--wall-time WALL_TIME simulated seconds (default: 300 unless --iterations)',

@@ -750,8 +750,9 @@ def test_sim_policy(arm, policy):
     assert sim_policy(parse_arm(arm)) == policy
 
 
-def _scenario(*times):
-    return types.SimpleNamespace(times=lambda: list(times))
+def _scenario(*times, links=None):
+    return types.SimpleNamespace(times=lambda: list(times),
+                                 link_times=lambda: list(links or [0.0] * len(times)))
 
 
 def test_measured_rates():
@@ -768,6 +769,9 @@ def test_measured_rates():
     # the slow rank is not a fast one
     assert V.measured_rates({'it_per_s': {}, 'idle_share': {0: 0.1, 1: 0.7}},
                             _scenario(2.0, 1.0)) == (0, pytest.approx(0.7))
+    # nor is a rank slow by its link alone (link-4's worker 3)
+    assert V.measured_rates({'it_per_s': {}, 'idle_share': {0: 0.1, 1: 0.7}},
+                            _scenario(1.0, 1.0, links=[0.1, 0.01])) == (0, pytest.approx(0.7))
 
 
 #: no jitter: every draw is the plain time, rank 0 takes 1 s, rank 1 2 s

@@ -306,9 +306,10 @@ MESSAGES = {
         "--slowdown '5:2,4:2' names rank 4 but the job has 4 worker(s) (ranks 0..3)",
     'Parsed --emulate':
         ("--emulate 'nowhere' is not valid: emulated scenario 'nowhere' is not known: expected "
-         "one of mixed-2, mixed-4, straggler-8, transient-8, jitter-8, transient-4, a spec such as "
+         "one of mixed-2, mixed-4, straggler-8, transient-8, jitter-8, transient-4, link-4, a spec "
+         "such as "
          "workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10% (keys: name, workers, base_ms, "
-         "factors, jitter, episode_rate, episode_factor, episode_length, description), or a "
+         "factors, jitter, episode_rate, episode_factor, episode_length, links, description), or a "
          ".json or .toml file with those keys"),
     '_check_emulate_alone':
         ("--emulate and --slowdown are exclusive: the scenario mixed-2 sets every worker's "
