@@ -2,6 +2,7 @@
 the metrics and where the controller runs; :class:`SyncConfig` holds them for one job."""
 import logging
 import os
+import re
 from dataclasses import dataclass, field, replace
 
 from ..core.controller_settings import DEFAULT_PLACEMENT, PLACEMENTS
@@ -381,7 +382,8 @@ def with_store(config, store):
 def _with_origins(message, env):
     """`message` plus where the settings it names were set, when some came from the file."""
     from_file = getattr(env, 'from_file', {})
-    named = [n for n in sorted(from_file) if n in message]
+    # a whole name: MXNET_SSP_STALENESS is not named by a message about MXNET_SSP_STALENESS_LOG
+    named = [n for n in sorted(from_file) if re.search(r'\b%s\b' % n, message)]
     if not named:
         return message
     return '%s (%s)' % (message, '; '.join('%s is set in %s' % (n, env.origin(n))
