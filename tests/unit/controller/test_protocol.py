@@ -461,3 +461,34 @@ def test_rejoined_at_clock_zero_and_the_refusal_s_message():
     with pytest.raises(p.ProtocolError) as info:
         p.decode_rejoined(b'\x0c' + body)
     assert str(info.value) == 'REJOINED body has no valid clock: %s' % repr(body)[:80]
+
+
+def test_bye_bytes_and_a_body_of_exactly_max_frame():
+    lost = [{'rank': 2, 'clock': 7, 'after_s': 1.5}]
+    assert p.encode_bye(lost) == (b'\x00\x00\x00\x2e\x07'
+                                  b'{"lost":[{"rank":2,"clock":7,"after_s":1.5}]}')
+    bare = len(b'\x07{"lost":[{"rank":2,"clock":7,"after_s":1.5,"host":""}]}')
+    whole = [dict(lost[0], host='h' * (p.MAX_FRAME - bare))]
+    payload = p.FrameReader().feed(p.encode_bye(whole))[0]
+    assert len(payload) == p.MAX_FRAME and p.decode_bye(payload) == whole
+    one_more = whole + [{'rank': 3, 'clock': 7, 'after_s': 1.5}]
+    assert p.decode_bye(p.FrameReader().feed(p.encode_bye(one_more))[0]) == whole
+
+
+def test_json_refusals_name_the_message_and_what_came():
+    def refused(decode, payload, *args):
+        with pytest.raises(p.ProtocolError) as info:
+            decode(payload, *args)
+        return str(info.value)
+    assert refused(p.decode_json, b'\x13{}', p.REPORT) == 'expected REPORT, got DECISION'
+    assert refused(p.decode_json, b'\x12{"a": ', p.REPORT) == \
+        'REPORT body is not JSON: Expecting value: line 1 column 7 (char 6)'
+    assert refused(p.decode_json, b'\x12[1, 2]', p.REPORT) == \
+        'REPORT body is not a JSON object: [1, 2]'
+    assert refused(p.decode_json, b'\x12[' + b'1, ' * 40 + b'1]', p.REPORT) == \
+        'REPORT body is not a JSON object: %s' % repr([1] * 41)[:80]
+    assert refused(p.decode_bye, b'\x07{"lost": 3}') == 'BYE body has no valid "lost" list: ' \
+                                                      "{'lost': 3}"
+    obj = {'lost': [{'rank': 'r%d' % i} for i in range(10)]}
+    assert refused(p.decode_bye, b'\x07' + json.dumps(obj).encode()) == \
+        'BYE body has no valid "lost" list: %s' % repr(obj)[:80]
