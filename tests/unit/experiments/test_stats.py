@@ -397,6 +397,10 @@ def test_sustained_time_window_includes_its_end():
     # 0.1 + 0.7 is 0.7999999999999999 in binary64: the point at 0.8 is still in the window
     assert 0.1 + 0.7 < 0.8
     assert sustained_time([(0.1, 0.95), (0.8, 0.5)], 0.92, hold_s=0.7) is None
+    # the window [t, t + hold_s] takes 1e-9 s for rounding, and stays closed at that end
+    end = 1.0 + 2.0 + 1e-9
+    assert sustained_time([(1.0, 0.95), (end, 0.5)], 0.92, hold_s=2.0) is None
+    assert sustained_time([(1.0, 0.95), (end + 1e-9, 0.5)], 0.92, hold_s=2.0) == 1.0
 
 
 def test_sustained_time_sorts_the_curve_first():
