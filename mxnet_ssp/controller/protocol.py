@@ -224,17 +224,35 @@ def decode_challenge(payload):
 MAX_SETTING_TEXT = 512
 
 
+def _shortened(origin, keep):
+    """`origin` (a file path and line) cut from the left to ``'...'`` and its last `keep`
+    characters if it is longer; ``''`` for `keep` 0."""
+    if not keep:
+        return ''
+    return '...' + origin[-keep:] if len(origin) > keep else origin
+
+
 def encode_settings(host, settings):
     """The HELLO's settings body: compact UTF-8 JSON ``{"host", "settings"}``.
 
-    Origins (file paths) are shortened from the left if the HELLO would not fit one frame.
+    The host is cut to :data:`MAX_SETTING_TEXT` characters, and so is every origin (a file
+    path, from the left, as ``'...'`` and its end); origins are shortened further from the left
+    if the HELLO would not fit one frame.  ValueError for a setting's name or value longer than
+    :data:`MAX_SETTING_TEXT` (:func:`decode_settings` would refuse it) or settings that do not
+    fit one frame even without their origins.
     """
     settings = {str(k): [str(v[0]), str(v[1])] for k, v in settings.items()}
+    too_long = sorted(k for k, v in settings.items()
+                      if len(k) > MAX_SETTING_TEXT or len(v[0]) > MAX_SETTING_TEXT)
+    if too_long:
+        raise ValueError('setting %.80s has a name or value longer than the %d characters a '
+                         'HELLO carries' % (too_long[0], MAX_SETTING_TEXT))
+    settings = {k: [v[0], _shortened(v[1], MAX_SETTING_TEXT - 3)
+                    if len(v[1]) > MAX_SETTING_TEXT else v[1]]
+                for k, v in settings.items()}
     for keep in (None, 120, 40, 0):
         if keep is not None:
-            settings = {k: [v[0], ('...' + v[1][-keep:]) if keep and len(v[1]) > keep
-                            else v[1][:keep] if keep else '']
-                        for k, v in settings.items()}
+            settings = {k: [v[0], _shortened(v[1], keep)] for k, v in settings.items()}
         body = json.dumps({'host': str(host)[:MAX_SETTING_TEXT], 'settings': settings},
                           separators=(',', ':'), sort_keys=True).encode('utf-8')
         if _HELLO.size + len(body) <= MAX_FRAME:

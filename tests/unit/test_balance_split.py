@@ -324,6 +324,27 @@ def test_fit_cost_at_its_edges(points, expected):
     assert a >= 0
 
 
+@pytest.mark.parametrize('a, c, batches', [
+    (0.3, 1e-4, (30, 31, 32, 33)),
+    (1.0, 1e-4, (126, 127, 129)),
+])
+def test_fit_cost_of_close_batch_sizes_under_a_large_fixed_cost(a, c, batches):
+    """What the balancer measures: batch sizes close to a worker's share, most of the time
+    fixed per iteration.  The slope is the least-squares slope of the given floats to 1e-13
+    (worked out in exact rationals), which the centred sums give; a sum of (b + mb) * (t - mt)
+    or of (b - mb) * (t + mt), equal in exact arithmetic, is off by up to 6e-11."""
+    from fractions import Fraction
+    points = {b: a + c * b for b in batches}
+    bs = [Fraction(b) for b in points]
+    ts = [Fraction(points[b]) for b in points]
+    mb, mt = sum(bs) / len(bs), sum(ts) / len(ts)
+    exact_c = sum((b - mb) * (t - mt) for b, t in zip(bs, ts)) / sum((b - mb) ** 2 for b in bs)
+    assert float(exact_c) == pytest.approx(c, rel=1e-9)                 # the premise
+    got_a, got_c = fit_cost(points)
+    assert got_c == pytest.approx(float(exact_c), rel=1e-13, abs=0)
+    assert got_a == pytest.approx(float(mt - exact_c * mb), rel=1e-13, abs=0)
+
+
 def test_fit_cost_does_not_depend_on_the_order_of_the_points():
     assert fit_cost({30: 3.0, 10: 1.0, 20: 2.5}) == pytest.approx((1.0 / 6, 0.1))
 

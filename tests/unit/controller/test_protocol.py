@@ -5,6 +5,7 @@ Every expected frame below is written out from the table in the module's docstri
 changed constant, field order or struct code fails here before it reaches a socket.
 """
 import hashlib
+import json
 import hmac
 import struct
 
@@ -413,3 +414,81 @@ def test_lost_notices_round_trip_and_refuse_junk():
     for body in (b'[]', b'{"rank": 1}', b'{"rank": true, "clock": 1}'):
         with pytest.raises(p.ProtocolError):
             p.decode_lost(bytes((p.LOST,)) + body)
+
+
+# ----------------------------------------------------------------------------- JSON frames' limits
+
+def test_encode_json_takes_a_payload_of_exactly_max_frame_and_names_one_byte_more():
+    data = p.encode_json(p.REPORT, {'model': [0.5, 0.001]}, 22)         # 22 bytes of payload
+    assert data == b'\x00\x00\x00\x16\x12{"model":[0.5,0.001]}'
+    with pytest.raises(ValueError) as info:
+        p.encode_json(p.REPORT, {'model': [0.5, 0.001]}, 21)
+    assert str(info.value) == 'REPORT of 22 bytes exceeds 21'
+
+
+def test_lost_and_rejoined_frames_are_held_to_max_frame():
+    """What a worker's FrameReader (MAX_FRAME) would refuse is refused when it is made."""
+    loss = {'rank': 1, 'clock': 2, 'after_s': 0.5, 'host': 'h' * 4100}
+    with pytest.raises(ValueError) as info:
+        p.encode_lost(loss)
+    assert str(info.value) == 'LOST of %d bytes exceeds 4096' % (1 + len(
+        '{"rank":1,"clock":2,"after_s":0.5,"host":""}') + 4100)
+    fits = dict(loss, host='h' * (4096 - 1 - len('{"rank":1,"clock":2,"after_s":0.5,"host":""}')))
+    payload = p.FrameReader().feed(p.encode_lost(fits))[0]
+    assert len(payload) == p.MAX_FRAME and p.decode_lost(payload) == fits
+    with pytest.raises(ValueError, match='^REJOINED of 4212 bytes exceeds 4096$'):
+        p.encode_rejoined(10 ** 4200)                 # 4201 digits
+
+
+def test_decode_lost_says_what_it_got():
+    with pytest.raises(p.ProtocolError) as info:
+        p.decode_lost(bytes((p.LOST,)) + b'{"rank": 1}')
+    assert str(info.value) == "LOST body is not a lost worker: {'rank': 1}"
+    obj = {'rank': 'one', 'clock': 3, 'pad': 'x' * 100}
+    with pytest.raises(p.ProtocolError) as info:
+        p.decode_lost(bytes((p.LOST,)) + json.dumps(obj).encode())
+    assert str(info.value) == 'LOST body is not a lost worker: %s' % repr(obj)[:80]
+
+
+def test_rejoined_at_clock_zero_and_the_refusal_s_message():
+    payload = p.FrameReader().feed(p.encode_rejoined(0))[0]
+    assert payload == b'\x0c{"clock":0}' and p.decode_rejoined(payload) == 0
+    assert p.decode_rejoined(b'\x0c{"clock": 7, "x": 1}') == 7
+    with pytest.raises(p.ProtocolError) as info:
+        p.decode_rejoined(b'\x0c{"clock": -1}')
+    assert str(info.value) == "REJOINED body has no valid clock: b'{\"clock\": -1}'"
+    body = b'{"clock": "' + b'9' * 100 + b'"}'
+    with pytest.raises(p.ProtocolError) as info:
+        p.decode_rejoined(b'\x0c' + body)
+    assert str(info.value) == 'REJOINED body has no valid clock: %s' % repr(body)[:80]
+
+
+def test_bye_bytes_and_a_body_of_exactly_max_frame():
+    lost = [{'rank': 2, 'clock': 7, 'after_s': 1.5}]
+    assert p.encode_bye(lost) == (b'\x00\x00\x00\x2e\x07'
+                                  b'{"lost":[{"rank":2,"clock":7,"after_s":1.5}]}')
+    bare = len(b'\x07{"lost":[{"rank":2,"clock":7,"after_s":1.5,"host":""}]}')
+    whole = [dict(lost[0], host='h' * (p.MAX_FRAME - bare))]
+    payload = p.FrameReader().feed(p.encode_bye(whole))[0]
+    assert len(payload) == p.MAX_FRAME and p.decode_bye(payload) == whole
+    one_more = whole + [{'rank': 3, 'clock': 7, 'after_s': 1.5}]
+    assert p.decode_bye(p.FrameReader().feed(p.encode_bye(one_more))[0]) == whole
+
+
+def test_json_refusals_name_the_message_and_what_came():
+    def refused(decode, payload, *args):
+        with pytest.raises(p.ProtocolError) as info:
+            decode(payload, *args)
+        return str(info.value)
+    assert refused(p.decode_json, b'\x13{}', p.REPORT) == 'expected REPORT, got DECISION'
+    assert refused(p.decode_json, b'\x12{"a": ', p.REPORT) == \
+        'REPORT body is not JSON: Expecting value: line 1 column 7 (char 6)'
+    assert refused(p.decode_json, b'\x12[1, 2]', p.REPORT) == \
+        'REPORT body is not a JSON object: [1, 2]'
+    assert refused(p.decode_json, b'\x12[' + b'1, ' * 40 + b'1]', p.REPORT) == \
+        'REPORT body is not a JSON object: %s' % repr([1] * 41)[:80]
+    assert refused(p.decode_bye, b'\x07{"lost": 3}') == 'BYE body has no valid "lost" list: ' \
+                                                      "{'lost': 3}"
+    obj = {'lost': [{'rank': 'r%d' % i} for i in range(10)]}
+    assert refused(p.decode_bye, b'\x07' + json.dumps(obj).encode()) == \
+        'BYE body has no valid "lost" list: %s' % repr(obj)[:80]

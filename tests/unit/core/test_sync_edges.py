@@ -11,7 +11,7 @@ import math
 import pytest
 
 from mxnet_ssp.core.names import DSSP_MODES
-from mxnet_ssp.core.sync import BOUNDED, SyncPolicy, predict_r_star
+from mxnet_ssp.core.sync import BOUNDED, THRESHOLD, Release, SyncPolicy, predict_r_star
 
 # Worker 1 pushes at 0.0 and 0.7: interval 0.7, allowed age 2.5 x 0.7 = 1.75, stall limit
 # 0.7 + 1.75 = 2.45 in binary64; but 2.45 - 0.7 = 1.7500000000000002 > 1.75: at EDGE the
@@ -148,6 +148,77 @@ def test_join_refuses_a_member_an_unknown_rank_and_a_clock_below_the_slowest(ran
         pol.on_push(0, float(t))
     with pytest.raises(ValueError, match=why):
         pol.on_join(rank, clock, 5.0)
+
+
+@pytest.mark.parametrize('rank, clock, message', [
+    (0, 3, 'worker 0 is in the job'),
+    (2, 3, 'rank 2 is outside 0..1'),           # the first rank past the last
+    (-1, 3, 'rank -1 is outside 0..1'),
+    (1, 2, 'worker 1 cannot join at clock 2 below the slowest (3)'),
+    (1, -1, 'worker 1 cannot join at clock -1 below the slowest (3)'),
+])
+def test_join_refusals_say_which_rank_and_clock(rank, clock, message):
+    pol = SyncPolicy(2, 1, 1)
+    pol.on_leave(1)
+    for t in range(3):
+        pol.on_push(0, float(t))
+    with pytest.raises(ValueError) as info:
+        pol.on_join(rank, clock, 5.0)
+    assert str(info.value) == message
+    assert pol.active == {0} and pol.clocks == [3, 0]           # nothing changed
+
+
+def test_join_of_the_last_rank_and_of_rank_0():
+    pol = SyncPolicy(3, 1, 1)
+    pol.on_leave(2)
+    pol.on_leave(0)
+    assert pol.on_join(2, 0, 1.0) == [] and pol.on_join(0, 0, 1.0) == []
+    assert pol.active == {0, 1, 2} and pol.slowest_ranks() == [0, 1, 2]
+
+
+def _two_in_step(mode=BOUNDED):
+    """Workers 0 and 1 push 4 times, 1 s apart (worker 1 half a second later): clocks 4, 4."""
+    pol = SyncPolicy(2, 0, 4, mode=mode, stall_factor=100.0)
+    for t in range(4):
+        pol.on_push(0, float(t))
+        pol.on_push(1, float(t) + 0.5)
+    return pol
+
+
+def test_a_rejoiner_at_the_fastest_clock_is_the_fastest_and_asks_algorithm_2():
+    pol = _two_in_step()
+    pol.on_leave(1)
+    assert pol.on_join(1, 4, 4.0) == []
+    assert pol.extra == [0, 0] and pol.stamps[1] == [4.0, 4.0]
+    # lead 1 > sL = 0, at the fastest clock: Algorithm 2 grants r* = 4 (worker 0 is not
+    # stalled); in bounded mode this push uses one of them
+    assert pol.on_push(1, 4.2) == [Release(1, 5, 1, 4, 4, 3)]
+    assert pol.extra == [0, 3]
+    # it leaves with 3 extra iterations left and comes back without them
+    pol.on_leave(1)
+    assert pol.on_join(1, 5, 6.0) == []
+    assert pol.extra == [0, 0] and pol.clocks == [4, 5]
+
+
+def test_a_rejoiner_above_the_fastest_clock_becomes_the_fastest():
+    pol = _two_in_step()
+    pol.on_leave(1)
+    assert pol.on_join(1, 6, 4.0) == []
+    assert pol.lead(1) == 2 and pol.t_slowest() == 4
+    # lead 3 > sL at the fastest clock: granted 1 by Algorithm 2, released (3 <= sU = 4)
+    assert pol.on_push(1, 4.5) == [Release(1, 7, 3, 4, 1, 0)]
+
+
+def test_a_rejoiner_starts_at_the_lower_threshold():
+    pol = _two_in_step(THRESHOLD)
+    pol.on_leave(1)
+    assert pol.on_join(1, 5, 5.0) == []
+    assert pol.threshold == [0, 0]
+    assert pol.on_push(1, 5.5) == []       # lead 2 > sL + r* = 0 + 1: held
+    assert pol.threshold == [0, 1] and pol.waiting == {1: 1}
+    pol.on_leave(1)                        # lost while held, with its threshold raised
+    assert pol.on_join(1, 6, 7.0) == []
+    assert pol.threshold == [0, 0] and pol.waiting == {}
 
 
 def test_join_after_everyone_left_starts_the_clocks_again():

@@ -368,5 +368,77 @@ def test_shortfall_reads_as_the_time_of_a_step_and_counts_dips():
 def test_metric_value_names_the_metrics_it_accepts():
     import pytest
     from mxnet_ssp.experiments.reproduce.stats import metric_value
-    with pytest.raises(ValueError, match='sustained, first, shortfall'):
+    with pytest.raises(ValueError) as info:
         metric_value([(0.0, 1.0)], 0.9, 'auc')
+    assert str(info.value) == "metric 'auc': expected one of sustained, first, shortfall"
+
+
+# -- sustained_time and shortfall_seconds at their edges (hand-computed) ---------------------
+def test_sustained_time_holds_for_hold_s_two_seconds_by_default():
+    from mxnet_ssp.experiments.reproduce.stats import HOLD_S, sustained_time
+    assert HOLD_S == 2.0
+    curve = [(1.0, 0.95), (3.0, 0.5), (3.5, 0.95)]       # the dip at 3.0 is 2 s after 1.0
+    assert sustained_time(curve, 0.92) == 3.5
+    assert sustained_time(curve, 0.92, hold_s=1.9) == 1.0
+
+
+def test_sustained_time_counts_the_target_itself_as_reached():
+    from mxnet_ssp.experiments.reproduce.stats import sustained_time
+    assert sustained_time([(0.0, 0.92), (1.0, 0.92)], 0.92, hold_s=2.0) == 0.0
+    assert sustained_time([(0.0, 0.95), (1.0, 0.92), (4.0, 0.5)], 0.92, hold_s=2.0) == 0.0
+    assert sustained_time([(0.0, 0.95), (1.0, 0.9199), (4.0, 0.95)], 0.92, hold_s=2.0) == 4.0
+
+
+def test_sustained_time_window_includes_its_end():
+    from mxnet_ssp.experiments.reproduce.stats import sustained_time
+    # a dip exactly hold_s after the crossing breaks it; one just after does not
+    assert sustained_time([(1.0, 0.95), (3.0, 0.5)], 0.92, hold_s=2.0) is None
+    assert sustained_time([(1.0, 0.95), (3.001, 0.5)], 0.92, hold_s=2.0) == 1.0
+    # 0.1 + 0.7 is 0.7999999999999999 in binary64: the point at 0.8 is still in the window
+    assert 0.1 + 0.7 < 0.8
+    assert sustained_time([(0.1, 0.95), (0.8, 0.5)], 0.92, hold_s=0.7) is None
+    # the window [t, t + hold_s] takes 1e-9 s for rounding, and stays closed at that end
+    end = 1.0 + 2.0 + 1e-9
+    assert sustained_time([(1.0, 0.95), (end, 0.5)], 0.92, hold_s=2.0) is None
+    assert sustained_time([(1.0, 0.95), (end + 1e-9, 0.5)], 0.92, hold_s=2.0) == 1.0
+
+
+def test_sustained_time_sorts_the_curve_first():
+    from mxnet_ssp.experiments.reproduce.stats import sustained_time
+    # in time order: below at 0, reached at 2 and kept to the end
+    assert sustained_time([(2.0, 0.95), (0.0, 0.5)], 0.92, hold_s=1.0) == 2.0
+    assert sustained_time([(2.0, 0.95), (3.0, 0.95), (0.0, 0.95), (1.0, 0.5)], 0.92,
+                          hold_s=1.0) == 2.0
+    assert sustained_time([], 0.92) is None
+
+
+def test_shortfall_needs_a_positive_budget():
+    from mxnet_ssp.experiments.reproduce.stats import shortfall_seconds
+    assert shortfall_seconds([(0.0, 0.0)], 0.9, 0) is None
+    assert shortfall_seconds([(0.0, 0.0)], 0.9, 0.0) is None
+    assert shortfall_seconds([(0.0, 0.0)], 0.9, -1.0) is None
+    assert shortfall_seconds([(0.0, 0.0)], 0.9, 1e-3) == pytest.approx(1e-3, abs=1e-15)
+
+
+def test_shortfall_counts_nothing_above_the_target():
+    from mxnet_ssp.experiments.reproduce.stats import shortfall_seconds
+    # 0.45 short for 1 s, above the target for 2 s (no credit), 0.45 short for 1 s:
+    # area 0.9, / 0.9 = 1 s
+    curve = [(0.0, 0.45), (1.0, 1.0), (3.0, 0.45)]
+    assert shortfall_seconds(curve, 0.9, 4.0) == pytest.approx(1.0, abs=1e-12)
+    assert shortfall_seconds([(0.0, 0.9), (1.0, 0.95)], 0.9, 4.0) == 0.0
+    assert shortfall_seconds([(0.0, 1.0)], 0.9, 4.0) == 0.0
+
+
+def test_shortfall_sorts_the_curve_and_stops_at_the_budget():
+    from mxnet_ssp.experiments.reproduce.stats import shortfall_seconds
+    curve = [(3.0, 0.45), (0.0, 0.45), (1.0, 1.0)]
+    assert shortfall_seconds(curve, 0.9, 4.0) == pytest.approx(1.0, abs=1e-12)
+    # evaluations from the budget on do not count; the last before it holds to the budget
+    assert shortfall_seconds([(0.0, 0.45), (4.0, 0.0), (5.0, 0.0)], 0.9, 4.0) == \
+        pytest.approx(2.0, abs=1e-12)
+    # before the first evaluation the whole target is short: 2 s, then reached
+    assert shortfall_seconds([(2.0, 0.9)], 0.9, 5.0) == pytest.approx(2.0, abs=1e-12)
+    # no evaluation before the budget: the whole budget
+    assert shortfall_seconds([(6.0, 1.0)], 0.9, 5.0) == pytest.approx(5.0, abs=1e-12)
+    assert shortfall_seconds([], 0.9, 5.0) == pytest.approx(5.0, abs=1e-12)

@@ -1001,3 +1001,59 @@ def test_a_verdict_that_changes_with_the_metric_is_metric_dependent():
     assert speedup[0] == METRIC_DEPENDENT
     same = [o for o in out if 'as fast as ASP' in o[1]['sustained'].claim][0]
     assert same[0] == 'supported'
+
+
+def _metric_rows(dssp='dssp2-4'):
+    from mxnet_ssp.cluster_model.arms import parse_arm
+
+    def trial(seed, curve):
+        return {'status': 'ok', 'trial': seed, 'seed': seed, 'curve': curve,
+                'final_accuracy': 0.94}
+    lucky = [(0.0, 0.5), (2.0, 0.93), (2.25, 0.8), (20.0, 0.94), (60.0, 0.94)]
+    steady = [(0.0, 0.5), (10.0, 0.94), (60.0, 0.94)]
+    return [{'arm': parse_arm('bsp'), 'trials': [trial(s, lucky) for s in range(8)]},
+            {'arm': parse_arm(dssp), 'trials': [trial(s, steady) for s in range(8)]},
+            {'arm': parse_arm('asp'), 'trials': [trial(s, steady) for s in range(8)]}]
+
+
+def test_across_metrics_is_each_metric_s_verdicts_with_its_arguments():
+    from mxnet_ssp.experiments.reproduce.stats import METRICS
+    from mxnet_ssp.experiments.reproduce.verdicts import METRIC_DEPENDENT, across_metrics
+    rows = _metric_rows()
+    out = across_metrics(rows, 0.92, 'dssp2-4', budget=60.0)
+    for m in METRICS:                    # the unpaired reading is on by default
+        assert [cells[m] for _, cells in out] == V.verdicts(rows, 0.92, 'dssp2-4', budget=60.0,
+                                                            metric=m)
+    assert all(set(cells) == set(METRICS) for _, cells in out)
+    assert sum(bool(cells['first'].unpaired) for _, cells in out) == 6
+    assert out[5][1]['first'].unpaired == 't_BSP / t_DSSP: 0.20 [0.20, 0.20]'
+    assert [v for v, _ in out] == ['inconclusive', 'inconclusive', 'supported', 'supported',
+                                   'inconclusive', METRIC_DEPENDENT]
+    off = across_metrics(rows, 0.92, 'dssp2-4', budget=60.0, unpaired=False)
+    for m in METRICS:
+        assert [cells[m] for _, cells in off] == V.verdicts(rows, 0.92, 'dssp2-4', unpaired=False,
+                                                            budget=60.0, metric=m)
+    assert not any(cells[m].unpaired for _, cells in off for m in METRICS)
+
+
+def test_across_metrics_reads_the_dssp_arm_called_dssp_by_default():
+    from mxnet_ssp.experiments.reproduce.verdicts import across_metrics
+    named = across_metrics(_metric_rows('dssp'), 0.92, budget=60.0, unpaired=False)
+    assert [v for v, _ in named][2:] == ['supported', 'supported', 'inconclusive',
+                                         'metric-dependent']
+    other = across_metrics(_metric_rows(), 0.92, budget=60.0, unpaired=False)
+    assert [v for v, _ in other] == ['inconclusive'] * 6        # no arm called 'dssp'
+
+
+def test_across_metrics_of_one_metric_or_another_primary():
+    from mxnet_ssp.experiments.reproduce.verdicts import across_metrics
+    rows = _metric_rows()
+    one = across_metrics(rows, 0.92, 'dssp2-4', budget=60.0, metrics=('first',), unpaired=False)
+    assert all(set(cells) == {'first'} for _, cells in one)
+    assert [v for v, _ in one] == [cells['first'].verdict for _, cells in one]
+    assert one[5][0] == 'refuted'
+    two = across_metrics(rows, 0.92, 'dssp2-4', budget=60.0, metrics=('shortfall', 'first'),
+                         unpaired=False)
+    assert two[5][0] == 'refuted' and list(two[5][1]) == ['shortfall', 'first']
+    assert across_metrics(rows, 0.92, 'dssp2-4', budget=60.0, metrics=('sustained',),
+                          unpaired=False)[5][0] == 'supported'

@@ -5,7 +5,7 @@ keys refused.  Expected keys are worked out by hand in each test."""
 import pytest
 
 from mxnet_ssp.ps.channel import MAX_INT_KEY, slot_key, slot_of
-from mxnet_ssp.ps.slots import KeyLayout, SlotKeyError, as_list, as_values
+from mxnet_ssp.ps.slots import KeyLayout, SlotKeyError, as_list, as_values, has_row_sparse
 from test_channel import mxnet_server_of
 
 PAD = [0.0]       # stands for the 1-element padding array
@@ -267,6 +267,39 @@ def test_as_list_copies_a_list():
 def test_as_values(key, value, expected):
     got = as_values(key, value)
     assert got == expected and type(got) is list
+
+
+def _arrays():
+    import mxnet as mx
+    return (mx.nd.zeros((3, 2)), mx.nd.sparse.zeros('row_sparse', (3, 2)),
+            mx.nd.sparse.zeros('csr', (3, 2)))
+
+
+def test_has_row_sparse_of_one_array():
+    dense, rsp, csr = _arrays()
+    assert (dense.stype, rsp.stype, csr.stype) == ('default', 'row_sparse', 'csr')
+    assert has_row_sparse(rsp) is True
+    assert has_row_sparse(dense) is False and has_row_sparse(csr) is False
+
+
+def test_has_row_sparse_of_something_without_a_storage_type():
+    import numpy as np
+    assert has_row_sparse(np.zeros(3)) is False
+    assert has_row_sparse(None) is False
+    assert has_row_sparse('row_sparse') is False
+
+
+def test_has_row_sparse_of_lists_tuples_and_lists_of_lists():
+    dense, rsp, csr = _arrays()
+    assert has_row_sparse([dense, rsp]) is True              # one is enough
+    assert has_row_sparse([rsp, dense]) is True
+    assert has_row_sparse((dense, rsp)) is True
+    assert has_row_sparse([[dense], [csr, rsp]]) is True     # one value per device, per key
+    assert has_row_sparse(([dense], (csr, rsp))) is True
+    assert has_row_sparse([dense, csr]) is False
+    assert has_row_sparse(([dense], [csr, dense])) is False
+    assert has_row_sparse([]) is False and has_row_sparse(()) is False
+    assert has_row_sparse([[]]) is False
 
 
 def test_slot_key_error_is_a_value_error():
