@@ -144,3 +144,77 @@ def test_the_description_of_a_run_with_episodes():
         'step overhead 2.1 ms per iteration',
         'slow episodes: 5 seen, x4.6 for 3-9 iterations, started with probability 0.012 per '
         'iteration (simulated)']
+
+
+# -- main with --cluster: what reaches the prediction, and the refusals ----------------------
+
+class Predicted:
+    def __init__(self, monkeypatch):
+        self.calls = []
+        monkeypatch.setattr(advise, 'predict', self.predict)
+
+    def predict(self, fit, wall_time, seeds):
+        self.calls.append((fit, wall_time, seeds))
+        return [advise.Prediction('ASP', 'asp', False, 10.0, (9.0, 11.0), 0.0, 1.0, 2, 1.0, 2),
+                advise.Prediction('BSP', 'ssp:0', False, 5.0, (5.0, 5.0), 0.5, 0.0, 0, 0.0, 0,
+                                  0.05)]
+
+
+@pytest.mark.parametrize('argv,overhead', [
+    ([], 0.003), (['--overhead-ms', '0'], 0.0), (['--overhead-ms', '60000'], 60.0),
+    (['--overhead-ms', '12.5'], 0.0125),
+])
+def test_main_cluster_overhead_reaches_the_fit(monkeypatch, capsys, argv, overhead):
+    rec = Predicted(monkeypatch)
+    assert advise.main(['--cluster', 'workers=2,base_ms=10,factors=1:2', '--wall-time', '3']
+                       + argv) == 0
+    (fit, wall_time, seeds), = rec.calls
+    assert fit.overhead_s == pytest.approx(overhead) and fit.source == 'cluster'
+    assert fit.compute_s == pytest.approx([0.01, 0.02]) and (wall_time, seeds) == (3.0, 3)
+    out, err = capsys.readouterr()
+    assert err == '' and out.split('\n')[0] == (
+        'cluster custom: 2 workers (2 workers, base 10 ms, worker 1 x2, jitter 0%%), the cluster '
+        'as given; step overhead %.1f ms per iteration (assumed; --overhead-ms)' % (1e3 * overhead))
+    assert '| ASP (recommended) | 10.0 [9.0-11.0] |' in out
+
+
+def test_main_cluster_by_name(monkeypatch, capsys):
+    rec = Predicted(monkeypatch)
+    assert advise.main(['--cluster', 'mixed-4', '--seeds', '2']) == 0
+    (fit, wall_time, seeds), = rec.calls
+    assert fit.cluster.name == 'mixed-4' and (wall_time, seeds) == (None, 2)
+    assert capsys.readouterr().out.startswith('cluster mixed-4: 4 workers (4 workers, base 20 ms')
+
+
+@pytest.mark.parametrize('argv,message', [
+    (['--cluster', 'mixed-4', '--overhead-ms', '60000.5'],
+     '--overhead-ms 60000.5 is not valid: expected milliseconds in [0, 60000], with --cluster'),
+    (['--cluster', 'mixed-4', '--overhead-ms', '-0.001'],
+     '--overhead-ms -0.001 is not valid: expected milliseconds in [0, 60000], with --cluster'),
+    (['--cluster', 'mixed-4', '--overhead-ms', 'nan'],
+     '--overhead-ms nan is not valid: expected milliseconds in [0, 60000], with --cluster'),
+    (['--cluster', 'mixed-4', '--overhead-ms', 'inf'],
+     '--overhead-ms inf is not valid: expected milliseconds in [0, 60000], with --cluster'),
+    (['run', '--overhead-ms', '2'],
+     '--overhead-ms 2.0 is not valid: expected milliseconds in [0, 60000], with --cluster'),
+    (['--check-lab', '--cluster', 'mixed-4'],
+     '--check-lab reads a lab scenario directory: give it as RUN_DIR'),
+    (['--cluster', 'nosuch'], "--cluster: emulated scenario 'nosuch' is not known: expected "
+                              'one of mixed-2, mixed-4, straggler-8, transient-8, jitter-8, '
+                              'transient-4, a spec such as workers=4,base_ms=15,factors=1:1.3:'
+                              '1.8:3,jitter=10% (keys: name, workers, base_ms, factors, jitter, '
+                              'episode_rate, episode_factor, episode_length, description), or a '
+                              '.json or .toml file with those keys'),
+    ([], "give RUN_DIR (a run's metrics) or --cluster SPEC|FILE (the cluster as data), one of "
+         'them'),
+    (['run', '--cluster', 'mixed-4'], "give RUN_DIR (a run's metrics) or --cluster SPEC|FILE "
+                                      '(the cluster as data), one of them'),
+])
+def test_main_cluster_refusals(monkeypatch, capsys, argv, message):
+    rec = Predicted(monkeypatch)
+    with pytest.raises(SystemExit) as stop:
+        advise.main(argv)
+    assert stop.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == '' and err.split('\n')[-2] == 'mxnet-ssp-advise: error: ' + message
+    assert rec.calls == []
