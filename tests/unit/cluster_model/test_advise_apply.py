@@ -218,3 +218,12 @@ def test_main_cluster_refusals(monkeypatch, capsys, argv, message):
     out, err = capsys.readouterr()
     assert out == '' and err.split('\n')[-2] == 'mxnet-ssp-advise: error: ' + message
     assert rec.calls == []
+
+
+def test_the_charged_error_column_rounds_to_a_whole_percent():
+    fit = advise.Fit('store metrics', [0.35, 1.2], 0.6, 0.25, [21, 23], 0.0, [0.25])
+    asp = advise.Prediction('ASP', 'asp', False, 4.0, (3.5, 4.5), 0.0, 1.5, 4, 1.0, 2, 0.0)
+    odd = advise.Prediction('SSP s=1', 'ssp:1', False, 8.0, (8.0, 8.0), 0.2, 0.5, 1, 0.5, 1, 0.6)
+    lines = advise.format_advice('RUN', fit, [asp, odd], asp).split('\n')
+    # 8.0 x (1 - 0.6) = 3.2 charged, 0.80 of ASP's 4.0
+    assert lines[7] == '| SSP s=1 | 8.0 [8.0-8.0] | 60% | 0.80 | 20% | 0.50 / 1 | 0.50 / 1 |'
