@@ -227,3 +227,74 @@ def test_the_charged_error_column_rounds_to_a_whole_percent():
     lines = advise.format_advice('RUN', fit, [asp, odd], asp).split('\n')
     # 8.0 x (1 - 0.6) = 3.2 charged, 0.80 of ASP's 4.0
     assert lines[7] == '| SSP s=1 | 8.0 [8.0-8.0] | 60% | 0.80 | 20% | 0.50 / 1 | 0.50 / 1 |'
+
+
+# -- format_advice: every line of the answer -------------------------------------------------
+
+def closing(step):
+    return ('Simulated over a fixed wall time with the compute times above (and the slow '
+            'episodes, when there are) plus, every iteration, a step time STEP. "charged error": '
+            "the simulator's error measured for that paradigm against the lab (docs/lab.md, "
+            '"Advice"), taken off its throughput; "+ balance" models ideal balancing and is '
+            'charged 20% more. Lead at release: how far ahead of the slowest a worker is '
+            'released (what SSP bounds); gradient staleness: updates by others between a '
+            "gradient's pull and its push (what the model sees). What this cannot know: how "
+            'much accuracy per update staleness costs your model; slow episodes the run did '
+            'not show; how the overhead grows with more workers or servers.').replace('STEP', step)
+
+
+HEAD = ('| paradigm | iterations/s (all workers) | charged error | charged / best | fastest '
+        'workers waiting | lead at release: mean / p95 | gradient staleness: mean / p95 |')
+
+
+def test_format_advice_in_full_without_staleness_columns_or_step_samples():
+    # no step samples: a fixed step time; no gradient staleness measured: '-' and the lead
+    # stands in for it; 'custom' is no advised arm: the most complex, no way to apply it
+    fit = advise.Fit('store metrics', [0.35, 1.2], 0.6, 0.25, [21, 23], 0.0, [])
+    asp = advise.Prediction('ASP', 'asp', False, 4.0, (3.5, 4.5), 0.0, 1.5, 4, None, None)
+    custom = advise.Prediction('custom', 'ssp:2', False, 4.1, (4.0, 4.2), 0.1, 0.5, 1, None,
+                               None)
+    choice = advise.recommend([asp, custom])
+    assert choice is asp
+    assert advise.format_advice('RUN', fit, [asp, custom], choice).split('\n') == [
+        'RUN: 2 workers, store metrics, 21/23 iterations per worker fitted',
+        'compute per iteration (median outside slow episodes): 350.0, 1200.0 ms; jitter 60%; '
+        'step overhead 250.0 ms per iteration',
+        "no slow episodes (runs of 2+ iterations over 2x their worker's median)",
+        '', HEAD, '|---|---:|---:|---:|---:|---:|---:|',
+        '| ASP (recommended) | 4.0 [3.5-4.5] | 0% | 0.98 | 0% | 1.50 / 4 | - |',
+        '| custom | 4.1 [4.0-4.2] | 0% | 1.00 | 10% | 0.50 / 1 | - |',
+        '',
+        'Recommended: ASP. Inside the decision window (charged throughput within 10% of the '
+        'best, 4.1 iterations/s: ASP, custom) the simplest paradigm wins (ASP/BSP, then SSP, '
+        'then DSSP; no balancing before balancing), then the least stale: a gain smaller than '
+        "the simulator's error is not claimed.",
+        'If staleness costs your model accuracy (this cannot be known from timings): custom, '
+        'the least stale inside the window (gradient staleness 0.50 against 1.50).',
+        '',
+        'How to apply it:', store('dist_async'), '- settings: none',
+        '- mxnet-ssp-train flags: --kvstore dist_async',
+        '',
+        closing('of 250.0 ms')]
+
+
+def test_format_advice_in_full_for_a_choice_that_is_no_arm_with_step_samples():
+    fit = advise.Fit('train log', [0.0125], 0.05, 0.002, [40], 0.5, [0.002, 0.003])
+    custom = advise.Prediction('custom', 'ssp:2', False, 80.0, (79.0, 81.0), 0.25, 0.5, 1, 0.75,
+                               2)
+    assert advise.format_advice('R', fit, [custom], custom).split('\n') == [
+        'R: 1 workers, train log, 40 iterations per worker fitted',
+        'compute per iteration (median outside slow episodes): 12.5 ms; jitter 5%; '
+        'step overhead 2.0 ms per iteration',
+        "no slow episodes (runs of 2+ iterations over 2x their worker's median)",
+        '', HEAD, '|---|---:|---:|---:|---:|---:|---:|',
+        '| custom (recommended) | 80.0 [79.0-81.0] | 0% | 1.00 | 25% | 0.50 / 1 | 0.75 / 2 |',
+        '',
+        'Recommended: custom. Inside the decision window (charged throughput within 10% of the '
+        'best, 80.0 iterations/s: custom) the simplest paradigm wins (ASP/BSP, then SSP, '
+        'then DSSP; no balancing before balancing), then the least stale: a gain smaller than '
+        "the simulator's error is not claimed.",
+        '', '',
+        closing('drawn from those of the worker that waited least').replace(
+            'did not show;', "did not show (50.0% of its iterations took over twice their "
+                             "worker's median);")]
