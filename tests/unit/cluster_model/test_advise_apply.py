@@ -298,3 +298,47 @@ def test_format_advice_in_full_for_a_choice_that_is_no_arm_with_step_samples():
         closing('drawn from those of the worker that waited least').replace(
             'did not show;', "did not show (50.0% of its iterations took over twice their "
                              "worker's median);")]
+
+
+# -- least_stale, and the command's own description ------------------------------------------
+
+def P(label, throughput, stale, error=0.0):
+    return advise.Prediction(label, '', label.endswith('balance'), throughput,
+                             (throughput, throughput), 0.0, stale, 0, stale, 0, error)
+
+
+def test_least_stale_is_none_when_it_is_the_recommendation():
+    rows = [P('BSP', 100.0, 0.0), P('ASP', 100.0, 2.0)]
+    assert advise.recommend(rows).label == 'BSP' and advise.least_stale(rows) is None
+    assert advise.least_stale([P('ASP', 100.0, 2.0)]) is None
+
+
+def test_least_stale_uses_the_window_it_is_given():
+    rows = [P('ASP', 100.0, 2.0), P('SSP s=3', 95.0, 1.0), P('BSP', 85.0, 0.0)]
+    assert advise.least_stale(rows).label == 'SSP s=3'
+    # a 20% window takes BSP in: it is also the recommendation then
+    assert advise.recommend(rows, within=0.2).label == 'BSP'
+    assert advise.least_stale(rows, within=0.2) is None
+    # a 1% window leaves ASP alone
+    assert advise.least_stale(rows, within=0.01) is None
+    rows = [P('ASP', 100.0, 2.0), P('DSSP [3,15]', 85.0, 0.5), P('SSP s=3', 95.0, 1.0)]
+    assert advise.least_stale(rows, within=0.2).label == 'DSSP [3,15]'
+
+
+def test_least_stale_ties_go_to_the_simpler_then_the_faster():
+    rows = [P('ASP', 100.0, 3.0), P('SSP s=2', 95.0, 1.0), P('SSP s=1', 97.0, 1.0),
+            P('DSSP [3,15]', 99.0, 1.0)]
+    assert advise.least_stale(rows).label == 'SSP s=1'
+
+
+def test_help_describes_the_command_and_python_m_names_the_module(monkeypatch, capsys):
+    monkeypatch.setattr('sys.argv', ['/somewhere/mxnet_ssp/cluster_model/advise.py'])
+    with pytest.raises(SystemExit) as stop:
+        advise.main(['--help'])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith('usage: python -m mxnet_ssp.cluster_model.advise [-h] [--version]')
+    assert ("Which paradigm for this cluster: from a real run's metrics (RUN_DIR) or a "
+            'description of the cluster (--cluster), simulate every paradigm over the same wall '
+            'time, charge each its measured error, and recommend the simplest inside the '
+            'decision window (docs/lab.md, "Advice").') in ' '.join(out.split())
