@@ -342,3 +342,14 @@ def test_help_describes_the_command_and_python_m_names_the_module(monkeypatch, c
             'description of the cluster (--cluster), simulate every paradigm over the same wall '
             'time, charge each its measured error, and recommend the simplest inside the '
             'decision window (docs/lab.md, "Advice").') in ' '.join(out.split())
+
+
+def test_help_of_cluster_in_full(monkeypatch, capsys):
+    monkeypatch.setenv('COLUMNS', '1000')     # one line per option: no long word broken
+    with pytest.raises(SystemExit):
+        advise.main(['--help'])
+    flat = ' '.join(capsys.readouterr().out.split())
+    assert ('--cluster SPEC|FILE instead of RUN_DIR: the cluster as data, as the lab reads it: a '
+            'scenario name, a spec such as "workers=3,base_ms=50,factors=1:1:2,jitter=5%,'
+            'episode_rate=0.01,episode_factor=5,episode_length=5-15", or a .json/.toml file of '
+            'the same keys (docs/lab.md, "Your own cluster") ') in flat
