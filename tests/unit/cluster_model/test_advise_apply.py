@@ -353,3 +353,10 @@ def test_help_of_cluster_in_full(monkeypatch, capsys):
             'scenario name, a spec such as "workers=3,base_ms=50,factors=1:1:2,jitter=5%,'
             'episode_rate=0.01,episode_factor=5,episode_length=5-15", or a .json/.toml file of '
             'the same keys (docs/lab.md, "Your own cluster") ') in flat
+
+
+def test_the_window_includes_its_edge():
+    # (1 - 0.5) x 4.0 = 2.0 exactly: a prediction at the edge is inside
+    rows = [P('ASP', 4.0, 2.0), P('BSP', 2.0, 0.0), P('SSP s=1', 1.999, 0.0)]
+    assert [p.label for p in advise.window(rows, within=0.5)] == ['ASP', 'BSP']
+    assert advise.recommend(rows, within=0.5).label == 'BSP'
