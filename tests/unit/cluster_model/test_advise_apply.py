@@ -360,3 +360,8 @@ def test_the_window_includes_its_edge():
     rows = [P('ASP', 4.0, 2.0), P('BSP', 2.0, 0.0), P('SSP s=1', 1.999, 0.0)]
     assert [p.label for p in advise.window(rows, within=0.5)] == ['ASP', 'BSP']
     assert advise.recommend(rows, within=0.5).label == 'BSP'
+
+
+def test_recommend_ties_in_simplicity_and_staleness_go_to_the_faster():
+    rows = [P('SSP s=2', 95.0, 1.0), P('SSP s=1', 97.0, 1.0), P('SSP s=3', 100.0, 2.0)]
+    assert advise.recommend(rows).label == 'SSP s=1'
