@@ -365,3 +365,12 @@ def test_the_window_includes_its_edge():
 def test_recommend_ties_in_simplicity_and_staleness_go_to_the_faster():
     rows = [P('SSP s=2', 95.0, 1.0), P('SSP s=1', 97.0, 1.0), P('SSP s=3', 100.0, 2.0)]
     assert advise.recommend(rows).label == 'SSP s=1'
+
+
+def test_predict_reports_the_simulated_gradient_staleness():
+    from mxnet_ssp.cluster_model.simulate import simulate
+    fit = advise.Fit('train log', [0.01, 0.025], 0.0, 0.001, [30, 30], 0.0, [0.001])
+    (p,) = advise.predict(fit, wall_time=1.0, seeds=1, paradigms=(('ASP', 'asp', False),))
+    r = simulate(None, 'asp', wall_time=1.0, scenario=advise._WithSteps(fit), seed=0)
+    assert p.stale_mean == r.mean_staleness > 0
+    assert p.stale_p95 == r.staleness_quantile(0.95) >= 1
