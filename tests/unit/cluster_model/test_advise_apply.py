@@ -374,3 +374,14 @@ def test_predict_reports_the_simulated_gradient_staleness():
     r = simulate(None, 'asp', wall_time=1.0, scenario=advise._WithSteps(fit), seed=0)
     assert p.stale_mean == r.mean_staleness > 0
     assert p.stale_p95 == r.staleness_quantile(0.95) >= 1
+    assert p.error == 0.0                   # 'ASP' is an advised arm, charged 0
+
+
+def test_predict_p95_staleness_is_not_the_max_and_no_arm_is_charged_nothing():
+    from mxnet_ssp.cluster_model.simulate import simulate
+    # a worker 30x slower: its few gradients are ~28 updates stale, 3 of 93
+    fit = advise.Fit('train log', [0.01, 0.3], 0.0, 0.001, [30, 30], 0.0, [0.001])
+    (p,) = advise.predict(fit, wall_time=1.0, seeds=1, paradigms=(('custom', 'asp', False),))
+    r = simulate(None, 'asp', wall_time=1.0, scenario=advise._WithSteps(fit), seed=0)
+    assert p.stale_p95 == r.staleness_quantile(0.95) == 1 < max(r.stale_hist) == 28
+    assert p.error == 0.0
