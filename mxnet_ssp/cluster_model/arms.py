@@ -94,9 +94,13 @@ def parse_arm(name):
     ValueError
         `name` is not one of the accepted forms, or its thresholds are inconsistent.
     """
-    text = name.strip().lower()
+    return _parse(name.strip().lower(), name)
+
+
+def _parse(text, name):
+    """parse_arm of `text` (stripped, lower case); the messages name `name`, as given."""
     if text.endswith('-balance'):
-        arm = parse_arm(text[:-len('-balance')])
+        arm = _parse(text[:-len('-balance')], name)
         if arm.balance:
             raise ValueError('%r names -balance twice' % name)
         return dataclasses.replace(arm, name=arm.name + '-balance', balance=True)

@@ -449,3 +449,12 @@ def test_format_table_columns():
     assert format_table([r, r]) == '\n'.join([FULL_HEADER, FULL_RULE] + [
         '| ssp:9 | 7 / 3 | 2.500 | 3 | 1.00 | 0.67 / 2 | 25.0 % |'] * 2)
     assert format_table([]) == FULL_HEADER + '\n' + FULL_RULE
+
+
+def test_format_table_p95_staleness_is_not_the_max():
+    # 96 gradients at staleness 0, 4 at 5: p95 is 0 (96% had at most 0), the max 5
+    r = SimResult(label='asp', times=[1.0, 1.0], iterations=[50, 50], wait=[0.0, 0.0],
+                  wall_time=10.0, max_lead=1)
+    r.lead_hist.update({1: 100})
+    r.stale_hist.update({0: 96, 5: 4})
+    assert format_table([r]).split('\n')[2] == '| asp | 50 / 50 | 10.000 | 1 | 1.00 | 0.20 / 0 | 0.0 % |'
