@@ -201,9 +201,10 @@ def test_main_cluster_by_name(monkeypatch, capsys):
      '--check-lab reads a lab scenario directory: give it as RUN_DIR'),
     (['--cluster', 'nosuch'], "--cluster: emulated scenario 'nosuch' is not known: expected "
                               'one of mixed-2, mixed-4, straggler-8, transient-8, jitter-8, '
-                              'transient-4, a spec such as workers=4,base_ms=15,factors=1:1.3:'
+                              'transient-4, link-4, a spec such as workers=4,base_ms=15,factors=1:1.3:'
                               '1.8:3,jitter=10% (keys: name, workers, base_ms, factors, jitter, '
-                              'episode_rate, episode_factor, episode_length, description), or a '
+                              'episode_rate, episode_factor, episode_length, links, description), '
+                              'or a '
                               '.json or .toml file with those keys'),
     ([], "give RUN_DIR (a run's metrics) or --cluster SPEC|FILE (the cluster as data), one of "
          'them'),
