@@ -342,11 +342,7 @@ def up(plan, sshd, measure_links=True, ssh=True):
         _make_network(plan)
         _start_sshds(plan, directory, sshd)
         check_ssh(plan, directory)
-        state = {'prefix': plan.prefix, 'bridge_namespace': plan.bridge_namespace,
-                 'bridge': plan.bridge, 'bridge_address': str(BRIDGE_ADDRESS),
-                 'network': str(NETWORK), 'state_dir': directory,
-                 'hosts': [dict(vars(h)) for h in plan.hosts]}
-        _write(os.path.join(directory, STATE_FILE), json.dumps(state, indent=1) + '\n', 0o644)
+        state = _save_state(plan, directory)
         say('%d hosts up (prefix %s), network %s, state in %s'
             % (len(plan.hosts), plan.prefix, NETWORK, directory))
         for h in plan.hosts:
@@ -374,14 +370,20 @@ def up(plan, sshd, measure_links=True, ssh=True):
         raise
 
 
+def _save_state(plan, directory, **extra):
+    """Write the testbed's state file (what `down`, `run` and `status` read); return it."""
+    state = dict({'prefix': plan.prefix, 'bridge_namespace': plan.bridge_namespace,
+                  'bridge': plan.bridge, 'bridge_address': str(BRIDGE_ADDRESS),
+                  'network': str(NETWORK), 'state_dir': directory}, **extra)
+    state['hosts'] = [dict(vars(h)) for h in plan.hosts]
+    _write(os.path.join(directory, STATE_FILE), json.dumps(state, indent=1) + '\n', 0o644)
+    return state
+
+
 def _up_without_ssh(plan, directory, measure_links):
     """:func:`up`'s hosts and links, its state file and measurement; no sshd."""
     _make_network(plan)
-    state = {'prefix': plan.prefix, 'bridge_namespace': plan.bridge_namespace,
-             'bridge': plan.bridge, 'bridge_address': str(BRIDGE_ADDRESS),
-             'network': str(NETWORK), 'state_dir': directory, 'ssh': False,
-             'hosts': [dict(vars(h)) for h in plan.hosts]}
-    _write(os.path.join(directory, STATE_FILE), json.dumps(state, indent=1) + '\n', 0o644)
+    state = _save_state(plan, directory, ssh=False)
     say('%d hosts up without sshd (prefix %s), network %s, state in %s'
         % (len(plan.hosts), plan.prefix, NETWORK, directory))
     for h in plan.hosts:
