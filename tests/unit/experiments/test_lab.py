@@ -122,14 +122,7 @@ def test_scenario_and_times_or_jitter_are_exclusive():
 
 # --- presets ------------------------------------------------------------------------------
 
-class Args:
-    """resolve_grid's arguments, all defaults."""
-    epochs_scale = data_fraction = workers = trials = targets = timeout = slowdown = None
-    paradigms = model = train_script = data_dir = gpus_per_worker = gpu_map = None
-    seed = 42
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
+from grid_args import Args  # noqa: E402  (tests/support)
 
 
 @pytest.mark.parametrize('name', sorted(SCENARIOS))

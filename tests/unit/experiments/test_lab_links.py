@@ -11,14 +11,7 @@ from mxnet_ssp.experiments.reproduce.presets import (PRESETS, SUITE_SCENARIOS,
                                                      lab_run_seconds)
 
 
-class Args:
-    """resolve_grid's arguments, all defaults."""
-    epochs_scale = data_fraction = workers = trials = targets = timeout = slowdown = None
-    paradigms = model = train_script = data_dir = gpus_per_worker = gpu_map = None
-    seed = 42
-
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
+from grid_args import Args  # noqa: E402  (tests/support)
 
 
 def test_a_scenario_with_links_runs_each_process_on_its_host():
