@@ -10,6 +10,7 @@ import pytest
 
 from mxnet_ssp.cluster_model import advise
 from mxnet_ssp.cluster_model.advise import AdviseError, Fit, check_lab, fit_run, predict
+from mxnet_ssp.cluster_model.profiles import get_scenario
 from mxnet_ssp.cluster_model.simulate import simulate
 from advise_logs import write_train_logs
 
@@ -433,3 +434,15 @@ def test_check_lab_takes_the_median_jitter_and_the_median_over_its_seeds(tmp_pat
     two = [statistics.median(p[r] for p in per_seed[:2]) for r in range(2)]
     rows = {(arm, trial): p for arm, trial, _, p in check_lab(str(tmp_path), seeds=2)}
     assert rows[('ssp1', 'x')] == pytest.approx(two, rel=1e-9)
+
+
+def test_the_default_wall_time_counts_the_slowest_workers_link():
+    # 100 ms of compute + the cluster's 3 ms overhead per step; worker 1's link adds 1.57 s
+    # (the lab MLP's step at 10 Mbit/s): 2000 of its iterations are the default wall time
+    sc = get_scenario('workers=2,base_ms=100,links=1gbit:10mbit')
+    fit = advise.fit_cluster(sc)
+    asp = (('ASP', 'asp', False),)
+    slowest = 0.1 + 0.003 + sc.link_times()[1]
+    assert sc.link_times()[1] == pytest.approx(1.5735, rel=1e-4)
+    assert predict(fit, seeds=1, paradigms=asp) == predict(
+        fit, wall_time=2000 * slowest, seeds=1, paradigms=asp)

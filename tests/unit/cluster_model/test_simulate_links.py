@@ -63,3 +63,21 @@ def test_the_help_names_the_step_bytes(capsys):
     flat = ' '.join(capsys.readouterr().out.split())
     assert ("--step-bytes STEP_BYTES with a scenario's links: bytes a worker sends up (and "
             "receives down) per step (default: 940584, the lab's MLP)") in flat
+
+
+def _table(out):
+    return [line for line in out.splitlines() if line.startswith('|')]
+
+
+def test_the_command_line_takes_the_lab_mlps_step_by_default_and_another_when_given(capsys):
+    assert main(['--scenario', 'link-4', '--iterations', '50', 'asp']) == 0
+    default = capsys.readouterr().out
+    assert ('link time per iteration (940584 bytes up and down at the payload rate): '
+            '15.7, 15.7, 15.7, 157.4 ms') in default.splitlines()
+    # a tenth of the bytes: a tenth of every link's time, and the simulation uses it
+    assert main(['--scenario', 'link-4', '--iterations', '50', '--step-bytes', '94058',
+                 'asp']) == 0
+    small = capsys.readouterr().out
+    assert ('link time per iteration (94058 bytes up and down at the payload rate): '
+            '1.6, 1.6, 1.6, 15.7 ms') in small.splitlines()
+    assert _table(small) and _table(small) != _table(default)

@@ -229,3 +229,33 @@ def test_join_after_everyone_left_starts_the_clocks_again():
     pol.on_join(1, 0, 1.0)
     assert pol.t_slowest() == 0 and pol.slowest_ranks() == [1]
     assert [r.rank for r in pol.on_push(1, 2.0)] == [1]
+
+
+# -- the invariants' own checks ----------------------------------------------------------
+
+def test_the_lead_is_zero_once_every_worker_left():
+    pol = SyncPolicy(2, 1, 1)
+    pol.on_push(0, 1.0)
+    pol.on_leave(0)
+    pol.on_leave(1)
+    assert pol.t_slowest() is None
+    assert pol.lead(0) == 0 and pol.lead(1) == 0
+
+
+@pytest.mark.parametrize('mode', [BOUNDED, THRESHOLD])
+def test_a_release_past_su_stops_with_the_broken_invariant_named(mode):
+    # a state no sequence of events reaches (Algorithm 1 holds a worker at sU): worker 1 set
+    # 4 clocks ahead by hand; the policy refuses to release it rather than break the bound
+    pol = SyncPolicy(2, 1, 3, mode=mode)
+    pol.clocks[1] = 4
+    with pytest.raises(AssertionError) as err:
+        pol._release(1, granted=0)
+    assert str(err.value) == '%s mode released worker 1 at lead 4 > sU=3' % mode
+    pol.clocks[1] = 3
+    assert pol._release(1, granted=0).lead == 3 and pol.max_lead == 3
+
+
+def test_paper_mode_may_release_past_su():
+    pol = SyncPolicy(2, 1, 3, mode='paper')
+    pol.clocks[1] = 9
+    assert pol._release(1, granted=0).lead == 9 and pol.max_lead == 9

@@ -963,6 +963,17 @@ def test_seed_times_at_and_past_the_budget():
     assert V.seed_times(trials, TARGET) == {1: 60.0, 2: 60.5, 3: INF}
 
 
+def test_the_shortfall_metric_without_a_budget_is_refused_by_name():
+    # the shortfall is an area over the common budget: without one there is nothing to measure
+    # (stats.shortfall_seconds alone would answer None, read as "never reached")
+    with pytest.raises(ValueError) as err:
+        V.seed_times([trial(1, 60.0)], TARGET, metric='shortfall')
+    assert str(err.value) == 'the shortfall metric needs the common budget'
+    # no finished trial: nothing is measured, nothing refused
+    assert V.seed_times([trial(1, 60.0, status='failed')], TARGET, metric='shortfall') == {}
+    assert V.seed_times([trial(1, 60.0)], TARGET, 100.0, metric='shortfall')[1] >= 0
+
+
 def test_balance_verdicts_censor_at_the_budget():
     rows = rows_for({'asp': [100] * 5 + [200], 'bsp-balance': [100] * 6})
     (_, verdict, vs_asp, _, _, _), = V.balance_verdicts(rows, TARGET)
