@@ -81,3 +81,22 @@ def test_the_command_line_takes_the_lab_mlps_step_by_default_and_another_when_gi
     assert ('link time per iteration (94058 bytes up and down at the payload rate): '
             '1.6, 1.6, 1.6, 15.7 ms') in small.splitlines()
     assert _table(small) and _table(small) != _table(default)
+
+
+class _WithoutLinkTimes:
+    """A scenario as an older caller may hand one: everything but link_times."""
+
+    def __init__(self, scenario):
+        self._scenario = scenario
+
+    def __getattr__(self, name):
+        if name == 'link_times':
+            raise AttributeError(name)
+        return getattr(self._scenario, name)
+
+
+def test_a_scenario_without_link_times_adds_nothing_to_an_iteration():
+    sc = _WithoutLinkTimes(get_scenario('workers=2,base_ms=10'))
+    res = simulate(None, 'asp', iterations=20, scenario=sc)
+    assert res.times == pytest.approx([0.010, 0.010])
+    assert res.finish == pytest.approx([0.2, 0.2])
