@@ -308,7 +308,9 @@ class SyncPolicy:
         self.clocks[rank] = clock
         self._at.setdefault(clock, set()).add(rank)
         if self._slowest is None:
-            self._slowest = self._fastest = clock
+            # everyone had left: the clocks start again here, maybe below the clock released
+            # last (nobody is held, so nothing at or below `clock` is owed a release)
+            self._slowest = self._fastest = self._freed_upto = clock
         else:
             self._fastest = max(self._fastest, clock)
         self.stamps[rank] = [now, now]

@@ -98,6 +98,13 @@ def test_scan_when_the_slowest_prediction_overflows():
     assert predict_r_star(a_p, a_slow, 4) == 3       # r = 4: 2e308 overflows, gap inf
 
 
+def test_the_scan_starts_from_ps_latest_push():
+    """Slowest: 1e308 after 0.5e308, so Sim_slowest = [1.5e308, inf, ...]; p: 1.5e308 after
+    1e308, so Sim_p[0] = 1.5e308 meets Sim_slowest[0]: r* = 0 (from p's second latest push,
+    1e308, r = 1 would land there instead)."""
+    assert predict_r_star((1.5e308, 1.0e308), (1e308, 0.5e308), 3) == 0
+
+
 def test_scan_with_every_gap_infinite_keeps_r_zero():
     """Every Sim_slowest point is inf: every gap is inf and the first r (0) stays."""
     assert predict_r_star((0.0, -1.0), (1.5e308, 1.0e308), 3) == 0
@@ -219,6 +226,25 @@ def test_a_rejoiner_starts_at_the_lower_threshold():
     pol.on_leave(1)                        # lost while held, with its threshold raised
     assert pol.on_join(1, 6, 7.0) == []
     assert pol.threshold == [0, 0] and pol.waiting == {}
+
+
+def test_after_everyone_left_a_rejoin_below_the_old_clocks_still_releases_the_held():
+    # the job had released up to clock 5 when both workers left; they come back at clock 0
+    # (below it): a worker held at the new clocks is released when the other catches up
+    pol = SyncPolicy(2, 1, 1)
+    now = 0.0
+    for _ in range(5):
+        for rank in (0, 1):
+            now += 1.0
+            pol.on_push(rank, now)
+    pol.on_leave(0)
+    pol.on_leave(1)
+    assert pol.on_join(0, 0, 20.0) == [] and pol.on_join(1, 0, 20.0) == []
+    assert [r.rank for r in pol.on_push(0, 21.0)] == [0]
+    assert pol.on_push(0, 22.0) == [] and 0 in pol.waiting        # lead 2 > s = 1: held
+    released = pol.on_push(1, 23.0)
+    assert [(r.rank, r.clock, r.lead) for r in released] == [(1, 1, 0), (0, 2, 1)]
+    assert not pol.waiting
 
 
 def test_join_after_everyone_left_starts_the_clocks_again():
