@@ -285,3 +285,12 @@ def test_paper_mode_may_release_past_su():
     pol = SyncPolicy(2, 1, 3, mode='paper')
     pol.clocks[1] = 9
     assert pol._release(1, granted=0).lead == 9 and pol.max_lead == 9
+
+
+def test_a_push_from_a_held_worker_is_refused_naming_it():
+    pol = SyncPolicy(2, 1, 1)
+    pol.on_push(1, 1.0)
+    assert pol.on_push(1, 2.0) == [] and 1 in pol.waiting      # lead 2 > s = 1: held
+    with pytest.raises(ValueError) as err:
+        pol.on_push(1, 3.0)
+    assert str(err.value) == 'worker 1 pushed again before it was released'
