@@ -646,10 +646,11 @@ def test_the_servers_model_on_a_wall_clock(tmp_path, store):
     final = [json.loads(line) for line in (run / 'eval.jsonl').read_text().split('\n')
              if line and json.loads(line).get('final')][-1]
     assert times[-1] <= final['elapsed_s'] < times[-1] + 0.1 + 1e-9
-    # the last points are the servers' model in the last 0.3 s before the final evaluation: one
-    # of them is the final model or a few updates from it. Not only the last point: under load
-    # the final evaluation comes up to 0.1 s after it, and the slow worker's updates in between
-    # moved the accuracy on the 360 test digits by 0.04 once (3 tests in parallel, 2 cores)
+    # the final evaluation reads the servers' weights once every worker is done; the last points
+    # are the servers' model in the last 0.3 s before it: one of them is the final model or a
+    # few updates from it (under load the final evaluation comes up to 0.1 s after the last
+    # point).  In slot mode the final model was once worker 0's last pull (a refresh of its
+    # arrays' own keys, not of their bucket): 0.03-0.07 off in 2 of 6 runs under load
     assert min(abs(a - final['accuracy']) for _, a in points[-3:]) <= 0.03, (points[-3:], final)
     assert len(points) >= 10 and points[0][1] < points[-1][1]
 

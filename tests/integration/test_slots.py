@@ -355,3 +355,28 @@ def test_elastic_loss_replays_through_the_reference(tmp_path, store, rule, extra
                                     **extra)
     assert [len(steps[r]) for r in range(3)] == [iters, 3, iters]
     replay_through_reference(steps, events, rule, extra.get('splits'), iters=iters, dead=(1,))
+
+
+@pytest.mark.parametrize('bucket_bytes', [None, '0'], ids=['buckets', 'own-keys'])
+def test_the_end_reads_the_servers_latest_weights_after_a_late_push(tmp_path, bucket_bytes):
+    """gluon.Trainer in slot mode: worker 1 pushes once more after worker 0's last pull; at the
+    end both read the servers' weights as the training script does (refresh, then pull) and
+    read the same ones, which hold worker 1's late push.  With buckets (the default) the
+    refresh must reach the bucket the arrays travel in: refreshing an array's own key left
+    worker 0 reading its last pull, and the lab's final models in slot arms stale."""
+    out = tmp_path / 'o'
+    extra = {} if bucket_bytes is None else {'MXNET_SSP_BUCKET_BYTES': bucket_bytes}
+    proc = run_job(tmp_path, [sys.executable, os.path.join(JOBS, 'late_push_job.py'),
+                              '--out', str(out)], env=job_env(tmp_path, **extra))
+    assert proc.returncode == 0, fail_msg(proc)
+    finals = [json.load(open(out / ('final-%d.json' % r))) for r in range(2)]
+    assert all(f['slot_mode'] for f in finals), finals
+    assert [f['buckets'] > 0 for f in finals] == [bucket_bytes is None] * 2, finals
+    indexes = sorted(finals[0]['servers'])
+    assert len(indexes) == 4
+    for i in indexes:
+        np.testing.assert_array_equal(finals[0]['servers'][i], finals[1]['servers'][i],
+                                      err_msg='the workers read different weights of %s' % i)
+        # worker 1 held the latest weights after its late step; worker 0 did not
+        np.testing.assert_array_equal(finals[1]['servers'][i], finals[1]['own'][i])
+    assert any(finals[0]['own'][i] != finals[0]['servers'][i] for i in indexes)

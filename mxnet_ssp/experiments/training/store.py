@@ -55,7 +55,9 @@ def make_kvstore(args):
 
 
 def read_server_weights(kv, params):
-    """Pull the servers' current weights into `params` (after every worker is done).
+    """Pull the servers' current weights into `params` (after every worker is done): the
+    parameters in the order the store's keys number them (the list given to gluon.Trainer;
+    a Trainer given a dict numbers them in the order of their sorted names).
 
     In slot mode a plain pull returns what this worker last pulled, so each
     key is refreshed first (the server copies its latest weights into the slot).
