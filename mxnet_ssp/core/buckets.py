@@ -109,6 +109,17 @@ class BucketPlan:
         """``(bucket, member)`` of `key`, or None if `key` keeps its own key."""
         return self.of_key.get(key)
 
+    def carriers(self, keys):
+        """The keys the servers hold `keys` under: a bucketed key's bucket key, any other key
+        itself; each once, in the order of `keys`."""
+        out = []
+        for k in keys:
+            found = self.of_key.get(k)
+            k = k if found is None else found[0].key
+            if k not in out:
+                out.append(k)
+        return out
+
     def describe(self):
         """One line for the log: buckets, arrays in them, bytes per server."""
         per_server = {}

@@ -201,26 +201,14 @@ class Buckets:
 
     def refresh(self, key, priority=0):
         """Slot mode: make the servers copy their latest weights into this worker's slots of
-        `key` (or a list; a bucket's key too).  A key packed in a bucket refreshes its
-        bucket (once): its own key's slot is a copy the servers no longer update, and its pull
-        reads the bucket."""
-        for k in self._refresh_keys(as_list(key)):
+        `key` (or a list; a bucket's key too; a bucketed key's bucket, which its pull reads)."""
+        for k in (self.plan.carriers(as_list(key)) if self.plan else as_list(key)):
             marker = self._refresh.get(k)
             if marker is None:
                 marker = self._refresh[k] = refresh_marker(self._shape_of(k))
             # a fresh NDArray every time: MXNet's dist store keeps the pushed CPU array as
             # the key's receive buffer, so the pull that follows overwrites it
             self.native.push(self._keys.mine(k), nd.array(marker), priority=priority)
-
-    def _refresh_keys(self, keys):
-        """`keys` with each bucketed one replaced by its bucket's key, every key once."""
-        out = []
-        for k in keys:
-            found = self.plan.bucket_of(k) if self.plan else None
-            k = k if found is None else found[0].key
-            if k not in out:
-                out.append(k)
-        return out
 
     def _shape_of(self, key):
         if self.plan and key in self._bucket_keys:

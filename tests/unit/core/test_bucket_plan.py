@@ -122,3 +122,12 @@ def test_repr_names_key_members_elements_and_server():
     b = Bucket([Member(7, (3,), 0, 3), Member(8, (2,), 3, 2)], (1, '<f4', 1.0, 1.0), 4)
     b.key = 42
     assert repr(b) == 'Bucket(42, 2 members, 5 elements, server 1)'
+
+
+def test_carriers_name_each_bucket_once_in_the_order_asked():
+    plan = plan_buckets([arr(k, 60) for k in range(5)], 1000)   # 0-3 in one bucket, 4 alone
+    plan.buckets[0].key = 'b0'
+    assert plan.carriers([2, 4, 0, 3]) == ['b0', 4]
+    assert plan.carriers([4, 1]) == [4, 'b0']
+    assert plan.carriers(['b0', 5]) == ['b0', 5]         # a bucket's key, an unknown key
+    assert plan.carriers([]) == []
