@@ -9,7 +9,7 @@ registers the store types with ``mx.kv.create`` as soon as the script's own
 ``import mxnet`` finishes.  Scheduler and server processes need no patch to
 work (servers load mxnet-ssp's updater when they unpickle the optimizer the
 workers send); there ``import mxnet`` runs the server loop and exits, and no
-code of the script runs after it.  There the hook does two things:
+code of the script runs after it.  There the hook does three things:
 
 * it makes them end when their job has failed (a worker died, the controller
   failed the job), where MXNet's loop would wait for ever
@@ -17,7 +17,9 @@ code of the script runs after it.  There the hook does two things:
   ``import mxnet`` begins);
 * it saves that import the second it spends loading scikit-learn and SciPy for
   features a server never uses
-  (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`);
+  (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`), and a scheduler's import the
+  whole of MXNet's Python package, which a scheduler never uses (about 2 s of CPU): it makes
+  the package's C calls from ``libmxnet.so`` directly (:mod:`mxnet_ssp.ps.scheduler`);
 * with ``MXNET_SSP_METRICS_DIR`` set, it writes the process's CPU time when it ends
   (:func:`mxnet_ssp.cpu_record.record_cpu`).
 """
@@ -45,6 +47,9 @@ def _install():
             skip_optional_mxnet_imports()
             follow_job(role)
             record_cpu(role, metrics_dir_if_set())
+            if role == 'scheduler':
+                from mxnet_ssp.ps.scheduler import serve_at_import
+                serve_at_import()
     except Exception as err:  # never break the start-up of the user's script
         sys.stderr.write('mxnet-ssp: autoload failed: %s: %s\n' % (type(err).__name__, err))
 

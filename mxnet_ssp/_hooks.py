@@ -95,17 +95,25 @@ class _BeforeImport:
         return None
 
 
-def when_importing(name, callback):
+def when_importing(name, callback, last=False):
     """Call `callback()` once, when module `name` starts to import: now if it already has.
 
     Unlike :func:`when_imported` this runs in MXNet's scheduler and server processes
     too, where ``import mxnet`` never returns: the callback runs before any of the
-    module's code.
+    module's code.  Callbacks for the same import run newest first; with `last` this one
+    runs after every hook of this module's already registered (for a callback that does
+    not return).
     """
     if name in sys.modules:
         callback()
         return
-    sys.meta_path.insert(0, _BeforeImport(name, callback))
+    hook = _BeforeImport(name, callback)
+    if not last:
+        sys.meta_path.insert(0, hook)
+        return
+    ours = (_BeforeImport, _AfterImport, _SkipOptionalMxnetImports)
+    after = [i + 1 for i, finder in enumerate(sys.meta_path) if isinstance(finder, ours)]
+    sys.meta_path.insert(max(after, default=0), hook)
 
 
 # (module of MXNet, optional import it tries and goes on without), each in a try/except

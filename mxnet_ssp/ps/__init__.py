@@ -11,6 +11,7 @@
 :mod:`~mxnet_ssp.ps.server_state`   saving and restoring a server's update-rule state
 :mod:`~mxnet_ssp.ps.process_exit`       process-wide state: watchdog, fatal exit, cleanup order
 :mod:`~mxnet_ssp.ps.job_watch`         how the scheduler and the servers end when the job failed
+:mod:`~mxnet_ssp.ps.scheduler`      MXNet's scheduler run from ``libmxnet.so`` (no Python package)
 :mod:`~mxnet_ssp.ps.tcp_links`      this process's TCP connections and their liveness (Linux)
 ==================================  ==========================================================
 

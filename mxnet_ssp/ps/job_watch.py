@@ -112,13 +112,15 @@ POLL_S = 0.5
 #: The same before every connection of the job was seen once (a look costs well under 1 ms).
 STARTUP_POLL_S = 0.02
 
-# MXNet's server loop: KVStoreServer.run, which calls MXKVStoreRunServer
-_LOOP_FUNCTION = 'run'
-_LOOP_FILE = os.path.join('kvstore', 'kvstore_server.py')
+# the functions that call MXKVStoreRunServer, (name, end of file path): MXNet's
+# KVStoreServer.run, and the scheduler run from the library (mxnet_ssp.ps.scheduler.serve)
+_LOOPS = (('run', os.path.join('kvstore', 'kvstore_server.py')),
+          ('serve', os.path.join('mxnet_ssp', 'ps', 'scheduler.py')))
 
 
 def in_server_loop():
-    """Whether the main thread is inside MXNet's server loop (``KVStoreServer.run``).
+    """Whether the main thread is inside MXNet's server loop (``KVStoreServer.run``, or
+    :func:`mxnet_ssp.ps.scheduler.serve` in a scheduler).
 
     True in a scheduler or server process from ps-lite's start-up until its finalize
     barrier has passed; False before ``import mxnet`` gets there, after the loop returned,
@@ -127,7 +129,7 @@ def in_server_loop():
     frame = sys._current_frames().get(threading.main_thread().ident)
     while frame is not None:
         code = frame.f_code
-        if code.co_name == _LOOP_FUNCTION and code.co_filename.endswith(_LOOP_FILE):
+        if any(code.co_name == name and code.co_filename.endswith(tail) for name, tail in _LOOPS):
             return True
         frame = frame.f_back
     return False

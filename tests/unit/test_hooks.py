@@ -51,11 +51,12 @@ def test_mxnet_keeps_sklearn_imported_before_it():
     assert 'base True' in out
 
 
-@pytest.mark.parametrize('role,autoload,installed', [
-    ('server', None, 1), ('scheduler', None, 1), ('server', '0', 0), ('worker', None, 0),
-    (None, None, 0)])
+@pytest.mark.parametrize('role,autoload,installed,at_import', [
+    ('server', None, 1, ['follow_job']), ('scheduler', None, 1, ['follow_job', 'serve_at_import']),
+    ('scheduler', '0', 0, []), ('server', '0', 0, []), ('worker', None, 0, []),
+    (None, None, 0, [])])
 def test_the_start_up_hook_skips_them_only_in_server_and_scheduler_processes(
-        role, autoload, installed):
+        role, autoload, installed, at_import):
     """No mxnet is imported here: with DMLC_ROLE=server that would start a server."""
     require_autoload_hook()
     env = {}
@@ -65,12 +66,14 @@ def test_the_start_up_hook_skips_them_only_in_server_and_scheduler_processes(
         env['MXNET_SSP_AUTOLOAD'] = autoload
     out = _python('import sys\n'
                   'print("finders", [type(f).__name__ for f in sys.meta_path].count(%r))\n'
-                  'print("follow", [getattr(f, "name", None) for f in sys.meta_path\n'
-                  '                 if type(f).__name__ == "_BeforeImport"])\n'
+                  'print("at import", [f.callback.__qualname__.split(".")[0]\n'
+                  '                     for f in sys.meta_path\n'
+                  '                     if type(f).__name__ == "_BeforeImport" and f.name == "mxnet"])\n'
                   % FINDER, **env)
     assert 'finders %d' % installed in out
-    # and the thread that ends a scheduler or server of a failed job, at import mxnet
-    assert ("follow ['mxnet']" if installed else 'follow []') in out
+    # and, at import mxnet, in this order: the thread that ends a scheduler or server of a
+    # failed job starts; a scheduler then serves from libmxnet.so (and never returns)
+    assert 'at import %r' % (at_import,) in out
 
 
 def test_when_done_importing_waits_for_the_last_module_of_the_chain_that_is_importing(

@@ -49,12 +49,30 @@ def parse_args():
                         'reach the servers), not before the step')
     p.add_argument('--stall-rank', type=int, default=-1)
     p.add_argument('--stall-at', type=int, default=-1)
+    p.add_argument('--record-modules', default=None, metavar='DIR',
+                   help='at exit, write DIR/modules-<role>-<pid>.json: whether MXNet\'s Python '
+                        'package ran in this process (mxnet.ndarray loaded)')
     p.add_argument('--out', required=True)
     return p.parse_args()
 
 
+def record_modules_at_exit(directory):
+    """Registered before ``import mxnet``, so it runs in a scheduler or server too (their
+    ``import mxnet`` ends with sys.exit, which runs the exit handlers)."""
+    import atexit
+    role = os.environ.get('DMLC_ROLE', 'none')
+
+    def write():
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, 'modules-%s-%d.json' % (role, os.getpid())), 'w') as f:
+            json.dump({'role': role, 'mxnet_package_ran': 'mxnet.ndarray' in sys.modules}, f)
+    atexit.register(write)
+
+
 def main():
     args = parse_args()
+    if args.record_modules:
+        record_modules_at_exit(args.record_modules)
     if args.import_order == 'ssp-first':
         import mxnet_ssp  # noqa: F401
         import mxnet as mx
