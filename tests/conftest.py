@@ -252,7 +252,7 @@ def marker_job(tmp_path):
                        launcher_args=launcher_args)
         steps = {}
         if out.exists():
-            for name in sorted(os.listdir(out)):
+            for name in sorted(n for n in os.listdir(out) if n.startswith('steps-')):
                 rank = int(name.split('-')[1].split('.')[0])
                 steps[rank] = read_jsonl(out / name)
         return proc, steps

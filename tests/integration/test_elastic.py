@@ -164,12 +164,14 @@ REJOIN_ITERS = 100
 
 def _rejoin_job(marker_job, tmp_path, dead, store='dist_ssp'):
     """3 workers, at least 2; `dead` is killed (kill -9) in the middle of its step 5 and
-    restarted 5 s later (PS_HEARTBEAT_TIMEOUT=2, interval 1, + 2 s): 100 steps of 0.1 s
-    leave the survivors about 5 s of training after it rejoins."""
+    restarted 5 s later (PS_HEARTBEAT_TIMEOUT=2, interval 1, + 2 s); the survivors wait before
+    their step 90 until the replacement has done a step or ended (on a busy machine its start
+    could take longer than their 100 steps of 0.1 s), then train on with it."""
     env = job_env(tmp_path, PS_HEARTBEAT_TIMEOUT='2')
     return marker_job(workers=3, env=env, store=store, staleness=2, iters=REJOIN_ITERS,
                       base_seconds=0.1, die_rank=dead, die_at=DIE_AT, die_by='sigkill',
-                      die_mid_step=True, launcher_args=['--elastic', '2', '--max-restarts', '1'])
+                      die_mid_step=True, await_replacement_at=REJOIN_ITERS - 10,
+                      launcher_args=['--elastic', '2', '--max-restarts', '1'])
 
 
 def test_a_restarted_worker_takes_the_dead_rank_back_and_trains_on(marker_job, tmp_path):

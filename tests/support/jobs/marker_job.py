@@ -53,11 +53,48 @@ def parse_args():
                         'reach the servers), not before the step')
     p.add_argument('--stall-rank', type=int, default=-1)
     p.add_argument('--stall-at', type=int, default=-1)
+    p.add_argument('--await-replacement-at', type=int, default=-1, metavar='STEP',
+                   help='a worker that is no replacement waits before STEP until the replacement '
+                        'of a lost worker (mxnet-ssp-launch --max-restarts, local launcher) has '
+                        'done its first step or ended: the test\'s order, not a race between '
+                        'its start and the survivors\' end')
     p.add_argument('--record-modules', default=None, metavar='DIR',
                    help='at exit, write DIR/modules-<role>-<pid>.json: whether MXNet\'s Python '
                         'package ran in this process (mxnet.ndarray loaded)')
     p.add_argument('--out', required=True)
     return p.parse_args()
+
+
+REPLACEMENT_PID, REPLACEMENT_STEPPED = 'replacement.pid', 'replacement.stepped'
+AWAIT_REPLACEMENT_S = 120
+
+
+def _ended(pid):
+    """Whether process `pid` has ended (gone, or a zombie its launcher has not reaped yet)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    except OSError:
+        return True
+
+
+def await_replacement(out, rank, t):
+    """Wait until the replacement (REPLACEMENT_PID in `out`) did a step or ended; exit 3 if
+    neither happens within AWAIT_REPLACEMENT_S."""
+    deadline = time.monotonic() + AWAIT_REPLACEMENT_S
+    pid_file = os.path.join(out, REPLACEMENT_PID)
+    while time.monotonic() < deadline:
+        if os.path.exists(os.path.join(out, REPLACEMENT_STEPPED)):
+            return
+        if os.path.exists(pid_file):
+            with open(pid_file) as f:
+                text = f.read().strip()
+            if text and _ended(int(text)):
+                return
+        time.sleep(0.05)                           # the poll's interval; the deadline bounds it
+    sys.stderr.write('worker %d: no replacement did a step or ended within %d s (step %d)\n'
+                     % (rank, AWAIT_REPLACEMENT_S, t))
+    os._exit(3)
 
 
 def record_modules_at_exit(directory):
@@ -75,6 +112,12 @@ def record_modules_at_exit(directory):
 
 def main():
     args = parse_args()
+    replacement = (os.environ.get('MXNET_SSP_REJOIN') == '1'
+                   and os.environ.get('DMLC_ROLE') == 'worker')
+    if replacement and args.await_replacement_at > 0:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, REPLACEMENT_PID), 'w') as f:
+            f.write('%d\n' % os.getpid())
     if args.record_modules:
         record_modules_at_exit(args.record_modules)
     if args.import_order == 'ssp-first':
@@ -124,6 +167,8 @@ def main():
         t = kv.clock + 1 if rejoining else t + 1
         if t > T:
             break
+        if t == args.await_replacement_at and not rejoining:
+            await_replacement(args.out, rank, t)
         if rank == args.stall_rank and t == args.stall_at:
             sys.stderr.write('worker %d stalling on purpose at step %d\n' % (rank, t))
             time.sleep(600)                        # a hung worker; the job must not wait for it
@@ -154,6 +199,8 @@ def main():
             record.update(lead=release.lead, t_slowest=kv.visible_clock,
                           granted=release.granted)
         log.write(json.dumps(record) + '\n')
+        if rejoining and args.await_replacement_at > 0:
+            open(os.path.join(args.out, REPLACEMENT_STEPPED), 'a').close()
     log.close()
 
 
