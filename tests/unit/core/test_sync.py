@@ -569,6 +569,22 @@ def test_leave_releases_held_workers(mode):
     assert policy.waiting == {}
 
 
+@pytest.mark.parametrize('mode', DSSP_MODES)
+def test_a_held_worker_that_leaves_does_not_take_the_release_of_another_held_at_its_clock(mode):
+    """Workers 1 and 2 are held until the slowest clock reaches 1; 2 leaves (lost while held);
+    worker 0's push to clock 1 must still release 1."""
+    policy = SyncPolicy(3, 1, 1, mode=mode)
+    for rank in (1, 2):
+        policy.on_push(rank, 1.0)
+        assert policy.on_push(rank, 2.0) == []   # clock 2 vs worker 0 at 0: lead 2
+    assert set(policy.waiting) == {1, 2}
+    assert policy.on_leave(2) == []              # worker 0 still at 0
+    out = {r.rank: r for r in policy.on_push(0, 3.0)}
+    assert sorted(out) == [0, 1]                 # its own push, and worker 1
+    assert (out[1].clock, out[1].lead, out[1].t_slowest) == (2, 1, 1)
+    assert policy.waiting == {}
+
+
 def test_left_worker_no_longer_counts_as_slowest():
     policy = SyncPolicy(3, 0, 0)
     assert policy.on_push(0, 1.0) == []
