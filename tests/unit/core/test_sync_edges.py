@@ -294,3 +294,26 @@ def test_a_push_from_a_held_worker_is_refused_naming_it():
     with pytest.raises(ValueError) as err:
         pol.on_push(1, 3.0)
     assert str(err.value) == 'worker 1 pushed again before it was released'
+
+
+@pytest.mark.parametrize('call', ['push', 'leave'])
+def test_push_and_leave_refusals_say_which_rank(call):
+    pol = SyncPolicy(3, 1, 1)
+
+    def act(rank):
+        return pol.on_push(rank, 1.0) if call == 'push' else pol.on_leave(rank)
+    for rank, message in [(3, 'rank 3 is outside 0..2'), (-1, 'rank -1 is outside 0..2')]:
+        with pytest.raises(ValueError) as info:
+            act(rank)
+        assert str(info.value) == message
+    pol.on_leave(1)
+    with pytest.raises(ValueError) as info:
+        act(1)
+    assert str(info.value) == 'worker 1 already left the job'
+
+
+@pytest.mark.parametrize('workers', [0, -2])
+def test_a_policy_without_workers_is_refused_naming_the_count(workers):
+    with pytest.raises(ValueError) as info:
+        SyncPolicy(workers, 1, 1)
+    assert str(info.value) == 'num_workers must be >= 1, got %d' % workers
