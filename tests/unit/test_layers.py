@@ -212,3 +212,14 @@ def test_no_module_or_function_outgrows_its_limit():
                     too_long.append('%s: %s() %d lines' % (name, node.name, length))
     assert not too_long, ('over %d lines a module or %d a function (split it by job): %s'
                           % (MAX_MODULE_LINES, MAX_FUNCTION_LINES, '; '.join(too_long)))
+
+
+def test_test_files_have_names_of_their_own():
+    """pytest imports every test file by its base name (no __init__.py in tests/): two files
+    with one name in different folders stop the whole run at collection."""
+    seen = {}
+    for folder, _, files in os.walk(os.path.join(ROOT, 'tests')):
+        for name in files:
+            if name.startswith('test_') and name.endswith('.py'):
+                seen.setdefault(name, []).append(os.path.relpath(os.path.join(folder, name), ROOT))
+    assert {n: p for n, p in seen.items() if len(p) > 1} == {}

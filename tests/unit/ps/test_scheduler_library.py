@@ -1,7 +1,7 @@
 """The scheduler run from libmxnet.so (mxnet_ssp.ps.scheduler): where the library is, the hook's
 place among the others at ``import mxnet``, the job watch seeing its loop, its failures.
 
-Jobs that use it: tests/integration/test_scheduler.py."""
+Jobs that use it: tests/integration/test_scheduler_jobs.py."""
 import sys
 import threading
 import types

@@ -50,5 +50,5 @@ def test_a_scheduler_that_cannot_start_ends_with_status_1_and_mxnets_message(tmp
             proc.stderr.replace(proc.stderr.split('(pid ')[1].split(')')[0], '%d', 1)), (
             proc.stderr[-3000:])
     else:
-        assert 'mxnet.base.MXNetError' in proc.stderr and 'mxnet-ssp' not in proc.stderr, (
+        assert 'mxnet.base.MXNetError' in proc.stderr and 'mxnet-ssp: ' not in proc.stderr, (
             proc.stderr[-3000:])
