@@ -185,12 +185,16 @@ def test_a_peer_process_that_ends_is_seen_to_close():
 
 # -- where the thread runs -----------------------------------------------------
 
-def test_in_server_loop_sees_only_mxnets_loop_function_on_the_main_thread(tmp_path):
-    path = str(tmp_path / 'kvstore' / 'kvstore_server.py')
-    scope = {}
-    exec(compile('def run(check):\n    return check()\n', path, 'exec'), scope)
-    other = {}
-    exec(compile('def run(check):\n    return check()\n', str(tmp_path / 'x.py'), 'exec'), other)
+@pytest.mark.parametrize('name,where', [('run', ('kvstore', 'kvstore_server.py')),
+                                        ('serve', ('mxnet_ssp', 'ps', 'scheduler.py'))],
+                         ids=['mxnets-server-loop', 'scheduler-from-the-library'])
+def test_in_server_loop_sees_only_the_loop_functions_on_the_main_thread(tmp_path, name, where):
+    folder = tmp_path.joinpath(*where[:-1])
+    folder.mkdir(parents=True)
+    code = 'def %s(check):\n    return check()\n' % name
+    scope, other = {}, {}
+    exec(compile(code, str(folder / where[-1]), 'exec'), scope)
+    exec(compile(code, str(folder / 'x.py'), 'exec'), other)
 
     def from_a_thread():
         seen = []
@@ -198,8 +202,8 @@ def test_in_server_loop_sees_only_mxnets_loop_function_on_the_main_thread(tmp_pa
         t.start()
         t.join(BOUND_S)
         return seen
-    assert scope['run'](from_a_thread) == [True]
-    assert other['run'](from_a_thread) == [False]
+    assert scope[name](from_a_thread) == [True]
+    assert other[name](from_a_thread) == [False]
     assert from_a_thread() == [False]
 
 

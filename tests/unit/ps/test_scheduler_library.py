@@ -1,17 +1,15 @@
 """The scheduler run from libmxnet.so (mxnet_ssp.ps.scheduler): where the library is, the hook's
-place among the others at ``import mxnet``, the job watch seeing its loop, its failures.
+place among the others at ``import mxnet``, its failures (the job watch seeing its loop:
+test_follow.py).
 
 Jobs that use it: tests/integration/test_scheduler_jobs.py."""
 import sys
-import threading
 import types
 
 import pytest
 
 from mxnet_ssp import _hooks
-from mxnet_ssp.ps import job_watch, scheduler
-
-BOUND_S = 30
+from mxnet_ssp.ps import scheduler
 
 
 def test_library_path_is_mxnets_variable_when_it_names_a_file(tmp_path):
@@ -69,15 +67,6 @@ def test_a_hook_asked_to_run_last_runs_after_those_before_and_after_it(monkeypat
     with pytest.raises(ImportError):
         __import__('last_probe_mod')
     assert calls == ['newest', 'first', 'last']
-
-
-def test_finding_the_library_does_not_fire_the_hooks_waiting_for_import_mxnet(monkeypatch):
-    monkeypatch.setattr(sys, 'meta_path', list(sys.meta_path))
-    calls = []
-    # what when_importing('mxnet', ...) puts there in a process that has not imported mxnet
-    sys.meta_path.insert(0, _hooks._BeforeImport('mxnet', lambda: calls.append('fired')))
-    scheduler.library_path({})
-    assert calls == []
 
 
 def test_a_hook_asked_to_run_last_with_no_other_hook_goes_first_in_the_path(monkeypatch):
@@ -141,22 +130,3 @@ def test_check_passes_status_0_and_names_the_call_and_mxnets_message_otherwise()
 
 def test_the_controller_ignores_commands():
     assert scheduler._ignore_command(0, b'anything', None) is None
-
-
-def test_the_job_watch_sees_the_main_thread_in_serve(tmp_path):
-    folder = tmp_path / 'mxnet_ssp' / 'ps'
-    folder.mkdir(parents=True)
-    scope, other = {}, {}
-    exec(compile('def serve(check):\n    return check()\n', str(folder / 'scheduler.py'), 'exec'),
-         scope)
-    exec(compile('def serve(check):\n    return check()\n', str(folder / 'server.py'), 'exec'),
-         other)
-
-    def from_a_thread():
-        seen = []
-        t = threading.Thread(target=lambda: seen.append(job_watch.in_server_loop()))
-        t.start()
-        t.join(BOUND_S)
-        return seen
-    assert scope['serve'](from_a_thread) == [True]
-    assert other['serve'](from_a_thread) == [False]
