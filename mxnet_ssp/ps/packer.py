@@ -92,7 +92,7 @@ class _Route:
 
 class _Buffers:
     __slots__ = ('bucket', 'arrays', 'views', 'headers', 'filling', 'present', 'need',
-                 'missing', 'header_all', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
+                 'missing', 'batched', 'deferred', 'fit_in', 'fit_out', 'host',
                  '_host_views', '_host_of', '_routes', '_header_plans')
 
     def __init__(self, bucket, dtype, host):
@@ -107,7 +107,6 @@ class _Buffers:
         self.present = set()              # member keys staged since the last push
         self.need = {m.key for m in bucket.members}
         self.missing = len(self.need)     # members it needs and has not got since the push
-        self.header_all = nd.ones(len(bucket.members), dtype=dtype)
         on_cpu = self.arrays[0].context.device_type == 'cpu'
         # batched copies done by NumPy in an engine operation (module docstring), else by
         # MXNet's amp_multicast (float32 only)
@@ -178,19 +177,36 @@ class _Buffers:
         route.run()
 
     def write_header_all(self, which):
-        """Write 1 for every member into the header of buffer `which` (one engine operation;
-        a pull into the buffer since its last push overwrote the header)."""
+        """Write 1 for every member into the header of buffer `which` (a pull into the buffer
+        since its last push overwrote the header), after the other buffer's last push and
+        pull (:meth:`after_other`): one engine operation by NumPy, else two by MXNet."""
         plan = self._header_plans[which]
         if plan is None and self.host:
             base = host_copy.host_view(self.arrays[which])    # None: never, a 1-D array
             if base is not None:
                 ones = np.ones(len(self.bucket.members), dtype=base.dtype)
+                # the other buffer named as written: the operation waits for its push
                 plan = self._header_plans[which] = host_copy.CopyPlan(
-                    [(base[self.bucket.payload:], ones)], [], [self.arrays[which]])
+                    [(base[self.bucket.payload:], ones)], [],
+                    [self.arrays[which], self.arrays[1 - which]])
         if plan is None:
-            self.header_all.copyto(self.headers[which])
+            self.after_other(which)
+            nd.ones_like(self.headers[1 - which], out=self.headers[which])
         else:
             plan.push(report=False)       # the members' copies report at the next push
+
+    def after_other(self, which):
+        """Make MXNet's engine run the next write to the header of buffer `which` (so the
+        buffer's push) after the other buffer's last push and the pull into it, by an
+        operation on the other buffer's header (whose value nothing reads) that changes no bit.
+
+        MXNet's dist store orders the pushes of a key only through the array it pulls into,
+        and a bucket's two buffers take turns: without this, two pushes of one bucket may
+        reach the servers in either order, the later step's gradient applied first, when
+        nothing else ties them (a script pushing and pulling without reading the weights in
+        between; gluon.Trainer and Module read them in the next forward pass)."""
+        other = self.headers[1 - which]
+        other *= 1
 
     def host_places(self, which):
         """NumPy views of the members' places in buffer `which` (made once)."""
@@ -306,7 +322,10 @@ class Packer:
                     flags[i] = 1.0
                 else:
                     views[m.key][:] = 0
-            header[:] = nd.array(flags, dtype=send.dtype)
+            flags = nd.array(flags, dtype=send.dtype)
+            buf.after_other(buf.filling)
+            # the flags, read after the other buffer's header (where(c, x, x) is x)
+            nd.where(buf.headers[1 - buf.filling], flags, flags, out=header)
         buf.present = set()
         buf.missing = len(buf.need)
         buf.filling = 1 - buf.filling

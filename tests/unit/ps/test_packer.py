@@ -5,7 +5,9 @@ time) from any other caller (whose arrays are copied before the call returns).
 Every buffer test runs twice: with the batched copies done by NumPy in an engine operation
 (mxnet_ssp.ps.host_copy, the default where it is available) and by MXNet's own copies (where
 it is not)."""
+import ctypes
 import sys
+import threading
 
 import mxnet as mx
 import numpy as np
@@ -379,7 +381,7 @@ def test_buffers_and_header_take_the_bucket_s_type(dtype):
     plan, packer = make_packer(dtype)
     buf = packer.buffers(plan.buckets[0])
     assert [a.dtype for a in buf.arrays] == [np.dtype(dtype)] * 2
-    assert buf.header_all.dtype == np.dtype(dtype)
+    assert [h.dtype for h in buf.headers] == [np.dtype(dtype)] * 2
     assert all(a.context == mx.cpu() for a in buf.arrays)
 
 
@@ -491,3 +493,59 @@ def test_the_header_is_written_again_after_a_pull_overwrote_it(copies, dtype):
     np.testing.assert_array_equal(parts[2], np.zeros(SHAPES[2]))
     stage_all(plan, packer, grads(dtype), defer=True)
     np.testing.assert_array_equal(payload(bucket, packer.take(bucket))[1], full)
+
+
+_ENGINE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
+_CPU_PRIORITIZED = 3        # MXNet's FnProperty::kCPUPrioritized: its own engine threads
+
+
+def engine_op(reads, body, prioritized=False):
+    """Push `body` onto MXNet's engine as an operation reading `reads`; returns what must
+    stay alive until it ran."""
+    from mxnet.base import _LIB, check_call
+    fn = _ENGINE_FN(lambda _ctx, _param: body())
+    prop = ctypes.c_int(_CPU_PRIORITIZED if prioritized else 0)
+    const = (ctypes.c_void_p * len(reads))(*[a.handle.value for a in reads])
+    check_call(_LIB.MXEnginePushSyncND(fn, None, None, ctypes.byref(host_copy._CPU), const,
+                                       len(reads), None, 0, ctypes.byref(prop), 0,
+                                       b'test_op'))
+    return fn, prop, const
+
+
+@pytest.mark.parametrize('full', [True, False])
+def test_a_bucket_s_push_waits_for_its_push_before(full):
+    """MXNet's dist store orders a key's pushes only through the array it pulls into, and a
+    bucket's two buffers take turns: so the second buffer, once taken, waits for everything
+    still reading the first (its push), or a later step's gradient could reach the servers
+    first.  Here the first push is an operation held on the engine's priority threads until
+    the second has had a second to run (it ran at once before the order existed), with a
+    full header and with a member missing."""
+    plan, packer = make_packer()
+    bucket = plan.buckets[0]
+    stage_all(plan, packer, grads(), defer=False)
+    first = packer.take(bucket)
+    order, release, second_ran = [], threading.Event(), threading.Event()
+
+    def first_push():
+        release.wait(30)
+        order.append('first')
+
+    def second_push():
+        order.append('second')
+        second_ran.set()
+
+    alive = [engine_op([first], first_push, prioritized=True)]
+    g = grads(base=5.0)
+    for m in bucket.members[:len(bucket.members) if full else 1]:
+        packer.stage(bucket, m, g[m.key])
+    second = packer.take(bucket)
+    alive.append(engine_op([second], second_push))
+    second_ran.wait(1.0)
+    release.set()
+    nd.waitall()
+    assert order == ['first', 'second']
+    parts, header = payload(bucket, second)
+    assert list(header) == ([1, 1, 1] if full else [1, 0, 0])
+    np.testing.assert_array_equal(parts[bucket.members[0].key],
+                                  g[bucket.members[0].key].asnumpy())
+    assert len(alive) == 2
