@@ -295,6 +295,12 @@ FAKE_TRAIN = textwrap.dedent('''
     if rank == 0:
         with open(os.environ['FAKE_JOB_LOG'], 'a') as f:
             f.write('%s %s %s %s\\n' % (args.kvstore, args.seed, args.save_dir, args.lr))
+    if (args.lr == os.environ.get('FAKE_DIVERGE_LR')
+            and args.seed in os.environ.get('FAKE_DIVERGE_SEEDS', '').split(',')):
+        # as train_cifar.py's divergence guard says it (and its exit status)
+        print('train_cifar.py: error: worker %d diverged at iteration 2 (epoch 1): the loss '
+              'is nan, with --lr %s' % (rank, args.lr), file=sys.stderr)
+        sys.exit(3)
     if args.kvstore == os.environ.get('FAKE_HANG_KVSTORE'):
         with open(os.path.join(args.save_dir, 'hanging-%d.pid' % rank), 'w') as f:
             f.write(str(os.getpid()))
@@ -307,6 +313,7 @@ FAKE_TRAIN = textwrap.dedent('''
                                 'sleep_s': 0.0}) + '\\n')
     if rank == 0:
         acc = {'dist_sync': 0.6, 'dist_async': 0.5}.get(args.kvstore, 0.7)
+        acc = float(os.environ.get('FAKE_ACC', acc))
         if 'FAKE_LR_BEST' in os.environ and float(args.lr) != float(os.environ['FAKE_LR_BEST']):
             acc *= 0.9                      # --tune-lr's tests: one rate is the best
         with open(os.path.join(args.save_dir, 'eval.jsonl'), 'w') as f:
@@ -454,6 +461,31 @@ def test_the_runner_up_and_momentum_are_tuned_too(fake, monkeypatch):
     proc, _ = fake('--dry-run', *argv, '--tuned-choice', 'runner-up', paradigms='asp',
                    trials='1')
     assert proc.returncode == 0 and '--lr 0.1 --momentum 0.9' in proc.stdout, proc.stdout
+
+
+def test_a_tuning_run_that_diverged_never_reached_the_target(fake, monkeypatch):
+    """docs/lab.md ranks settings by the median time to the target, "never = infinitely
+    long": a rate that diverged on two of its three seeds is not chosen for the one where it
+    was best (left out, its median was that one run), and a crash is not counted as never."""
+    monkeypatch.setenv('FAKE_LR_BEST', '0.1')
+    monkeypatch.setenv('FAKE_ACC', '0.9')             # every run reaches the target, 0.8
+    monkeypatch.setenv('FAKE_DIVERGE_LR', '0.1')
+    monkeypatch.setenv('FAKE_DIVERGE_SEEDS', '1043,1044')
+    argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '3')
+    proc, started = fake(*argv, paradigms='asp', trials='1')
+    # a diverged tuning run is a result, not a failure of the lab: the trial ran, exit 0
+    assert proc.returncode == 0 and 'asp lr0.1 trial 3: FAILED' in proc.stdout, proc.stdout
+    tuned = json.loads((fake.out / 'tuned_lr.json').read_text())['asp']
+    assert tuned['candidates']['lr0.1']['times_s'][1:] == [None, None], tuned
+    assert tuned['candidates']['lr0.1']['final_accuracy'] == [0.9, None, None], tuned
+    assert tuned['chosen'] == 0.05 and tuned['ranked'][0][0] == 0.05, tuned
+    # a crash of the same runs is not a result: left out, they run again
+    shutil.rmtree(str(fake.out))
+    monkeypatch.delenv('FAKE_DIVERGE_LR')
+    monkeypatch.setenv('FAKE_FAIL_KVSTORE', 'dist_async')
+    proc, _ = fake(*argv, paradigms='asp', trials='1')
+    tuned = json.loads((fake.out / 'tuned_lr.json').read_text())['asp']
+    assert proc.returncode == 1 and tuned['chosen'] is None and tuned['ranked'] == [], tuned
 
 
 def test_a_geometric_grid_of_rates_in_steps_of_sqrt2():

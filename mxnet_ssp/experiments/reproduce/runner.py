@@ -22,6 +22,7 @@ import numpy as np
 
 from ... import config as cfg
 from ...core.names import BUILTIN_MODELS
+from ..training.diverge import reports_divergence
 from .collect import collect_run, eval_curve
 from .json_files import read_json, write_json
 from .grid import (MARKER, candidates, plan, plan_tuning, rank_settings, run_signature,
@@ -365,16 +366,32 @@ def eta_text(durations, left):
 TUNED_FILE = 'tuned_lr.json'
 
 
+def diverged(directory, signature):
+    """True if `directory` holds a run with this `signature` that failed because its training
+    diverged (the training script's message, :mod:`..training.diverge`, in its log)."""
+    marker = read_json(os.path.join(directory, MARKER))
+    if not marker or marker.get('status') == 'ok' or marker.get('signature') != signature:
+        return False
+    return reports_divergence(marker.get('reason') or '') or any(
+        reports_divergence(line) for line in _tail(os.path.join(directory, 'job.log'), 400))
+
+
 def _tuning_results(grid, runs, arm):
-    """{(lr, momentum): [(seconds to hold the last target or inf, final accuracy)]} of `arm`'s
-    finished tuning runs (the primary metric, :data:`.stats.METRICS`)."""
+    """{(lr, momentum): [(seconds to hold the last target or inf, final accuracy or None)]}
+    of `arm`'s finished tuning runs (the primary metric, :data:`.stats.METRICS`).  A run that
+    diverged is a result, (inf, None): it never holds the target (docs/lab.md: "never =
+    infinitely long"); other failed runs are left out (they run again at the next call)."""
     results = {setting: [] for setting in candidates(grid, arm)}
     for run in runs:
-        if run[0] is arm and is_done(run[3], run[5]):
+        if run[0] is not arm:
+            continue
+        if is_done(run[3], run[5]):
             numbers = collect_run(run[3], arm)
             reached = metric_value(numbers['curve'], grid.targets[-1], METRICS[0])
             results[run[1]].append((math.inf if reached is None else reached,
                                     numbers['final_accuracy']))
+        elif diverged(run[3], run[5]):
+            results[run[1]].append((math.inf, None))
     return results
 
 

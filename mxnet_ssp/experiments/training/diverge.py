@@ -13,6 +13,16 @@ GROWTH = 100.0
 EXIT_DIVERGED = 3
 
 
+#: what every message of :func:`divergence_message` says (a runner finds it in a job's log)
+DIVERGED_AT = ' diverged at iteration '
+
+
+def reports_divergence(text):
+    """Whether `text` (a job's log or a failure's reason) holds this module's message that a
+    run diverged."""
+    return DIVERGED_AT in text
+
+
 class Diverged(Exception):
     """The run diverged; ``str()`` is the message for the user."""
 
@@ -57,7 +67,7 @@ def divergence_message(reason, lr, kvstore, iteration, epoch, rank=0, num_worker
     to try."""
     where = 'worker %d' % rank if num_workers > 1 else 'training'
     start = '' if first is None or 'first value' in reason else ' (first loss %.4g)' % first
-    return ('%s diverged at iteration %d (epoch %d): %s%s, with --lr %g and --kvstore %s '
-            '(%d worker%s); try a lower --lr, e.g. --lr %g'
+    return (('%s' + DIVERGED_AT + '%d (epoch %d): %s%s, with --lr %g and --kvstore %s '
+             '(%d worker%s); try a lower --lr, e.g. --lr %g')
             % (where, iteration, epoch, reason, start, lr, kvstore, num_workers,
                '' if num_workers == 1 else 's', lower_lr(lr)))
