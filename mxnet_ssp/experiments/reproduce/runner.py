@@ -225,11 +225,17 @@ class Stop(Exception):
         self.signum = signum
 
 
+def run_marker(directory, signature):
+    """The marker (``run.json``) in `directory` if it is of a run with this `signature`,
+    else None."""
+    marker = read_json(os.path.join(directory, MARKER))
+    return marker if marker and marker.get('signature') == signature else None
+
+
 def is_done(directory, signature):
     """True if `directory` holds a finished, successful run with this `signature`."""
-    marker = read_json(os.path.join(directory, MARKER))
+    marker = run_marker(directory, signature)
     return bool(marker and marker.get('status') == 'ok'
-                and marker.get('signature') == signature
                 and os.path.isfile(os.path.join(directory, 'summary.json')))
 
 
@@ -369,8 +375,8 @@ TUNED_FILE = 'tuned_lr.json'
 def diverged(directory, signature):
     """True if `directory` holds a run with this `signature` that failed because its training
     diverged (the training script's message, :mod:`..training.diverge`, in its log)."""
-    marker = read_json(os.path.join(directory, MARKER))
-    if not marker or marker.get('status') == 'ok' or marker.get('signature') != signature:
+    marker = run_marker(directory, signature)
+    if not marker or marker.get('status') == 'ok':
         return False
     return reports_divergence(marker.get('reason') or '') or any(
         reports_divergence(line) for line in _tail(os.path.join(directory, 'job.log'), 400))

@@ -495,7 +495,6 @@ def test_the_header_is_written_again_after_a_pull_overwrote_it(copies, dtype):
     np.testing.assert_array_equal(payload(bucket, packer.take(bucket))[1], full)
 
 
-_ENGINE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 _CPU_PRIORITIZED = 3        # MXNet's FnProperty::kCPUPrioritized: its own engine threads
 
 
@@ -503,7 +502,7 @@ def engine_op(reads, body, prioritized=False):
     """Push `body` onto MXNet's engine as an operation reading `reads`; returns what must
     stay alive until it ran."""
     from mxnet.base import _LIB, check_call
-    fn = _ENGINE_FN(lambda _ctx, _param: body())
+    fn = host_copy._SYNC_FN(lambda _ctx, _param: body())
     prop = ctypes.c_int(_CPU_PRIORITIZED if prioritized else 0)
     const = (ctypes.c_void_p * len(reads))(*[a.handle.value for a in reads])
     check_call(_LIB.MXEnginePushSyncND(fn, None, None, ctypes.byref(host_copy._CPU), const,
