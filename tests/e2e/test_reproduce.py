@@ -11,6 +11,7 @@
 """
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
 import pytest
 
@@ -474,11 +476,21 @@ def test_a_tuning_run_that_diverged_never_reached_the_target(fake, monkeypatch):
     argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '3')
     proc, started = fake(*argv, paradigms='asp', trials='1')
     # a diverged tuning run is a result, not a failure of the lab: the trial ran, exit 0
-    assert proc.returncode == 0 and 'asp lr0.1 trial 3: FAILED' in proc.stdout, proc.stdout
+    assert proc.returncode == 0 and 'asp lr0.1 trial 3: diverged after' in proc.stdout, \
+        proc.stdout
+    assert 'FAILED' not in proc.stdout, proc.stdout
     tuned = json.loads((fake.out / 'tuned_lr.json').read_text())['asp']
     assert tuned['candidates']['lr0.1']['times_s'][1:] == [None, None], tuned
     assert tuned['candidates']['lr0.1']['final_accuracy'] == [0.9, None, None], tuned
     assert tuned['chosen'] == 0.05 and tuned['ranked'][0][0] == 0.05, tuned
+    marker = json.loads((fake.out / 'runs' / 'asp' / 'tune' / 'lr0.1' / 'trial3' / 'run.json')
+                        .read_text())
+    assert marker['status'] == 'diverged' and 'diverged at iteration 2' in marker['reason']
+    # and a result is not run again: a second call with the same settings starts nothing
+    (fake.out / 'tuned_lr.json').unlink()
+    proc, started = fake(*argv, paradigms='asp', trials='1')
+    assert proc.returncode == 0 and started == [], (started, proc.stdout)
+    assert json.loads((fake.out / 'tuned_lr.json').read_text())['asp']['chosen'] == 0.05
     # a crash of the same runs is not a result: left out, they run again
     shutil.rmtree(str(fake.out))
     monkeypatch.delenv('FAKE_DIVERGE_LR')
@@ -486,6 +498,30 @@ def test_a_tuning_run_that_diverged_never_reached_the_target(fake, monkeypatch):
     proc, _ = fake(*argv, paradigms='asp', trials='1')
     tuned = json.loads((fake.out / 'tuned_lr.json').read_text())['asp']
     assert proc.returncode == 1 and tuned['chosen'] is None and tuned['ranked'] == [], tuned
+
+
+def test_a_trial_that_diverged_is_a_result_counted_as_never(fake, monkeypatch):
+    """A trial whose training diverged is not a failure of the lab (exit 0) nor run again,
+    and the verdicts count it as never reaching a target with final accuracy 0, where a
+    crash is left out."""
+    from mxnet_ssp.experiments.reproduce.collect import gather
+    from mxnet_ssp.experiments.reproduce.verdicts import seed_accuracies, seed_times
+    monkeypatch.setenv('FAKE_DIVERGE_LR', '0.05')       # the tiny preset's rate
+    monkeypatch.setenv('FAKE_DIVERGE_SEEDS', '43')
+    proc, started = fake('--no-plots', paradigms='asp')
+    assert proc.returncode == 0, proc.stdout
+    assert len(started) == 2 and 'asp trial 2: diverged after' in proc.stdout, proc.stdout
+    report = (fake.out / 'report.md').read_text()
+    assert '## Failed and diverged runs' in report and '(diverged)' in report, report
+    grid = types.SimpleNamespace(arms=[parse_arm('asp')], trials=2, seed=42)
+    (_, trials), = gather(grid, str(fake.out))
+    assert [t['status'] for t in trials] == ['ok', 'diverged']
+    assert seed_times(trials, 0.6) == {42: seed_times(trials[:1], 0.6)[42], 43: math.inf}
+    assert seed_times(trials, 0.6, 10.0, metric='shortfall')[43] == 10.0
+    assert seed_accuracies(trials)[43] == 0.0
+    # a second call runs nothing: the diverged trial has its result
+    proc, started = fake('--no-plots', paradigms='asp')
+    assert proc.returncode == 0 and started == [], proc.stdout
 
 
 def test_a_geometric_grid_of_rates_in_steps_of_sqrt2():
@@ -513,14 +549,14 @@ def test_failed_runs_are_reported_and_exit_1(fake, monkeypatch):
     assert len(started) == 4                     # the other runs went on
     assert 'asp trial 1: FAILED' in proc.stdout
     report = (fake.out / 'report.md').read_text()
-    assert '## Failed runs' in report and 'simulated crash' in report
+    assert '## Failed and diverged runs' in report and 'simulated crash' in report
     row = [r for r in _table(report, 'Time to reach') if r[0] == 'ASP'][0]
     assert row[-1] == '0/2'
     # fixed: the next invocation retries only the failed runs
     monkeypatch.delenv('FAKE_FAIL_KVSTORE')
     proc, started = fake('--no-plots')
     assert proc.returncode == 0 and sorted(s.split()[1] for s in started) == ['42', '43']
-    assert 'Failed runs' not in (fake.out / 'report.md').read_text()
+    assert 'Failed and diverged runs' not in (fake.out / 'report.md').read_text()
 
 
 def _gone(pid):

@@ -17,7 +17,7 @@ from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from . import links as on_links
 from .presets import LAB_PREFIX, PRESETS, SUITE, SUITE_SCENARIOS, lab_preset
 from .report import write_report, write_suite_report
-from .runner import (TUNED_FILE, Stop, check_dataset, check_gpus, check_train_script, is_done,
+from .runner import (TUNED_FILE, Stop, check_dataset, check_gpus, check_train_script, finished,
                      load_tuned, prepare_subset, run_grid, run_tuning, tuning_on_record,
                      subset_dir)
 
@@ -169,7 +169,7 @@ def print_plan(grid, out, problems=()):
               'run at those rates' % os.path.join(out, TUNED_FILE))
     for arm, (lr, momentum), k, directory, command, signature in (
             [] if on_record else plan_tuning(grid, out)):
-        state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
+        state = 'finished, would be skipped' if finished(directory, signature) else 'would run'
         print('# %s tuning lr %g momentum %g trial %d (%s)' % (arm.name, lr, momentum, k,
                                                                state))
         print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
@@ -178,7 +178,7 @@ def print_plan(grid, out, problems=()):
         print('# the trials below run at each paradigm\'s chosen rate (the grid\'s %g until '
               'the tuning runs have run)' % grid.lr)
     for arm, trial, directory, command, signature in plan(grid, out):
-        state = 'finished, would be skipped' if is_done(directory, signature) else 'would run'
+        state = 'finished, would be skipped' if finished(directory, signature) else 'would run'
         print('# %s trial %d (%s)' % (arm.name, trial, state))
         print('OMP_NUM_THREADS=1 MXNET_SSP_METRICS_DIR=%s %s'
               % (shlex.quote(directory), shlex.join(command)))

@@ -9,10 +9,33 @@ import numpy as np
 from ...cluster_model.arms import parse_arm
 from ...core.jsonl import read_jsonl
 from ...core.names import CONTROLLER_METRICS, STORE_METRICS, TRAIN_LOG
-from .grid import MARKER, run_dir, trial_seed
+from ..training.diverge import reports_divergence
+from .grid import DIVERGED, MARKER, run_dir, trial_seed
 from .json_files import read_json
 from .server_eval import SERVER_EVAL
 from .stats import lead_from_train_logs, staleness_from_train_logs
+
+
+def log_tail(path, lines=12):
+    """The last `lines` lines of the text file at `path` ([] when it cannot be read)."""
+    try:
+        with open(path, errors='replace') as f:
+            return f.read().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def diverged_run(marker, directory):
+    """True if the run whose `marker` is in `directory` ended because its training diverged:
+    its status says so, or (a marker written before that status existed) it failed with the
+    training script's divergence message (:mod:`..training.diverge`) in its reason or in the
+    last 400 lines of its ``job.log``."""
+    if not marker or marker.get('status') == 'ok':
+        return False
+    if marker.get('status') == DIVERGED:
+        return True
+    return reports_divergence(marker.get('reason') or '') or any(
+        reports_divergence(line) for line in log_tail(os.path.join(directory, 'job.log'), 400))
 
 
 def eval_curve(directory):
@@ -190,7 +213,8 @@ def gather(grid, out):
             directory = run_dir(out, arm, trial)
             marker = read_json(os.path.join(directory, MARKER))
             record = {'trial': trial, 'dir': directory,
-                      'status': marker['status'] if marker else 'not run',
+                      'status': (DIVERGED if diverged_run(marker, directory)
+                                 else marker['status'] if marker else 'not run'),
                       'reason': marker.get('reason') if marker else None,
                       'duration_s': marker.get('duration_s') if marker else None,
                       'load_avg': marker.get('load_avg') if marker else None,

@@ -388,6 +388,9 @@ def _select_arms(text, preset):
 
 
 MARKER = 'run.json'
+#: a run's status in its marker when its training diverged: a result (it never reaches a
+#: target), not a failure to run again
+DIVERGED = 'diverged'
 
 
 def run_dir(out, arm, trial):

@@ -11,7 +11,7 @@ import numpy as np
 
 from .collect import gather
 from .json_files import read_json, write_json
-from .grid import run_command, run_dir
+from .grid import DIVERGED, run_command, run_dir
 from .lab_report import lab_sections
 from .plots import make_plots
 from .presets import LAB_SNAPSHOT_S, PRESETS
@@ -268,7 +268,7 @@ def _all_runs(grid, out, rows):
                          _fmt(time_to_target(t['curve'], targets[0])), _fmt(t['train_time_s'])]
             else:
                 cells = ['-', '-', '-']
-                if t['status'] == 'failed':
+                if t['status'] in ('failed', DIVERGED):
                     failures.append((row['arm'], t))
             load = t.get('load_avg')
             lines.append('| %s | %d | %s | %s | %s | %s | %s | %s |' % (
@@ -277,11 +277,14 @@ def _all_runs(grid, out, rows):
                 os.path.relpath(t['dir'], out)))
     lines.append('')
     if failures:
-        lines.append('## Failed runs')
+        lines.append('## Failed and diverged runs')
+        lines.append('')
+        lines.append('A diverged run is a result: the verdicts count it as never reaching a '
+                     'target, with final accuracy 0; a failed run is left out and runs again.')
         lines.append('')
         for arm, t in failures:
-            lines.append('- **%s trial %d**: %s (`%s`)' % (
-                arm.label, t['trial'], t['reason'],
+            lines.append('- **%s trial %d** (%s): %s (`%s`)' % (
+                arm.label, t['trial'], t['status'], t['reason'],
                 os.path.relpath(os.path.join(t['dir'], 'job.log'), out)))
         lines.append('')
     missing = [(row['arm'], t) for row in rows for t in row['trials'] if t['status'] == 'not run']

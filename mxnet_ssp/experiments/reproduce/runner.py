@@ -22,8 +22,7 @@ import numpy as np
 
 from ... import config as cfg
 from ...core.names import BUILTIN_MODELS
-from ..training.diverge import reports_divergence
-from .collect import collect_run, eval_curve
+from .collect import DIVERGED, collect_run, diverged_run, eval_curve, log_tail
 from .json_files import read_json, write_json
 from .grid import (MARKER, candidates, plan, plan_tuning, rank_settings, run_signature,
                    setting_key, trial_seed)
@@ -239,14 +238,6 @@ def is_done(directory, signature):
                 and os.path.isfile(os.path.join(directory, 'summary.json')))
 
 
-def _tail(path, lines=12):
-    try:
-        with open(path, errors='replace') as f:
-            return f.read().splitlines()[-lines:]
-    except OSError:
-        return []
-
-
 def _failure_reason(code, directory):
     """A one-line reason for a failed run: its exit code, what the job printed last about an
     error, and the launcher's verdict (which process stopped the job)."""
@@ -256,7 +247,7 @@ def _failure_reason(code, directory):
         head = 'stopped'
     else:
         head = 'exit code %d' % code
-    tail = [line.strip() for line in _tail(os.path.join(directory, 'job.log'), 400)
+    tail = [line.strip() for line in log_tail(os.path.join(directory, 'job.log'), 400)
             if line.strip() and not line.startswith('$ ')]
     launcher = [line for line in tail if line.startswith('mxnet-ssp-launch:')]
     output = [line for line in tail if not line.startswith('mxnet-ssp-launch:')]
@@ -276,7 +267,7 @@ def _is_usage_failure(code, directory):
     if code == 2:
         return True
     return any(': error:' in line and 'train_cifar' in line
-               for line in _tail(os.path.join(directory, 'job.log'), 400))
+               for line in log_tail(os.path.join(directory, 'job.log'), 400))
 
 
 def execute_run(grid, arm, trial, directory, command):
@@ -319,6 +310,8 @@ def execute_run(grid, arm, trial, directory, command):
         _evaluate_servers(grid, directory, marker)
     else:
         marker.update(status='failed', reason=_failure_reason(code, directory))
+        if diverged_run(marker, directory):
+            marker['status'] = DIVERGED
     write_json(os.path.join(directory, MARKER), marker)
     return marker
 
@@ -373,13 +366,16 @@ TUNED_FILE = 'tuned_lr.json'
 
 
 def diverged(directory, signature):
-    """True if `directory` holds a run with this `signature` that failed because its training
-    diverged (the training script's message, :mod:`..training.diverge`, in its log)."""
-    marker = run_marker(directory, signature)
-    if not marker or marker.get('status') == 'ok':
-        return False
-    return reports_divergence(marker.get('reason') or '') or any(
-        reports_divergence(line) for line in _tail(os.path.join(directory, 'job.log'), 400))
+    """True if `directory` holds a run with this `signature` whose training diverged
+    (:func:`.collect.diverged_run`)."""
+    return diverged_run(run_marker(directory, signature), directory)
+
+
+def finished(directory, signature):
+    """True if the run in `directory` with this `signature` has a result: it finished
+    successfully or its training diverged (a diverged run never reaches a target, and running
+    it again would only repeat that).  A run that failed otherwise runs again."""
+    return is_done(directory, signature) or diverged(directory, signature)
 
 
 def _tuning_results(grid, runs, arm):
@@ -406,7 +402,7 @@ def run_tuning(grid, out):
     (:func:`.grid.rank_settings`), set its rate and momentum (:func:`load_tuned`) and write
     ``<out>/tuned_lr.json``.  Returns the number of tuning runs that failed."""
     runs = plan_tuning(grid, out)
-    todo = sum(1 for run in runs if not is_done(run[3], run[5]))
+    todo = sum(1 for run in runs if not finished(run[3], run[5]))
     logger.info('--tune-lr: %d tuning run(s) to do, %d finished earlier (rates %s, momenta %s, '
                 '%d trial(s) each, seeds from %d)', todo, len(runs) - todo,
                 ', '.join('%g' % r for r in grid.tune_lr),
@@ -415,7 +411,7 @@ def run_tuning(grid, out):
     failed = 0
     durations = []
     for index, (arm, (lr, momentum), k, directory, command, signature) in enumerate(runs, 1):
-        if is_done(directory, signature):
+        if finished(directory, signature):
             continue
         tag = '[tune %d/%d] %s %s trial %d' % (index, len(runs), arm.name,
                                                setting_key(grid, lr, momentum), k)
@@ -428,6 +424,9 @@ def run_tuning(grid, out):
         eta = eta_text(durations, todo - len(durations))
         if marker['status'] == 'ok':
             logger.info('%s: done in %.1f s%s', tag, marker['duration_s'], eta)
+        elif marker['status'] == DIVERGED:
+            logger.warning('%s: diverged after %.1f s (a result: never reaches the target): '
+                           '%s%s', tag, marker['duration_s'], marker['reason'], eta)
         else:
             failed += 1
             logger.error('%s: FAILED: %s (see %s)%s', tag, marker['reason'],
@@ -488,7 +487,7 @@ def run_grid(grid, out, keep_checkpoints=False, cost=None):
     """Run every unfinished run of the grid; return (started, skipped, failed, aborted).
     Logs `cost` (the preset's estimate) first, then after each run an ETA."""
     runs = plan(grid, out)
-    todo = sum(1 for run in runs if not is_done(run[2], run[4]))
+    todo = sum(1 for run in runs if not finished(run[2], run[4]))
     logger.info('%d run(s) to do, %d finished earlier%s', todo, len(runs) - todo,
                 '' if cost is None else '; the whole grid\'s cost: %s' % cost)
     started = skipped = failed = 0
@@ -496,7 +495,7 @@ def run_grid(grid, out, keep_checkpoints=False, cost=None):
     aborted = None
     for index, (arm, trial, directory, command, signature) in enumerate(runs, 1):
         tag = '[%d/%d] %s trial %d' % (index, len(runs), arm.name, trial)
-        if is_done(directory, signature):
+        if finished(directory, signature):
             logger.info('%s: finished earlier, skipped', tag)
             skipped += 1
             continue
@@ -519,6 +518,10 @@ def run_grid(grid, out, keep_checkpoints=False, cost=None):
             logger.info('%s: done in %.1f s, final accuracy %s, time to %g: %s%s', tag,
                         marker['duration_s'], final_text,
                         grid.targets[0], '-' if reached is None else '%.1f s' % reached, eta)
+        elif marker['status'] == DIVERGED:
+            logger.warning('%s: diverged after %.1f s (a result: never reaches a target, final '
+                           'accuracy counted as 0): %s%s', tag, marker['duration_s'],
+                           marker['reason'], eta)
         else:
             failed += 1
             logger.error('%s: FAILED after %.1f s: %s (see %s)%s', tag, marker['duration_s'],

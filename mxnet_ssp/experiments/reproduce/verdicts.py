@@ -18,7 +18,8 @@ Pure functions of the trial records that :func:`.collect.gather` reads (and of
   infinite times stay infinite, a fixed seed), at the same level, shown only with at least
   :data:`MIN_TRIALS` trials of each arm; it decides nothing.
 
-A trial that never reached a target counts as taking infinitely long.
+A trial that never reached a target counts as taking infinitely long; so does one whose
+training diverged, whose final accuracy counts as 0 (:func:`seed_times`).
 """
 import collections
 import math
@@ -29,6 +30,7 @@ import numpy as np
 
 from ...cluster_model.arms import sim_policy
 from ...cluster_model.simulate import simulate
+from .grid import DIVERGED
 from .paired import (LEVEL, MIN_TRIALS, family_level, fmt_interval, paired_difference,
                      paired_ratio)
 from .stats import METRICS, metric_value
@@ -137,14 +139,23 @@ def trial_accuracies(trials):
 def seed_times(trials, target, budget=None, metric='first'):
     """{seed: seconds to `target`} of every finished trial under the progress `metric`
     (:data:`.stats.METRICS`; inf where never reached, or only after `budget` seconds: every arm
-    is censored at the same wall-clock time; ``shortfall`` is computed over `budget`)."""
+    is censored at the same wall-clock time; ``shortfall`` is computed over `budget`).
+
+    A trial whose training diverged (status :data:`.grid.DIVERGED`) is a result, not a gap:
+    it never reaches the target (inf), and its shortfall is the whole budget (its model counts
+    as 0 accuracy throughout: the largest shortfall any run can have).  Other failed trials
+    are left out."""
     out = {}
     for r in trials:
-        if r['status'] == 'ok':
-            if metric == 'shortfall' and budget is None:
-                raise ValueError('the shortfall metric needs the common budget')
-            t = metric_value(r['curve'], target, metric, budget)
-            out[r['seed']] = math.inf if t is None or (budget is not None and t > budget) else t
+        if r['status'] not in ('ok', DIVERGED):
+            continue
+        if metric == 'shortfall' and budget is None:
+            raise ValueError('the shortfall metric needs the common budget')
+        if r['status'] == DIVERGED:
+            out[r['seed']] = budget if metric == 'shortfall' else math.inf
+            continue
+        t = metric_value(r['curve'], target, metric, budget)
+        out[r['seed']] = math.inf if t is None or (budget is not None and t > budget) else t
     return out
 
 
@@ -157,9 +168,15 @@ def common_budget(rows):
     return min(ends) if ends else None
 
 
+#: the final accuracy a diverged trial counts as: its model is unusable
+DIVERGED_ACCURACY = 0.0
+
+
 def seed_accuracies(trials):
-    """{seed: final test accuracy} of every finished trial."""
-    return {r['seed']: r['final_accuracy'] for r in trials if r['status'] == 'ok'}
+    """{seed: final test accuracy} of every finished trial; a trial whose training diverged
+    counts as :data:`DIVERGED_ACCURACY`."""
+    return {r['seed']: DIVERGED_ACCURACY if r['status'] == DIVERGED else r['final_accuracy']
+            for r in trials if r['status'] in ('ok', DIVERGED)}
 
 
 # ---------------------------------------------------------------------------

@@ -1068,3 +1068,31 @@ def test_across_metrics_of_one_metric_or_another_primary():
     assert two[5][0] == 'refuted' and list(two[5][1]) == ['shortfall', 'first']
     assert across_metrics(rows, 0.92, 'dssp2-4', budget=60.0, metrics=('sustained',),
                           unpaired=False)[5][0] == 'supported'
+
+
+def test_a_diverged_trial_never_reaches_a_target_and_counts_as_zero_accuracy():
+    # a diverged trial has no curve (its metrics were never collected): a result all the same
+    diverged = {'status': 'diverged', 'trial': 2, 'seed': 2, 'final_accuracy': None}
+    trials = [trial(1, 40.0, 0.95), diverged, trial(3, 10.0, 0.97, status='failed')]
+    for metric in ('first', 'sustained'):
+        assert V.seed_times(trials, TARGET, metric=metric)[2] == INF
+        assert V.seed_times(trials, TARGET, 100.0, metric=metric)[2] == INF
+    # the shortfall: the whole budget, the largest any run can have (0 accuracy throughout)
+    shortfall = V.seed_times(trials, TARGET, 100.0, metric='shortfall')
+    assert shortfall[2] == 100.0 and set(shortfall) == {1, 2}
+    assert shortfall[1] == pytest.approx(0.5 + 39.5 * (TARGET - 0.1) / TARGET, rel=1e-9)
+    with pytest.raises(ValueError, match='needs the common budget'):
+        V.seed_times([diverged], TARGET, metric='shortfall')
+    assert V.seed_accuracies(trials) == {1: 0.95, 2: V.DIVERGED_ACCURACY}
+    assert V.DIVERGED_ACCURACY == 0.0
+
+
+def test_a_dssp_that_diverged_on_every_seed_loses_every_claim_it_makes():
+    rows = rows_for({'asp': [10.0] * 8, 'ssp3': [20.0] * 8, 'dssp': [10.0] * 8})
+    for t in rows[2]['trials']:
+        t.update(status='diverged', final_accuracy=None)
+        del t['curve']
+    by_claim = {v.claim.split(' (')[0]: v for v in V.verdicts(rows, TARGET, unpaired=False)}
+    assert by_claim['every SSP slower than DSSP'].verdict == V.REFUTED
+    assert by_claim["DSSP's final accuracy >= ASP's"].verdict == V.REFUTED
+    assert 'never' in by_claim['DSSP as fast as ASP'].evidence
