@@ -296,7 +296,8 @@ class SSPKVStore(KVStoreBase):
     def refresh_slots(self, key, priority=0):
         """Slot mode: make the servers copy their latest weights into this worker's slots of
         `key` (or a list), so that the next pull of it reads them (a plain pull returns what
-        this worker last pulled).  Returns without waiting."""
+        this worker last pulled).  Returns without waiting; not ordered after an earlier push
+        (docs/stores.md, "Slot mode")."""
         self._buckets.refresh(key, priority)
 
     # -- a step's end; a rejoining worker's first step (elastic mode) ------------------

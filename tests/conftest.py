@@ -74,7 +74,18 @@ def need_program(name, install):
     return path
 
 
+def _dist_given(config):
+    """Whether --dist was given on the command line or in PYTEST_ADDOPTS."""
+    words = list(config.invocation_params.args) + os.environ.get('PYTEST_ADDOPTS', '').split()
+    return any(str(w).startswith('--dist') for w in words)
+
+
 def pytest_configure(config):
+    # pytest-xdist's worksteal (an idle process takes tests queued for a busy one; the run was
+    # 11 min against 15.6 with its default, load) unless --dist was given; set here, not in
+    # pytest.ini's addopts, so that `-p no:xdist` still runs
+    if getattr(config.option, 'dist', None) == 'load' and not _dist_given(config):
+        config.option.dist = 'worksteal'
     config.addinivalue_line(
         'markers', 'need(program=None, module=None, install=...): the test needs the program '
         '(on PATH) or the Python module (found, not imported); without it the test is '
@@ -107,6 +118,11 @@ def job_env(tmp_path, **extra):
     # a failed job's scheduler and servers end 4 s after a connection closed for good, not
     # the default 10 (test_faults.py keeps the default); start-up reconnects take milliseconds
     env.setdefault('MXNET_SSP_FOLLOW_GRACE', '4')
+    # workers import MXNet without its optional scikit-learn and SciPy imports, as servers do
+    # (about 1 s of CPU per worker; the test run is bound by CPU): the store's code is the
+    # same either way; the tests of the stock import (test_hooks, test_import_order_and_
+    # autoload) and the README's demo keep them
+    env.setdefault('MXNET_SSP_LEAN_WORKERS', '1')
     env['STOCK_LAUNCH_HOST_IP'] = '127.0.0.1'   # jobs/stock_launch.py: keep the tracker on loopback
     for key in [k for k in env if k.startswith('DMLC_')]:
         del env[key]

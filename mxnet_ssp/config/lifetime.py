@@ -6,7 +6,8 @@ from .table import TABLE, Setting, declare, flag, number, read
 from .topology import ENV_NUM_WORKER, parse_num_workers
 
 __all__ = ['ENV_ELASTIC', 'ENV_REJOIN', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE',
-           'ENV_LIVENESS', 'DEFAULT_LIVENESS', 'ENV_AUTOLOAD', 'UNBOUNDED_STALENESS',
+           'ENV_LIVENESS', 'DEFAULT_LIVENESS', 'ENV_AUTOLOAD', 'ENV_LEAN_WORKERS',
+           'UNBOUNDED_STALENESS',
            'parse_elastic', 'elastic_min_workers', 'rejoining', 'follow_grace',
            'parse_liveness', 'liveness_timeout']
 
@@ -17,6 +18,7 @@ DEFAULT_FOLLOW_GRACE = 10.0
 ENV_LIVENESS = 'MXNET_SSP_LIVENESS_TIMEOUT'
 DEFAULT_LIVENESS = DEFAULT_BOUND
 ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
+ENV_LEAN_WORKERS = 'MXNET_SSP_LEAN_WORKERS'
 
 
 def _elastic(value, source, setting, num_workers=None, **_):
@@ -63,6 +65,14 @@ declare(
     Setting(ENV_AUTOLOAD, 'autoload', 'Whether the start-up hook (kvstore_patches/'
             'mxnet_ssp_autoload.py) loads mxnet-ssp into the processes of a job; it reads it '
             'itself, before this package is imported.', flag, default=True,
+            not_in_file='the start-up hook reads it before any file is read; set it in the '
+                        'environment'),
+    Setting(ENV_LEAN_WORKERS, 'autoload', 'Whether workers, too, import MXNet without its '
+            'optional imports of scikit-learn and SciPy, as schedulers and servers always do '
+            '(about 1 s of CPU per worker): mx.model.FeedForward then has no scikit-learn base '
+            'class and mx.nd.sparse cannot convert SciPy matrices, unless the script imports '
+            'them before MXNet. mxnet-ssp-train always does so. The start-up hook reads it '
+            'itself.', flag, default=False,
             not_in_file='the start-up hook reads it before any file is read; set it in the '
                         'environment'),
 )

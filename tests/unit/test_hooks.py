@@ -15,7 +15,7 @@ FINDER = '_SkipOptionalMxnetImports'
 
 def _python(code, **env):
     environ = dict(os.environ, OMP_NUM_THREADS='1')
-    for key in ('DMLC_ROLE', 'MXNET_SSP_AUTOLOAD'):
+    for key in ('DMLC_ROLE', 'MXNET_SSP_AUTOLOAD', 'MXNET_SSP_LEAN_WORKERS'):
         environ.pop(key, None)
     environ.update(env)
     proc = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE,
@@ -51,19 +51,24 @@ def test_mxnet_keeps_sklearn_imported_before_it():
     assert 'base True' in out
 
 
-@pytest.mark.parametrize('role,autoload,installed,at_import', [
-    ('server', None, 1, ['follow_job']), ('scheduler', None, 1, ['follow_job', 'serve_at_import']),
-    ('scheduler', '0', 0, []), ('server', '0', 0, []), ('worker', None, 0, []),
-    (None, None, 0, [])])
-def test_the_start_up_hook_skips_them_only_in_server_and_scheduler_processes(
-        role, autoload, installed, at_import):
-    """No mxnet is imported here: with DMLC_ROLE=server that would start a server."""
+@pytest.mark.parametrize('role,autoload,lean,installed,at_import', [
+    ('server', None, None, 1, ['follow_job']),
+    ('scheduler', None, None, 1, ['follow_job', 'serve_at_import']),
+    ('scheduler', '0', None, 0, []), ('server', '0', None, 0, []), ('worker', None, None, 0, []),
+    ('worker', None, 'Yes', 1, []), ('worker', None, 'off', 0, []), ('worker', '0', '1', 0, []),
+    (None, None, '1', 0, [])])
+def test_the_start_up_hook_skips_them_in_server_and_scheduler_processes_and_lean_workers(
+        role, autoload, lean, installed, at_import):
+    """No mxnet is imported here: with DMLC_ROLE=server that would start a server.  A worker
+    skips them only with MXNET_SSP_LEAN_WORKERS on (it imports MXNet as stock otherwise)."""
     require_autoload_hook()
     env = {}
     if role is not None:
         env['DMLC_ROLE'] = role
     if autoload is not None:
         env['MXNET_SSP_AUTOLOAD'] = autoload
+    if lean is not None:
+        env['MXNET_SSP_LEAN_WORKERS'] = lean
     out = _python('import sys\n'
                   'print("finders", [type(f).__name__ for f in sys.meta_path].count(%r))\n'
                   'print("at import", [f.callback.__qualname__.split(".")[0]\n'

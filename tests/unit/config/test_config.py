@@ -142,6 +142,8 @@ def test_autoload_hook_reads_the_same_no_values():
     spec.loader.exec_module(module)        # does nothing here: not a worker process
     assert module._ENV == cfg.ENV_AUTOLOAD
     assert set(module._OFF) == {k for k, v in cfg.FLAG_VALUES.items() if not v}
+    assert module._LEAN == cfg.ENV_LEAN_WORKERS
+    assert set(module._ON) == {k for k, v in cfg.FLAG_VALUES.items() if v}
 
 
 def test_our_store_types_are_the_ssp_and_async_ones():
