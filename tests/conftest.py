@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -80,7 +81,16 @@ def _dist_given(config):
     return any(str(w).startswith('--dist') for w in words)
 
 
+#: One directory for the whole run (shared by pytest-xdist's processes, which inherit the
+#: environment): the test jobs' MXNET_SSP_OP_CODE_CACHE, so that each MXNet process of the run
+#: after the first few loads MXNet's compiled operator functions (about 0.6 s of CPU each)
+OP_CODE_DIR_ENV = 'TESTS_MXNET_OP_CODE_DIR'
+
+
 def pytest_configure(config):
+    if not hasattr(config, 'workerinput') and not os.environ.get(OP_CODE_DIR_ENV):
+        os.environ[OP_CODE_DIR_ENV] = tempfile.mkdtemp(prefix='mxnet-ssp-tests-op-code-')
+        config._mxnet_ssp_op_code_dir = os.environ[OP_CODE_DIR_ENV]
     # pytest-xdist's worksteal (an idle process takes tests queued for a busy one; the run was
     # 11 min against 15.6 with its default, load) unless --dist was given; set here, not in
     # pytest.ini's addopts, so that `-p no:xdist` still runs
@@ -90,6 +100,13 @@ def pytest_configure(config):
         'markers', 'need(program=None, module=None, install=...): the test needs the program '
         '(on PATH) or the Python module (found, not imported); without it the test is '
         'skipped, and fails under CI=true (see tests/conftest.py need)')
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, '_mxnet_ssp_op_code_dir', None)
+    if made:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop(OP_CODE_DIR_ENV, None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -123,6 +140,10 @@ def job_env(tmp_path, **extra):
     # same either way; the tests of the stock import (test_hooks, test_import_order_and_
     # autoload) and the README's demo keep them
     env.setdefault('MXNET_SSP_LEAN_WORKERS', '1')
+    # and take MXNet's compiled operator functions from the run's directory (the functions
+    # are MXNet's own: tests/unit/test_op_code_cache.py)
+    if os.environ.get(OP_CODE_DIR_ENV):
+        env.setdefault('MXNET_SSP_OP_CODE_CACHE', os.environ[OP_CODE_DIR_ENV])
     env['STOCK_LAUNCH_HOST_IP'] = '127.0.0.1'   # jobs/stock_launch.py: keep the tracker on loopback
     for key in [k for k in env if k.startswith('DMLC_')]:
         del env[key]
