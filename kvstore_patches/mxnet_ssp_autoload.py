@@ -27,7 +27,7 @@ A worker imports MXNet as stock MXNet does, scikit-learn and SciPy included, unl
 ``MXNET_SSP_LEAN_WORKERS`` is on: then it skips them as servers do (about 1 s of CPU).
 With ``MXNET_SSP_OP_CODE_CACHE`` set to a directory, servers and workers take the compiled
 code of MXNet's operator functions from a file there, which the first of them writes
-(:func:`mxnet_ssp._hooks.cache_op_code`: about 0.6 s of CPU per process); unset, MXNet
+(:func:`mxnet_ssp._op_code.cache_op_code`: about 0.6 s of CPU per process); unset, MXNet
 compiles them as it does without mxnet-ssp.
 """
 import os
@@ -53,9 +53,10 @@ def _install():
     if os.environ.get(_ENV, '1').strip().lower() in _OFF:
         return
     try:
-        if role != 'scheduler' and _op_code_cache():
-            from mxnet_ssp._hooks import cache_op_code
-            cache_op_code(_op_code_cache())
+        op_code = _op_code_cache() if role != 'scheduler' else None
+        if op_code:
+            from mxnet_ssp._op_code import cache_op_code
+            cache_op_code(op_code)
         if role == 'worker':
             if os.environ.get(_LEAN, '').strip().lower() in _ON:
                 from mxnet_ssp._hooks import skip_optional_mxnet_imports

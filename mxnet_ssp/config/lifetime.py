@@ -2,7 +2,7 @@
 ends once its job failed, and whether the start-up hook loads mxnet-ssp at all."""
 from ..core.controller_settings import UNBOUNDED_STALENESS
 from ..core.liveness import DEFAULT_BOUND, MAX_BOUND, MIN_BOUND
-from .table import TABLE, Setting, declare, flag, number, read
+from .table import FLAG_VALUES, TABLE, Setting, declare, flag, number, read
 from .topology import ENV_NUM_WORKER, parse_num_workers
 
 __all__ = ['ENV_ELASTIC', 'ENV_REJOIN', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE',
@@ -38,9 +38,12 @@ def _elastic(value, source, setting, num_workers=None, **_):
     return least
 
 
+#: what turns a directory setting off: empty, 'none' and the "no" words of a flag
+_NO_DIRECTORY = frozenset(['', 'none'] + [word for word, yes in FLAG_VALUES.items() if not yes])
+
+
 def _directory_or_off(value, source, setting, **_):
-    return None if str(value).strip().lower() in ('', '0', 'off', 'no', 'false', 'none') \
-        else str(value).strip()
+    return None if str(value).strip().lower() in _NO_DIRECTORY else str(value).strip()
 
 
 def _liveness(value, source, setting, **_):

@@ -1,5 +1,5 @@
 """MXNET_SSP_OP_CODE_CACHE: MXNet's operator functions from kept compiled code
-(mxnet_ssp._hooks.cache_op_code) are the functions MXNet compiles itself."""
+(mxnet_ssp._op_code.cache_op_code) are the functions MXNet compiles itself."""
 import json
 import marshal
 import os
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mxnet_ssp._hooks import OpCodeCache, op_code_cache_file
+from mxnet_ssp._op_code import OpCodeCache, op_code_cache_file
 from tests.conftest import require_autoload_hook
 
 # the two shapes of text MXNet's operator modules generate, with the handle as a number
@@ -108,7 +108,7 @@ DIGESTS = r'''
 import ctypes, hashlib, json, sys, time, types
 start = time.process_time()
 if len(sys.argv) > 1:
-    from mxnet_ssp._hooks import cache_op_code
+    from mxnet_ssp._op_code import cache_op_code
     cache = cache_op_code(sys.argv[1])
 import mxnet
 cpu = time.process_time() - start
