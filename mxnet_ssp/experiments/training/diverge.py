@@ -2,6 +2,11 @@
 :data:`GROWTH` times its first value, stops with one message saying so, naming the learning
 rate and the store and what to try (a lower ``--lr``).
 
+A run resumed from a checkpoint starts from a trained model, whose first loss can be tiny
+(0.0035 on digits): one harder batch at 0.4 would be "over 100x" it.  Such a run's reference
+is therefore at least the loss of chance guessing, ln(number of classes), the loss a fresh
+run starts from (``floor``).
+
 Pure decisions: no MXNet.  :class:`~.loop.Training` feeds it each iteration's mean loss.
 """
 import math
@@ -30,15 +35,20 @@ class Diverged(Exception):
 class DivergenceGuard:
     """Watches one worker's losses, iteration by iteration (:meth:`check`).
 
-    The first finite loss is the reference; a later loss that is NaN, infinite, or more than
-    `growth` times the reference (when the reference is > 0) is divergence.  A first loss
-    that is not finite is divergence too.
+    The first finite loss is the reference, or `floor` where that is larger (a resumed
+    run: :func:`chance_loss`); a later loss that is NaN, infinite, or more than `growth`
+    times the reference (when the reference is > 0) is divergence.  A first loss that is
+    not finite is divergence too.
     """
 
-    def __init__(self, growth=GROWTH):
+    def __init__(self, growth=GROWTH, floor=None):
         if not (math.isfinite(growth) and growth > 1):
             raise ValueError('growth %r is not valid: expected a number > 1' % (growth,))
+        if floor is not None and not (math.isfinite(floor) and floor > 0):
+            raise ValueError('floor %r is not valid: expected None or a number > 0'
+                             % (floor,))
         self.growth = growth
+        self.floor = floor
         self.first = None
 
     def check(self, loss):
@@ -50,10 +60,24 @@ class DivergenceGuard:
         if self.first is None:
             self.first = loss
             return None
+        if self.floor is not None and self.first < self.floor:
+            if loss > self.growth * self.floor:
+                return ('the loss grew to %.4g, over %gx the loss of chance guessing %.4g '
+                        '(its first value %.4g came from a resumed model)'
+                        % (loss, self.growth, self.floor, self.first))
+            return None
         if self.first > 0 and loss > self.growth * self.first:
             return ('the loss grew to %.4g, over %gx its first value %.4g'
                     % (loss, self.growth, self.first))
         return None
+
+
+def chance_loss(num_classes):
+    """The cross-entropy loss of guessing uniformly among `num_classes` (> 1) classes."""
+    if not (isinstance(num_classes, int) and num_classes > 1):
+        raise ValueError('num_classes %r is not valid: expected an integer > 1'
+                         % (num_classes,))
+    return math.log(num_classes)
 
 
 def lower_lr(lr):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...controller.protocol import describe_losses
 from ...core.names import TRAIN_LOG
-from .diverge import Diverged, DivergenceGuard, divergence_message
+from .diverge import Diverged, DivergenceGuard, chance_loss, divergence_message
 from .checkpoint import restore_states, save_checkpoint, updates_on_servers
 from .logs import (JsonLines, clear_earlier_job, count_iterations, make_progress,
                    show_progress)
@@ -180,6 +180,9 @@ class Training:
                              or (self.start_epoch - 1) * iters_per_epoch) if resume else 0
         for _ in range(self.iteration if self.compute else 0):
             self.compute.next()          # a resumed run goes on with the same compute times
+        if resume:
+            # a trained model's first loss can be tiny: measure growth from at least chance
+            self.guard = DivergenceGuard(floor=chance_loss(int(self.dataset.num_classes)))
 
     def log_start(self):
         """Log the options and what this worker is about to do."""

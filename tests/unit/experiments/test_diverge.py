@@ -3,12 +3,12 @@ import math
 
 import pytest
 
-from mxnet_ssp.experiments.training.diverge import (GROWTH, DivergenceGuard, divergence_message,
-                                                    lower_lr)
+from mxnet_ssp.experiments.training.diverge import (GROWTH, DivergenceGuard, chance_loss,
+                                                    divergence_message, lower_lr)
 
 
-def run(losses, growth=GROWTH):
-    guard = DivergenceGuard(growth)
+def run(losses, growth=GROWTH, floor=None):
+    guard = DivergenceGuard(growth, floor)
     for i, loss in enumerate(losses):
         reason = guard.check(loss)
         if reason is not None:
@@ -46,6 +46,37 @@ def test_the_reference_is_the_first_loss_not_the_smallest():
 def test_a_first_loss_of_zero_only_checks_for_non_finite_values():
     assert run([0.0, 1e9]) == (None, None)
     assert run([0.0, float('nan')])[0] == 1
+
+
+def test_a_resumed_run_measures_growth_from_chance_not_from_its_tiny_first_loss():
+    # the CI failure of 2026-11-29: a resumed digits model's first loss 0.0035, then 0.40
+    chance = chance_loss(10)
+    assert chance == pytest.approx(2.302585, abs=1e-6)
+    assert run([0.003511, 0.4038, 5.0, 100 * chance], floor=chance) == (None, None)
+    assert run([0.003511, 0.4038], floor=None)[0] == 1     # the same losses without the floor
+    index, reason = run([0.003511, 0.5, 231.0], floor=chance)
+    assert index == 2
+    assert reason == ('the loss grew to 231, over 100x the loss of chance guessing 2.303 '
+                      '(its first value 0.003511 came from a resumed model)')
+    assert run([0.003511, float('nan')], floor=chance) == (1, 'the loss is nan')
+
+
+def test_a_first_loss_above_the_floor_stays_the_reference():
+    assert run([3.0, 299.0], floor=chance_loss(10)) == (None, None)
+    assert run([3.0, 301.0], floor=chance_loss(10))[1] == \
+        'the loss grew to 301, over 100x its first value 3'
+
+
+@pytest.mark.parametrize('floor', [0.0, -1.0, float('nan'), float('inf')])
+def test_the_floor_must_be_a_positive_number(floor):
+    with pytest.raises(ValueError, match='floor'):
+        DivergenceGuard(GROWTH, floor)
+
+
+@pytest.mark.parametrize('classes', [1, 0, 2.0, '10'])
+def test_chance_loss_needs_two_classes_or_more(classes):
+    with pytest.raises(ValueError, match='num_classes'):
+        chance_loss(classes)
 
 
 @pytest.mark.parametrize('growth', [1.0, 0.5, float('nan'), float('inf')])
@@ -98,3 +129,19 @@ def test_the_command_ends_a_stopped_run_with_one_line(monkeypatch, tmp_path, cap
     assert len(err.splitlines()) == 1 and 'Traceback' not in err
     assert err.startswith('mxnet-ssp-train: error: ')      # pytest's argv[0] is not ours
     assert ('the loss is nan' if error == 'diverged' else "MXNET_SSP_BUCKET_BYTES='x'") in err
+
+
+@pytest.mark.parametrize('resume,floor', [(None, None),
+                                          ({'completed_epochs': 4, 'iteration': 88},
+                                           math.log(10))])
+def test_the_training_loop_floors_the_guard_only_of_a_resumed_run(resume, floor):
+    from types import SimpleNamespace
+
+    from mxnet_ssp.experiments.training.loop import Training
+    args = SimpleNamespace(num_epochs=5, num_iterations=None, resume_info=resume)
+    training = Training(args, save_dir=None, rank_filter=None)
+    training.iters_per_epoch, training.compute = 22, None
+    training.dataset = SimpleNamespace(num_classes=10)
+    training.plan()
+    assert training.guard.floor == floor and training.guard.first is None
+    assert training.start_epoch == (5 if resume else 1)
