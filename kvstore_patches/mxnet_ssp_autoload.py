@@ -27,8 +27,8 @@ A worker imports MXNet as stock MXNet does, scikit-learn and SciPy included, unl
 ``MXNET_SSP_LEAN_WORKERS`` is on: then it skips them as servers do (about 1 s of CPU).
 With ``MXNET_SSP_OP_CODE_CACHE`` set to a directory, servers and workers take the compiled
 code of MXNet's operator functions from a file there, which the first of them writes
-(:func:`mxnet_ssp._op_code.cache_op_code`: about 0.6 s of CPU per process); unset, MXNet
-compiles them as it does without mxnet-ssp.
+(:func:`mxnet_ssp._op_code.cache_op_code`: about 1 s of CPU per process); unset, MXNet
+generates and compiles them as it does without mxnet-ssp.
 """
 import os
 import sys

@@ -11,7 +11,8 @@ import types
 
 from ._hooks import when_imported, when_importing
 
-__all__ = ['cache_op_code', 'OpCodeCache', 'op_code_cache_file', 'OP_REGISTER_MODULES']
+__all__ = ['cache_op_code', 'OpCodeCache', 'op_code_cache_file', 'OP_REGISTER_MODULES',
+           'OP_INIT_FUNCTIONS']
 
 #: The modules whose functions build MXNet's operator functions at import: for each of about
 #: 2,500 operators (mx.nd, mx.sym, mx.np, mx.npx and their internal modules) they generate the
@@ -20,7 +21,12 @@ OP_REGISTER_MODULES = ('mxnet.ndarray.register', 'mxnet.symbol.register')
 # The one part of that text that differs between processes: the operator's handle, an address
 # in libmxnet.so, written as a number into the call the function makes.
 _OP_HANDLE = re.compile(r'\b(_imperative_invoke|_symbol_creator)\((\d+),')
-_CACHE_FORMAT = 1
+#: MXNet's functions (in mxnet.base) that make each operator module's functions, calling
+#: ``make_op_func(handle, name, func_name)`` once per function; that call first generates the
+#: function's text from the operator's description in libmxnet.so (ctypes calls and string
+#: building, about a third of the time the functions take), then executes it
+OP_INIT_FUNCTIONS = ('_init_op_module', '_init_np_op_module')
+_CACHE_FORMAT = 2
 
 
 def op_code_cache_file(directory):
@@ -41,6 +47,33 @@ def _with_handle(code, standin, handle):
     return code.replace(co_consts=tuple(consts))
 
 
+def build_of(base):
+    """What identifies the MXNet that generates the operator functions' texts, from its
+    module `base` (``mxnet.base``): its version, and the path, size and modification time
+    (as a .pyc file is checked) of libmxnet.so, whose operator descriptions the texts are
+    made from, and of the Python files that make them.  None when one cannot be read."""
+    here = os.path.dirname(getattr(base, '__file__', None) or '')
+    paths = (getattr(getattr(base, '_LIB', None), '_name', None), getattr(base, '__file__', None),
+             os.path.join(here, 'ndarray', 'register.py'),
+             os.path.join(here, 'symbol', 'register.py'))
+    parts = [str(getattr(base, '__version__', None))]
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except (OSError, TypeError, ValueError):
+            return None
+        parts.append('%s:%d:%d' % (path, info.st_size, info.st_mtime_ns))
+    return '|'.join(parts)
+
+
+def _valid_op(entry):
+    return (isinstance(entry, tuple) and len(entry) == 5
+            and isinstance(entry[0], types.CodeType)
+            and (entry[1] is None or isinstance(entry[1], str))
+            and (entry[2] is None or type(entry[2]) is int)
+            and isinstance(entry[3], str) and isinstance(entry[4], bytes))
+
+
 class OpCodeCache:
     """Compiles the source texts MXNet's operator modules execute, from a file of their
     compiled code when it has them (:func:`cache_op_code`).
@@ -50,32 +83,51 @@ class OpCodeCache:
     gets this process's handle back in its constants, so each function is the one
     ``compile`` would have made of the text.  Texts are the keys: a cache written by another
     MXNet never gives a function for a text it does not hold.
+
+    Generating the texts costs time too.  So the file also keeps, per operator function
+    (the module making it, the operator's and the function's names), the code its text
+    compiled to, its doc and module: for the same MXNet (:func:`build_of`: the same
+    libmxnet.so and the same Python files generating the texts) the function is made from
+    them without generating the text, as :meth:`make_function` describes.
     """
 
     def __init__(self, directory):
         self.directory = directory
         self.path = op_code_cache_file(directory)
-        self.kept = self._load()
+        self.kept, self.kept_build, self.kept_ops = self._load()
         self.used = {}          # what this process needed: the next file holds just that
+        self.used_ops = {}
         self.hits = self.compiled = 0
+        self.made = 0           # functions made from kept operator entries, with no text
         self.saved = False
         self.active = True      # until MXNet's import has made its operator functions
+        self.build = None       # build_of(mxnet.base), once it is imported
+        self.inits = {}         # MXNet's own OP_INIT_FUNCTIONS, name -> (function, ours)
+        self._last = None       # what the latest text compiled to (see _remember)
+        self._execs = 0
 
     def _load(self):
-        """The file's code, or nothing when it is missing, unreadable, not this user's own or
-        writable by others (its code would run here, as a .pyc file's does)."""
+        """The file's texts, build and operator entries, or nothing when it is missing,
+        unreadable, not this user's own or writable by others (its code would run here, as a
+        .pyc file's does)."""
+        nothing = {}, None, {}
         try:
             with open(self.path, 'rb') as f:
                 info = os.fstat(f.fileno())
                 if info.st_uid != os.geteuid() or info.st_mode & 0o022:
-                    return {}
+                    return nothing
                 kept = marshal.load(f)
         except (OSError, EOFError, ValueError, TypeError):
-            return {}
-        if not isinstance(kept, dict):
-            return {}
-        return {k: v for k, v in kept.items()
-                if isinstance(k, bytes) and isinstance(v, types.CodeType)}
+            return nothing
+        if not isinstance(kept, dict) or not isinstance(kept.get('texts'), dict):
+            return nothing
+        texts = {k: v for k, v in kept['texts'].items()
+                 if isinstance(k, bytes) and isinstance(v, types.CodeType)}
+        build, ops = kept.get('build'), kept.get('ops')
+        if not isinstance(build, str) or not isinstance(ops, dict):
+            return texts, None, {}
+        return texts, build, {k: v for k, v in ops.items()
+                              if isinstance(k, str) and _valid_op(v)}
 
     def code_for(self, source):
         """The code object of `source`, a text of MXNet's operator modules."""
@@ -96,6 +148,10 @@ class OpCodeCache:
         else:
             self.hits += 1
         self.used[key] = code
+        self._execs += 1
+        # reusable for the operator without its text where the handle, if any, was swapped
+        self._last = ((text, code, None if handle is None else int(standin), key)
+                      if handle is not None or not found else None)
         return code if handle is None else _with_handle(code, int(standin), handle)
 
     def exec(self, source, globals=None, locals=None):
@@ -109,6 +165,102 @@ class OpCodeCache:
         if isinstance(source, str):
             source = self.code_for(source)
         return exec(source, globals, locals)
+
+    def make_function(self, make_op_func, handle, name, func_name):
+        """``make_op_func(handle, name, func_name)``, one of MXNet's operator functions.
+
+        With an entry kept for it by the same MXNet, the function is made from the entry:
+        the kept code with this process's handle (when it has as many digits as the one the
+        code was kept with: the code records columns), executed in `make_op_func`'s globals
+        as MXNet executes the text, then given the name, doc and module MXNet gives it.
+        Otherwise MXNet makes it, and the entry is kept when its text compiled to one code
+        holding the handle at most once (:meth:`code_for`)."""
+        value = getattr(handle, 'value', handle)
+        key = '%s %s %s' % (getattr(make_op_func, '__module__', None), name, func_name)
+        entry = self.kept_ops.get(key)
+        if entry is not None:
+            function = self._function(entry, value, make_op_func.__globals__, func_name)
+            if function is not None:
+                self.made += 1
+                self.used_ops[key] = entry
+                self.used[entry[4]] = entry[0]
+                return function
+        self._last, self._execs = None, 0
+        function = make_op_func(handle, name, func_name)
+        self._remember(key, function, value)
+        return function
+
+    @staticmethod
+    def _function(entry, handle, globals, func_name):
+        code, doc, standin, module, _ = entry
+        if standin is not None:
+            if type(handle) is not int or len(str(handle)) != len(str(standin)):
+                return None
+            code = _with_handle(code, standin, handle)
+        local = {}
+        exec(code, globals, local)
+        function = local.get(func_name)
+        if not isinstance(function, types.FunctionType):
+            return None
+        function.__name__ = func_name
+        function.__doc__ = doc
+        function.__module__ = module
+        return function
+
+    def _remember(self, key, function, handle):
+        last, self._last = self._last, None
+        if last is None or self._execs != 1 or not isinstance(function, types.FunctionType):
+            return
+        text, code, standin, text_key = last
+        if (str(handle) in text or function.__code__.co_filename != '<string>'
+                or function.__closure__ or function.__dict__):
+            return          # the handle written another way, or more than the text made
+        self.used_ops[key] = (code, function.__doc__, standin, function.__module__, text_key)
+
+    def for_build(self, build):
+        """Make functions for the MXNet `build` (:func:`build_of`): the kept operator entries
+        serve only the build that wrote them.  False when `build` is None (unknown)."""
+        self.build = build
+        if build is None or build != self.kept_build:
+            self.kept_ops = {}
+        return build is not None
+
+    def _wrap_inits(self):
+        """Once ``mxnet.base`` is imported: MXNet's OP_INIT_FUNCTIONS make each function with
+        :meth:`make_function` (the register modules take them from mxnet.base as they
+        import)."""
+        base = sys.modules.get('mxnet.base')
+        if base is None or not self.active or self.inits:
+            return
+        if not self.for_build(build_of(base)):
+            return
+        for name in OP_INIT_FUNCTIONS:
+            original = getattr(base, name, None)
+            code = getattr(original, '__code__', None)
+            if code is None or 'make_op_func' not in code.co_varnames[:code.co_argcount]:
+                continue
+            ours = self._init_with(original, code.co_varnames.index('make_op_func'))
+            self.inits[name] = original, ours
+            setattr(base, name, ours)
+
+    def _init_with(self, original, position):
+        cache = self
+
+        def init_op_module(*args, **kwargs):
+            def make(handle, name, func_name):
+                if not cache.active:
+                    return make_op_func(handle, name, func_name)
+                return cache.make_function(make_op_func, handle, name, func_name)
+            if 'make_op_func' in kwargs:
+                make_op_func = kwargs['make_op_func']
+                kwargs['make_op_func'] = make
+            elif len(args) > position:
+                make_op_func = args[position]
+                args = args[:position] + (make,) + args[position + 1:]
+            return original(*args, **kwargs)
+
+        init_op_module.__wrapped__ = original
+        return init_op_module
 
     def find_spec(self, name, path=None, target=None):
         """Meta-path finder: the operator modules run with :meth:`exec` as their ``exec``."""
@@ -138,7 +290,14 @@ class OpCodeCache:
             module = sys.modules.get(name)
             if module is not None and module.__dict__.get('exec') == self.exec:
                 del module.__dict__['exec']
-        if self.compiled:
+        for name, (original, ours) in self.inits.items():
+            # mxnet.base and every module that took ours from it (mxnet.library among them)
+            for module_name, module in list(sys.modules.items()):
+                if module_name.split('.')[0] == 'mxnet' and \
+                        getattr(module, '__dict__', {}).get(name) is ours:
+                    setattr(module, name, original)
+        new_ops = any(self.kept_ops.get(k) is not v for k, v in self.used_ops.items())
+        if self.compiled or new_ops:
             self.saved = self._save()
 
     def _save(self):
@@ -150,7 +309,8 @@ class OpCodeCache:
             return False
         try:
             with os.fdopen(fd, 'wb') as f:
-                marshal.dump(self.used, f)
+                marshal.dump({'texts': self.used, 'build': self.build,
+                              'ops': self.used_ops if self.build is not None else {}}, f)
             os.replace(tmp, self.path)     # whole or not at all, for the processes reading it
             return True
         except OSError:
@@ -167,11 +327,12 @@ _op_code_cache = None
 def cache_op_code(directory):
     """Let ``import mxnet`` take its operator functions' compiled code from `directory`.
 
-    MXNet 1.9.1 compiles about 2,500 generated functions at every ``import mxnet``: about
-    0.6 s of CPU here, a third of the import.  After this call (before MXNet is imported) the
-    first process compiles them and writes their code to a file in `directory` (created with
-    mode 0700; the file is the user's own, 0600), and the next ones load it.  The functions
-    are the ones MXNet makes; its modules are left as they are once its import has made them.
+    MXNet 1.9.1 generates and compiles about 2,500 functions at every ``import mxnet``:
+    about 1 s of CPU here, the larger part of a lean import.  After this call (before MXNet
+    is imported) the first process compiles them and writes their code, and what makes each
+    operator's function without its text, to a file in `directory` (created with mode 0700;
+    the file is the user's own, 0600), and the next ones load it.  The functions are the
+    ones MXNet makes; its modules are left as they are once its import has made them.
     ``MXNET_SSP_OP_CODE_CACHE`` sets the directory for a job's servers and workers
     (``mxnet_ssp_autoload``).  Returns the cache (None when MXNet is already imported).
     """
@@ -183,6 +344,7 @@ def cache_op_code(directory):
         sys.meta_path.insert(0, _op_code_cache)
         # before a server's loop starts inside ``import mxnet`` (kvstore_server runs it as it
         # is imported, after every operator module), and once a worker's import is done
+        when_imported('mxnet.base', _op_code_cache._wrap_inits)
         when_importing('mxnet.kvstore.kvstore_server', _op_code_cache.done)
         when_imported('mxnet', _op_code_cache.done)
     return _op_code_cache

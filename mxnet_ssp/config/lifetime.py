@@ -88,7 +88,8 @@ declare(
     Setting(ENV_OP_CODE_CACHE, 'autoload', 'A directory where servers and workers keep the '
             'compiled code of the functions MXNet makes for its operators at import: the first '
             'process writes a file there (the directory is made with mode 0700), the next ones '
-            "load it instead of compiling about 2,500 functions (about 0.6 s of CPU each). The "
+            "load it instead of generating and compiling about 2,500 functions (about 1 s of "
+            "CPU each). The "
             "functions are MXNet's own. Unset or off: MXNet compiles them at every import. The "
             'start-up hook reads it itself.', _directory_or_off, default=None,
             accepted='a directory, or off',

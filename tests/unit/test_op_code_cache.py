@@ -1,15 +1,17 @@
 """MXNET_SSP_OP_CODE_CACHE: MXNet's operator functions from kept compiled code
 (mxnet_ssp._op_code.cache_op_code) are the functions MXNet compiles itself."""
+import ctypes
 import json
 import marshal
 import os
 import stat
 import subprocess
 import sys
+import types
 
 import pytest
 
-from mxnet_ssp._op_code import OpCodeCache, op_code_cache_file
+from mxnet_ssp._op_code import OpCodeCache, build_of, op_code_cache_file
 from tests.conftest import require_autoload_hook
 
 # the two shapes of text MXNet's operator modules generate, with the handle as a number
@@ -92,6 +94,137 @@ def test_a_file_it_cannot_trust_or_read_is_not_used_and_is_written_anew(tmp_path
     assert OpCodeCache(str(tmp_path)).kept.keys() == again.used.keys()
 
 
+# A register module as MXNet's are made: `_make` generates a function's text from the
+# operator (here: its handle and names) and executes it with the module's `exec`.
+FAKE_REGISTER = r'''
+generated = []
+def _generate(handle, op_name, func_name):
+    generated.append(op_name)
+    doc = 'the %s operator' % op_name
+    text = ('\ndef %s(data=None, out=None, scale=%s, **kwargs):\n    """%s"""\n'
+            '    return _imperative_invoke(%d, [data, scale], [], [], out, False, False)'
+            % (func_name, SCALE, doc, handle.value))
+    return text, doc
+def _make(handle, name, func_name):
+    code, doc = _generate(handle, name, func_name)
+    local = {}
+    exec(code, None, local)
+    function = local[func_name]
+    function.__name__ = func_name
+    function.__doc__ = doc
+    function.__module__ = 'fake.ndarray'
+    return function
+'''
+
+
+def _register(cache, scale='1.5'):
+    """A fresh fake register module whose `exec` is `cache`'s, as MXNet's get it."""
+    module = types.ModuleType('fake_register')
+    module.__dict__.update(exec=cache.exec, SCALE=scale)
+    exec(FAKE_REGISTER, module.__dict__)
+    return module
+
+
+def _stock(handle, name, func_name, scale='1.5'):
+    """The function the fake module makes with Python's own exec."""
+    module = types.ModuleType('fake_register')
+    module.SCALE = scale
+    exec(FAKE_REGISTER, module.__dict__)
+    return module._make(ctypes.c_void_p(handle), name, func_name)
+
+
+def _same(made, stock):
+    assert made.__code__ == stock.__code__
+    assert [made.__name__, made.__qualname__, made.__doc__, made.__module__, made.__defaults__,
+            made.__kwdefaults__, made.__dict__] == \
+        [stock.__name__, stock.__qualname__, stock.__doc__, stock.__module__, stock.__defaults__,
+         stock.__kwdefaults__, stock.__dict__]
+
+
+def test_a_kept_operator_makes_its_function_without_generating_the_text(tmp_path):
+    cold = OpCodeCache(str(tmp_path))
+    cold.for_build('build 1')
+    register = _register(cold)
+    made = cold.make_function(register._make, ctypes.c_void_p(94011234567890), '_contrib_x', 'x')
+    _same(made, _stock(94011234567890, '_contrib_x', 'x'))
+    assert (cold.compiled, cold.made, register.generated) == (1, 0, ['_contrib_x'])
+    cold.done()
+    assert cold.saved
+    # another process of the same MXNet, another address with as many digits
+    warm = OpCodeCache(str(tmp_path))
+    assert warm.for_build('build 1') and warm.kept_build == 'build 1'
+    register = _register(warm)
+    made = warm.make_function(register._make, ctypes.c_void_p(13991234567890), '_contrib_x', 'x')
+    _same(made, _stock(13991234567890, '_contrib_x', 'x'))
+    assert 13991234567890 in _consts(made.__code__)
+    assert (warm.compiled, warm.hits, warm.made, register.generated) == (0, 0, 1, [])
+    assert made.__globals__ is register.__dict__
+    warm.done()
+    assert not warm.saved               # nothing new: the file stays as it is
+    # the same operator under another function name is another entry
+    again = OpCodeCache(str(tmp_path))
+    again.for_build('build 1')
+    register = _register(again)
+    made = again.make_function(register._make, ctypes.c_void_p(13991234567890), '_contrib_x',
+                               '_contrib_x')
+    _same(made, _stock(13991234567890, '_contrib_x', '_contrib_x'))
+    assert register.generated == ['_contrib_x'] and again.made == 0
+
+
+def test_another_mxnet_or_handle_width_generates_the_text(tmp_path):
+    cold = OpCodeCache(str(tmp_path))
+    cold.for_build('build 1')
+    cold.make_function(_register(cold)._make, ctypes.c_void_p(94011234567890), 'relu', 'relu')
+    cold.done()
+    # another MXNet: its texts may differ (here a default), so nothing kept serves it
+    other = OpCodeCache(str(tmp_path))
+    assert other.for_build('build 2') and other.kept_ops == {}
+    register = _register(other, scale='2.5')
+    made = other.make_function(register._make, ctypes.c_void_p(94011234567890), 'relu', 'relu')
+    _same(made, _stock(94011234567890, 'relu', 'relu', scale='2.5'))
+    assert made.__defaults__ == (None, None, 2.5) and register.generated == ['relu']
+    # an unknown build keeps no entries at all
+    unknown = OpCodeCache(str(tmp_path))
+    assert not unknown.for_build(None) and unknown.kept_ops == {}
+    # the same MXNet, a handle of other width: the kept code's columns would differ
+    narrow = OpCodeCache(str(tmp_path))
+    narrow.for_build('build 1')
+    register = _register(narrow)
+    made = narrow.make_function(register._make, ctypes.c_void_p(1234567), 'relu', 'relu')
+    _same(made, _stock(1234567, 'relu', 'relu'))
+    assert register.generated == ['relu'] and narrow.made == 0
+
+
+def test_an_operator_whose_text_holds_the_handle_twice_is_not_kept(tmp_path):
+    cache = OpCodeCache(str(tmp_path))
+    cache.for_build('build 1')
+    register = _register(cache, scale='94011234567890')     # the handle in the text again
+    made = cache.make_function(register._make, ctypes.c_void_p(94011234567890), 'relu', 'relu')
+    _same(made, _stock(94011234567890, 'relu', 'relu', scale='94011234567890'))
+    assert cache.used_ops == {} and cache.compiled == 1
+
+
+def test_the_build_is_the_library_and_the_files_making_the_texts(tmp_path):
+    files = {}
+    for name in ('libmxnet.so', 'base.py', 'ndarray/register.py', 'symbol/register.py'):
+        path = tmp_path / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(name)
+        files[name] = path
+    base = types.SimpleNamespace(__file__=str(files['base.py']), __version__='1.9.1',
+                                 _LIB=types.SimpleNamespace(_name=str(files['libmxnet.so'])))
+    first = build_of(base)
+    assert first is not None and first.startswith('1.9.1|') and build_of(base) == first
+    for name, path in files.items():
+        info = path.stat()
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 1000))
+        changed = build_of(base)
+        assert changed != first, name
+        first = changed
+    files['symbol/register.py'].unlink()
+    assert build_of(base) is None
+
+
 def test_a_directory_it_cannot_write_leaves_compiling_as_is(tmp_path):
     blocker = tmp_path / 'file'
     blocker.write_text('not a directory')
@@ -142,7 +275,13 @@ for name, module in list(sys.modules.items()):
                 value.__kwdefaults__)).encode()).hexdigest()
 left = [n for n in ('mxnet.ndarray.register', 'mxnet.symbol.register')
         if 'exec' in vars(sys.modules[n])]
-stats = None if len(sys.argv) == 1 else [cache.hits, cache.compiled, cache.saved]
+base = sys.modules['mxnet.base']
+left += ['%s.%s' % (name, attr) for name, module in list(sys.modules.items())
+         if name.split('.')[0] == 'mxnet'
+         for attr in ('_init_op_module', '_init_np_op_module')
+         if attr in vars(module) and (vars(module)[attr].__module__ != 'mxnet.base'
+                                      or vars(module)[attr] is not vars(base)[attr])]
+stats = None if len(sys.argv) == 1 else [cache.hits, cache.compiled, cache.made, cache.saved]
 print(json.dumps({'functions': out, 'stats': stats, 'left': left, 'cpu': cpu}))
 '''
 
@@ -164,10 +303,11 @@ def test_mxnets_operator_functions_from_the_kept_code_are_the_ones_mxnet_compile
     assert len(stock['functions']) > 2000, len(stock['functions'])
     assert cold['functions'] == stock['functions']
     assert warm['functions'] == stock['functions']
-    hits, compiled, saved = cold['stats']
-    assert hits == 0 and compiled > 2000 and saved
-    hits, compiled, saved = warm['stats']
-    assert (hits, compiled, saved) == (cold['stats'][1], 0, False)
+    hits, compiled, made, saved = cold['stats']
+    assert hits == 0 and compiled > 2000 and made == 0 and saved
+    # the warm import generated no text: every function came from its operator's entry
+    hits, compiled, made, saved = warm['stats']
+    assert (hits, compiled, made, saved) == (0, 0, cold['stats'][1], False)
     # MXNet's modules are left as MXNet has them once the functions are made
     assert cold['left'] == warm['left'] == stock['left'] == []
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
