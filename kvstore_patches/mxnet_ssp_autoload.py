@@ -15,8 +15,8 @@ code of the script runs after it.  There the hook does three things:
   failed the job), where MXNet's loop would wait for ever
   (:func:`mxnet_ssp.ps.job_watch.follow_job`: a thread that starts when
   ``import mxnet`` begins);
-* it saves that import the second it spends loading scikit-learn and SciPy for
-  features a server never uses
+* it saves that import the second it spends loading scikit-learn, SciPy and OpenCV
+  for features a server never uses, and setuptools for two version comparisons
   (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`), and a scheduler's import the
   whole of MXNet's Python package, which a scheduler never uses (about 2 s of CPU): it makes
   the package's C calls from ``libmxnet.so`` directly (:mod:`mxnet_ssp.ps.scheduler`);
@@ -24,7 +24,7 @@ code of the script runs after it.  There the hook does three things:
   (:func:`mxnet_ssp.cpu_record.record_cpu`).
 
 A worker imports MXNet as stock MXNet does, scikit-learn and SciPy included, unless
-``MXNET_SSP_LEAN_WORKERS`` is on: then it skips them as servers do (about 1 s of CPU).
+``MXNET_SSP_LEAN_WORKERS`` is on: then it skips them as servers do (about 1.2 s of CPU).
 With ``MXNET_SSP_OP_CODE_CACHE`` set to a directory, servers and workers take the compiled
 code of MXNet's operator functions from a file there, which the first of them writes
 (:func:`mxnet_ssp._op_code.cache_op_code`: about 1 s of CPU per process); unset, MXNet

@@ -121,10 +121,20 @@ def when_importing(name, callback, last=False):
 # sklearn.base for the deprecated FeedForward's base class; mxnet.ndarray.sparse,
 # mxnet.ndarray.utils, mxnet.contrib.quantization and mxnet.test_utils import scipy to convert
 # SciPy matrices, to calibrate quantized models and for test helpers.  (requests is imported
-# unguarded by mxnet.gluon.utils: it has to load.)
+# unguarded by mxnet.gluon.utils: it has to load.)  mxnet.image.image and mxnet.recordio
+# import OpenCV (cv2, installed with GluonCV) for recordio's unpack_img and pack_img, the
+# images of .rec files, which neither a server nor mxnet-ssp's training script reads.
 OPTIONAL_MXNET_IMPORTS = frozenset([('mxnet.model', 'sklearn'), ('mxnet.ndarray.sparse', 'scipy'),
                                     ('mxnet.ndarray.utils', 'scipy'), ('mxnet.test_utils', 'scipy'),
-                                    ('mxnet.contrib.quantization', 'scipy')])
+                                    ('mxnet.contrib.quantization', 'scipy'),
+                                    ('mxnet.image.image', 'cv2'), ('mxnet.recordio', 'cv2')])
+
+# The modules of MXNet that compare NumPy's version with distutils.version at import.  Where
+# setuptools is installed (every virtual environment of Python 3.11), its finder makes
+# ``import distutils`` load setuptools' own copy, which imports all of setuptools and
+# pkg_resources: about 0.3 s of CPU, against 0.02 s for the standard library's distutils,
+# whose LooseVersion and StrictVersion compare as the copy's do.
+DISTUTILS_IMPORTERS = frozenset(['mxnet.numpy_dispatch_protocol', 'mxnet.numpy_op_fallback'])
 
 
 def _importer(frame):
@@ -134,12 +144,37 @@ def _importer(frame):
     return None if frame is None else frame.f_globals.get('__name__')
 
 
+def _stdlib_distutils_spec():
+    """The standard library's distutils (None where Python has none, as 3.12), loading
+    without Python's warning that it is deprecated."""
+    import importlib.machinery
+    spec = importlib.machinery.PathFinder.find_spec('distutils')
+    if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+        return None
+    exec_module = spec.loader.exec_module
+
+    def exec_quietly(module):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.filterwarnings('ignore', 'The distutils package is deprecated',
+                                    DeprecationWarning)
+            exec_module(module)
+
+    spec.loader.exec_module = exec_quietly
+    return spec
+
+
 class _SkipOptionalMxnetImports:
-    """Meta-path finder: the imports in OPTIONAL_MXNET_IMPORTS fail; any other is untouched."""
+    """Meta-path finder: the imports in OPTIONAL_MXNET_IMPORTS fail, the modules in
+    DISTUTILS_IMPORTERS get the standard library's distutils; any other is untouched."""
 
     names = frozenset(name for _, name in OPTIONAL_MXNET_IMPORTS)
 
     def find_spec(self, name, path=None, target=None):
+        if name == 'distutils':
+            if path is None and _importer(sys._getframe(1)) in DISTUTILS_IMPORTERS:
+                return _stdlib_distutils_spec()
+            return None
         if name not in self.names:
             return None
         if (_importer(sys._getframe(1)), name) not in OPTIONAL_MXNET_IMPORTS:
@@ -149,15 +184,19 @@ class _SkipOptionalMxnetImports:
 
 
 def skip_optional_mxnet_imports():
-    """Let ``import mxnet`` run without scikit-learn and SciPy (about a second of CPU).
+    """Let ``import mxnet`` run without scikit-learn, SciPy, OpenCV and setuptools (about
+    1.2 s of CPU).
 
-    MXNet 1.9.1 imports both where installed, each in a ``try``, for features
-    a parameter server never uses (OPTIONAL_MXNET_IMPORTS).  With scikit-learn
-    installed, which brings SciPy and pandas, they are over a third of
-    ``import mxnet``: 3.1 s -> 1.9 s of CPU here (median of 8).  After this
-    call those imports, made by those MXNet modules, fail as if the package
-    were missing, and MXNet goes on without the feature.  The same packages
-    imported by anything else, before or after, load as usual.  Used where no
+    MXNet 1.9.1 imports scikit-learn, SciPy and OpenCV where installed, each in a
+    ``try``, for features a parameter server never uses (OPTIONAL_MXNET_IMPORTS).
+    With scikit-learn installed, which brings SciPy and pandas, they are over a
+    third of ``import mxnet``: 3.1 s -> 1.9 s of CPU here (median of 8).  After
+    this call those imports, made by those MXNet modules, fail as if the package
+    were missing, and MXNet goes on without the feature.  MXNet's version
+    comparisons take the standard library's distutils instead of setuptools'
+    copy (DISTUTILS_IMPORTERS; 1.23-1.39 s -> 1.02-1.12 s of CPU for a lean
+    import with MXNET_SSP_OP_CODE_CACHE, with OpenCV's share, 3 each, alternated).
+    The same packages imported by anything else, before or after, load as usual.  Used where no
     code of the user's runs after ``import mxnet``: scheduler and server
     processes (``mxnet_ssp_autoload``), and every process of mxnet-ssp's own
     training script.

@@ -78,10 +78,11 @@ declare(
             not_in_file='the start-up hook reads it before any file is read; set it in the '
                         'environment'),
     Setting(ENV_LEAN_WORKERS, 'autoload', 'Whether workers, too, import MXNet without its '
-            'optional imports of scikit-learn and SciPy, as schedulers and servers always do '
-            '(about 1 s of CPU per worker): mx.model.FeedForward then has no scikit-learn base '
-            'class and mx.nd.sparse cannot convert SciPy matrices, unless the script imports '
-            'them before MXNet. mxnet-ssp-train always does so. The start-up hook reads it '
+            'optional imports of scikit-learn, SciPy and OpenCV, and with the standard '
+            "library's distutils, as schedulers and servers always do (about 1.2 s of CPU per "
+            'worker): mx.model.FeedForward then has no scikit-learn base class, mx.nd.sparse '
+            'cannot convert SciPy matrices and mx.recordio cannot decode images, unless the '
+            'script imports them before MXNet. mxnet-ssp-train always does so. The start-up hook reads it '
             'itself.', flag, default=False,
             not_in_file='the start-up hook reads it before any file is read; set it in the '
                         'environment'),

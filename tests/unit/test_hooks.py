@@ -30,14 +30,26 @@ def test_mxnet_imports_without_sklearn_and_scipy_which_still_import_afterwards()
         'from mxnet_ssp._hooks import skip_optional_mxnet_imports\n'
         'skip_optional_mxnet_imports()\n'
         'import mxnet\n'
-        'print("loaded", sorted(m for m in ("sklearn", "scipy", "pandas") if m in sys.modules))\n'
-        'print("without", mxnet.model.BASE_ESTIMATOR is object, mxnet.ndarray.sparse.spsp)\n'
+        'print("loaded", sorted(m for m in ("sklearn", "scipy", "pandas", "cv2", "setuptools",\n'
+        '                                   "pkg_resources") if m in sys.modules))\n'
+        'print("without", mxnet.model.BASE_ESTIMATOR is object, mxnet.ndarray.sparse.spsp,\n'
+        '      mxnet.recordio.cv2, mxnet.image.image.cv2)\n'
+        'import distutils, sysconfig\n'
+        'print("distutils from the standard library",\n'
+        '      distutils.__file__.startswith(sysconfig.get_paths()["stdlib"]))\n'
+        'from distutils.version import LooseVersion, StrictVersion\n'
+        'print("compares", LooseVersion("1.23.5") >= LooseVersion("1.17"),\n'
+        '      StrictVersion("1.23.5") >= StrictVersion("1.6.0"))\n'
         'from sklearn.base import BaseEstimator\n'
-        'import scipy.sparse\n'
-        'print("after", BaseEstimator.__module__, scipy.sparse.__name__)\n')
+        'import scipy.sparse, cv2\n'
+        'print("after", BaseEstimator.__module__, scipy.sparse.__name__, cv2.__name__)\n',
+        PYTHONWARNINGS='default')
     assert 'loaded []' in out
-    assert 'without True None' in out
-    assert 'after sklearn.base scipy.sparse' in out
+    assert 'without True None None None' in out
+    assert 'distutils from the standard library True' in out and 'compares True True' in out
+    assert 'after sklearn.base scipy.sparse cv2' in out
+    # Python's warning that distutils is deprecated is not shown for MXNet's import
+    assert 'distutils package is deprecated' not in out, out
 
 
 @pytest.mark.slow        # a whole import mxnet with scikit-learn, for a cached module

@@ -282,7 +282,11 @@ left += ['%s.%s' % (name, attr) for name, module in list(sys.modules.items())
          if attr in vars(module) and (vars(module)[attr].__module__ != 'mxnet.base'
                                       or vars(module)[attr] is not vars(base)[attr])]
 stats = None if len(sys.argv) == 1 else [cache.hits, cache.compiled, cache.made, cache.saved]
-print(json.dumps({'functions': out, 'stats': stats, 'left': left, 'cpu': cpu}))
+# what a plain import mxnet loads as stock (the lean import of servers skips or swaps them)
+shim = any(type(f).__module__ == '_distutils_hack' for f in sys.meta_path)
+plain = {'cv2': 'cv2' in sys.modules, 'setuptools distutils':
+         'setuptools' in sys.modules['distutils'].__file__, 'shim': shim}
+print(json.dumps({'functions': out, 'stats': stats, 'left': left, 'cpu': cpu, 'plain': plain}))
 '''
 
 
@@ -310,6 +314,12 @@ def test_mxnets_operator_functions_from_the_kept_code_are_the_ones_mxnet_compile
     assert (hits, compiled, made, saved) == (0, 0, cold['stats'][1], False)
     # MXNet's modules are left as MXNet has them once the functions are made
     assert cold['left'] == warm['left'] == stock['left'] == []
+    # a plain import mxnet (no lean import) loads OpenCV and setuptools' distutils as stock
+    import importlib.util
+    plain = stock['plain']
+    assert cold['plain'] == warm['plain'] == plain
+    assert plain['cv2'] == (importlib.util.find_spec('cv2') is not None)
+    assert plain['setuptools distutils'] == plain['shim'], plain
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o700
 
 
