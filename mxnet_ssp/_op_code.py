@@ -26,7 +26,7 @@ _OP_HANDLE = re.compile(r'\b(_imperative_invoke|_symbol_creator)\((\d+),')
 #: function's text from the operator's description in libmxnet.so (ctypes calls and string
 #: building, about a third of the time the functions take), then executes it
 OP_INIT_FUNCTIONS = ('_init_op_module', '_init_np_op_module')
-_CACHE_FORMAT = 2
+_CACHE_FORMAT = 3
 
 
 def op_code_cache_file(directory):
@@ -66,12 +66,46 @@ def build_of(base):
     return '|'.join(parts)
 
 
+def _handle_paths(code, standin, path=()):
+    """Where the constant `standin` is in `code` and the code in it: index paths into the
+    constants."""
+    for i, const in enumerate(code.co_consts):
+        if isinstance(const, types.CodeType):
+            yield from _handle_paths(const, standin, path + (i,))
+        elif type(const) is int and const == standin:
+            yield path + (i,)
+
+
+def _put_handle(code, path, standin, handle):
+    """`code` with `handle` for the constant `standin` at `path` (one of :func:`_handle_paths`);
+    None when that constant is not there."""
+    consts = code.co_consts
+    i = path[0]
+    if i >= len(consts):
+        return None
+    if len(path) == 1:
+        if not (type(consts[i]) is int and consts[i] == standin):
+            return None
+        const = handle
+    elif isinstance(consts[i], types.CodeType):
+        const = _put_handle(consts[i], path[1:], standin, handle)
+        if const is None:
+            return None
+    else:
+        return None
+    return code.replace(co_consts=consts[:i] + (const,) + consts[i + 1:])
+
+
 def _valid_op(entry):
-    return (isinstance(entry, tuple) and len(entry) == 5
+    """An operator entry: (code, doc, stand-in or None, module, text key, path or None)."""
+    return (isinstance(entry, tuple) and len(entry) == 6
             and isinstance(entry[0], types.CodeType)
             and (entry[1] is None or isinstance(entry[1], str))
             and (entry[2] is None or type(entry[2]) is int)
-            and isinstance(entry[3], str) and isinstance(entry[4], bytes))
+            and isinstance(entry[3], str) and isinstance(entry[4], bytes)
+            and (entry[5] is None) == (entry[2] is None)
+            and (entry[5] is None or (isinstance(entry[5], tuple) and len(entry[5]) > 0
+                                      and all(type(i) is int and i >= 0 for i in entry[5]))))
 
 
 class OpCodeCache:
@@ -192,11 +226,13 @@ class OpCodeCache:
 
     @staticmethod
     def _function(entry, handle, globals, func_name):
-        code, doc, standin, module, _ = entry
+        code, doc, standin, module, _, path = entry
         if standin is not None:
             if type(handle) is not int or len(str(handle)) != len(str(standin)):
                 return None
-            code = _with_handle(code, standin, handle)
+            code = _put_handle(code, path, standin, handle)
+            if code is None:
+                return None
         local = {}
         exec(code, globals, local)
         function = local.get(func_name)
@@ -215,7 +251,14 @@ class OpCodeCache:
         if (str(handle) in text or function.__code__.co_filename != '<string>'
                 or function.__closure__ or function.__dict__):
             return          # the handle written another way, or more than the text made
-        self.used_ops[key] = (code, function.__doc__, standin, function.__module__, text_key)
+        path = None
+        if standin is not None:
+            paths = list(_handle_paths(code, standin))
+            if len(paths) != 1:
+                return      # the stand-in's value is a constant of the text's own as well
+            path = paths[0]
+        self.used_ops[key] = (code, function.__doc__, standin, function.__module__, text_key,
+                              path)
 
     def for_build(self, build):
         """Make functions for the MXNet `build` (:func:`build_of`): the kept operator entries

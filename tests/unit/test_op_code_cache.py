@@ -195,6 +195,27 @@ def test_another_mxnet_or_handle_width_generates_the_text(tmp_path):
     assert register.generated == ['relu'] and narrow.made == 0
 
 
+@pytest.mark.parametrize('path', [(0, 99), (0,), (5, 0), (0, 0, 0)])
+def test_an_entry_whose_handle_is_not_where_it_says_makes_mxnet_generate_it(tmp_path, path):
+    cold = OpCodeCache(str(tmp_path))
+    cold.for_build('build 1')
+    cold.make_function(_register(cold)._make, ctypes.c_void_p(94011234567890), 'relu', 'relu')
+    cold.done()
+    (entry,) = cold.used_ops.values()
+    assert entry[5] is not None and entry[5] != path
+    kept = marshal.loads(open(cold.path, 'rb').read())
+    kept['ops'] = {k: v[:5] + (path,) for k, v in kept['ops'].items()}
+    with open(cold.path, 'wb') as f:
+        marshal.dump(kept, f)
+    warm = OpCodeCache(str(tmp_path))
+    warm.for_build('build 1')
+    assert len(warm.kept_ops) == 1
+    register = _register(warm)
+    made = warm.make_function(register._make, ctypes.c_void_p(13991234567890), 'relu', 'relu')
+    _same(made, _stock(13991234567890, 'relu', 'relu'))
+    assert register.generated == ['relu'] and warm.made == 0
+
+
 def test_an_operator_whose_text_holds_the_handle_twice_is_not_kept(tmp_path):
     cache = OpCodeCache(str(tmp_path))
     cache.for_build('build 1')
