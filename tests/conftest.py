@@ -312,6 +312,25 @@ def require_autoload_hook():
              'setuptools >= 64), which puts it there')
 
 
+#: what the start-up hook reads from the environment (kvstore_patches/mxnet_ssp_autoload.py)
+HOOK_SETTINGS = ('DMLC_ROLE', 'MXNET_SSP_AUTOLOAD', 'MXNET_SSP_LEAN_WORKERS',
+                 'MXNET_SSP_OP_CODE_CACHE')
+
+
+def python_c(code, env=None, timeout=120):
+    """Run ``python -c code`` in a process of its own, with none of HOOK_SETTINGS but those
+    in `env`; its output (stdout and stderr), after checking that it exited with 0."""
+    import subprocess
+    environ = dict(os.environ, OMP_NUM_THREADS='1')
+    for key in HOOK_SETTINGS:
+        environ.pop(key, None)
+    environ.update(env or {})
+    proc = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout, env=environ)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return proc.stdout
+
+
 def fake_gpu_counter(count):
     """A GPU counter that sees `count` GPUs and records the environments it was asked about."""
     def num_gpus(environ):

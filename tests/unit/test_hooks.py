@@ -1,12 +1,10 @@
 """Import hooks: skip_optional_mxnet_imports, and where the start-up hook uses it; when_done_importing."""
-import os
-import subprocess
 import sys
 import types
 
 import pytest
 
-from tests.conftest import INSTALL_TEST, require_autoload_hook
+from tests.conftest import INSTALL_TEST, python_c, require_autoload_hook
 
 pytestmark = pytest.mark.need(module='sklearn', install=INSTALL_TEST)
 
@@ -14,14 +12,7 @@ FINDER = '_SkipOptionalMxnetImports'
 
 
 def _python(code, **env):
-    environ = dict(os.environ, OMP_NUM_THREADS='1')
-    for key in ('DMLC_ROLE', 'MXNET_SSP_AUTOLOAD', 'MXNET_SSP_LEAN_WORKERS'):
-        environ.pop(key, None)
-    environ.update(env)
-    proc = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=120, env=environ)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    return proc.stdout
+    return python_c(code, env)
 
 
 def test_mxnet_imports_without_sklearn_and_scipy_which_still_import_afterwards():

@@ -12,7 +12,7 @@ import types
 import pytest
 
 from mxnet_ssp._op_code import OpCodeCache, build_of, op_code_cache_file
-from tests.conftest import require_autoload_hook
+from tests.conftest import python_c, require_autoload_hook
 
 # the two shapes of text MXNet's operator modules generate, with the handle as a number
 NDARRAY_TEXT = ('\ndef relu(data=None, out=None, name=None, **kwargs):\n'
@@ -353,16 +353,10 @@ def test_the_start_up_hook_keeps_the_code_only_where_it_is_asked_to(tmp_path, ro
     """Unset (the default), MXNet compiles its functions at every import as stock MXNet does;
     a scheduler never imports MXNet's Python package."""
     require_autoload_hook()
-    env = dict(os.environ, OMP_NUM_THREADS='1')
-    for key in ('DMLC_ROLE', 'MXNET_SSP_AUTOLOAD', 'MXNET_SSP_OP_CODE_CACHE',
-                'MXNET_SSP_LEAN_WORKERS'):
-        env.pop(key, None)
-    for key, value in (('DMLC_ROLE', role), ('MXNET_SSP_AUTOLOAD', autoload),
-                       ('MXNET_SSP_OP_CODE_CACHE', directory)):
-        if value is not None:
-            env[key] = value.format(tmp=tmp_path)
-    code = ('import sys\n'
-            'print("finders", [type(f).__name__ for f in sys.meta_path].count("OpCodeCache"))\n')
-    proc = subprocess.run([sys.executable, '-c', code], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=60, env=env)
-    assert proc.returncode == 0 and 'finders %d' % installed in proc.stdout, proc.stdout
+    env = {key: value.format(tmp=tmp_path) for key, value in
+           (('DMLC_ROLE', role), ('MXNET_SSP_AUTOLOAD', autoload),
+            ('MXNET_SSP_OP_CODE_CACHE', directory)) if value is not None}
+    out = python_c('import sys\n'
+                   'print("finders", [type(f).__name__ for f in sys.meta_path].count('
+                   '"OpCodeCache"))\n', env, timeout=60)
+    assert 'finders %d' % installed in out, out
