@@ -3,15 +3,16 @@ import importlib.util
 import sys
 
 __all__ = ['when_imported', 'when_importing', 'when_done_importing', 'module_done',
-           'skip_optional_mxnet_imports']
+           'skip_optional_mxnet_imports', 'forget_stdlib_distutils']
 
 
 class _AfterImport:
-    """Meta-path finder: wraps the loader of `name` so `callback` runs after it."""
+    """Meta-path finder: wraps the loader of `name` so its `callbacks` run after it, in the
+    order they came."""
 
     def __init__(self, name, callback):
         self.name = name
-        self.callback = callback
+        self.callbacks = [callback]
 
     def find_spec(self, name, path=None, target=None):
         if name != self.name:
@@ -21,11 +22,12 @@ class _AfterImport:
         if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
             return spec
         exec_module = spec.loader.exec_module
-        callback = self.callback
+        callbacks = self.callbacks
 
         def exec_then_callback(module):
             exec_module(module)
-            callback()
+            for callback in callbacks:
+                callback()
 
         spec.loader.exec_module = exec_then_callback
         return spec
@@ -42,8 +44,12 @@ def when_imported(name, callback):
     if name in sys.modules:
         callback()
         return
-    if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, callback))
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterImport) and finder.name == name:
+            if callback not in finder.callbacks:      # a callback asked for twice runs once
+                finder.callbacks.append(callback)
+            return
+    sys.meta_path.insert(0, _AfterImport(name, callback))
 
 
 def _importing(names):
@@ -144,12 +150,16 @@ def _importer(frame):
     return None if frame is None else frame.f_globals.get('__name__')
 
 
+_stdlib_distutils_dirs = []     # where the distutils loaded for MXNet's import came from
+
+
 def _stdlib_distutils_spec():
     """The standard library's distutils (None where Python has none, as 3.12), loading
     without Python's warning that it is deprecated."""
     import importlib.machinery
     spec = importlib.machinery.PathFinder.find_spec('distutils')
-    if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module'):
+    if spec is None or spec.loader is None or not hasattr(spec.loader, 'exec_module') \
+            or not spec.submodule_search_locations:
         return None
     exec_module = spec.loader.exec_module
 
@@ -159,9 +169,26 @@ def _stdlib_distutils_spec():
             warnings.filterwarnings('ignore', 'The distutils package is deprecated',
                                     DeprecationWarning)
             exec_module(module)
+        _stdlib_distutils_dirs.extend(spec.submodule_search_locations)
 
     spec.loader.exec_module = exec_quietly
     return spec
+
+
+def forget_stdlib_distutils():
+    """Once MXNet is imported: take the standard library's distutils loaded for it out of
+    ``sys.modules`` (MXNet keeps the classes it took), so that the process's next
+    ``import distutils`` or ``import setuptools`` finds none loaded and goes as without
+    mxnet-ssp (setuptools warns when it finds the standard library's loaded)."""
+    import os
+    dirs = tuple(os.path.join(d, '') for d in _stdlib_distutils_dirs)
+    if not dirs:
+        return
+    for name, module in list(sys.modules.items()):
+        if (name == 'distutils' or name.startswith('distutils.')) and \
+                (getattr(module, '__file__', None) or '').startswith(dirs):
+            del sys.modules[name]
+    del _stdlib_distutils_dirs[:]
 
 
 class _SkipOptionalMxnetImports:
@@ -194,7 +221,8 @@ def skip_optional_mxnet_imports():
     this call those imports, made by those MXNet modules, fail as if the package
     were missing, and MXNet goes on without the feature.  MXNet's version
     comparisons take the standard library's distutils instead of setuptools'
-    copy (DISTUTILS_IMPORTERS; 1.23-1.39 s -> 1.02-1.12 s of CPU for a lean
+    copy, out of ``sys.modules`` again once MXNet is imported
+    (DISTUTILS_IMPORTERS; 1.23-1.39 s -> 1.02-1.12 s of CPU for a lean
     import with MXNET_SSP_OP_CODE_CACHE, with OpenCV's share, 3 each, alternated).
     The same packages imported by anything else, before or after, load as usual.  Used where no
     code of the user's runs after ``import mxnet``: scheduler and server
@@ -205,3 +233,5 @@ def skip_optional_mxnet_imports():
         return
     if not any(isinstance(f, _SkipOptionalMxnetImports) for f in sys.meta_path):
         sys.meta_path.insert(0, _SkipOptionalMxnetImports())
+        # a server's import never returns: it runs nothing of the user's after it
+        when_imported('mxnet', forget_stdlib_distutils)

@@ -25,22 +25,41 @@ def test_mxnet_imports_without_sklearn_and_scipy_which_still_import_afterwards()
         '                                   "pkg_resources") if m in sys.modules))\n'
         'print("without", mxnet.model.BASE_ESTIMATOR is object, mxnet.ndarray.sparse.spsp,\n'
         '      mxnet.recordio.cv2, mxnet.image.image.cv2)\n'
-        'import distutils, sysconfig\n'
-        'print("distutils from the standard library",\n'
-        '      distutils.__file__.startswith(sysconfig.get_paths()["stdlib"]))\n'
-        'from distutils.version import LooseVersion, StrictVersion\n'
-        'print("compares", LooseVersion("1.23.5") >= LooseVersion("1.17"),\n'
-        '      StrictVersion("1.23.5") >= StrictVersion("1.6.0"))\n'
+        'import sysconfig\n'
+        'StrictVersion = mxnet.numpy_op_fallback.StrictVersion\n'
+        'print("distutils from the standard library", StrictVersion.__init__.__code__\n'
+        '      .co_filename.startswith(sysconfig.get_paths()["stdlib"]))\n'
+        'print("compares", StrictVersion("1.23.5") >= StrictVersion("1.6.0"))\n'
         'from sklearn.base import BaseEstimator\n'
         'import scipy.sparse, cv2\n'
         'print("after", BaseEstimator.__module__, scipy.sparse.__name__, cv2.__name__)\n',
         PYTHONWARNINGS='default')
     assert 'loaded []' in out
     assert 'without True None None None' in out
-    assert 'distutils from the standard library True' in out and 'compares True True' in out
+    assert 'distutils from the standard library True' in out and 'compares True' in out
     assert 'after sklearn.base scipy.sparse cv2' in out
     # Python's warning that distutils is deprecated is not shown for MXNet's import
     assert 'distutils package is deprecated' not in out, out
+
+
+def test_a_later_import_of_setuptools_finds_no_distutils_of_the_lean_import():
+    """The standard library's distutils loaded for MXNet's import leaves sys.modules once
+    MXNet is imported: setuptools, imported after, warns of nothing (warnings are errors
+    here) and distutils is then what it is without mxnet-ssp."""
+    out = _python(
+        'import sys, warnings\n'
+        'from mxnet_ssp._hooks import skip_optional_mxnet_imports\n'
+        'skip_optional_mxnet_imports()\n'
+        'import mxnet\n'
+        'print("left", sorted(m for m in sys.modules if m.split(".")[0] == "distutils"))\n'
+        'shim = any(type(f).__module__ == "_distutils_hack" for f in sys.meta_path)\n'
+        'warnings.simplefilter("error")\n'
+        'import setuptools, distutils\n'
+        'print("setuptools distutils", "setuptools" in distutils.__file__ or not shim)\n'
+        'op = mxnet.numpy_op_fallback.EmptyLike("float32", "C", True, None)\n'
+        'print("compares", mxnet.numpy_op_fallback.StrictVersion("1.23.5") >= "1.6.0")\n')
+    assert 'left []' in out and 'setuptools distutils True' in out, out
+    assert 'compares True' in out, out
 
 
 @pytest.mark.slow        # a whole import mxnet with scikit-learn, for a cached module
@@ -82,6 +101,28 @@ def test_the_start_up_hook_skips_them_in_server_and_scheduler_processes_and_lean
     # and, at import mxnet, in this order: the thread that ends a scheduler or server of a
     # failed job starts; a scheduler then serves from libmxnet.so (and never returns)
     assert 'at import %r' % (at_import,) in out
+
+
+def test_when_imported_runs_every_callback_of_a_module_once_in_order(tmp_path, monkeypatch):
+    from mxnet_ssp import _hooks
+    (tmp_path / 'after_probe_mod.py').write_text('VALUE = 1\n')
+    monkeypatch.setattr(sys, 'path', [str(tmp_path)] + sys.path)
+    monkeypatch.setattr(sys, 'meta_path', list(sys.meta_path))
+    monkeypatch.delitem(sys.modules, 'after_probe_mod', raising=False)
+    calls = []
+
+    def first():
+        calls.append(('first', sys.modules['after_probe_mod'].VALUE))
+
+    def second():
+        calls.append(('second', sys.modules['after_probe_mod'].VALUE))
+    _hooks.when_imported('after_probe_mod', first)
+    _hooks.when_imported('after_probe_mod', second)
+    _hooks.when_imported('after_probe_mod', first)        # asked twice: runs once
+    import after_probe_mod  # noqa: F401
+    assert calls == [('first', 1), ('second', 1)]
+    _hooks.when_imported('after_probe_mod', second)       # imported: runs at once
+    assert calls[-1] == ('second', 1) and len(calls) == 3
 
 
 def test_when_done_importing_waits_for_the_last_module_of_the_chain_that_is_importing(

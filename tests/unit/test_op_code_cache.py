@@ -216,6 +216,24 @@ def test_an_entry_whose_handle_is_not_where_it_says_makes_mxnet_generate_it(tmp_
     assert register.generated == ['relu'] and warm.made == 0
 
 
+def test_kept_code_that_fails_to_run_makes_mxnet_generate_the_function(tmp_path,
+                                                                        monkeypatch):
+    cold = OpCodeCache(str(tmp_path))
+    cold.for_build('build 1')
+    cold.make_function(_register(cold)._make, ctypes.c_void_p(94011234567890), 'relu', 'relu')
+    cold.done()
+    warm = OpCodeCache(str(tmp_path))
+    warm.for_build('build 1')
+
+    def fails(*args):
+        raise NameError("name '_Null' is not defined")
+    monkeypatch.setattr(OpCodeCache, '_function', staticmethod(fails))
+    register = _register(warm)
+    made = warm.make_function(register._make, ctypes.c_void_p(13991234567890), 'relu', 'relu')
+    _same(made, _stock(13991234567890, 'relu', 'relu'))
+    assert register.generated == ['relu'] and warm.made == 0
+
+
 def test_an_operator_whose_text_holds_the_handle_twice_is_not_kept(tmp_path):
     cache = OpCodeCache(str(tmp_path))
     cache.for_build('build 1')
@@ -227,7 +245,8 @@ def test_an_operator_whose_text_holds_the_handle_twice_is_not_kept(tmp_path):
 
 def test_the_build_is_the_library_and_the_files_making_the_texts(tmp_path):
     files = {}
-    for name in ('libmxnet.so', 'base.py', 'ndarray/register.py', 'symbol/register.py'):
+    for name in ('libmxnet.so', 'base.py', 'libinfo.py', 'ndarray_doc.py', 'symbol_doc.py',
+                 'ndarray/register.py', 'symbol/register.py'):
         path = tmp_path / name
         path.parent.mkdir(exist_ok=True)
         path.write_text(name)
