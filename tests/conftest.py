@@ -83,7 +83,7 @@ def _dist_given(config):
 
 #: One directory for the whole run (shared by pytest-xdist's processes, which inherit the
 #: environment): the test jobs' MXNET_SSP_OP_CODE_CACHE, so that each MXNet process of the run
-#: after the first few loads MXNet's compiled operator functions (about 0.6 s of CPU each)
+#: after the first few makes MXNet's operator functions from the kept code (about 1 s of CPU each)
 OP_CODE_DIR_ENV = 'TESTS_MXNET_OP_CODE_DIR'
 
 
