@@ -277,6 +277,20 @@ def read_jsonl(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+@pytest.fixture(autouse=True)
+def _root_logging_as_found():
+    """Each test leaves the root logger's handlers and level as it found them.  The training
+    script's setup_logging, run in this process by some tests, replaces them with a handler
+    on the stderr of that moment (pytest's capture, closed when the test ends); a controller
+    thread logging later then printed "--- Logging error --- I/O operation on closed file"."""
+    import logging
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 @pytest.fixture
 def marker_job(tmp_path):
     """Run tests/support/jobs/marker_job.py; returns (completed process, {rank: [records]})."""
