@@ -447,6 +447,31 @@ def test_tune_lr_chooses_each_paradigms_rate_on_seeds_of_its_own(fake, monkeypat
     assert proc.returncode == 0 and len([s for s in started if s.split()[1] == '1042']) == 4
 
 
+def test_a_tuning_ranked_at_another_target_is_not_ranked_again_unasked(fake, monkeypatch):
+    """The lab fixes the trials' target from the tuning runs after ranking them at another:
+    a --targets whose last differs from the one tuned_lr.json was ranked at is refused
+    before any run starts, naming both, instead of ranking the tuning again."""
+    monkeypatch.setenv('FAKE_LR_BEST', '0.1')
+    argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '1')
+    proc, started = fake(*argv, paradigms='asp', trials='1')
+    assert proc.returncode == 0, proc.stdout
+    tuned = (fake.out / 'tuned_lr.json').read_text()
+    ranked_at = json.loads(tuned)['asp']['target']
+    other = 0.999 if ranked_at != 0.999 else 0.998
+    proc, started = fake(*argv, '--targets', '%g,%g' % (ranked_at, other), paradigms='asp',
+                         trials='1')
+    assert proc.returncode == 2 and started == [], proc.stdout
+    assert 'was ranked at %g, and running would rank it again at %g' % (ranked_at, other) \
+        in proc.stdout, proc.stdout
+    assert (fake.out / 'tuned_lr.json').read_text() == tuned
+    # the report at the other target from the same runs: nothing is ranked again
+    proc, started = fake(*argv, '--targets', '%g,%g' % (ranked_at, other), '--report-only',
+                         paradigms='asp', trials='1')
+    assert proc.returncode == 0 and started == [], proc.stdout
+    assert (fake.out / 'tuned_lr.json').read_text() == tuned
+    assert '%g' % other in (fake.out / 'report.md').read_text()
+
+
 def test_the_runner_up_and_momentum_are_tuned_too(fake, monkeypatch):
     monkeypatch.setenv('FAKE_LR_BEST', '0.1')
     argv = ('--no-plots', '--tune-lr', '0.05,0.1', '--tune-trials', '1', '--tune-momentum',

@@ -18,8 +18,8 @@ from . import links as on_links
 from .presets import LAB_PREFIX, PRESETS, SUITE, SUITE_SCENARIOS, lab_preset
 from .report import write_report, write_suite_report
 from .runner import (TUNED_FILE, Stop, check_dataset, check_gpus, check_train_script, finished,
-                     load_tuned, prepare_subset, run_grid, run_tuning, tuning_on_record,
-                     subset_dir)
+                     load_tuned, prepare_subset, run_grid, run_tuning, subset_dir,
+                     tuned_at_another_target, tuning_on_record)
 
 logger = logging.getLogger(__name__)
 
@@ -303,6 +303,15 @@ def run_preset(parser, args, num_gpus, command_line):
             problems += check_train_script(grid, args.keep_checkpoints)
             problems += check_dataset(grid, download=not args.dry_run)
             problems += on_links.check_machine(grid)
+            ranked_at = tuned_at_another_target(grid, out)
+            if ranked_at is not None:
+                problems.append(
+                    '--targets %s: the tuning in %s was ranked at %g, and running would rank '
+                    'it again at %g, which may change every paradigm\'s chosen setting; to '
+                    'keep them, run with targets ending in %g and rebuild the report with '
+                    '--report-only --targets ...,%g; to rank again, delete that file'
+                    % (','.join('%g' % t for t in grid.targets), os.path.join(out, TUNED_FILE),
+                       ranked_at, grid.targets[-1], ranked_at, grid.targets[-1]))
         if problems and not args.dry_run:
             raise UsageError('; '.join(problems))
     except UsageError as err:
