@@ -469,27 +469,6 @@ def tuning_on_record(grid, out):
     return True
 
 
-def tuned_at_another_target(grid, out):
-    """The target ``<out>/tuned_lr.json`` was ranked at, when it ranks exactly this grid's
-    settings for every paradigm at one target other than the grid's last (running would
-    rank the tuning runs again at the grid's and may change every choice); else None."""
-    chosen = read_json(os.path.join(out, TUNED_FILE)) if grid.tune_lr else None
-    if not isinstance(chosen, dict):
-        return None
-    targets = set()
-    for arm in grid.arms:
-        entry = chosen.get(arm.name) or {}
-        found = entry.get('candidates') or {}
-        if (not entry.get('ranked')
-                or sorted(found) != sorted(setting_key(grid, *s) for s in candidates(grid, arm))):
-            return None
-        targets.add(entry.get('target'))
-    if len(targets) == 1 and isinstance(next(iter(targets)), (int, float)) \
-            and grid.targets[-1] not in targets:
-        return targets.pop()
-    return None
-
-
 def load_tuned(grid, out):
     """Set ``grid.arm_lr`` and ``grid.arm_momentum`` from ``<out>/tuned_lr.json`` (an earlier
     invocation's ranking): each paradigm's best setting, or with ``--tuned-choice runner-up``
