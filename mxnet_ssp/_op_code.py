@@ -36,17 +36,6 @@ def op_code_cache_file(directory):
     return os.path.join(directory, 'mxnet-op-code-%s-v%d.marshal' % (tag, _CACHE_FORMAT))
 
 
-def _with_handle(code, standin, handle):
-    consts = []
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            const = _with_handle(const, standin, handle)
-        elif type(const) is int and const == standin:
-            const = handle
-        consts.append(const)
-    return code.replace(co_consts=tuple(consts))
-
-
 def build_of(base):
     """What identifies the MXNet that generates the operator functions' texts, from its
     module `base` (``mxnet.base``): its version, and the path, size and modification time
@@ -140,8 +129,7 @@ class OpCodeCache:
         self.active = True      # until MXNet's import has made its operator functions
         self.build = None       # build_of(mxnet.base), once it is imported
         self.inits = {}         # MXNet's own OP_INIT_FUNCTIONS, name -> (function, ours)
-        self._last = None       # what the latest text compiled to (see _remember)
-        self._execs = 0
+        self._texts = None      # while MXNet makes one function: what its texts compiled to
 
     def _load(self):
         """The file's texts, build and operator entries, or nothing when it is missing,
@@ -185,11 +173,14 @@ class OpCodeCache:
         else:
             self.hits += 1
         self.used[key] = code
-        self._execs += 1
-        # reusable for the operator without its text where the handle, if any, was swapped
-        self._last = ((text, code, None if handle is None else int(standin), key)
-                      if handle is not None or not found else None)
-        return code if handle is None else _with_handle(code, int(standin), handle)
+        paths = [] if handle is None else list(_handle_paths(code, int(standin)))
+        if self._texts is not None:
+            # reusable for the operator without its text where the handle, if any, was swapped
+            self._texts.append((text, code, None if handle is None else int(standin), key, paths)
+                               if handle is not None or not found else None)
+        for path in paths:
+            code = _put_handle(code, path, int(standin), handle)
+        return code
 
     def exec(self, source, globals=None, locals=None):
         """``exec`` as MXNet's operator modules call it (their own globals when `globals` is
@@ -225,9 +216,12 @@ class OpCodeCache:
                 self.used_ops[key] = entry
                 self.used[entry[4]] = entry[0]
                 return function
-        self._last, self._execs = None, 0
-        function = make_op_func(handle, name, func_name)
-        self._remember(key, function, value)
+        self._texts = []
+        try:
+            function = make_op_func(handle, name, func_name)
+        finally:
+            texts, self._texts = self._texts, None
+        self._remember(key, function, value, texts)
         return function
 
     @staticmethod
@@ -249,17 +243,17 @@ class OpCodeCache:
         function.__module__ = module
         return function
 
-    def _remember(self, key, function, handle):
-        last, self._last = self._last, None
-        if last is None or self._execs != 1 or not isinstance(function, types.FunctionType):
+    def _remember(self, key, function, handle, texts):
+        """Keep an entry for `function`, made by MXNet from the one text in `texts`
+        (:meth:`code_for`'s record of each text it compiled meanwhile)."""
+        if len(texts) != 1 or texts[0] is None or not isinstance(function, types.FunctionType):
             return
-        text, code, standin, text_key = last
+        text, code, standin, text_key, paths = texts[0]
         if (str(handle) in text or function.__code__.co_filename != '<string>'
                 or function.__closure__ or function.__dict__):
             return          # the handle written another way, or more than the text made
         path = None
         if standin is not None:
-            paths = list(_handle_paths(code, standin))
             if len(paths) != 1:
                 return      # the stand-in's value is a constant of the text's own as well
             path = paths[0]
