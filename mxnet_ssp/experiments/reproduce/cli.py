@@ -10,8 +10,7 @@ import tempfile
 
 from ..._cli import add_version, prog_name
 from .json_files import read_json, write_json
-from .grid import (UsageError, bad_option, candidates, plan, plan_tuning, resolve_grid,
-                   setting_key)
+from .grid import UsageError, bad_option, plan, plan_tuning, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
 from ...cluster_model.arms import ARM_FORMS
 from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
@@ -20,7 +19,7 @@ from .presets import LAB_PREFIX, PRESETS, SUITE, SUITE_SCENARIOS, lab_preset
 from .report import write_report, write_suite_report
 from .runner import (TUNED_FILE, Stop, check_dataset, check_gpus, check_train_script, finished,
                      load_tuned, prepare_subset, run_grid, run_tuning, subset_dir,
-                     tuning_on_record)
+                     tuned_rankings, tuning_on_record)
 
 logger = logging.getLogger(__name__)
 
@@ -262,32 +261,16 @@ def run_suite(parser, args, num_gpus, command_line):
     return max(codes)
 
 
-def _tuned_at_another_target(grid, out):
-    """The target ``<out>/tuned_lr.json`` was ranked at, when it ranks exactly this grid's
-    settings for every paradigm at one target other than the grid's last (running would
-    rank the tuning runs again at the grid's and may change every choice); else None."""
-    chosen = read_json(os.path.join(out, TUNED_FILE)) if grid.tune_lr else None
-    if not isinstance(chosen, dict):
-        return None
-    targets = set()
-    for arm in grid.arms:
-        entry = chosen.get(arm.name) or {}
-        found = entry.get('candidates') or {}
-        if (not entry.get('ranked')
-                or sorted(found) != sorted(setting_key(grid, *s) for s in candidates(grid, arm))):
-            return None
-        targets.add(entry.get('target'))
-    if len(targets) == 1 and isinstance(next(iter(targets)), (int, float)) \
-            and grid.targets[-1] not in targets:
-        return targets.pop()
-    return None
-
-
 def _ranked_at_another_target(grid, out):
-    """[the problem] when running would rank the tuning in `out` again at another target
-    (:func:`_tuned_at_another_target`), else []."""
-    ranked_at = _tuned_at_another_target(grid, out)
-    if ranked_at is None:
+    """[the problem] when ``<out>/tuned_lr.json`` ranks exactly this grid's settings for every
+    paradigm at one target other than the grid's last: running would rank the tuning runs
+    again at the grid's and may change every choice; else []."""
+    entries = tuned_rankings(grid, out)
+    targets = {entry.get('target') for entry in (entries or {}).values()}
+    if len(targets) != 1:
+        return []
+    ranked_at = targets.pop()
+    if not isinstance(ranked_at, (int, float)) or ranked_at == grid.targets[-1]:
         return []
     return ['--targets %s: the tuning in %s was ranked at %g, and running would rank it again '
             'at %g, which may change every paradigm\'s chosen setting; to keep them, run with '

@@ -450,23 +450,34 @@ def run_tuning(grid, out):
     return failed
 
 
+def tuned_rankings(grid, out):
+    """``<out>/tuned_lr.json``'s entry per paradigm when it ranks exactly this grid's settings
+    for every paradigm of the grid, else None."""
+    chosen = read_json(os.path.join(out, TUNED_FILE)) if grid.tune_lr else None
+    if not isinstance(chosen, dict):
+        return None
+    entries = {}
+    for arm in grid.arms:
+        entry = chosen.get(arm.name) or {}
+        found = entry.get('candidates') or {}
+        if (not entry.get('ranked')
+                or sorted(found) != sorted(setting_key(grid, *s) for s in candidates(grid, arm))):
+            return None
+        entries[arm.name] = entry
+    return entries
+
+
 def tuning_on_record(grid, out):
     """True when ``<out>/tuned_lr.json`` holds a ranking for every paradigm of the grid, made
     at the grid's last target from exactly this grid's settings with --tune-trials runs each:
     the tuning runs are then not run again.  So a new --out can start from a file kept from
     another one (the lab commits it with its summaries; the runs' directories stay behind)."""
-    chosen = read_json(os.path.join(out, TUNED_FILE)) if grid.tune_lr else None
-    if not isinstance(chosen, dict):
-        return False
-    for arm in grid.arms:
-        entry = chosen.get(arm.name) or {}
-        found = entry.get('candidates') or {}
-        if (not entry.get('ranked') or entry.get('target') != grid.targets[-1]
-                or sorted(found) != sorted(setting_key(grid, *s) for s in candidates(grid, arm))
-                or any(len(c.get('times_s') or ()) < grid.tune_trials
-                       for c in found.values())):
-            return False
-    return True
+    entries = tuned_rankings(grid, out)
+    return entries is not None and all(
+        entry.get('target') == grid.targets[-1]
+        and all(len(c.get('times_s') or ()) >= grid.tune_trials
+                for c in entry['candidates'].values())
+        for entry in entries.values())
 
 
 def load_tuned(grid, out):
