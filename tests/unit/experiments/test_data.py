@@ -13,7 +13,7 @@ import pytest
 from mxnet.gluon.data import vision
 from mxnet.gluon.data.vision import datasets as vision_datasets
 
-from mxnet_ssp.experiments import cifar, data
+from mxnet_ssp.experiments import cifar, data, splits
 
 from cifar_files import (check_cifar10, check_cifar100, make_tar, write_cifar10_binary,
                          write_cifar10_python, write_cifar100_binary, write_cifar100_python)
@@ -73,6 +73,108 @@ def test_digits_split_is_fixed_and_complete():
                                np.array(sorted(map(tuple, original))), rtol=0, atol=1e-6)
     other = data.digits(seed=1)
     assert not np.array_equal(data.arrays(other.test)[1], data.arrays(a.test)[1])
+
+
+@pytest.mark.parametrize('name,test_size,seed', splits.KEPT)
+def test_the_kept_splits_are_sklearns(name, test_size, seed):
+    """data.digits and data.mnist5k read their file and take the kept split, without
+    scikit-learn: the same arrays, in the same order, as train_test_split gives them."""
+    from sklearn.model_selection import train_test_split
+    table = np.loadtxt(data._bundled_file(name), delimiter=',')
+    labels = table[:, -1].astype(np.int32)
+    rows = np.arange(len(labels))
+    train, test = train_test_split(rows, test_size=test_size, random_state=seed, stratify=labels)
+    kept = splits.kept_split(name, labels, test_size, seed)
+    assert kept is not None
+    np.testing.assert_array_equal(kept[0], train)
+    np.testing.assert_array_equal(kept[1], test)
+    ds = getattr(data, name)()
+    (x_train, y_train), (x_test, y_test) = data.arrays(ds.train), data.arrays(ds.test)
+    np.testing.assert_array_equal(y_train, labels[train])
+    np.testing.assert_array_equal(y_test, labels[test])
+    side = 8 if name == 'digits' else 28
+    scale = 255.0 / 16.0 if name == 'digits' else 1.0
+    images = table[:, :-1].reshape(-1, side, side, 1).astype(np.float32) * np.float32(scale)
+    np.testing.assert_array_equal(x_train, images[train])
+    np.testing.assert_array_equal(x_test, images[test])
+    if name == 'digits':                              # scikit-learn's own loader, too
+        from sklearn.datasets import load_digits
+        bunch = load_digits()
+        np.testing.assert_array_equal(
+            x_test[..., 0], bunch.images[test].astype(np.float32) * np.float32(scale))
+        np.testing.assert_array_equal(y_test, bunch.target[test])
+
+
+class _FoundButNotImportable:
+    """A finder that finds scikit-learn where it is installed (so its data files are
+    found) and whose loader refuses to import it."""
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.machinery
+        if name.split('.')[0] != 'sklearn':
+            return None
+        real = importlib.machinery.PathFinder.find_spec(name, path)
+        if real is None:
+            return None
+        spec = importlib.machinery.ModuleSpec(name, self, origin=real.origin,
+                                              is_package=real.submodule_search_locations
+                                              is not None)
+        spec.submodule_search_locations = real.submodule_search_locations
+        return spec
+
+    def create_module(self, spec):
+        raise ImportError('%s: refused by the test' % spec.name)
+
+    def exec_module(self, module):
+        raise ImportError('refused by the test')
+
+
+def test_the_default_splits_need_no_sklearn_and_others_name_it(monkeypatch):
+    import sys
+    for module in [m for m in sys.modules if m.split('.')[0] == 'sklearn']:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setattr(sys, 'meta_path', [_FoundButNotImportable()] + sys.meta_path)
+    with pytest.raises(ImportError, match='refused by the test'):
+        import sklearn  # noqa: F401
+    assert len(data.digits().test) == 360 and len(data.mnist5k().test) == 1000
+    with pytest.raises(ImportError, match=r"digits is split with scikit-learn.*"
+                                          r"pip install 'scikit-learn>=1\.0'"):
+        data.digits(seed=1)
+    with pytest.raises(ImportError, match='mnist5k is split with scikit-learn'):
+        data.mnist5k(test_size=500)
+    assert not [m for m in sys.modules if m.split('.')[0] == 'sklearn']
+
+
+def test_a_kept_split_serves_only_the_labels_it_was_made_from():
+    labels = data.labels_of('digits')
+    assert splits.kept_split('digits', labels, 360, 0) is not None
+    assert splits.kept_split('digits', labels, 360, 1) is None          # another seed
+    assert splits.kept_split('digits', labels, 300, 0) is None          # another size
+    other = labels.copy()
+    other[[0, 1]] = other[[1, 0]]
+    assert other[0] != other[1] and splits.kept_split('digits', other, 360, 0) is None
+    assert splits.kept_split('mnist5k', labels, 360, 0) is None
+
+
+def test_kept_indices_round_trip_and_refuse_what_they_cannot_hold():
+    rows = np.array([0, 1, 65535, 1796, 7])
+    np.testing.assert_array_equal(splits.decode(splits.encode(rows)), rows)
+    for bad in ([65536], [-1]):
+        with pytest.raises(ValueError, match='0..65535'):
+            splits.encode(bad)
+
+
+def test_the_kept_splits_module_is_what_the_writer_writes(tmp_path):
+    """`python -m mxnet_ssp.experiments.splits` writes the committed file again."""
+    import sklearn
+    written = splits.write(str(tmp_path / 'kept.py'))
+    ours = os.path.join(os.path.dirname(splits.__file__), '_kept_splits.py')
+    with open(ours) as f:
+        committed = f.read()
+    with open(written) as f:
+        again = f.read()
+    assert again.replace(sklearn.__version__, 'X') == committed.replace(
+        committed.split('scikit-learn ')[1].split(')')[0], 'X')
 
 
 def test_load_by_name():
