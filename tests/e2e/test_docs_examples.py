@@ -28,6 +28,9 @@ NOT_HERE = {
         'mxnet-ssp-train --num-gpus 4 --num-epochs 300 on CIFAR): 4 GPU hosts and the CIFAR '
         'download; tests/e2e/test_resnet_job.py and the CIFAR-archive tests run the same '
         'script here, small',
+    ('docs/train_scripts.md', 'OMP_NUM_THREADS=1 mxnet-ssp-launch -n 4 -s 1 --launcher local'):
+        'runs in full (10 epochs, not cut to 3 iterations) as test_default_rates.py\'s '
+        'alexnet-small-4w-dist_dssp case, which reads it from this page',
     ('docs/lab.md', 'mxnet-ssp-train --kvstore dist_async ...'):
         'an outline: "..." stands for the flags of the reader\'s own run',
     ('docs/launch.md', 'mxnet-ssp-launch -n 2 -s 1 --launcher local --gpu-map 0:0,1:1'):

@@ -221,18 +221,20 @@ def test_two_servers_and_several_devices(marker_job, tmp_path, servers, devices)
     _check_read_guarantee(steps, iters)
 
 
-@pytest.mark.parametrize('order', ['mxnet-first', 'ssp-first-plain',
+@pytest.mark.parametrize('order', ['mxnet-first,ssp-first-plain',
                                    pytest.param('none', marks=pytest.mark.slow)])
 def test_import_order_and_autoload(marker_job, tmp_path, order):
     """`import mxnet` first works, and so does `import mxnet_ssp` first with MXNet's whole
-    import (the other marker jobs skip its optional sklearn/scipy imports); a script that never
-    imports mxnet_ssp gets the store types from the installed autoload hook (pip install . puts
-    it there)."""
+    import (the other marker jobs skip its optional sklearn/scipy imports): worker 0 takes the
+    first order, worker 1 the second, in one job; a script that never imports mxnet_ssp gets
+    the store types from the installed autoload hook (pip install . puts it there)."""
     if order == 'none':
         require_autoload_hook()
     proc, steps = marker_job(workers=2, store='dist_dssp', iters=4, import_order=order)
     assert proc.returncode == 0, fail_msg(proc)
     _check_read_guarantee(steps, 4)
+    assert sorted({r['import_order'] for recs in steps.values() for r in recs}) == sorted(
+        order.split(',')), steps
 
 
 @pytest.mark.parametrize('api,store,controller', [('trainer', 'dist_dssp', 'process'),

@@ -38,12 +38,11 @@ def parse_args():
     p.add_argument('--slow-seconds', type=float, default=0.0)
     p.add_argument('--base-seconds', type=float, default=0.0)
     p.add_argument('--devices', type=int, default=1)
-    p.add_argument('--import-order',
-                   choices=['ssp-first', 'ssp-first-plain', 'mxnet-first', 'none'],
-                   default='ssp-first',
+    p.add_argument('--import-order', type=_import_orders, default=['ssp-first'],
                    help='ssp-first: mxnet_ssp, then MXNet without its optional sklearn/scipy '
                         'imports; ssp-first-plain, mxnet-first, none (the autoload hook registers '
-                        'the stores): plain imports, as a user\'s script')
+                        'the stores): plain imports, as a user\'s script. A comma-separated '
+                        'list gives the process of launch index i the order i modulo its length')
     p.add_argument('--die-rank', type=int, default=-1)
     p.add_argument('--die-at', type=int, default=-1)
     p.add_argument('--die-by', choices=['exit', 'sigkill'], default='exit',
@@ -67,6 +66,7 @@ def parse_args():
 
 REPLACEMENT_PID, REPLACEMENT_STEPPED = 'replacement.pid', 'replacement.stepped'
 AWAIT_REPLACEMENT_S = 120
+IMPORT_ORDERS = ('ssp-first', 'ssp-first-plain', 'mxnet-first', 'none')
 
 
 def _ended(pid):
@@ -110,6 +110,16 @@ def record_modules_at_exit(directory):
     atexit.register(write)
 
 
+def _import_orders(text):
+    """--import-order: one order, or a comma-separated list of them."""
+    orders = text.split(',')
+    bad = [o for o in orders if o not in IMPORT_ORDERS]
+    if bad:
+        raise argparse.ArgumentTypeError('%s: expected %s, or a comma-separated list of them'
+                                         % (', '.join(bad), ', '.join(IMPORT_ORDERS)))
+    return orders
+
+
 def main():
     args = parse_args()
     replacement = (os.environ.get('MXNET_SSP_REJOIN') == '1'
@@ -120,7 +130,9 @@ def main():
             f.write('%d\n' % os.getpid())
     if args.record_modules:
         record_modules_at_exit(args.record_modules)
-    if args.import_order == 'ssp-first':
+    order = args.import_order[int(os.environ.get('MXNET_SSP_LAUNCH_INDEX', '0'))
+                              % len(args.import_order)]
+    if order == 'ssp-first':
         # the suite's default: mxnet-ssp first, and MXNet without its optional scikit-learn and
         # SciPy imports, as in mxnet-ssp's training script (about 1.3 s of CPU less per worker;
         # the other orders are a user's plain imports)
@@ -128,10 +140,10 @@ def main():
         from mxnet_ssp._hooks import skip_optional_mxnet_imports
         skip_optional_mxnet_imports()
         import mxnet as mx
-    elif args.import_order == 'ssp-first-plain':
+    elif order == 'ssp-first-plain':
         import mxnet_ssp  # noqa: F401
         import mxnet as mx
-    elif args.import_order == 'mxnet-first':
+    elif order == 'mxnet-first':
         import mxnet as mx
         import mxnet_ssp  # noqa: F401
     else:
@@ -192,6 +204,7 @@ def main():
         seen = weights[0][0].asnumpy()
         release = getattr(kv, 'last_release', None)
         record = {'rank': rank, 'clock': t, 'time': time.time(), 'rejoined': rejoining,
+                  'import_order': order,
                   'kv_clock': getattr(kv, 'clock', None),
                   'seen': [[int(round(v)) for v in seen[q * T:(q + 1) * T]] for q in range(nworkers)],
                   'devices_equal': all((w.asnumpy() == seen).all() for w in weights[0])}
