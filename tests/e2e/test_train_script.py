@@ -618,7 +618,11 @@ def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, ke
 
 def test_digits_without_scikit_learn_exits_2_naming_the_install(capsys, monkeypatch, tmp_path,
                                                                 keep_logging):
-    monkeypatch.setitem(sys.modules, 'sklearn.datasets', None)       # the import fails
+    # scikit-learn not installed: its package (where the digits' file ships) is not found
+    # (importlib.util.find_spec answers None for a module that sys.modules holds as None)
+    for module in [m for m in sys.modules if m.split('.')[0] == 'sklearn']:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, 'sklearn', None)
     with pytest.raises(SystemExit) as info:
         main(['--kvstore', 'local', '--save-dir', str(tmp_path)])
     assert info.value.code == 2
