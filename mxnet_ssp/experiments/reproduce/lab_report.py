@@ -12,9 +12,9 @@ from ...core.names import DSSP_MODES
 from . import links as on_links
 from .paired import LEVEL, MIN_TRIALS, family_level, fmt_interval, median_interval
 from .stats import HOLD_S, METRIC_TEXT, METRICS
-from .verdicts import (METRIC_DEPENDENT, SIM_TOLERANCE, _fmt_interval, across_metrics,
-                       balance_verdicts, common_budget, measured_rates, sim_vs_lab,
-                       trial_accuracies, trial_times)
+from .verdicts import (METRIC_DEPENDENT, NOT_SEPARATED, SIM_TOLERANCE, _fmt_interval,
+                       across_metrics, balance_verdicts, common_budget, measured_rates,
+                       mode_pairs, sim_vs_lab, trial_accuracies, trial_times)
 
 #: (arm name, DSSP mode) of the DSSP arms whose verdicts get a column, in this order:
 #: ``dssp``, ``dssp-paper``, ``dssp-threshold``
@@ -27,7 +27,8 @@ def lab_sections(grid, rows):
         return []
     scenario = get_scenario(grid.emulate)
     return (_scenario(grid, scenario, rows) + _machine(rows) + _medians(grid, scenario, rows)
-            + verdict_table(rows, grid.targets[-1]) + _balance(rows, grid.targets[-1])
+            + verdict_table(rows, grid.targets[-1]) + mode_table(rows, grid.targets[-1])
+            + _balance(rows, grid.targets[-1])
             + _simulator(grid, scenario, rows))
 
 
@@ -209,6 +210,36 @@ def verdict_table(rows, target):
             second.append('%s: %s' % (mode, cells[METRICS[0]].unpaired))
         lines.append('| ' + ' | '.join([claim] + verdict_cells) + ' | ' + '<br>'.join(evidence)
                      + ' | ' + '<br>'.join(second) + ' |')
+    lines.append('')
+    return lines
+
+
+def mode_table(rows, target):
+    """The DSSP modes against each other (:func:`.verdicts.mode_pairs`): one row per pair of
+    modes that ran, the reading and the paired intervals under each metric; empty with fewer
+    than two modes."""
+    budget = common_budget(rows)
+    pairs = mode_pairs(rows, target, DSSP_MODE_ARMS, budget=budget)
+    if not pairs:
+        return []
+    lines = ['## The DSSP modes against each other', '',
+             'Not a claim of the paper: which mode to use. Each pair of DSSP modes compared seed '
+             'by seed as in the Verdicts (progress to %g), every comparison at the level of a '
+             'family of the %d pairs (Bonferroni: %.1f%% each). A pair is **separated** under a '
+             'metric when the interval of the median per-seed ratio t_A / t_B lies on one side '
+             'of 1 (the reading names the sooner mode), **%s** when it straddles 1 or falls '
+             'short of the level, **%s** when the three metrics (%s) disagree. Final accuracy: '
+             'the median per-seed difference, separated when its interval excludes 0.'
+             % (target, len(pairs), 100 * family_level(len(pairs)), NOT_SEPARATED,
+                METRIC_DEPENDENT, ', '.join(METRICS)), '',
+             '| A vs B | time to %g | ' % target
+             + ' | '.join('t_A / t_B, %s' % m for m in METRICS)
+             + ' | acc_A - acc_B | accuracy |',
+             '|---|---|' + '---:|' * len(METRICS) + '---:|---|']
+    for mode_a, mode_b, reading, per, accuracy, acc_reading in pairs:
+        lines.append('| %s vs %s | **%s** | %s | %s | %s |' % (
+            mode_a, mode_b, reading, ' | '.join(fmt_interval(per[m]) for m in METRICS),
+            fmt_interval(accuracy, '%+.4f'), acc_reading))
     lines.append('')
     return lines
 

@@ -38,7 +38,7 @@ from .stats import METRICS, metric_value
 __all__ = ['verdicts', 'Verdict', 'balance_verdicts', 'trial_times', 'trial_accuracies',
            'seed_times', 'seed_accuracies', 'ratio_interval', 'difference_interval',
            'sim_vs_lab', 'simulated_rates', 'measured_rates', 'asp_step_samples',
-           'LEVEL', 'MIN_TRIALS']
+           'mode_pairs', 'LEVEL', 'MIN_TRIALS']
 
 RESAMPLES = 2000
 #: the claims' margins, fixed before the lab ran
@@ -321,6 +321,53 @@ def across_metrics(rows, target, dssp_name='dssp', budget=None, metrics=METRICS,
         cells = {m: per[m][i] for m in metrics}
         kinds = {v.verdict for v in cells.values()}
         out.append((cells[metrics[0]].verdict if len(kinds) == 1 else METRIC_DEPENDENT, cells))
+    return out
+
+
+NOT_SEPARATED = 'not separated'
+
+
+def _separation(interval, name_a, name_b, bound):
+    """'<name_a> sooner' (or higher) when the interval lies below `bound`, '<name_b> ...' when
+    above, else :data:`NOT_SEPARATED` (also when it falls short of the level asked)."""
+    if interval is None or not interval.decisive:
+        return NOT_SEPARATED
+    if interval.high < bound:
+        return name_a
+    if interval.low > bound:
+        return name_b
+    return NOT_SEPARATED
+
+
+def mode_pairs(rows, target, modes, budget=None, metrics=METRICS):
+    """The DSSP modes against each other, seed by seed: not a claim of the paper, the answer
+    to "which mode".
+
+    `modes` = [(arm name, mode)] of the arms that ran.  Each pair (A, B) is compared as the
+    verdicts compare arms, every comparison at the level of a family of all the pairs
+    (Bonferroni): the median per-seed t_A / t_B under each metric, and acc_A - acc_B.
+
+    Returns [(mode A, mode B, reading, {metric: Interval}, accuracy Interval, accuracy
+    reading)]: a reading names the mode that was sooner (more accurate) when the interval lies
+    on one side of 1 (of 0), :data:`NOT_SEPARATED` when it straddles it, and is
+    :data:`METRIC_DEPENDENT` when the metrics disagree.
+    """
+    by_name = {r['arm'].name: r['trials'] for r in rows}
+    present = [(name, mode) for name, mode in modes if by_name.get(name)]
+    pairs = [(a, b) for i, a in enumerate(present) for b in present[i + 1:]]
+    level = family_level(len(pairs))
+    out = []
+    for (name_a, mode_a), (name_b, mode_b) in pairs:
+        per = {m: paired_ratio(seed_times(by_name[name_a], target, budget, m),
+                               seed_times(by_name[name_b], target, budget, m), level)
+               for m in metrics}
+        readings = {_separation(iv, mode_a + ' sooner', mode_b + ' sooner', 1.0)
+                    for iv in per.values()}
+        accuracy = paired_difference(seed_accuracies(by_name[name_a]),
+                                     seed_accuracies(by_name[name_b]), level)
+        out.append((mode_a, mode_b, readings.pop() if len(readings) == 1 else METRIC_DEPENDENT,
+                    per, accuracy, _separation(accuracy, mode_b + ' more accurate',
+                                               mode_a + ' more accurate', 0.0)))
     return out
 
 

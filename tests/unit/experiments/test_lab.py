@@ -447,3 +447,46 @@ def test_the_balancing_table_is_decided_under_every_metric():
     rows[1]['trials'] = [trial(s, [(0.0, 0.5), (30.0, 0.95), (60.0, 0.95)]) for s in range(6)]
     line = [x for x in _balance(rows, 0.93) if x.startswith('| BSP + balance')][0]
     assert '| **supported** |' in line
+
+
+# --- the DSSP modes against each other -----------------------------------------------------
+
+MODES = (('dssp', 'bounded'), ('dssp-paper', 'paper'), ('dssp-threshold', 'threshold'))
+
+
+def test_mode_pairs_name_the_sooner_and_the_more_accurate_mode_only_when_separated():
+    times = {'dssp': [50, 51, 49, 52, 50, 50, 51, 49],
+             'dssp-paper': [100, 104, 98, 101, 99, 100, 103, 97],
+             'dssp-threshold': [52, 48, 51, 50, 49, 53, 47, 50]}
+    rows = rows_for(times, finals={'dssp': 0.95, 'dssp-paper': 0.90, 'dssp-threshold': 0.95})
+    got = {(a, b): (reading, acc) for a, b, reading, _, _, acc in
+           V.mode_pairs(rows, 0.93, MODES, budget=V.common_budget(rows))}
+    assert got == {('bounded', 'paper'): ('bounded sooner', 'bounded more accurate'),
+                   ('bounded', 'threshold'): ('not separated', 'not separated'),
+                   ('paper', 'threshold'): ('threshold sooner', 'threshold more accurate')}
+    # each of the three comparisons at the level of a family of three (Bonferroni)
+    pairs = V.mode_pairs(rows, 0.93, MODES, budget=V.common_budget(rows))
+    asked = {iv.asked for pair in pairs for iv in list(pair[3].values()) + [pair[4]]}
+    assert asked == {1 - 0.05 / 3}
+
+
+def test_mode_pairs_are_metric_dependent_when_the_first_and_the_sustained_crossing_disagree():
+    def dipping(seed):
+        # reaches 0.93 at 10 s, falls back at 11 s, holds it from 60 s
+        return {'status': 'ok', 'trial': seed, 'seed': seed, 'final_accuracy': 0.94,
+                'curve': [(1.0, 0.5), (10.0, 0.94), (11.0, 0.9), (60.0, 0.94), (1000.0, 0.94)]}
+    rows = rows_for({'dssp-paper': [30 + k % 3 for k in range(8)]})
+    rows.append({'arm': parse_arm('dssp'), 'trials': [dipping(k) for k in range(8)]})
+    (a, b, reading, per, _, _), = V.mode_pairs(rows, 0.93, MODES, budget=V.common_budget(rows))
+    assert (a, b) == ('bounded', 'paper') and reading == V.METRIC_DEPENDENT
+    assert per['first'].high < 1 < per['sustained'].low
+
+
+def test_the_mode_table_has_a_row_per_pair_of_modes_that_ran():
+    from mxnet_ssp.experiments.reproduce.lab_report import mode_table
+    rows = rows_for({'bsp': [100] * 6, 'dssp': [60, 61, 59, 60, 62, 58],
+                     'dssp-threshold': [61, 60, 62, 59, 60, 61]})
+    table = [line for line in mode_table(rows, 0.93) if line.startswith('| ')]
+    assert len(table) == 2 and table[1].startswith('| bounded vs threshold | **not separated** |')
+    assert 'Bonferroni: 95.0% each' in ''.join(mode_table(rows, 0.93))
+    assert mode_table(rows_for({'bsp': [100] * 6, 'dssp': [60] * 6}), 0.93) == []
