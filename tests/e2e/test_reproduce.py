@@ -90,6 +90,31 @@ def test_collect_run_and_report_from_synthetic_runs(tmp_path):
     assert table[3][3] == 'median 2.0 (2.0-3.0)'           # trial 1 reaches 0.9 at 3 s
     results = json.loads((tmp_path / 'results.json').read_text())
     assert [a['median_trial'] for a in results['arms']] == [2, 2, 2, 2]
+    assert "the curves: worker 0's own weights at the end of each of its epochs" in report
+
+
+def test_the_table_i_analogue_says_whose_curve_its_times_come_from(tmp_path):
+    """Its times are those of the curve that decides the verdicts: the servers' model where a
+    run has one; the text says so (it once said worker 0's copies, whatever the curve)."""
+    grid = _grid(tmp_path, 'bsp,dssp', trials=2)
+    for arm in grid.arms:
+        for trial in (1, 2):
+            directory = run_dir(str(tmp_path), arm, trial)
+            _synthetic_run(directory, arm, grid, trial, [0.5, 0.8, 0.9])
+            if arm.name == 'dssp' or trial == 1:
+                # the servers' model reaches 0.9 at 1.5 s, worker 0's epochs only at 3 s
+                with open(os.path.join(directory, 'eval_server.jsonl'), 'w') as f:
+                    for t, acc in ((0.5, 0.6), (1.0, 0.85), (1.5, 0.9), (2.0, 0.91)):
+                        f.write(json.dumps({'elapsed_s': t, 'accuracy': acc}) + '\n')
+    write_report(grid, str(tmp_path), plots_on=False)
+    report = (tmp_path / 'report.md').read_text()
+    text = next(line for line in report.splitlines() if line.startswith('Median trial'))
+    assert ("the servers' model, evaluated every 0.25 s of the servers' wall clock, held "
+            "workers or not (eval_server.jsonl) in 3 trials; worker 0's own weights at the end "
+            "of each of its epochs (eval.jsonl) in 1 trial") in text
+    over_trials = {row[0]: row[3] for row in _table(report, 'Time to reach')}
+    assert over_trials['DSSP [3,15]'] == 'median 1.5 (1.5-1.5)'
+    assert over_trials['BSP'] == 'median 2.2 (1.5-3.0)'
 
 
 def test_collect_run_reads_cpu_use_and_sleep_lateness(tmp_path):

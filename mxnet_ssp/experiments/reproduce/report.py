@@ -2,6 +2,7 @@
 ``report.md`` with the analogue of the paper's Table I (:func:`build_report`) and
 ``results.json`` (:func:`results_json`); :func:`write_report` writes them and the plots.
 """
+import collections
 import dataclasses
 import datetime
 import os
@@ -125,10 +126,8 @@ def _time_to_targets(grid, rows, average):
     lines.append('## Time to reach the target accuracies (analogue of Table I)')
     lines.append('')
     lines.append('Median trial of each paradigm by final test accuracy, as in the paper; '
-                 '"-": not reached. Times are seconds of training (worker 0\'s clock from its '
-                 'first iteration), test accuracy measured by worker 0 %s.'
-                 % ('on copies of its weights taken every %g s of training (--snapshot-every)'
-                    % LAB_SNAPSHOT_S if grid.emulate else 'at the end of each of its epochs'))
+                 '"-": not reached (the first time the curve reached the target). Times are '
+                 'seconds of training; the curves: %s.' % _curve_sources(rows))
     lines.append('')
     head = ['paradigm'] + ['time to %g (s)' % t for t in targets] + [
         'time to %g over trials (s)' % targets[0], 'final accuracy', 'iterations/worker',
@@ -163,6 +162,26 @@ def _time_to_targets(grid, rows, average):
                     else ''))
     lines.append('')
     return lines
+
+
+#: what each source of a run's accuracy curve (:func:`.collect.eval_curve`) is, in words
+CURVE_SOURCES = {
+    'servers': "the servers' model, evaluated every %g s of the servers' wall clock, held "
+               "workers or not (eval_server.jsonl)" % LAB_SNAPSHOT_S,
+    'fixed': "worker 0's copies of its own weights, taken every %g s of its training, only "
+             "between its iterations (eval_fixed.jsonl)" % LAB_SNAPSHOT_S,
+    'epochs': "worker 0's own weights at the end of each of its epochs (eval.jsonl)",
+}
+
+
+def _curve_sources(rows):
+    """Which curves the trials' times come from, in words, with counts when they differ."""
+    counts = collections.Counter(t.get('curve_source', 'epochs') for r in rows
+                                 for t in r['trials'] if t['status'] == 'ok')
+    if len(counts) <= 1:
+        return CURVE_SOURCES[next(iter(counts), 'epochs')]
+    return '; '.join('%s in %d trial%s' % (CURVE_SOURCES[k], n, 's' * (n != 1))
+                     for k, n in counts.most_common())
 
 
 def _explanations(rows):
