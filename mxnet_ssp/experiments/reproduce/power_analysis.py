@@ -18,8 +18,9 @@ import numpy as np
 
 from ...cluster_model.arms import parse_arm
 from .paired import LEVEL, median_interval, paired_ratio
+from .stats import METRICS
 from .verdicts import (INCONCLUSIVE, REFUTED, SUPPORTED, _interval, _ratio,
-                       _resampled_medians, seed_times, verdicts)
+                       _resampled_medians, common_budget, seed_times, verdicts)
 
 __all__ = ['draw_times', 'interval_coverage', 'claim_power', 'coverage_table', 'power_table',
            'lab_times', 'measured_spread', 'PAPER_WORLD', 'LARGE_WORLD', 'METHODS']
@@ -164,10 +165,13 @@ def power_table(ns=(5, 6, 8, 10), spread=0.2, correlation=0.0, world=None, reps=
     return lines
 
 
-def lab_times(results, target):
-    """{arm: {seed: seconds to `target`}} of a lab's ``results.json`` (parsed): the
-    successful trials that reached the target (its first snapshot evaluation at or above)."""
-    return {row['arm']: {seed: t for seed, t in seed_times(row['trials'], target).items()
+def lab_times(results, target, metric='first'):
+    """{arm: {seed: seconds to `target`}} of a lab's ``results.json`` (parsed) under the
+    progress `metric` (:data:`.stats.METRICS`; ``first``: its first evaluation at or above;
+    ``shortfall`` over the lab's common budget): the successful trials that reached it."""
+    budget = common_budget(results['arms']) if metric == 'shortfall' else None
+    return {row['arm']: {seed: t for seed, t in seed_times(row['trials'], target, budget,
+                                                           metric).items()
                          if 0 < t < math.inf}
             for row in results['arms']}
 
@@ -225,6 +229,9 @@ def parse_args(argv=None):
     parser.add_argument('--target', type=float, default=0.92,
                         help='the accuracy target whose times --results measures (default '
                              '0.92)')
+    parser.add_argument('--metric', choices=METRICS, default='first',
+                        help='the progress metric whose times --results measures (default '
+                             'first: the first evaluation at or above --target)')
     parser.add_argument('--trials', default='6,8,10',
                         help='comma-separated trial counts of the --results power tables '
                              '(default 6,8,10)')
@@ -246,14 +253,14 @@ def _measured_power(args):
     try:
         with open(args.results) as f:
             results = json.load(f)
-        times = lab_times(results, args.target)
+        times = lab_times(results, args.target, args.metric)
         spread, correlation, n = measured_spread(times)
     except (OSError, ValueError, KeyError, TypeError) as err:
         print('--results %s: %s' % (args.results, err))
         return 2
-    print('Measured in %s (time to %g): spread %.3f (sd of log time, %d times), correlation '
-          '%.2f between arms at the same seed\n' % (args.results, args.target, spread, n,
-                                                    correlation))
+    print('Measured in %s (time to %g, %s): spread %.3f (sd of log time, %d times), '
+          'correlation %.2f between arms at the same seed\n'
+          % (args.results, args.target, args.metric, spread, n, correlation))
     for label, world in (('moderate', PAPER_WORLD), ('large', LARGE_WORLD)):
         print('P(supported), %s margins (%s):\n'
               % (label, ', '.join('%s %g' % kv for kv in world.items())))

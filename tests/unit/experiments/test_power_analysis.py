@@ -151,6 +151,19 @@ def test_lab_times_reads_each_trials_first_evaluation_at_the_target(tmp_path):
     assert D.lab_times(results, 0.94) == {'bsp': {2: 1.0}, 'asp': {}}
 
 
+def test_lab_times_under_the_sustained_crossing_and_the_shortfall():
+    # reaches 0.92 at 1 s, falls back at 1.5 s, holds it from 2 s to the end (5 s)
+    dipping = [[1.0, 0.93], [1.5, 0.9], [2.0, 0.93], [5.0, 0.94]]
+    results = {'arms': [{'arm': 'bsp', 'trials': [
+        {'seed': 1, 'status': 'ok', 'curve': dipping},
+        {'seed': 2, 'status': 'ok', 'curve': [[0.5, 0.5], [6.0, 0.5]]}]}]}
+    assert D.lab_times(results, 0.92) == {'bsp': {1: 1.0}}
+    assert D.lab_times(results, 0.92, 'sustained') == {'bsp': {1: 2.0}}
+    # over the common budget (5 s, the shorter run's end): seed 2 is short all the time
+    shortfall = D.lab_times(results, 0.92, 'shortfall')['bsp']
+    assert set(shortfall) == {1, 2} and 0 < shortfall[1] < shortfall[2] <= 5.0
+
+
 def test_the_command_prints_the_power_at_a_labs_measured_spread(tmp_path, capsys):
     _, path = _results(tmp_path)
     assert D.main(['--results', str(path), '--trials', '6', '--reps', '5']) == 0
@@ -158,11 +171,12 @@ def test_the_command_prints_the_power_at_a_labs_measured_spread(tmp_path, capsys
     spread = math.sqrt(((math.log(2.0) - math.log(2.0) / 2) ** 2 * 2
                         + (math.log(0.5) - math.log(1.5) / 2) ** 2
                         + (math.log(3.0) - math.log(1.5) / 2) ** 2) / 2)
-    assert 'spread %.3f (sd of log time, 4 times)' % spread in out, out
+    assert 'time to 0.92, first): spread %.3f (sd of log time, 4 times)' % spread in out, out
     assert out.count('| claim | 6 trials |') == 2
     assert D.main(['--results', str(tmp_path / 'missing.json')]) == 2
     assert 'missing.json' in capsys.readouterr().out
-    for bad in (['--trials', '1'], ['--trials', 'x'], ['--target', '1.5']):
+    for bad in (['--trials', '1'], ['--trials', 'x'], ['--target', '1.5'],
+                ['--metric', 'last']):
         with pytest.raises(SystemExit) as exit_:
             D.parse_args(['--results', str(path)] + bad)
         assert exit_.value.code == 2
@@ -178,7 +192,8 @@ def _squash(text):
 def test_parse_args_defaults():
     args = D.parse_args([])
     assert args.seed == 0 and args.reps == 1000 and args.results is None
-    assert args.target == 0.92 and args.trials == (6, 8, 10)
+    assert args.target == 0.92 and args.trials == (6, 8, 10) and args.metric == 'first'
+    assert D.parse_args(['--metric', 'sustained']).metric == 'sustained'
 
 
 def test_parse_args_reads_every_option():
@@ -321,8 +336,8 @@ def test_measured_power_prints_the_measured_figures_and_both_worlds(tmp_path, ca
         assert kw['ns'] == (6, 8) and kw['reps'] == 4 and kw['seed'] == 5
         assert kw['spread'] == pytest.approx(1.0) and kw['correlation'] == pytest.approx(1.0)
     assert capsys.readouterr().out == (
-        'Measured in %s (time to 0.9): spread 1.000 (sd of log time, 6 times), correlation '
-        '1.00 between arms at the same seed\n\n' % path
+        'Measured in %s (time to 0.9, first): spread 1.000 (sd of log time, 6 times), '
+        'correlation 1.00 between arms at the same seed\n\n' % path
         + 'P(supported), moderate margins (bsp 160, ssp3 125, ssp6 125, ssp15 125, asp 100, '
           'dssp 100):\n\n| t |\n|-|\n\n'
         + 'P(supported), large margins (bsp 225, ssp3 150, ssp6 150, ssp15 150, asp 100, '
@@ -339,7 +354,7 @@ def test_measured_power_measures_at_the_default_target(tmp_path, capsys):
     out = capsys.readouterr().out
     # log 8 and log 8 + 1: sd sqrt(1/2)
     assert 'spread %.3f (sd of log time, 2 times)' % math.sqrt(0.5) in out
-    assert '(time to 0.92)' in out
+    assert '(time to 0.92, first)' in out
     assert out.count('| claim | 6 trials |') == 2
     # at 0.91 both trials reach it at 4 s: no spread
     assert D.main(['--results', str(path), '--target', '0.91', '--trials', '6',
