@@ -510,7 +510,13 @@ def test_a_tuning_ranked_at_another_target_is_not_ranked_again_unasked(fake, mon
                          paradigms='asp', trials='1')
     assert proc.returncode == 0 and started == [], proc.stdout
     assert (fake.out / 'tuned_lr.json').read_text() == tuned
-    assert '%g' % other in (fake.out / 'report.md').read_text()
+    report = (fake.out / 'report.md').read_text()
+    assert '%g' % other in report
+    # the tuning's table is what it ranked: times to the tuning's target, said so
+    tuning = report[report.index('## Learning rate per paradigm'):]
+    assert 'median seconds to hold %g (reached / trials)' % ranked_at in tuning
+    assert 'The tuning ranked at %g; the verdicts above are at %g.' % (ranked_at, other) \
+        in tuning
 
 
 def test_the_runner_up_and_momentum_are_tuned_too(fake, monkeypatch):
