@@ -14,7 +14,7 @@ from ...core.names import TRAIN_LOG
 from .diverge import Diverged, DivergenceGuard, chance_loss, divergence_message
 from .checkpoint import restore_states, save_checkpoint, updates_on_servers
 from .logs import (JsonLines, clear_earlier_job, count_iterations, make_progress,
-                   show_progress)
+                   show_progress, snapshot_period)
 from .models import describe_model, get_model
 from ...training_flags import choose_gpus, expected_num_workers, learning_rate_at
 from .store import make_kvstore, make_optimizer, read_server_weights
@@ -262,7 +262,7 @@ class Training:
         self.start = time.time()
         self.snapshots = []               # --snapshot-every: (elapsed s, iteration, weights)
         self.snapshot_bytes = 0
-        self.next_snapshot = self.args.snapshot_every
+        self.next_snapshot = 1 if self.args.snapshot_every else 0   # period number; 0: off
         self.progress = make_progress(self.rank, self.total_iters,
                                       min(self.iteration, self.total_iters),
                                       self.args.no_progress)
@@ -431,8 +431,10 @@ class Training:
     def take_snapshot(self):
         """Worker 0, --snapshot-every: at the first iteration end past the next multiple of
         the period, keep a copy of the weights (evaluated at the end: :meth:`eval_snapshots`)."""
-        elapsed = time.time() - self.start
-        if elapsed < self.next_snapshot:
+        # decided on the time that is written, by period number (:func:`snapshot_period`)
+        elapsed = round(time.time() - self.start, 4)
+        period_no = snapshot_period(elapsed, self.args.snapshot_every)
+        if period_no < self.next_snapshot:
             return
         weights = [p.data(self.ctx[0]).asnumpy() for p in self.params]
         self.snapshot_bytes += sum(w.nbytes for w in weights)
@@ -441,9 +443,8 @@ class Training:
                            'after %.1f s', self.SNAPSHOT_BYTES >> 20, elapsed)
             self.next_snapshot = 0
             return
-        self.snapshots.append((round(elapsed, 4), self.iteration, weights))
-        period = self.args.snapshot_every
-        self.next_snapshot = (math.floor(elapsed / period) + 1) * period
+        self.snapshots.append((elapsed, self.iteration, weights))
+        self.next_snapshot = period_no + 1
 
     def eval_snapshots(self):
         """Worker 0: the test accuracy of every snapshot, into ``eval_fixed.jsonl``; the
