@@ -40,6 +40,14 @@ __all__ = ['SnapshotClock', 'ServerSnapshots', 'read_snapshots', 'snapshots_from
 SNAPSHOT_FILES = ('server-%s-snapshots.jsonl', 'server-%s-snapshots.bin')
 
 
+def period_number(seconds, period):
+    """The number of the `period`-second period that `seconds` (from the origin) falls in, 1
+    from `period` on; a time on a grid point counts in the period it starts. Not
+    ``int(seconds / period)``: 0.6 / 0.2 is 2.999...96 in floats, and a time written as 0.6
+    would count in the period before. Worker 0's ``--snapshot-every`` copies count the same."""
+    return int(math.floor(seconds / period + 1e-9))
+
+
 class SnapshotClock:
     """Which grid points an update at time `now` passes (pure logic, no I/O).
 
@@ -62,7 +70,7 @@ class SnapshotClock:
         if self.origin is None:
             self.origin = now
             return []
-        last_k = int(math.floor((now - self.origin) / self.period + 1e-9))
+        last_k = period_number(now - self.origin, self.period)
         if last_k < self.next_k:
             return []
         points = [self.origin + k * self.period for k in range(self.next_k, last_k + 1)]

@@ -2,7 +2,6 @@
 import glob
 import json
 import logging
-import math
 import os
 import sys
 
@@ -131,9 +130,3 @@ def show_progress(bar):
     stderr again)."""
     _Handler.bar = bar
 
-
-def snapshot_period(elapsed, every):
-    """The number of the ``every``-second period that ``elapsed`` (as written: 4 decimals)
-    falls in, 1 from ``every`` on. Not ``int(elapsed / every)``: 0.6 / 0.2 is 2.999...96 in
-    floats, and a copy written at 0.6 s would count in the period before."""
-    return int(math.floor(elapsed / every + 1e-9))

@@ -14,8 +14,9 @@ from ...core.names import TRAIN_LOG
 from .diverge import Diverged, DivergenceGuard, chance_loss, divergence_message
 from .checkpoint import restore_states, save_checkpoint, updates_on_servers
 from .logs import (JsonLines, clear_earlier_job, count_iterations, make_progress,
-                   show_progress, snapshot_period)
+                   show_progress)
 from .models import describe_model, get_model
+from ...ps.snapshots import period_number
 from ...training_flags import choose_gpus, expected_num_workers, learning_rate_at
 from .store import make_kvstore, make_optimizer, read_server_weights
 from ...core.env_names import CUDA_VISIBLE_DEVICES
@@ -431,9 +432,9 @@ class Training:
     def take_snapshot(self):
         """Worker 0, --snapshot-every: at the first iteration end past the next multiple of
         the period, keep a copy of the weights (evaluated at the end: :meth:`eval_snapshots`)."""
-        # decided on the time that is written, by period number (:func:`snapshot_period`)
+        # decided on the time that is written, by period number, as the servers' snapshots
         elapsed = round(time.time() - self.start, 4)
-        period_no = snapshot_period(elapsed, self.args.snapshot_every)
+        period_no = period_number(elapsed, self.args.snapshot_every)
         if period_no < self.next_snapshot:
             return
         weights = [p.data(self.ctx[0]).asnumpy() for p in self.params]

@@ -1,7 +1,8 @@
-"""Worker 0's fixed-time copies (--snapshot-every): which period a written time belongs to."""
+"""Worker 0's fixed-time copies (--snapshot-every) and the servers' snapshots: which period
+a written time belongs to."""
 import pytest
 
-from mxnet_ssp.experiments.training.logs import snapshot_period
+from mxnet_ssp.ps.snapshots import period_number
 
 
 @pytest.mark.parametrize('elapsed, every, expected', [
@@ -10,11 +11,11 @@ from mxnet_ssp.experiments.training.logs import snapshot_period
 def test_a_written_time_counts_in_the_period_it_names(elapsed, every, expected):
     # 0.6 / 0.2 is 2.999...96 in floats: int() would put 0.6 in period 2 and, with the copy
     # taken at 0.45, give two copies in one period (the race seen in CI on 7657bec)
-    assert snapshot_period(elapsed, every) == expected
+    assert period_number(elapsed, every) == expected
 
 
 def test_every_written_time_on_a_fine_grid_is_in_its_own_decimal_period():
     for k in range(1, 3000):
         t = round(k * 0.2, 4)
-        assert snapshot_period(t, 0.2) == k
-        assert snapshot_period(round(t - 0.0001, 4), 0.2) == k - 1
+        assert period_number(t, 0.2) == k
+        assert period_number(round(t - 0.0001, 4), 0.2) == k - 1
