@@ -2,7 +2,7 @@
 the tuning runs before any trial.
 
 The target is the highest multiple of ``step`` (0.005) that the median tuning run at its
-paradigm's chosen setting holds (the primary metric, :func:`stats.sustained_time`) by
+paradigm's chosen setting holds (the primary metric, ``stats.METRICS[0]``) by
 ``fraction`` (30%) of the tuning runs' common budget. Read as written in docs/lab.md before it
 was first computed: the pool is every paradigm's tuning runs at its chosen setting (3 each);
 a run that never holds a target, diverged or failed counts as infinitely long; the common
@@ -23,7 +23,8 @@ import sys
 
 from .collect import eval_curve
 from .json_files import read_json
-from .stats import sustained_time
+from .stats import METRICS, metric_value
+from .verdicts import common_budget
 
 __all__ = ['chosen_runs', 'tuning_budget', 'read_rule', 'main']
 
@@ -62,18 +63,18 @@ def chosen_runs(scenario_dir, tuned):
 
 
 def tuning_budget(scenario_dir):
-    """The shortest finished tuning run's last evaluation (seconds), or None."""
-    ends = []
-    for directory in glob.glob(os.path.join(scenario_dir, 'runs', '*', 'tune', '*', 'trial*')):
-        status, curve = _finished(directory)
-        if status == 'ok' and curve:
-            ends.append(max(t for t, _ in curve))
-    return min(ends) if ends else None
+    """The shortest finished tuning run's last evaluation (seconds), or None: the trials'
+    rule (:func:`verdicts.common_budget`) over every tuning run."""
+    runs = [_finished(d) for d in
+            glob.glob(os.path.join(scenario_dir, 'runs', '*', 'tune', '*', 'trial*'))]
+    return common_budget([{'trials': [{'status': status, 'curve': curve}
+                                      for status, curve in runs]}])
 
 
 def _time(run, target):
+    """Seconds until `run` holds `target` under the primary metric; never: infinitely long."""
     status, curve = run
-    held = sustained_time(curve, target) if status == 'ok' and curve else None
+    held = metric_value(curve, target, METRICS[0]) if status == 'ok' and curve else None
     return math.inf if held is None else held
 
 
