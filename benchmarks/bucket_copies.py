@@ -1,6 +1,6 @@
 """A worker's copies into and out of buckets: NumPy on MXNet's engine against MXNet's copies.
 
-Drives the package's own :class:`mxnet_ssp.ps.packer.Packer` as a worker's store does in a
+Drives the package's own :class:`mxnet_ssp.worker.packer.Packer` as a worker's store does in a
 gluon.Trainer step, with no server: every trainable array of a GluonCV model's parameter list
 (benchmarks/param_shapes.json) is staged into its bucket (``defer``, as in Trainer's loop),
 each bucket is taken (its gradients gathered in one operation, the header written) and its
@@ -34,8 +34,8 @@ from mxnet import nd
 from benchmarks.ps_step import MODELS, NO_WD, load_shapes
 from mxnet_ssp.config import DEFAULT_BUCKET_BYTES
 from mxnet_ssp.core.buckets import ArrayInfo, plan_buckets
-from mxnet_ssp.ps import packer as packer_mod
-from mxnet_ssp.ps.packer import Packer
+from mxnet_ssp.worker import packer as packer_mod
+from mxnet_ssp.worker.packer import Packer
 
 WAYS = ('mxnet', 'package', 'numpy-all')
 

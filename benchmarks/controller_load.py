@@ -37,7 +37,7 @@ import threading
 import time
 
 from mxnet_ssp.controller import process as controller_process, protocol as P
-from mxnet_ssp.ps import discovery
+from mxnet_ssp.server import discovery
 
 HUGE = 10 ** 9
 

@@ -7,7 +7,7 @@ dataset (random 32x32x3 bytes, the CIFAR python layout, ``--images`` images):
   augmentation for CIFAR, ``NDArray`` batches), with 0, 1 and 2 loader
   workers, nothing else running.  ``--before-data FILE`` also times the
   numpy data path this package had before ``gluon.data`` (its
-  ``mxnet_ssp/experiments/data.py``, e.g. from ``git show 56a6b16:...``)
+  ``mxnet_ssp/lab/data.py``, e.g. from ``git show 56a6b16:...``)
   with 0, 1, 2 threads, interleaved with ours.  It also prints what Gluon's
   ``ToTensor`` + ``Normalize`` cost on one batch of 128 CIFAR images: what
   normalizing every batch of every epoch would add.
@@ -19,7 +19,7 @@ dataset (random 32x32x3 bytes, the CIFAR python layout, ``--images`` images):
 Every figure is the median of ``--repeats`` runs (min in brackets).  Run from
 the checkout root (with this checkout installed, or ``PYTHONPATH=.``), e.g.::
 
-    git show 56a6b16:mxnet_ssp/experiments/data.py > /tmp/old_data.py
+    git show 56a6b16:mxnet_ssp/lab/data.py > /tmp/old_data.py
     mkdir /tmp/before && git archive 56a6b16 | tar -x -C /tmp/before
     OMP_NUM_THREADS=1 python -m benchmarks.data_path --before-data /tmp/old_data.py \\
         --before-checkout /tmp/before
@@ -62,7 +62,7 @@ def summary(times):
 # ---------------------------------------------------------------------------
 def ours(name, data_dir, batch_size, augment, workers):
     """A function timing one epoch of our data path (rank 0 of 1)."""
-    from mxnet_ssp.experiments import data, loader
+    from mxnet_ssp.lab import data, loader
     ds = data.load(name, data_dir, download=False)
     mean, std = loader.channel_stats(data.arrays(ds.train)[0])
     train = loader.normalized(ds.train, mean, std)
@@ -160,7 +160,7 @@ EPOCH = re.compile(r'epoch 2 done: (\d+) iterations in ([0-9.]+) s')
 def train_epoch(checkout, flags, tmp):
     env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=checkout)
     save = tempfile.mkdtemp(dir=tmp)
-    proc = subprocess.run([sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar',
+    proc = subprocess.run([sys.executable, '-m', 'mxnet_ssp.lab.train_cifar',
                            '--kvstore', 'local', '--num-epochs', '2', '--log-interval', '0',
                            '--save-dir', save, '--save-period', '0'] + flags,
                           cwd=checkout, env=env, capture_output=True, text=True, timeout=3600)
@@ -198,7 +198,7 @@ def main():
     p.add_argument('--train-workers', type=int, nargs='*', default=[0, 1],
                    help='-j values of the training runs (none: skip them)')
     p.add_argument('--model', default='alexnet-small', help='--model of the training runs')
-    p.add_argument('--before-data', help="the old mxnet_ssp/experiments/data.py to time too")
+    p.add_argument('--before-data', help="the old mxnet_ssp/lab/data.py to time too")
     p.add_argument('--before-checkout', help='an old checkout whose training script to time')
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,8 +22,8 @@ import tempfile
 import numpy as np
 
 from mxnet_ssp import config as cfg
-from mxnet_ssp.cluster_model.profiles import get_scenario
-from mxnet_ssp.experiments.reproduce.presets import LAB_SNAPSHOT_S, lab_epochs
+from mxnet_ssp.lab.cluster_model.profiles import get_scenario
+from mxnet_ssp.lab.reproduce.presets import LAB_SNAPSHOT_S, lab_epochs
 
 
 def throughput(directory):
@@ -45,7 +45,7 @@ def run_once(args, directory, snapshots):
     python = sys.executable
     command = [python, '-m', 'mxnet_ssp.launch', '-n', str(scenario.workers), '-s', '1',
                '--launcher', 'local', '--timeout', '900', python, '-m',
-               'mxnet_ssp.experiments.train_cifar', '--model', 'mlp', '--dataset', 'mnist5k',
+               'mxnet_ssp.lab.train_cifar', '--model', 'mlp', '--dataset', 'mnist5k',
                '--batch-size', '32', '--num-epochs',
                str(lab_epochs(scenario.workers, args.iterations)), '--lr', '0.003',
                '--seed', '42', '--save-dir', directory, '--log-interval', '0', '--kvstore',

@@ -1,6 +1,6 @@
 """Server-side update cost per MB: plain SGD against lr/staleness and DC-ASGD-a.
 
-Drives mxnet-ssp's server updater (:class:`mxnet_ssp.ps.server.ServerOptimizer`)
+Drives mxnet-ssp's server updater (:class:`mxnet_ssp.server.updater.ServerOptimizer`)
 in one process exactly as MXNet's server calls it: ``update(key, stored,
 received)`` with 1-D float32 arrays, one call per pushed gradient, the
 senders taking turns.  Plain SGD runs as a plain store does (the model once,
@@ -23,7 +23,7 @@ import time
 import mxnet as mx
 
 from mxnet_ssp import optim
-from mxnet_ssp.ps.server import ServerOptimizer
+from mxnet_ssp.server.updater import ServerOptimizer
 
 def _kernels_only(opt):
     """DC-ASGD on MXNet's kernels, as on a GPU (CPU arrays otherwise take NumPy passes)."""
@@ -67,9 +67,9 @@ def measure(make, slots, size, workers, n, settings=None):
     def push(i):
         m = i % workers
         if slots:
-            server.update(m, stored[m], grads[m], None)          # key 0 of worker m
+            server.update_key(m, stored[m], grads[m])          # key 0 of worker m
         else:
-            server.update(0, stored[0], grads[m], None)
+            server.update_key(0, stored[0], grads[m])
 
     for i in range(2 * workers):                                 # warm-up, state creation
         push(i)

@@ -46,7 +46,7 @@ from benchmarks.ps_step import (SHAPES_FILE, fmt_stat, load_shapes, rotated, sum
                                worker_results)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: TCP payload bytes per Ethernet frame byte at MTU 1500 (mxnet_ssp.testbed.measure)
+#: TCP payload bytes per Ethernet frame byte at MTU 1500 (mxnet_ssp.lab.testbed.measure)
 PAYLOAD_SHARE = 1448 / 1514
 MODELS = ('resnet50_v1', 'cifar_resnet110_v1')
 LAYOUTS = ('2x1', '2x2', '4x1', '4x2')       # workers x servers
@@ -117,7 +117,7 @@ def parse_layout(text):
 
 def testbed(prefix, *args, timeout=300):
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
-    return subprocess.run([sys.executable, '-m', 'mxnet_ssp.testbed', '--prefix', prefix]
+    return subprocess.run([sys.executable, '-m', 'mxnet_ssp.lab.testbed', '--prefix', prefix]
                           + list(args), env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -317,7 +317,7 @@ def parse_args(argv=None):
     if unknown:
         p.error('--stores: unknown %s; accepted: %s' % (unknown, ','.join(BY_KEY)))
     args.configs = [BY_KEY[k] for k in keys]
-    from mxnet_ssp.testbed.settings import TestbedError, check_prefix, parse_rate
+    from mxnet_ssp.lab.testbed.settings import TestbedError, check_prefix, parse_rate
     try:
         args.rate_bits = parse_rate(args.rate)
         check_prefix(args.prefix)

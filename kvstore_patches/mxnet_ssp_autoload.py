@@ -19,16 +19,12 @@ code of the script runs after it.  There the hook does three things:
   for features a server never uses, and setuptools for two version comparisons
   (:func:`mxnet_ssp._hooks.skip_optional_mxnet_imports`), and a scheduler's import the
   whole of MXNet's Python package, which a scheduler never uses (about 2 s of CPU): it makes
-  the package's C calls from ``libmxnet.so`` directly (:mod:`mxnet_ssp.ps.scheduler`);
+  the package's C calls from ``libmxnet.so`` directly (:mod:`mxnet_ssp.server.scheduler`);
 * with ``MXNET_SSP_METRICS_DIR`` set, it writes the process's CPU time when it ends
   (:func:`mxnet_ssp.cpu_record.record_cpu`).
 
 A worker imports MXNet as stock MXNet does, scikit-learn and SciPy included, unless
 ``MXNET_SSP_LEAN_WORKERS`` is on: then it skips them as servers do (about 1.2 s of CPU).
-With ``MXNET_SSP_OP_CODE_CACHE`` set to a directory, servers and workers take the compiled
-code of MXNet's operator functions from a file there, which the first of them writes
-(:func:`mxnet_ssp._op_code.cache_op_code`: about 1 s of CPU per process); unset, MXNet
-generates and compiles them as it does without mxnet-ssp.
 """
 import os
 import sys
@@ -37,13 +33,6 @@ _ENV = 'MXNET_SSP_AUTOLOAD'      # mxnet_ssp.config.ENV_AUTOLOAD; read here, bef
 _OFF = ('0', 'false', 'no', 'off')  # the "no" spellings of mxnet_ssp.config.FLAG_VALUES
 _LEAN = 'MXNET_SSP_LEAN_WORKERS'  # mxnet_ssp.config.ENV_LEAN_WORKERS
 _ON = ('1', 'true', 'yes', 'on')    # its "yes" spellings
-_OP_CODE = 'MXNET_SSP_OP_CODE_CACHE'  # mxnet_ssp.config.ENV_OP_CODE_CACHE
-
-
-def _op_code_cache():
-    """The directory of MXNet's compiled operator functions, or None (unset, empty, off)."""
-    directory = os.environ.get(_OP_CODE, '').strip()
-    return None if directory.lower() in ('',) + _OFF + ('none',) else directory
 
 
 def _install():
@@ -53,10 +42,6 @@ def _install():
     if os.environ.get(_ENV, '1').strip().lower() in _OFF:
         return
     try:
-        op_code = _op_code_cache() if role != 'scheduler' else None
-        if op_code:
-            from mxnet_ssp._op_code import cache_op_code
-            cache_op_code(op_code)
         if role == 'worker':
             if os.environ.get(_LEAN, '').strip().lower() in _ON:
                 from mxnet_ssp._hooks import skip_optional_mxnet_imports
@@ -71,7 +56,7 @@ def _install():
             follow_job(role)
             record_cpu(role, metrics_dir_if_set())
             if role == 'scheduler':
-                from mxnet_ssp.ps.scheduler import serve_at_import
+                from mxnet_ssp.server.scheduler import serve_at_import
                 serve_at_import()
     except Exception as err:  # never break the start-up of the user's script
         sys.stderr.write('mxnet-ssp: autoload failed: %s: %s\n' % (type(err).__name__, err))

@@ -25,8 +25,8 @@ _LAZY = ('create', 'SSPKVStore', 'SSPError')
 #: The modules of the store's own import chain that import MXNet at their top: when a script
 #: imports one of them before mxnet, MXNet's import finishes inside it, before the names
 #: kvstore takes from it exist; each calls _hooks.module_done as its last line.
-_STORE_CHAIN = ('mxnet_ssp.store', 'mxnet_ssp.ps.native_store', 'mxnet_ssp.ps.bucketing',
-                'mxnet_ssp.ps.clock_sync')
+_STORE_CHAIN = ('mxnet_ssp.store', 'mxnet_ssp.worker.native_store', 'mxnet_ssp.worker.bucketing',
+                'mxnet_ssp.worker.clock_sync')
 
 
 def _register_store_types():
@@ -39,7 +39,7 @@ def _define_store_types():
     # own dist stores refuse those rules before sending them to servers that cannot run them
     importlib.import_module(__name__ + '.kvstore')
     importlib.import_module(__name__ + '.optim')
-    importlib.import_module(__name__ + '.ps.native_store').refuse_worker_aware_rules()
+    importlib.import_module(__name__ + '.worker.native_store').refuse_worker_aware_rules()
 
 
 def __getattr__(name):

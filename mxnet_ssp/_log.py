@@ -29,7 +29,7 @@ _handler = None
 def _rank(role):
     """This process's rank when a module of ours knows it, else '?'."""
     if role == 'server':
-        server = sys.modules.get('mxnet_ssp.ps.server')
+        server = sys.modules.get('mxnet_ssp.server.updater')
         rank = server.server_rank() if server is not None else None
         return '?' if rank is None else rank
     if role == 'worker':

@@ -263,7 +263,7 @@ class BatchBalancer:
         from mxnet import nd
         if self.rank == 0:
             secret = secrets.token_bytes(32)
-            from .ps.discovery import advertised_host
+            from .ps.addresses import advertised_host
             self._service = BalanceService(self._policy, secret, host=advertised_host(),
                                            lockstep=self.lockstep,
                                            log_path=self._log_path).start()

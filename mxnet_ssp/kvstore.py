@@ -17,7 +17,7 @@ optimizer the workers sent.  On top of that:
   :class:`mxnet_ssp.optim.WorkerAwareOptimizer` rules: lr / staleness,
   DC-ASGD) and always under ``dist_softsync``, the store runs in *slot mode*:
   each worker pushes and pulls a parameter through its own key slot
-  (:mod:`mxnet_ssp.ps.slots`), so the servers know who sent each gradient and
+  (:mod:`mxnet_ssp.worker.slots`), so the servers know who sent each gradient and
   its staleness.  Cost: M slots per parameter on the servers.
 
 Importing this module registers the types with MXNet's ``mx.kv.create`` (also under MXNet's
@@ -28,7 +28,6 @@ from mxnet.kvstore.base import KVStoreBase
 
 from . import config as cfg
 from .store import SSPError, SSPKVStore
-from .ps.bucketing import _keys_pushed_by  # noqa: F401 (tests import it from here)
 
 __all__ = ['SSPKVStore', 'SSPError', 'create']
 

@@ -23,7 +23,7 @@ those cases instead, with an error that says what to use.
 import logging
 
 from . import config as cfg
-from .ps.slots import has_row_sparse
+from .worker.slots import has_row_sparse
 
 __all__ = ['StockNames']
 

@@ -4,20 +4,20 @@ The store itself follows the calls of gluon.Trainer, Module or a script: it open
 closes steps, sends the optimizer and the job's commands to the servers, and hands each
 part of the work to the module that does it:
 
-* :mod:`~mxnet_ssp.ps.bucketing` (:class:`~mxnet_ssp.ps.bucketing.Buckets`): every key's way
+* :mod:`~mxnet_ssp.worker.bucketing` (:class:`~mxnet_ssp.worker.bucketing.Buckets`): every key's way
   to the servers, on its own key or packed in a bucket (the plan, the buffers and each
   bucket's state); the store hands it each key once per call;
-* :mod:`~mxnet_ssp.ps.clock_sync` (:class:`~mxnet_ssp.ps.clock_sync.ClockSync`): this
+* :mod:`~mxnet_ssp.worker.clock_sync` (:class:`~mxnet_ssp.worker.clock_sync.ClockSync`): this
   worker's clock and its releases by the controller, at each step's end;
-* :mod:`~mxnet_ssp.ps.steps` (where a step ends; what it measures),
-  :mod:`~mxnet_ssp.ps.slots` (the key layout of slot mode), :mod:`~mxnet_ssp.ps.native_store`
+* :mod:`~mxnet_ssp.worker.steps` (where a step ends; what it measures),
+  :mod:`~mxnet_ssp.worker.slots` (the key layout of slot mode), :mod:`~mxnet_ssp.worker.native_store`
   (MXNet's store under it), :mod:`~mxnet_ssp.ps.channel` (what travels to the servers),
   :mod:`~mxnet_ssp.ps.process_exit` (when it shuts down).
 
 Worker-side contract
 --------------------
 * ``push`` and ``pushpull`` return without waiting, except, in SSP/DSSP, the
-  call that completes a step (see :mod:`mxnet_ssp.ps.steps`), which blocks
+  call that completes a step (see :mod:`mxnet_ssp.worker.steps`), which blocks
   until the controller releases this worker.  Pulls of keys pushed in the
   current step are deferred to the release unless the release is already
   certain; all other pulls are issued at once.
@@ -44,12 +44,12 @@ from mxnet.kvstore.base import KVStoreBase
 from .ps import process_exit
 from . import config as cfg
 from .config import job_settings, sender
-from .ps.channel import ABORT, Control, UpdaterSpec
-from .ps.native_store import FreedNative, create_native, free_native
-from .ps.slots import KeyLayout, as_list, as_values, has_row_sparse
-from .ps.clock_sync import ClockSync
-from .ps.steps import StepTracker
-from .ps.bucketing import Buckets
+from .ps.commands import ABORT, Control, UpdaterSpec
+from .worker.native_store import FreedNative, create_native, free_native
+from .worker.slots import KeyLayout, as_list, as_values, has_row_sparse
+from .worker.clock_sync import ClockSync
+from .worker.steps import StepTracker
+from .worker.bucketing import Buckets
 from ._hooks import module_done
 
 __all__ = ['SSPKVStore', 'SSPError']
@@ -110,14 +110,14 @@ class SSPKVStore(KVStoreBase):
                              source='splits' if 'splits' in settings else cfg.ENV_SOFTSYNC_SPLITS)
         self._tracker = StepTracker()
         self._step = None                 # the Step in progress, None between steps
-        # this worker's clock and releases, through the controller (mxnet_ssp.ps.clock_sync)
+        # this worker's clock and releases, through the controller (mxnet_ssp.worker.clock_sync)
         self._sync = ClockSync(self._config, self._rank, self._num_workers, SSPError)
         self._optimizer = None
         self._keys = KeyLayout(self._rank, self._num_servers)   # M workers in slot mode
         self._lr_sent = None
         self._closed = False
         self._sent_optimizer = None
-        # every key's way to the servers: its own key, or a bucket (mxnet_ssp.ps.bucketing)
+        # every key's way to the servers: its own key, or a bucket (mxnet_ssp.worker.bucketing)
         self._buckets = Buckets(self._kv, self._keys, self._tracker, self._num_servers,
                                 self._bucket_bytes, cfg.host_copies(), self._config.timeout,
                                 SSPError)

@@ -85,6 +85,10 @@ def _dist_given(config):
 #: environment): the test jobs' MXNET_SSP_OP_CODE_CACHE, so that each MXNet process of the run
 #: after the first few makes MXNet's operator functions from the kept code (about 1 s of CPU each)
 OP_CODE_DIR_ENV = 'TESTS_MXNET_OP_CODE_DIR'
+#: what the test jobs' start-up code reads (tests/support/startup/sitecustomize.py, on the
+#: jobs' PYTHONPATH): test speed only, not a setting of the package
+OP_CODE_CACHE_ENV = 'MXNET_SSP_TEST_OP_CODE_CACHE'
+STARTUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'support', 'startup')
 
 
 def pytest_configure(config):
@@ -128,7 +132,8 @@ def pytest_runtest_setup(item):
 def job_env(tmp_path, **extra):
     """Environment for a job: this checkout first on the path, metrics into tmp_path."""
     env = dict(os.environ)
-    env['PYTHONPATH'] = ROOT + (os.pathsep + env['PYTHONPATH'] if env.get('PYTHONPATH') else '')
+    env['PYTHONPATH'] = os.pathsep.join([ROOT, STARTUP] + ([env['PYTHONPATH']]
+                                                          if env.get('PYTHONPATH') else []))
     env['MXNET_SSP_METRICS_DIR'] = str(tmp_path / 'metrics')
     env['OMP_NUM_THREADS'] = '1'
     env.setdefault('MXNET_SSP_TIMEOUT', '60')
@@ -141,9 +146,9 @@ def job_env(tmp_path, **extra):
     # autoload) and the README's demo keep them
     env.setdefault('MXNET_SSP_LEAN_WORKERS', '1')
     # and take MXNet's compiled operator functions from the run's directory (the functions
-    # are MXNet's own: tests/unit/test_op_code_cache.py)
+    # are MXNet's own: tests/unit/test_op_code_cache.py; STARTUP's sitecustomize loads them)
     if os.environ.get(OP_CODE_DIR_ENV):
-        env.setdefault('MXNET_SSP_OP_CODE_CACHE', os.environ[OP_CODE_DIR_ENV])
+        env.setdefault(OP_CODE_CACHE_ENV, os.environ[OP_CODE_DIR_ENV])
     env['STOCK_LAUNCH_HOST_IP'] = '127.0.0.1'   # jobs/stock_launch.py: keep the tracker on loopback
     for key in [k for k in env if k.startswith('DMLC_')]:
         del env[key]
@@ -328,7 +333,7 @@ def require_autoload_hook():
 
 #: what the start-up hook reads from the environment (kvstore_patches/mxnet_ssp_autoload.py)
 HOOK_SETTINGS = ('DMLC_ROLE', 'MXNET_SSP_AUTOLOAD', 'MXNET_SSP_LEAN_WORKERS',
-                 'MXNET_SSP_OP_CODE_CACHE')
+                 OP_CODE_CACHE_ENV)
 
 
 def python_c(code, env=None, timeout=120):
@@ -362,3 +367,17 @@ def same_interval(interval, expected):
             assert math.isnan(got), (interval, expected)
         else:
             assert got == pytest.approx(want), (interval, expected)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The package's size report (tests/support/sizes.py): smells, never a failure."""
+    if hasattr(terminalreporter.config, 'workerinput'):
+        return
+    sys.path.insert(0, os.path.join(ROOT, 'tests', 'support'))
+    try:
+        from sizes import report_lines
+    finally:
+        sys.path.pop(0)
+    terminalreporter.section('sizes')
+    for line in report_lines(os.path.join(ROOT, 'mxnet_ssp')):
+        terminalreporter.write_line(line)

@@ -1,16 +1,16 @@
 """Entry file of the training script: ``python train_scripts/train_cifar.py [flags]``.
 
-The code is :mod:`mxnet_ssp.experiments.train_cifar`, installed with the
+The code is :mod:`mxnet_ssp.lab.train_cifar`, installed with the
 package (``python -m pip install .``); this file only calls its ``main()``, as
-``mxnet-ssp-train`` and ``python -m mxnet_ssp.experiments.train_cifar`` do.
+``mxnet-ssp-train`` and ``python -m mxnet_ssp.lab.train_cifar`` do.
 ``docs/train_scripts.md`` lists the flags.
 """
 import sys
 
 try:
-    from mxnet_ssp.experiments.train_cifar import main
+    from mxnet_ssp.lab.train_cifar import main
 except ImportError as err:
-    sys.exit('train_cifar.py: cannot import mxnet_ssp.experiments (%s): install the package '
+    sys.exit('train_cifar.py: cannot import mxnet_ssp.lab (%s): install the package '
              'first, python -m pip install . in the checkout' % err)
 
 if __name__ == '__main__':

@@ -39,8 +39,5 @@ from . import agree, balance, data_path, file, lifetime, sync, table, topology
 #: The settings a file may set (those every process of a job reads from its environment).
 FILE_SETTINGS = _file.FILE_SETTINGS = _file.file_settings()
 
-#: The former private name of :func:`.file.current` (other branches still call it).
-_environ = _file.current
-
 __all__ = sorted(set(agree.__all__ + balance.__all__ + data_path.__all__ + file.__all__
                      + lifetime.__all__ + sync.__all__ + table.__all__ + topology.__all__))

@@ -7,7 +7,6 @@ from .topology import ENV_NUM_WORKER, parse_num_workers
 
 __all__ = ['ENV_ELASTIC', 'ENV_REJOIN', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE',
            'ENV_LIVENESS', 'DEFAULT_LIVENESS', 'ENV_AUTOLOAD', 'ENV_LEAN_WORKERS',
-           'ENV_OP_CODE_CACHE',
            'UNBOUNDED_STALENESS',
            'parse_elastic', 'elastic_min_workers', 'rejoining', 'follow_grace',
            'parse_liveness', 'liveness_timeout']
@@ -20,7 +19,6 @@ ENV_LIVENESS = 'MXNET_SSP_LIVENESS_TIMEOUT'
 DEFAULT_LIVENESS = DEFAULT_BOUND
 ENV_AUTOLOAD = 'MXNET_SSP_AUTOLOAD'
 ENV_LEAN_WORKERS = 'MXNET_SSP_LEAN_WORKERS'
-ENV_OP_CODE_CACHE = 'MXNET_SSP_OP_CODE_CACHE'
 
 
 def _elastic(value, source, setting, num_workers=None, **_):
@@ -84,16 +82,6 @@ declare(
             'cannot convert SciPy matrices and mx.recordio cannot decode images, unless the '
             'script imports them before MXNet. mxnet-ssp-train always does so. The start-up hook reads it '
             'itself.', flag, default=False,
-            not_in_file='the start-up hook reads it before any file is read; set it in the '
-                        'environment'),
-    Setting(ENV_OP_CODE_CACHE, 'autoload', 'A directory where servers and workers keep the '
-            'compiled code of the functions MXNet makes for its operators at import: the first '
-            'process writes a file there (the directory is made with mode 0700), the next ones '
-            "load it instead of generating and compiling about 2,500 functions (about 1 s of "
-            "CPU each). The "
-            "functions are MXNet's own. Unset or off: MXNet compiles them at every import. The "
-            'start-up hook reads it itself.', _directory_or_off, default=None,
-            accepted='a directory, or off',
             not_in_file='the start-up hook reads it before any file is read; set it in the '
                         'environment'),
 )

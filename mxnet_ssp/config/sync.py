@@ -27,7 +27,7 @@ ENV_TIMEOUT = 'MXNET_SSP_TIMEOUT'
 ENV_METRICS_DIR = 'MXNET_SSP_METRICS_DIR'
 ENV_SOFTSYNC_SPLITS = 'MXNET_SSP_SOFTSYNC_SPLITS'
 #: Seconds between the servers' copies of their weights (the lab's wall-clock evaluation,
-#: mxnet_ssp/ps/snapshots.py); unset or 0: none.
+#: mxnet_ssp/server/snapshots.py); unset or 0: none.
 ENV_SERVER_SNAPSHOTS = 'MXNET_SSP_SERVER_SNAPSHOTS'
 ENV_STALENESS_LOG = 'MXNET_SSP_STALENESS_LOG'
 ENV_CONTROLLER = 'MXNET_SSP_CONTROLLER'

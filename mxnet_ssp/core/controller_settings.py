@@ -2,7 +2,7 @@
 
 The same settings travel twice, as one JSON object (pure: no I/O, standard library only):
 
-1. worker -> servers, in the discovery request (:mod:`mxnet_ssp.ps.discovery`, packed by
+1. worker -> servers, in the discovery request (:mod:`mxnet_ssp.worker.discovery`, packed by
    :func:`mxnet_ssp.ps.channel.encode_blob`): the worker's settings;
 2. server -> controller process, on its stdin (:mod:`mxnet_ssp.controller.process`): the same,
    plus the address to listen on, the job's secret and the metrics file.

@@ -31,7 +31,7 @@ ADAPTIVE_READINGS = ('paper', 'multiverso')
 #: ``--model`` names the trainer builds itself (without GluonCV); any other name is GluonCV's.
 BUILTIN_MODELS = ('mlp', 'alexnet-small')
 
-#: ``--dataset`` names (:func:`mxnet_ssp.experiments.data.load`).
+#: ``--dataset`` names (:func:`mxnet_ssp.lab.data.load`).
 DATASETS = ('digits', 'mnist5k', 'cifar10', 'cifar100')
 
 #: The JSON Lines files of a job's metrics (docs/metrics.md); ``%d`` is the worker's rank.

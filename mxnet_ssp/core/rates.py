@@ -1,8 +1,8 @@
 """Link rates in tc's units, and what a step's bytes cost on a link (no I/O).
 
 One parser for every place that takes a rate: ``mxnet-ssp-testbed --rate`` /
-``--rate-of`` (:mod:`mxnet_ssp.testbed.settings`) and a scenario's ``links=``
-(:mod:`mxnet_ssp.cluster_model.profiles`), so that a rate the testbed accepts is the rate a
+``--rate-of`` (:mod:`mxnet_ssp.lab.testbed.settings`) and a scenario's ``links=``
+(:mod:`mxnet_ssp.lab.cluster_model.profiles`), so that a rate the testbed accepts is the rate a
 scenario accepts and the other way round.
 
 Units: ``kbit``, ``mbit``, ``gbit`` are 10^3, 10^6, 10^9 bit/s (tc's, not 2^10).  A rate is

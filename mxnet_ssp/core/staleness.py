@@ -5,7 +5,7 @@ parameter, the number of updates applied to it and the version each worker
 last pulled.  From these follow the staleness of a gradient and, under
 n-softsync, when an update happens.  This module is that bookkeeping and
 nothing else: plain Python, no arrays.  The servers
-(:class:`mxnet_ssp.ps.server.ServerOptimizer`, on MXNet arrays) and the NumPy
+(:class:`mxnet_ssp.server.updater.ServerOptimizer`, on MXNet arrays) and the NumPy
 reference (``Reference`` of ``tests/support/oracle_optim.py``) each keep one
 :class:`KeyClock` per parameter, so they cannot disagree on a tau or on which
 gradients form an update.

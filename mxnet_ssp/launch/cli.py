@@ -24,7 +24,7 @@ from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_USAGE, P
                        parse_env_items, parse_env_pass, role_settings, say, unknown_settings,
                        validate_settings)
 from .ssh import plan_ssh, run_syncs
-from .train_flags import check_training_flags
+from .command_checks import check_command as run_command_checks
 from .supervisor import Supervisor
 
 
@@ -255,12 +255,12 @@ def warn_unknown_settings(job):
 
 def check_command(job, merged=None):
     """When the job runs mxnet-ssp's training script, check its flags as each worker will
-    (:func:`.train_flags.check_training_flags`, in a worker's environment: `merged`, the
+    (the checks registered for it, :mod:`.command_checks`, in a worker's environment: `merged`, the
     environment over the settings file, with ``--env`` / ``--env-worker``); raise
     LaunchError."""
     env = dict(job.environ if merged is None else merged)
     env.update(job.settings['worker'])
-    check_training_flags(job.command, env, job.num_workers, local=job.launcher == 'local')
+    run_command_checks(job.command, env, job.num_workers, local=job.launcher == 'local')
 
 
 def main(argv=None, num_gpus=None):

@@ -170,7 +170,7 @@ def find_kvstore_names(command):
 
 
 #: MXNET_SSP_* names that are not settings of a job's processes but are not typos either:
-#: setup.py's choice of MXNet build, the testbed's (mxnet_ssp/testbed/settings.py)
+#: setup.py's choice of MXNet build, the testbed's (mxnet_ssp/lab/testbed/settings.py)
 OTHER_NAMES = ('MXNET_SSP_MXNET_PACKAGE', 'MXNET_SSP_TESTBED_PREFIX',
                'MXNET_SSP_TESTBED_STATE_ROOT')
 

@@ -32,7 +32,7 @@ The names are imported from here (``mxnet_ssp.optim``), where the classes also p
 Importing this module imports MXNet and registers the names ``'stalenessawaresgd'``,
 ``'sasgd'`` and ``'dcasgd_pw'`` with ``mx.optimizer``.  It changes nothing of MXNet's: that
 MXNet's own dist stores refuse these rules in ``set_optimizer`` is installed by ``import
-mxnet_ssp`` (:func:`mxnet_ssp.ps.native_store.refuse_worker_aware_rules`).
+mxnet_ssp`` (:func:`mxnet_ssp.worker.native_store.refuse_worker_aware_rules`).
 """
 import warnings
 

@@ -1,6 +1,6 @@
 """The channel between a worker's store and the servers, inside MXNet's own KVStore traffic.
 
-Three kinds of message travel where MXNet only expects gradients, weights and
+Four kinds of message travel where MXNet only expects gradients, weights and
 optimizers; this module holds their formats, so the worker and the server
 agree on them without the worker importing the server's code:
 
@@ -14,28 +14,21 @@ discovery         a push of :data:`DISCOVERY_LEN` float32 values  the server own
 refresh           a push of :func:`refresh_marker` (first         the server copies its latest
                   element: a NaN with :data:`REFRESH_BITS`) to    weights into the sender's
                   the sender's slot of a key (slot mode)          slot, which it pulls next
-updater           ``kv.set_optimizer(UpdaterSpec(...))``: MXNet   every server: it becomes a
-                  pickles it and sends it to every server         ``server.ServerOptimizer``
-command           ``kv._send_command_to_servers(0, pickle of      every server runs it on its
-                  Control)``, where MXNet sends an optimizer      live optimizer
+updater,          where MXNet sends an optimizer: see             every server's door
+command           :mod:`mxnet_ssp.ps.commands`                    (:mod:`mxnet_ssp.server.door`)
 ================  ==============================================  ========================
 
 This module must import in a server process, where ``import mxnet`` has not
 returned (the server loop runs inside it): it imports nothing from MXNet.
 """
-import importlib
 import json
-import re
 
 import numpy as np
-
-from .process_exit import end_job, end_server
 
 __all__ = ['DISCOVERY_KEY', 'DISCOVERY_KEY_STR', 'BALANCE_KEY', 'BALANCE_KEY_STR', 'RESERVED_KEYS',
            'DISCOVERY_LEN', 'MAGIC', 'MAX_INT_KEY',
            'REFRESH_BITS', 'slot_key', 'slot_of', 'encode_blob', 'decode_blob', 'is_discovery',
-           'refresh_marker',
-           'is_refresh', 'UpdaterSpec', 'Control', 'ABORT', 'run_command', 'serve_commands']
+           'refresh_marker', 'is_refresh']
 
 #: Reserved integer key for controller discovery.  MXNet places a small key on
 #: server (key * 9973) % num_servers, computed in a C int: keep key * 9973 < 2**31.
@@ -150,101 +143,3 @@ def is_refresh(grad):
     """True if `grad` (NDArray) is a refresh push (see :func:`refresh_marker`)."""
     head = grad.reshape((-1,))[0:1].asnumpy()
     return head.view(np.uint32)[0] == REFRESH_BITS
-
-
-class UpdaterSpec:
-    """What a worker's store sends with ``set_optimizer``: the user's optimizer and its settings.
-
-    MXNet pickles it on the worker and unpickles it on every server, where it
-    becomes a :class:`mxnet_ssp.ps.server.ServerOptimizer` (the worker never
-    imports the server's code).  `settings` are ServerOptimizer's keyword
-    arguments.
-    """
-
-    def __init__(self, optimizer, **settings):
-        self.optimizer = optimizer
-        self.settings = settings
-
-    @property
-    def multi_precision(self):
-        """Read by MXNet's ``set_optimizer`` after sending: the user's optimizer's flag."""
-        return self.optimizer.multi_precision
-
-    def __reduce__(self):
-        return (_server_optimizer, (self.optimizer, self.settings))
-
-
-def _server_optimizer(optimizer, settings):
-    # runs where MXNet unpickles the updater: in a server process
-    settings = dict(settings)
-    sent = settings.pop('agree', None)      # the sender's settings that must agree
-    if sent is not None:
-        from ..config import check_updater_settings
-        message = check_updater_settings(sent)
-        if message:
-            end_job('server: the job failed: %s' % message)
-    server = importlib.import_module(__name__.rsplit('.', 1)[0] + '.server')
-    return server.ServerOptimizer(optimizer, **settings).activate()
-
-
-class Control:
-    """A command for the servers, sent where MXNet sends an optimizer.
-
-    MXNet's server controller unpickles the command body and installs the
-    result as its optimizer.  Unpickling a Control runs the command on the
-    live :class:`mxnet_ssp.ps.server.ServerOptimizer` of that server and yields that same object,
-    so the servers keep their optimizer and state.  Actions: ``set_lr``
-    (float), ``save`` and ``load`` (a path prefix), and :data:`ABORT` (a message: the
-    server ends, with or without an optimizer).
-    """
-
-    def __init__(self, action, payload):
-        self.action = action
-        self.payload = payload
-
-    def __reduce__(self):
-        return (run_command, (self.action, self.payload))
-
-
-#: The :class:`Control` action a failing worker sends every server: end now, naming it (the
-#: payload: the worker's message).  Served before, and without, an optimizer.
-ABORT = 'abort'
-
-_handler = None     # the server's live optimizer: it runs the commands (set by serve_commands)
-
-
-def serve_commands(handler):
-    """Server side: `handler.control(action, payload)` runs every :class:`Control` from now on."""
-    global _handler
-    _handler = handler
-
-
-def abort_message(payload):
-    """What a server says when it ends on a worker's abort notice (`payload`: the worker's
-    message, ``'worker[R]: why'``): ``server: the job failed: why (worker[R] ...)``."""
-    text = str(payload)[:2000]
-    match = re.match(r'worker\[(\d+)\]: (.*)$', text, re.S)
-    if match is None:
-        return 'server: the job failed: %s; ending this server' % text
-    return ('server: the job failed: %s (worker[%s] said so; ending this server)'
-            % (match.group(2), match.group(1)))
-
-
-def run_command(action, payload):
-    """Run a command where MXNet's server controller unpickles it; returns the handler.
-
-    MXNet installs the return value as the server's optimizer, so the servers
-    keep their optimizer and its state.  A failure ends the server process
-    (see :func:`mxnet_ssp.ps.process_exit.end_server`).
-    """
-    if action == ABORT:
-        # a worker is exiting because the job failed (its script raised, a peer died): this
-        # server's loop would wait in ps-lite's finalize barrier for it for ever
-        end_job(abort_message(payload))
-    try:
-        if _handler is None:
-            raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')
-        _handler.control(action, payload)
-    except Exception:
-        end_server('command %s %r' % (action, payload))
-    return _handler

@@ -113,14 +113,14 @@ POLL_S = 0.5
 STARTUP_POLL_S = 0.02
 
 # the functions that call MXKVStoreRunServer, (name, end of file path): MXNet's
-# KVStoreServer.run, and the scheduler run from the library (mxnet_ssp.ps.scheduler.serve)
+# KVStoreServer.run, and the scheduler run from the library (mxnet_ssp.server.scheduler.serve)
 _LOOPS = (('run', os.path.join('kvstore', 'kvstore_server.py')),
           ('serve', os.path.join('mxnet_ssp', 'ps', 'scheduler.py')))
 
 
 def in_server_loop():
     """Whether the main thread is inside MXNet's server loop (``KVStoreServer.run``, or
-    :func:`mxnet_ssp.ps.scheduler.serve` in a scheduler).
+    :func:`mxnet_ssp.server.scheduler.serve` in a scheduler).
 
     True in a scheduler or server process from ps-lite's start-up until its finalize
     barrier has passed; False before ``import mxnet`` gets there, after the loop returned,

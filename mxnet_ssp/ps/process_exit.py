@@ -34,7 +34,7 @@ command fails ends at once with :data:`SERVER_FAILED` (:func:`end_server`).  The
 and the servers of a job that failed elsewhere end with :data:`FATAL_EXIT`
 (:func:`end_job`, called as :mod:`mxnet_ssp.ps.job_watch` decides).  A copy into a bucket
 that failed after the job's last push (a gradient of the last step found in MKL-DNN's own
-layout: :mod:`mxnet_ssp.ps.host_copy`) would have no later push to report it: once the
+layout: :mod:`mxnet_ssp.worker.host_copy`) would have no later push to report it: once the
 stores are freed, the exit hook ends the worker with status 1 and says so.
 
 Waits that nobody else bounds
@@ -236,7 +236,7 @@ def end_job(message, status=FATAL_EXIT):
 
 
 def copy_error_left(rank=None):
-    """What an operation of :mod:`mxnet_ssp.ps.host_copy` met after the last push that could
+    """What an operation of :mod:`mxnet_ssp.worker.host_copy` met after the last push that could
     report it (a gradient of the job's last step found in MKL-DNN's layout, say), as the
     message the job ends with, or None.  Call it once every operation has run."""
     host_copy = sys.modules.get(__name__.rsplit('.', 1)[0] + '.host_copy')

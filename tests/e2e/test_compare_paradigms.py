@@ -1,4 +1,4 @@
-"""Tests of the demo, mxnet_ssp.experiments.compare_paradigms (`mxnet-ssp-compare`).
+"""Tests of the demo, mxnet_ssp.lab.compare_paradigms (`mxnet-ssp-compare`).
 
 Flags, commands and the table start no job; the README's first command runs
 for real, shortened (default run), and longer in the slow set.
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import job_env, read_jsonl
-from mxnet_ssp.experiments import compare_paradigms as cp
+from mxnet_ssp.lab import compare_paradigms as cp
 
 from conftest import ROOT  # noqa: E402  (the checkout)
 
@@ -53,7 +53,7 @@ def test_commands_per_paradigm(tmp_path):
     for p, cmd in cmds.items():
         assert cmd[:3] == [sys.executable, '-m', 'mxnet_ssp.launch']
         assert flag(cmd, '-n') == '4' and flag(cmd, '--launcher') == 'local'
-        train = cmd.index('mxnet_ssp.experiments.train_cifar')
+        train = cmd.index('mxnet_ssp.lab.train_cifar')
         assert cmd[train - 2:train] == [sys.executable, '-m']
         assert flag(cmd, '--slowdown') == '2:3'
         assert flag(cmd, '--save-dir') == str(tmp_path / p)
@@ -152,7 +152,7 @@ def test_readme_demo_command_one_epoch(tmp_path):
     wrote and with the digits split.
     """
     import subprocess
-    from mxnet_ssp.experiments import data
+    from mxnet_ssp.lab import data
     out = tmp_path / 'compare'
     workers, batch, target = 2, 32, 0.5
     argv = readme_demo_command() + [

@@ -60,7 +60,7 @@ def test_the_defaults_train(tmp_path, model, workers, store):
     save = tmp_path / 'run'
     argv = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', str(workers), '-s', '1',
             '--launcher', 'local', '--timeout', '240', sys.executable, '-m',
-            'mxnet_ssp.experiments.train_cifar', '--kvstore', store, '--model', model,
+            'mxnet_ssp.lab.train_cifar', '--kvstore', store, '--model', model,
             '--slowdown', '1:2.5'] + STALENESS[store]
     if (model, workers, store) == ('alexnet-small', 4, 'dist_dssp'):
         # the same job as the page writes it, which leaves --model at its default (the

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 def test_a_huge_lr_stops_the_job_with_one_message_per_worker(tmp_path, store):
     """dist_dssp has a controller: the diverged worker leaves the job, so the other is not
     failed with a traceback ("disconnected without leaving") before the launcher stops it."""
-    proc = run_job(tmp_path, [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar',
+    proc = run_job(tmp_path, [sys.executable, '-m', 'mxnet_ssp.lab.train_cifar',
                               '--kvstore', store, '--model', 'mlp', '--dataset', 'digits',
                               '--lr', '1000', '--num-epochs', '1', '--log-interval', '0',
                               '--no-progress', '--save-dir', str(tmp_path / 'run')],
@@ -21,7 +21,7 @@ def test_a_huge_lr_stops_the_job_with_one_message_per_worker(tmp_path, store):
                    env=job_env(tmp_path), launcher_args=['--timeout', '120'])
     assert proc.returncode == 1, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines()
-              if line.startswith('python -m mxnet_ssp.experiments.train_cifar: error: ')]
+              if line.startswith('python -m mxnet_ssp.lab.train_cifar: error: ')]
     assert errors, proc.stderr[-3000:]
     for line in errors:
         assert 'diverged at iteration' in line

@@ -17,7 +17,7 @@ from conftest import ROOT
 
 #: the installed commands, as the checkout's modules (so the checkout's code runs)
 COMMANDS = {'mxnet-ssp-launch': [sys.executable, '-m', 'mxnet_ssp.launch'],
-            'mxnet-ssp-train': [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']}
+            'mxnet-ssp-train': [sys.executable, '-m', 'mxnet_ssp.lab.train_cifar']}
 _COMMAND = re.compile(r'^\s*(?:[A-Z_]+=\S+\s+)*(?:sudo\s+)?(?:mxnet-ssp-testbed run -- )?'
                       r'(?:mxnet-ssp-(?:launch|train)\s+-|\$L \$T )')
 
@@ -108,7 +108,7 @@ def shortened(cmd, tmp_path):
     argv = []
     for word in words:
         argv += COMMANDS.get(word, [sys.executable] if word == 'python' else [word])
-    if 'mxnet_ssp.experiments.train_cifar' in argv:
+    if 'mxnet_ssp.lab.train_cifar' in argv:
         for flag in ('--num-epochs', '--num-iterations'):
             if flag in argv:
                 del argv[argv.index(flag):argv.index(flag) + 2]

@@ -27,7 +27,7 @@ def _train(save, epochs, extra=()):
     # lr 0.03: at 0.1 (momentum 0.9) this MLP with two SSP workers diverged to chance accuracy
     # in 2 of 3 plain 4-epoch jobs, with buckets and without, resumed or not (a CI run failed
     # this test so: the resumed job has two workers where the first trains mostly with one)
-    return [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar', '--kvstore', 'dist_ssp',
+    return [sys.executable, '-m', 'mxnet_ssp.lab.train_cifar', '--kvstore', 'dist_ssp',
             '--model', 'mlp', '--dataset', 'digits', '--num-epochs', str(epochs),
             '--batch-size', '32', '--lr', '0.03', '--save-dir', str(save), '--log-interval', '0',
             '--no-progress', '--emulate', 'workers=2,base_ms=25,factors=1:1,jitter=0%'] + list(extra)

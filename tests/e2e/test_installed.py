@@ -27,12 +27,12 @@ PACKAGE = os.path.join(ROOT, 'mxnet_ssp')
 BIN = os.path.dirname(sys.executable)
 #: console script -> the module it runs
 TOOLS = {
-    'mxnet-ssp-train': 'mxnet_ssp.experiments.train_cifar',
-    'mxnet-ssp-compare': 'mxnet_ssp.experiments.compare_paradigms',
-    'mxnet-ssp-reproduce': 'mxnet_ssp.reproduce',
+    'mxnet-ssp-train': 'mxnet_ssp.lab.train_cifar',
+    'mxnet-ssp-compare': 'mxnet_ssp.lab.compare_paradigms',
+    'mxnet-ssp-reproduce': 'mxnet_ssp.lab.reproduce',
     'mxnet-ssp-launch': 'mxnet_ssp.launch',
-    'mxnet-ssp-advise': 'mxnet_ssp.cluster_model.advise',
-    'mxnet-ssp-testbed': 'mxnet_ssp.testbed',
+    'mxnet-ssp-advise': 'mxnet_ssp.lab.cluster_model.advise',
+    'mxnet-ssp-testbed': 'mxnet_ssp.lab.testbed',
 }
 
 
@@ -121,7 +121,7 @@ def test_tools_run_outside_the_checkout(tmp_path):
     commands = [line for line in text.splitlines() if line.startswith('OMP_NUM_THREADS=1')]
     assert commands and '# warning' not in text, text
     for command in commands:
-        assert ' -m mxnet_ssp.experiments.train_cifar ' in command, command
+        assert ' -m mxnet_ssp.lab.train_cifar ' in command, command
         assert ' --no-progress ' in command and 'train_scripts' not in command, command
     assert not (work / 'grid').exists()
 

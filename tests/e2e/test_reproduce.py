@@ -1,6 +1,6 @@
-"""Tests of mxnet_ssp.reproduce: reports of synthetic runs, bad input, the runner and resuming.
+"""Tests of mxnet_ssp.lab.reproduce: reports of synthetic runs, bad input, the runner and resuming.
 
-* The report's maths (mxnet_ssp.experiments.reproduce.stats) is tested in
+* The report's maths (mxnet_ssp.lab.reproduce.stats) is tested in
   tests/unit/experiments/test_stats.py; here it runs through the collector and the report.
 * Runner tests with a stand-in for train_cifar.py that writes synthetic
   metrics: real launcher jobs that take a fraction of a second, so resuming,
@@ -25,14 +25,14 @@ import types
 import pytest
 
 from conftest import INSTALL_TEST, job_env
-from mxnet_ssp.cluster_model.arms import parse_arm
-from mxnet_ssp.experiments.reproduce.cli import build_parser, main
-from mxnet_ssp.experiments.reproduce.json_files import write_json
-from mxnet_ssp.experiments.reproduce.grid import (MARKER, choose_lr, resolve_grid, run_dir,
+from mxnet_ssp.lab.cluster_model.arms import parse_arm
+from mxnet_ssp.lab.reproduce.cli import build_parser, main
+from mxnet_ssp.lab.reproduce.json_files import write_json
+from mxnet_ssp.lab.reproduce.grid import (MARKER, choose_lr, resolve_grid, run_dir,
                                                   run_signature, trial_seed)
-from mxnet_ssp.experiments.reproduce.presets import PRESETS
-from mxnet_ssp.experiments.reproduce.report import write_report
-from mxnet_ssp.experiments.reproduce.runner import (check_dataset, eta_text, prepare_subset,
+from mxnet_ssp.lab.reproduce.presets import PRESETS
+from mxnet_ssp.lab.reproduce.report import write_report
+from mxnet_ssp.lab.reproduce.runner import (check_dataset, eta_text, prepare_subset,
                                                      run_env, subset_dir)
 
 from conftest import ROOT  # noqa: E402  (the checkout)
@@ -135,7 +135,7 @@ def test_collect_run_reads_cpu_use_and_sleep_lateness(tmp_path):
         (run / ('cpu-%s-%d.json' % (role, pid))).write_text(json.dumps(
             {'role': role, 'pid': pid, 'cpu_s': cpu, 'wall_s': wall}))
     (run / 'cpu-server-14.json').write_text('{"role": "ser')      # cut short: not counted
-    from mxnet_ssp.experiments.reproduce.collect import collect_run
+    from mxnet_ssp.lab.reproduce.collect import collect_run
     result = collect_run(str(run), parse_arm('asp'))
     assert result['process_cpu'] == {
         'server': {'processes': 2, 'cpu_s': 9.0, 'cores': 0.75},
@@ -157,7 +157,7 @@ def test_data_fraction_subset(tmp_path, dataset, folder, train, test, key):
 
     import numpy as np
 
-    from mxnet_ssp.experiments import data
+    from mxnet_ssp.lab import data
     rng = np.random.RandomState(0)
     source = tmp_path / 'cifar' / folder
     source.mkdir(parents=True)
@@ -284,9 +284,9 @@ def test_check_dataset(tmp_path):
 
 @pytest.mark.parametrize('name', ['digits', 'mnist5k'])
 def test_check_dataset_names_the_install_of_a_missing_bundled_set(tmp_path, monkeypatch, name):
-    """The runner looks for a bundled set's file as the workers do (mxnet_ssp.experiments.
+    """The runner looks for a bundled set's file as the workers do (mxnet_ssp.lab.
     bundled), before any process starts, and names the install when it is not there."""
-    from mxnet_ssp.experiments import bundled
+    from mxnet_ssp.lab import bundled
     grid = _grid(tmp_path, 'bsp')
     grid.dataset = name
     assert check_dataset(grid, download=False) == []
@@ -377,7 +377,7 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setenv('FAKE_JOB_LOG', str(jobs))
 
     def command(*extra, paradigms='bsp,asp,dssp', trials='2'):
-        return [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'tiny',
+        return [sys.executable, '-m', 'mxnet_ssp.lab.reproduce', '--preset', 'tiny',
                 '--out', str(tmp_path / 'out'), '--train-script', str(script),
                 '--paradigms', paradigms, '--trials', trials, '--timeout', '60'] + list(extra)
 
@@ -578,8 +578,8 @@ def test_a_trial_that_diverged_is_a_result_counted_as_never(fake, monkeypatch):
     """A trial whose training diverged is not a failure of the lab (exit 0) nor run again,
     and the verdicts count it as never reaching a target with final accuracy 0, where a
     crash is left out."""
-    from mxnet_ssp.experiments.reproduce.collect import gather
-    from mxnet_ssp.experiments.reproduce.verdicts import seed_accuracies, seed_times
+    from mxnet_ssp.lab.reproduce.collect import gather
+    from mxnet_ssp.lab.reproduce.verdicts import seed_accuracies, seed_times
     monkeypatch.setenv('FAKE_DIVERGE_LR', '0.05')       # the tiny preset's rate
     monkeypatch.setenv('FAKE_DIVERGE_SEEDS', '42')
     proc, started = fake('--no-plots', paradigms='asp')
@@ -602,7 +602,7 @@ def test_a_trial_that_diverged_is_a_result_counted_as_never(fake, monkeypatch):
 
 
 def test_a_geometric_grid_of_rates_in_steps_of_sqrt2():
-    from mxnet_ssp.experiments.reproduce.grid import UsageError, parse_rates
+    from mxnet_ssp.lab.reproduce.grid import UsageError, parse_rates
     assert parse_rates('0.0025:0.01:sqrt2') == (0.0025, 0.003536, 0.005, 0.007071, 0.01)
     assert parse_rates('0.01:0.04:2') == (0.01, 0.02, 0.04)
     with pytest.raises(UsageError, match='LOW:HIGH:STEP with STEP sqrt2 or 2'):
@@ -725,7 +725,7 @@ def test_missing_matplotlib_is_a_clear_error(tmp_path, capsys, monkeypatch):
 @pytest.mark.integration
 def test_tiny_preset_end_to_end(tmp_path):
     out = tmp_path / 'results'
-    argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'tiny', '--out', str(out),
+    argv = [sys.executable, '-m', 'mxnet_ssp.lab.reproduce', '--preset', 'tiny', '--out', str(out),
             '--paradigms', 'bsp,dssp'] + PLOT_FLAGS
     env = job_env(tmp_path)
     proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -764,13 +764,13 @@ def test_tiny_preset_end_to_end(tmp_path):
 def test_the_servers_model_on_a_wall_clock(tmp_path, store):
     """A real job with MXNET_SSP_SERVER_SNAPSHOTS: the server's copies, one per grid point
     whoever is held, evaluated after the run; the last point is the final model's accuracy."""
-    from mxnet_ssp.experiments.reproduce.server_eval import evaluate_run
-    from mxnet_ssp.experiments.reproduce.runner import run_env
+    from mxnet_ssp.lab.reproduce.server_eval import evaluate_run
+    from mxnet_ssp.lab.reproduce.runner import run_env
     run = tmp_path / 'run'
     run.mkdir()
     python = sys.executable
     argv = [python, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'local',
-            '--timeout', '200', python, '-m', 'mxnet_ssp.experiments.train_cifar', '--model',
+            '--timeout', '200', python, '-m', 'mxnet_ssp.lab.train_cifar', '--model',
             'mlp', '--dataset', 'digits', '--batch-size', '32', '--num-epochs', '20', '--lr',
             '0.05', '--seed', '1', '--save-dir', str(run), '--no-progress', '--save-period',
             '0', '--emulate', 'workers=2,base_ms=20,factors=1:3', '--num-iterations', '60'
@@ -804,7 +804,7 @@ def test_the_servers_model_on_a_wall_clock(tmp_path, store):
 @pytest.mark.integration
 def test_quick_preset_one_trial(tmp_path):
     out = tmp_path / 'quick'
-    argv = [sys.executable, '-m', 'mxnet_ssp.reproduce', '--preset', 'quick', '--out', str(out),
+    argv = [sys.executable, '-m', 'mxnet_ssp.lab.reproduce', '--preset', 'quick', '--out', str(out),
             '--trials', '1'] + PLOT_FLAGS
     proc = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=1800, env=job_env(tmp_path))

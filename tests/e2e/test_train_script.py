@@ -1,4 +1,4 @@
-"""Tests of the training script, mxnet_ssp.experiments.train_cifar (``mxnet-ssp-train``).
+"""Tests of the training script, mxnet_ssp.lab.train_cifar (``mxnet-ssp-train``).
 
 * Flag checks run in this process (no job, no store is created) and must not
   import MXNet or GluonCV.
@@ -20,20 +20,20 @@ import sys
 import numpy as np
 import pytest
 
-from mxnet_ssp.training_flags import models
-from mxnet_ssp.experiments.training.checkpoint import checkpoint_info
-from mxnet_ssp.experiments.training.cli import main
-from mxnet_ssp.experiments.training.logs import count_iterations, make_progress
-from mxnet_ssp.experiments.training.models import get_model
-from mxnet_ssp.training_flags.models import (BUILTIN_MODELS, describe_model, gluoncv_model_names,
+from mxnet_ssp.lab.training_flags import models
+from mxnet_ssp.lab.training.checkpoint import checkpoint_info
+from mxnet_ssp.lab.training.cli import main
+from mxnet_ssp.lab.training.logs import count_iterations, make_progress
+from mxnet_ssp.lab.training.models import get_model
+from mxnet_ssp.lab.training_flags.models import (BUILTIN_MODELS, describe_model, gluoncv_model_names,
                                              resolve_model)
-from mxnet_ssp.training_flags import (check_args, learning_rate_at, parse_args,
+from mxnet_ssp.lab.training_flags import (check_args, learning_rate_at, parse_args,
                                       parse_decay_epochs)
-from mxnet_ssp.experiments.training.store import make_kvstore, make_optimizer, read_server_weights
+from mxnet_ssp.lab.training.store import make_kvstore, make_optimizer, read_server_weights
 
 from conftest import INSTALL_TEST, ROOT, need, need_module, read_jsonl  # noqa: E402  (the checkout)
 #: how the launcher and reproduce start the training script: by module, not by a file path
-TRAIN = [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar']
+TRAIN = [sys.executable, '-m', 'mxnet_ssp.lab.train_cifar']
 
 WORKER_ENV = {'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': '4'}
 HAVE_GLUONCV = models.gluoncv_available()
@@ -295,8 +295,8 @@ def test_check_args_is_the_workers_check():
 
 def test_validation_imports_neither_mxnet_nor_gluoncv(tmp_path):
     models = ['alexnet-small', 'resnet110'] + (['cifar_wideresnet16_10'] if HAVE_GLUONCV else [])
-    code = ('import sys; from mxnet_ssp.experiments import train_cifar\n'
-            'from mxnet_ssp.training_flags import check_args\n'
+    code = ('import sys; from mxnet_ssp.lab import train_cifar\n'
+            'from mxnet_ssp.lab.training_flags import check_args\n'
             'for m in %r:\n'
             '    check_args(["--kvstore", "dist_dssp", "--staleness", "2,6",'
             ' "--model", m, "--optimizer", "sasgd", "--save-dir", %r], 4)\n'
@@ -547,7 +547,7 @@ def test_checkpoint_loads_into_the_model(tmp_path):
     (load_parameters into a new network) and gives back every parameter, name and value."""
     import mxnet as mx
     from mxnet import gluon
-    from mxnet_ssp.experiments.training.checkpoint import save_checkpoint
+    from mxnet_ssp.lab.training.checkpoint import save_checkpoint
     mx.random.seed(3)
     net = get_model('mlp', 10, (1, 8, 8))
     net.initialize()
@@ -603,7 +603,7 @@ def keep_logging():
 
 
 def test_missing_cifar_exits_2_naming_data_dir(capsys, monkeypatch, tmp_path, keep_logging):
-    from mxnet_ssp.experiments import cifar
+    from mxnet_ssp.lab import cifar
 
     def no_network(url, dest, timeout=None):
         raise OSError('no network (test)')
@@ -939,7 +939,7 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     iteration, and the draws are logged as emulated_s (2 workers, mixed-2 or the same cluster
     described by a spec, dist_dssp with DC-ASGD-a on the servers: the stores' metrics and the
     servers' state are written)."""
-    from mxnet_ssp.cluster_model.profiles import get_scenario
+    from mxnet_ssp.lab.cluster_model.profiles import get_scenario
     scenario = get_scenario(emulate)
     save = tmp_path / 'run'
     run_job(tmp_path, ['--dataset', 'mnist5k', '--kvstore', 'dist_dssp', '--staleness', '1,4',
@@ -976,12 +976,12 @@ def test_emulated_job_pads_every_pass_to_the_profile(tmp_path, emulate):
     # the period of each written time, counted without float rounding (0.6 / 0.2 < 3)
     periods = [math.floor(round(t / 0.2, 6)) for t in times]
     assert periods == sorted(set(periods))
-    from mxnet_ssp.experiments.reproduce.collect import collect_run
-    from mxnet_ssp.cluster_model.arms import parse_arm
+    from mxnet_ssp.lab.reproduce.collect import collect_run
+    from mxnet_ssp.lab.cluster_model.arms import parse_arm
     run = collect_run(str(save), parse_arm('dssp'))
     assert run['curve_source'] == 'fixed' and [t for t, _ in run['curve']] == times
     # the advisor reads the same logs back: each worker's compute, and an overhead per step
-    from mxnet_ssp.cluster_model import advise
+    from mxnet_ssp.lab.cluster_model import advise
     fit = advise.fit_run(str(save))
     assert fit.iterations == [20, 20]
     assert fit.compute_s == pytest.approx(scenario.times(), rel=0.1)
@@ -1026,7 +1026,7 @@ def test_adaptive_reading_flag(capsys):
 def test_a_fresh_run_clears_what_an_earlier_job_left(tmp_path):
     """Worker 0 of a fresh run in a used --save-dir: the earlier job's CPU records and the
     files of ranks this job lacks go; this job's ranks' files are left to be overwritten."""
-    from mxnet_ssp.experiments.training.logs import clear_earlier_job
+    from mxnet_ssp.lab.training.logs import clear_earlier_job
     names = ['cpu-server-11.json', 'cpu-controller-12.json', 'train-worker0.jsonl',
              'train-worker1.jsonl', 'train-worker3.jsonl', 'worker-1.jsonl', 'worker-2.jsonl',
              'controller.jsonl', 'summary.json', 'model-final.params']

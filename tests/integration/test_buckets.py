@@ -4,7 +4,7 @@ tests/support/jobs/buckets_job.py trains a small network (a dozen arrays, all sm
 buckets; per-parameter multipliers; one frozen weight) on data fixed by the worker's rank.
 With one worker the servers see the same gradients in the same order either way, so the final
 weights must be the same bits (the rules are element-wise and each element gets the same
-operations: see mxnet_ssp/ps/server_buckets.py).  Each job writes how many buckets it used,
+operations: see mxnet_ssp/server/buckets.py).  Each job writes how many buckets it used,
 so a test also fails if buckets were silently not used.
 """
 import json

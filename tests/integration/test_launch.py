@@ -755,7 +755,7 @@ def test_ssh_plan_with_dmlc_interface_leaves_each_host_its_address_on_that_inter
 
 
 def test_advertised_host_follows_ps_lites_order():
-    from mxnet_ssp.ps.discovery import advertised_host, interface_address
+    from mxnet_ssp.ps.addresses import advertised_host, interface_address
     assert interface_address('lo') == '127.0.0.1'
     assert interface_address('no-such-if0') is None
     root = {'DMLC_PS_ROOT_URI': '127.0.0.1', 'DMLC_PS_ROOT_PORT': '9'}

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import fake_gpu_counter
 from mxnet_ssp import launch
-from mxnet_ssp.training_flags import choose_gpus
+from mxnet_ssp.lab.training_flags import choose_gpus
 from mxnet_ssp.launch import LaunchError, count_gpus
 from test_launch import (DUMP_ENV, MARKER_CMD, PY, launcher_env, read_dumps, run_launcher,
                          write)
@@ -128,7 +128,7 @@ def test_cli_refuses_gpus_mxnet_does_not_see(tmp_path):
 def test_training_script_refuses_a_gpu_this_machine_lacks(tmp_path, monkeypatch, capsys):
     """The real script, in this process: MXNet sees no GPU here, so MXNET_SSP_GPUS=0 fails."""
     import mxnet as mx
-    from mxnet_ssp.experiments.training.cli import main
+    from mxnet_ssp.lab.training.cli import main
     assert mx.context.num_gpus() == 0
     monkeypatch.setenv('MXNET_SSP_GPUS', '0')
     monkeypatch.setenv('CUDA_VISIBLE_DEVICES', '1')
@@ -144,7 +144,7 @@ def test_training_script_refuses_a_gpu_this_machine_lacks(tmp_path, monkeypatch,
 # reproduce: the flags reach every run's launcher, checked once before any run
 # ---------------------------------------------------------------------------
 def test_reproduce_passes_the_gpu_flags(tmp_path, capsys):
-    from mxnet_ssp.experiments.reproduce.cli import main
+    from mxnet_ssp.lab.reproduce.cli import main
     counter = fake_gpu_counter(2)
     rc = main(['--preset', 'paper-mixed', '--slowdown', '', '--gpu-map', '0:1,1:0',
                '--paradigms', 'asp,dssp-threshold', '--out', str(tmp_path / 'grid'),
@@ -165,7 +165,7 @@ def test_reproduce_passes_the_gpu_flags(tmp_path, capsys):
     (['--gpus-per-worker', 'two'], 2, ["--gpus-per-worker 'two' is not valid"]),
 ])
 def test_reproduce_refuses_bad_gpu_flags(tmp_path, capsys, args, count, words):
-    from mxnet_ssp.experiments.reproduce.cli import main
+    from mxnet_ssp.lab.reproduce.cli import main
     rc = main(['--preset', 'tiny', '--out', str(tmp_path / 'grid'), '--no-plots'] + args,
               num_gpus=fake_gpu_counter(count))
     err = capsys.readouterr().err

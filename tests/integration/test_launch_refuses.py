@@ -38,7 +38,7 @@ def test_a_bad_setting_starts_no_process(tmp_path, name, value, words):
 
 
 def test_a_bad_training_flag_starts_no_process(tmp_path):
-    proc = run_job(tmp_path, [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar',
+    proc = run_job(tmp_path, [sys.executable, '-m', 'mxnet_ssp.lab.train_cifar',
                               '--kvstore', 'dist_dssp', '--staleness', '9,2',
                               '--save-dir', str(tmp_path / 'started-run')],
                    workers=2, timeout=60)

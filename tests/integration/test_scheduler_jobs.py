@@ -1,4 +1,4 @@
-"""The scheduler that the start-up hook runs from libmxnet.so (mxnet_ssp.ps.scheduler), in real
+"""The scheduler that the start-up hook runs from libmxnet.so (mxnet_ssp.server.scheduler), in real
 jobs: MXNet's Python package does not run there, the job is what it was, and
 ``MXNET_SSP_AUTOLOAD=0`` gives MXNet's own scheduler back."""
 import glob

@@ -90,7 +90,7 @@ def test_restored_update_counts_survive_mxnets_updater(tmp_path, name):
     """In-process: MXNet's Updater re-selects the optimizer's per-device update counts
     before every update; a load must restore what it selects (Adam's bias correction
     and lr schedules use these counts), so after K + 1 updates the counts are K + 1."""
-    from mxnet_ssp.ps.server import ServerOptimizer
+    from mxnet_ssp.server.updater import ServerOptimizer
 
     def fresh():
         wrapper = ServerOptimizer(mx.optimizer.create(name, learning_rate=0.1))
@@ -123,7 +123,7 @@ def test_backup_is_given_and_saved_only_to_rules_that_read_it(tmp_path, rule):
     state carries no per-worker backups; DC-ASGD gets the sender's slot and saves it."""
     import pickle
     from mxnet_ssp.ps.channel import slot_key
-    from mxnet_ssp.ps.server import ServerOptimizer
+    from mxnet_ssp.server.updater import ServerOptimizer
 
     opt = mx.optimizer.create(rule, learning_rate=0.1)
     seen = []
@@ -139,7 +139,7 @@ def test_backup_is_given_and_saved_only_to_rules_that_read_it(tmp_path, rule):
     held = []                               # what worker 0's slot holds before each push
     for m in (0, 1, 0):
         held.append(slots[0].asnumpy().copy())
-        server.update(slot_key(0, m, 2, 1), slots[m], mx.nd.array([0.5, -0.5]), None)
+        server.update_key(slot_key(0, m, 2, 1), slots[m], mx.nd.array([0.5, -0.5]))
     prefix = str(tmp_path / 'state')
     server.control('save', prefix)
     with open(server._path(prefix), 'rb') as f:

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from mxnet_ssp.ps import discovery
+from mxnet_ssp.server import discovery
 from mxnet_ssp.controller.client import ControllerClient
 from mxnet_ssp.controller.protocol import ControllerError
 
@@ -101,7 +101,7 @@ def test_ends_when_the_process_that_started_it_is_killed(tmp_path):
     import time
     parent_code = (
         'import json, sys, time\n'
-        'from mxnet_ssp.ps import discovery\n'
+        'from mxnet_ssp.server import discovery\n'
         'proc, address = discovery._start_process(json.loads(sys.argv[1]))\n'
         'print(proc.pid, flush=True)\n'
         'time.sleep(600)\n')

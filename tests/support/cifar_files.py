@@ -7,7 +7,7 @@ import tarfile
 import numpy as np
 from mxnet import gluon
 
-from mxnet_ssp.experiments import data
+from mxnet_ssp.lab import data
 
 
 def pattern(first, count):

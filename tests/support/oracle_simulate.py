@@ -1,5 +1,5 @@
 """The simulator's straightforward loop, kept as the oracle of
-:func:`mxnet_ssp.cluster_model.simulate.simulate`.
+:func:`mxnet_ssp.lab.cluster_model.simulate.simulate`.
 
 It recomputes the slowest active clock by a scan of every worker at each ASP push (O(workers)),
 as the simulator did before it kept that clock incrementally;

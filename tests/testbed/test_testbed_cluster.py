@@ -18,8 +18,8 @@ import time
 import pytest
 
 from conftest import INSTALL_SSH, ROOT, need, need_program
-from mxnet_ssp.testbed import cluster, measure
-from mxnet_ssp.testbed.settings import NETWORK, owned_namespace
+from mxnet_ssp.lab.testbed import cluster, measure
+from mxnet_ssp.lab.testbed.settings import NETWORK, owned_namespace
 
 INSTALL_IPROUTE = 'apt-get install iproute2'
 PY = sys.executable
@@ -56,12 +56,12 @@ def new_prefix():
 
 
 def tb(prefix, *args, env=None, timeout=120, **kwargs):
-    """Run ``python -m mxnet_ssp.testbed --prefix PREFIX ARGS...``."""
+    """Run ``python -m mxnet_ssp.lab.testbed --prefix PREFIX ARGS...``."""
     environ = dict(os.environ if env is None else env)
     environ['PYTHONPATH'] = ROOT + (os.pathsep + environ['PYTHONPATH']
                                     if environ.get('PYTHONPATH') else '')
     environ['OMP_NUM_THREADS'] = '1'
-    return subprocess.run([PY, '-m', 'mxnet_ssp.testbed', '--prefix', prefix] + list(args),
+    return subprocess.run([PY, '-m', 'mxnet_ssp.lab.testbed', '--prefix', prefix] + list(args),
                           env=environ, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, **kwargs)
 
@@ -307,7 +307,7 @@ def test_up_stopped_half_way_removes_what_it_made():
     need_testbed_tools()
     prefix = new_prefix()
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
-    proc = subprocess.Popen([PY, '-m', 'mxnet_ssp.testbed', '--prefix', prefix, 'up',
+    proc = subprocess.Popen([PY, '-m', 'mxnet_ssp.lab.testbed', '--prefix', prefix, 'up',
                              '--hosts', '2'], env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

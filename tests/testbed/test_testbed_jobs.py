@@ -75,7 +75,7 @@ def placements(directory, state):
 def run_on_login_host(prefix, argv, env, cwd, timeout=150):
     """``mxnet-ssp-testbed run -- ARGV`` on host0 in a session of its own; on timeout the
     whole session is killed (and `down` stops what is left on the hosts)."""
-    proc = subprocess.Popen([PY, '-m', 'mxnet_ssp.testbed', '--prefix', prefix, 'run', '--']
+    proc = subprocess.Popen([PY, '-m', 'mxnet_ssp.lab.testbed', '--prefix', prefix, 'run', '--']
                             + list(argv), env=env, cwd=str(cwd), start_new_session=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -44,7 +44,7 @@ def test_the_lab_s_testbed_comes_up_without_sshd_and_status_says_so(capsys):
     """cluster.up(ssh=False): link-4's hosts and links only (no keys, sshds or hostfiles;
     not measured here), `status` 0 with every namespace up, `down` leaves nothing."""
     need_lab_tools()
-    from mxnet_ssp.testbed import cluster, place
+    from mxnet_ssp.lab.testbed import cluster, place
     prefix = new_prefix()
     try:
         plan = place.testbed_plan(prefix, (10 ** 9,) * 3 + (10 ** 8,))
@@ -75,7 +75,7 @@ def test_a_tiny_link_4_lab_runs_on_its_hosts_and_worker_3_is_slow_by_its_link(tm
     env = dict(os.environ, OMP_NUM_THREADS='1')
     try:
         proc = subprocess.run(
-            [PY, '-m', 'mxnet_ssp.reproduce', '--preset', 'emulated', '--scenario', 'link-4',
+            [PY, '-m', 'mxnet_ssp.lab.reproduce', '--preset', 'emulated', '--scenario', 'link-4',
              '--out', str(out), '--paradigms', 'asp,bsp', '--trials', '1',
              '--epochs-scale', '0.04', '--arm-lr', 'bsp=0.04,*=0.01', '--testbed-prefix',
              prefix, '--no-plots'], env=env, capture_output=True, text=True, timeout=400,

@@ -85,7 +85,7 @@ class Job:
         self.out_path, self.err_path = tmp_path / 'launcher.out', tmp_path / 'launcher.err'
         with open(self.out_path, 'w') as out, open(self.err_path, 'w') as err:
             self.proc = subprocess.Popen(
-                [PY, '-m', 'mxnet_ssp.testbed', '--prefix', state['prefix'], 'run', '--'] + argv,
+                [PY, '-m', 'mxnet_ssp.lab.testbed', '--prefix', state['prefix'], 'run', '--'] + argv,
                 env=env, cwd=str(tmp_path), start_new_session=True, stdin=subprocess.DEVNULL,
                 stdout=out, stderr=err)
         self.started = time.monotonic()

@@ -1,4 +1,4 @@
-"""Unit tests of mxnet-ssp-testbed's settings and refusals (mxnet_ssp/testbed/): no root, no
+"""Unit tests of mxnet-ssp-testbed's settings and refusals (mxnet_ssp/lab/testbed/): no root, no
 namespaces, nothing started; they run anywhere."""
 import ipaddress
 import json
@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from mxnet_ssp.testbed import cli, cluster, measure
-from mxnet_ssp.testbed.settings import (BRIDGE_ADDRESS, DEFAULT_PREFIX, ENV_PREFIX,
+from mxnet_ssp.lab.testbed import cli, cluster, measure
+from mxnet_ssp.lab.testbed.settings import (BRIDGE_ADDRESS, DEFAULT_PREFIX, ENV_PREFIX,
                                         ENV_STATE_ROOT, MAX_HOSTS, NETWORK, TestbedError,
                                         check_prefix, format_rate, host_index, owned_namespace,
                                         parse_hosts, parse_rate, parse_rate_of, plan,
@@ -222,7 +222,7 @@ def test_preflight_refuses_missing_sshd_and_client_config(tmp_path):
 ])
 def test_command_line_refusals_exit_2_with_one_line(argv, message):
     """Checked before anything else (as any user: no root needed to be told a value is bad)."""
-    proc = subprocess.run([sys.executable, '-m', 'mxnet_ssp.testbed'] + argv, cwd=ROOT,
+    proc = subprocess.run([sys.executable, '-m', 'mxnet_ssp.lab.testbed'] + argv, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc
     lines = proc.stderr.splitlines()

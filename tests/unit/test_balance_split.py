@@ -144,7 +144,7 @@ class FakeBalancer:
 
 def test_balanced_loader_slices_partition_each_global_batch():
     from mxnet import gluon
-    from mxnet_ssp.experiments.loader import BalancedLoader, global_order
+    from mxnet_ssp.lab.loader import BalancedLoader, global_order
     data = gluon.data.ArrayDataset(np.arange(24, dtype=np.float32).reshape(24, 1),
                                    np.arange(24, dtype=np.int32))
     splits = [[4, 4], [6, 2], [1, 7]]

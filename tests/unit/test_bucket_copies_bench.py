@@ -16,7 +16,7 @@ def test_every_way_copies_the_bits_and_is_reported(capsys):
 
 
 def test_the_numpy_all_way_is_undone_after_it():
-    from mxnet_ssp.ps import packer
+    from mxnet_ssp.worker import packer
     with bucket_copies._way('numpy-all'):
         assert packer._HOST_OUT_MAX_NDIM > 5
     assert packer._HOST_OUT_MAX_NDIM == 1

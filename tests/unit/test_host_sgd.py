@@ -10,7 +10,7 @@ mx = pytest.importorskip('mxnet')
 nd = mx.nd
 
 from mxnet_ssp.host_kernels import HostSGD, SGDScalars, sgd_step  # noqa: E402
-from mxnet_ssp.ps.server import ServerOptimizer  # noqa: E402
+from mxnet_ssp.server.updater import ServerOptimizer  # noqa: E402
 
 # numbers MXNet 1.9.1 reads one bit away from numpy.float32(x): lrs/wds entries (one parser)
 # and the scalar parameters (another); an update with numpy.float32 of them differs
@@ -212,9 +212,9 @@ def server_pushes(host_updates, pickled=False):
     weights = {0: nd.array(rs.standard_normal(12).astype(np.float32)),
                900: nd.array(np.concatenate([rs.standard_normal(30), [0, 0]]).astype(np.float32))}
     for _ in range(4):
-        server._update(0, weights[0], nd.array(rs.standard_normal(12).astype(np.float32)))
+        server.update_key(0, weights[0], nd.array(rs.standard_normal(12).astype(np.float32)))
         push = np.concatenate([rs.standard_normal(30), [1, 1]]).astype(np.float32)
-        server._update(900, weights[900], nd.array(push))
+        server.update_key(900, weights[900], nd.array(push))
     return server, {k: v.asnumpy() for k, v in weights.items()}
 
 

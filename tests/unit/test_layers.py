@@ -10,6 +10,11 @@ from conftest import ROOT, need_module
 
 PACKAGE = os.path.join(ROOT, 'mxnet_ssp')
 
+#: The product (what a training script imports: stores, server rules, controller, config, core,
+#: launcher) and the lab (mxnet_ssp/lab: training script and demo, reproduction, statistics,
+#: cluster model and advisor, testbed) are two rooms: nothing outside the lab imports it
+#: (test_the_product_never_imports_the_lab).  Inside each room the folders are layers.
+#: A lab folder is named 'lab.<folder>'; the lab's own modules outside those folders, 'lab'.
 #: folder (or module) -> the parts of the package its modules may import
 ALLOWED = {
     'core': {'core'},
@@ -18,21 +23,29 @@ ALLOWED = {
     # and servers do)
     'controller': {'controller', 'core', 'cpu_record'},
     'cpu_record': set(),
-    'cluster_model': {'cluster_model', 'core', '_cli'},
-    # training_flags: the launcher parses the training script's flags with the script's own
-    # parser (launch/train_flags.py) before any process starts
-    'launch': {'launch', 'config', 'core', '_cli', 'training_flags'},
-    # the training script's flags: the launcher and the script both import them
-    'training_flags': {'training_flags', 'config', 'core', '_cli', 'cluster_model',
-                       '__version__'},
+    'lab.cluster_model': {'lab.cluster_model', 'core', '_cli'},
+    # the training script's checks reach the launcher through an entry point
+    # (launch/command_checks.py), never an import
+    'launch': {'launch', 'config', 'core', '_cli'},
+    # the training script's flags: the script and its launch check import them
+    'lab.training_flags': {'lab.training_flags', 'config', 'core', '_cli', 'lab.cluster_model',
+                           '__version__'},
     # what every console script shares (--version, prog names, the help formatter)
     '_cli': {'__version__'},
-    'ps': {'ps', 'core', 'config', 'controller', 'optim', 'host_kernels', '_hooks'},
+    # what a worker and a server share: the channel's formats, the commands, how a process
+    # ends, its links and address (ps/commands.py reaches server/door.py by name only, where
+    # a server unpickles a command)
+    'ps': {'ps', 'core', 'config', 'controller', '_hooks'},
+    # the worker's data path and the server's: neither imports the other
+    'worker': {'worker', 'ps', 'core', 'config', 'controller', 'optim', 'host_kernels',
+               '_hooks'},
+    'server': {'server', 'ps', 'core', 'config', 'controller', 'optim', 'host_kernels',
+               '_hooks'},
     # the update rules (public API): the shared names and the host kernels they run
     'optim': {'optim', 'core', 'host_kernels'},
     # the emulated cluster: its settings and the lab's placement are pure; on_host reads the
     # launcher's name for a process's launch index
-    'testbed': {'testbed', 'core', 'launch', '_cli'},
+    'lab.testbed': {'lab.testbed', 'core', 'launch', '_cli'},
 }
 #: what stays outside the package whatever it imports: only the standard library and numpy
 THIRD_PARTY = {
@@ -40,22 +53,28 @@ THIRD_PARTY = {
     'config': set(),
     'controller': set(),
     'cpu_record': set(),
-    'cluster_model': {'numpy'},
+    'lab.cluster_model': {'numpy'},
     'launch': set(),
     '_cli': set(),
-    'training_flags': {'gluoncv'},      # only to look up a model zoo name it cannot parse
-    'testbed': set(),
+    'lab.training_flags': {'gluoncv'},      # only to look up a model zoo name it cannot parse
+    'lab.testbed': set(),
 }
+#: the worker's side of the product: the stores users create and the worker's data path
+WORKER_SIDE = ('worker', 'store', 'kvstore', 'stock_names', 'balance')
+#: the server's side: the door, the update rule, its state, snapshots, the scheduler
+SERVER_SIDE = ('server',)
 
 
 def _modules(part):
-    path = os.path.join(PACKAGE, part)
+    path = os.path.join(PACKAGE, *part.split('.'))
     if os.path.isfile(path + '.py'):
         yield path + '.py', 'mxnet_ssp.' + part
         return
     for name in sorted(os.listdir(path)):
         if name.endswith('.py'):
             mod = 'mxnet_ssp.%s.%s' % (part, name[:-3])
+            if part == 'lab' and os.path.isdir(os.path.join(path, name[:-3])):
+                continue
             yield os.path.join(path, name), mod[:-9] if name == '__init__.py' else mod
 
 
@@ -81,11 +100,18 @@ def _imports(path, module):
                 yield target
 
 
+#: the lab's folders that are layers of their own
+LAB_FOLDERS = ('cluster_model', 'testbed', 'training_flags')
+
+
 def _part(name):
-    """'mxnet_ssp.ps.channel' -> 'ps'; 'mxnet_ssp.config' -> 'config'; None outside."""
+    """'mxnet_ssp.ps.channel' -> 'ps'; 'mxnet_ssp.config' -> 'config';
+    'mxnet_ssp.lab.testbed.cli' -> 'lab.testbed'; 'mxnet_ssp.lab.data' -> 'lab'; None outside."""
     parts = name.split('.')
     if parts[0] != 'mxnet_ssp' or len(parts) < 2:
         return None
+    if parts[1] == 'lab' and len(parts) > 2 and parts[2] in LAB_FOLDERS:
+        return 'lab.' + parts[2]
     return parts[1]
 
 
@@ -115,11 +141,100 @@ def test_the_lower_layers_need_neither_mxnet_nor_other_packages(part):
 
 def test_the_check_reads_relative_imports():
     """The reader itself: a relative import two levels up resolves to the package's name."""
-    here = os.path.join(PACKAGE, 'ps', 'server.py')
-    found = set(_imports(here, 'mxnet_ssp.ps.server'))
+    here = os.path.join(PACKAGE, 'server', 'updater.py')
+    found = set(_imports(here, 'mxnet_ssp.server.updater'))
     assert 'mxnet_ssp.core.staleness' in found
     assert 'mxnet_ssp.ps.channel' in found
     assert 'mxnet_ssp.optim' in found           # a function-level import is read too
+    assert _part('mxnet_ssp.lab.testbed.cli') == 'lab.testbed'
+    assert _part('mxnet_ssp.lab.reproduce.cli') == 'lab'
+
+
+def _product_files():
+    """Every module of the package outside the lab, with its module name."""
+    for path in _package_files():
+        rel = os.path.relpath(path, PACKAGE)
+        if rel.split(os.sep)[0] == 'lab':
+            continue
+        module = 'mxnet_ssp.' + rel[:-3].replace(os.sep, '.')
+        yield path, module[:-9] if module.endswith('.__init__') else module
+
+
+def _named_imports(path):
+    """Modules `path` imports by name: the literal (or module-level constant) first argument of
+    ``importlib.import_module`` / ``__import__``."""
+    tree = ast.parse(open(path, encoding='utf-8').read(), path)
+    constants = {t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                 for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, 'id', '')
+        if name not in ('import_module', '__import__'):
+            continue
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            yield arg.value
+        elif isinstance(arg, ast.Name) and arg.id in constants:
+            yield constants[arg.id]
+
+
+def test_the_product_never_imports_the_lab():
+    """No module outside mxnet_ssp/lab (nor the start-up hook) imports the lab, by an import
+    statement or by name."""
+    wrong = []
+    hook = os.path.join(ROOT, 'kvstore_patches', 'mxnet_ssp_autoload.py')
+    for path, module in list(_product_files()) + [(hook, 'mxnet_ssp_autoload')]:
+        names = list(_imports(path, module)) + list(_named_imports(path))
+        wrong += ['%s imports %s' % (module, n) for n in names
+                  if n == 'mxnet_ssp.lab' or n.startswith('mxnet_ssp.lab.')]
+    assert not wrong, wrong
+
+
+def test_the_checks_see_a_lab_import_by_name(tmp_path):
+    """The reader of names finds a constant passed to import_module (so the test above can
+    fail)."""
+    bad = tmp_path / 'bad.py'
+    bad.write_text("import importlib\nLAB = 'mxnet_ssp.lab.data'\n"
+                   "def f():\n    return importlib.import_module(LAB)\n"
+                   "def g():\n    return __import__('mxnet_ssp.lab.splits')\n")
+    assert list(_named_imports(str(bad))) == ['mxnet_ssp.lab.data', 'mxnet_ssp.lab.splits']
+
+
+def _side(module):
+    parts = module.split('.')
+    top = parts[1] if len(parts) > 1 else ''
+    return 'worker' if top in WORKER_SIDE else 'server' if top in SERVER_SIDE else None
+
+
+def test_the_worker_and_the_server_never_import_each_other():
+    """No module of the worker's side (the stores and mxnet_ssp/worker) imports the server's
+    (mxnet_ssp/server) or the other way round, by statement or by name."""
+    wrong = []
+    for path, module in _product_files():
+        mine = _side(module)
+        if mine is None:
+            continue
+        for name in list(_imports(path, module)) + list(_named_imports(path)):
+            theirs = _side(name) if name.startswith('mxnet_ssp.') else None
+            if theirs is not None and theirs != mine:
+                wrong.append('%s (%s side) imports %s' % (module, mine, name))
+    assert not wrong, wrong
+
+
+def test_the_server_sorts_its_control_messages_in_one_module():
+    """Discovery, refresh markers and commands are told apart from gradients only in
+    server/door.py: no other server module reads the channel's tests of a push."""
+    sorting = ('is_discovery', 'is_refresh', 'DISCOVERY_LEN')
+    found = []
+    for path, module in _product_files():
+        if _side(module) != 'server' or module == 'mxnet_ssp.server.door':
+            continue
+        source = open(path, encoding='utf-8').read()
+        found += ['%s uses %s' % (module, n) for n in sorting if n in source]
+    assert not found, found
 
 
 #: names that mxnet_ssp/core/names.py defines for every layer: no other module binds them
@@ -175,7 +290,7 @@ def test_names_that_must_agree_are_defined_once():
 def test_the_layers_hold_the_shared_objects():
     from mxnet_ssp import config
     from mxnet_ssp.core import names
-    from mxnet_ssp import training_flags as options
+    from mxnet_ssp.lab import training_flags as options
     assert config.STORE_TYPES['dist_dssp'] is names.DSSP_STALENESS
     assert options.STALENESS_LR is names.STALENESS_POLICIES
     assert set(options.OPTIMIZERS) >= {names.SASGD, names.DCASGD_PW}
@@ -189,29 +304,6 @@ def test_the_update_rules_register_the_shared_names():
     assert optim.ADAPTIVE_READINGS is names.ADAPTIVE_READINGS
     assert isinstance(mx.optimizer.create(names.SASGD), optim.StalenessAwareSGD)
     assert isinstance(mx.optimizer.create(names.DCASGD_PW), optim.DCASGD)
-
-
-#: docs/design.md ("Sizes"): a module that outgrows this holds more than one job
-MAX_MODULE_LINES = 550
-MAX_FUNCTION_LINES = 80
-
-
-def test_no_module_or_function_outgrows_its_limit():
-    too_long = []
-    for path in _package_files():
-        with open(path, encoding='utf-8') as f:
-            source = f.read()
-        name = os.path.relpath(path, ROOT)
-        lines = source.count('\n')
-        if lines > MAX_MODULE_LINES:
-            too_long.append('%s: %d lines' % (name, lines))
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                length = node.end_lineno - node.lineno + 1
-                if length > MAX_FUNCTION_LINES:
-                    too_long.append('%s: %s() %d lines' % (name, node.name, length))
-    assert not too_long, ('over %d lines a module or %d a function (split it by job): %s'
-                          % (MAX_MODULE_LINES, MAX_FUNCTION_LINES, '; '.join(too_long)))
 
 
 def test_test_files_have_names_of_their_own():

@@ -14,8 +14,8 @@ _spec.loader.exec_module(score)
 @pytest.mark.parametrize('name, module', [
     ('mxnet_ssp.core.sync.x_make__mutmut_1', 'mxnet_ssp/core/sync.py'),
     ('mxnet_ssp.core.sync.x\u01c1SyncPolicy\u01c1on_push__mutmut_12', 'mxnet_ssp/core/sync.py'),
-    ('mxnet_ssp.experiments.reproduce.stats.x_time_to_target__mutmut_3',
-     'mxnet_ssp/experiments/reproduce/stats.py'),
+    ('mxnet_ssp.lab.reproduce.stats.x_time_to_target__mutmut_3',
+     'mxnet_ssp/lab/reproduce/stats.py'),
 ])
 def test_module_of_a_mutant_name(name, module):
     assert score.module_of(name) == module

@@ -1,5 +1,6 @@
-"""MXNET_SSP_OP_CODE_CACHE: MXNet's operator functions from kept compiled code
-(mxnet_ssp._op_code.cache_op_code) are the functions MXNet compiles itself."""
+"""The test run's operator code cache (MXNET_SSP_TEST_OP_CODE_CACHE, tests/support/startup):
+MXNet's operator functions from kept compiled code (mxnet_ssp_test_op_code.cache_op_code) are
+the functions MXNet compiles itself, so the test jobs that use it run MXNet's own code."""
 import ctypes
 import json
 import marshal
@@ -11,8 +12,10 @@ import types
 
 import pytest
 
-from mxnet_ssp._op_code import OpCodeCache, build_of, op_code_cache_file
-from tests.conftest import python_c, require_autoload_hook
+from tests.conftest import OP_CODE_CACHE_ENV, ROOT, STARTUP, python_c
+
+sys.path.insert(0, STARTUP)
+from mxnet_ssp_test_op_code import OpCodeCache, build_of, op_code_cache_file  # noqa: E402
 
 # the two shapes of text MXNet's operator modules generate, with the handle as a number
 NDARRAY_TEXT = ('\ndef relu(data=None, out=None, name=None, **kwargs):\n'
@@ -281,7 +284,7 @@ DIGESTS = r'''
 import ctypes, hashlib, json, sys, time, types
 start = time.process_time()
 if len(sys.argv) > 1:
-    from mxnet_ssp._op_code import cache_op_code
+    from mxnet_ssp_test_op_code import cache_op_code
     cache = cache_op_code(sys.argv[1])
 import mxnet
 cpu = time.process_time() - start
@@ -331,8 +334,9 @@ print(json.dumps({'functions': out, 'stats': stats, 'left': left, 'cpu': cpu, 'p
 
 
 def _digests(*args):
-    env = dict(os.environ, OMP_NUM_THREADS='1')
+    env = dict(os.environ, OMP_NUM_THREADS='1', PYTHONPATH=os.pathsep.join([ROOT, STARTUP]))
     env.pop('DMLC_ROLE', None)
+    env.pop(OP_CODE_CACHE_ENV, None)
     proc = subprocess.run([sys.executable, '-c', DIGESTS] + list(args), stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -367,14 +371,15 @@ def test_mxnets_operator_functions_from_the_kept_code_are_the_ones_mxnet_compile
     ('server', None, '{tmp}', 1), ('worker', None, '{tmp}', 1), ('scheduler', None, '{tmp}', 0),
     ('server', None, None, 0), ('worker', None, 'off', 0), ('worker', None, '', 0),
     ('server', '0', '{tmp}', 0), (None, None, '{tmp}', 0)])
-def test_the_start_up_hook_keeps_the_code_only_where_it_is_asked_to(tmp_path, role, autoload,
-                                                                     directory, installed):
-    """Unset (the default), MXNet compiles its functions at every import as stock MXNet does;
-    a scheduler never imports MXNet's Python package."""
-    require_autoload_hook()
+def test_the_test_jobs_start_up_keeps_the_code_only_where_it_is_asked_to(tmp_path, role,
+                                                                          autoload, directory,
+                                                                          installed):
+    """Unset, MXNet compiles its functions at every import as stock MXNet does; a scheduler
+    never imports MXNet's Python package."""
     env = {key: value.format(tmp=tmp_path) for key, value in
            (('DMLC_ROLE', role), ('MXNET_SSP_AUTOLOAD', autoload),
-            ('MXNET_SSP_OP_CODE_CACHE', directory)) if value is not None}
+            (OP_CODE_CACHE_ENV, directory)) if value is not None}
+    env['PYTHONPATH'] = os.pathsep.join([ROOT, STARTUP])
     out = python_c('import sys\n'
                    'print("finders", [type(f).__name__ for f in sys.meta_path].count('
                    '"OpCodeCache"))\n', env, timeout=60)

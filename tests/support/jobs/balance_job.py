@@ -74,7 +74,7 @@ def reference(out, total, steps, workers):
     import mxnet as mx
     import numpy as np
     from mxnet import autograd, gluon
-    from mxnet_ssp.experiments.loader import global_order
+    from mxnet_ssp.lab.loader import global_order
     data = dataset(total, steps)
     net = network()
     net.initialize()
@@ -141,7 +141,7 @@ def train_module(args, kv, bal, cost, init):
     """Module.fit on BalancedIter batches, rescale_grad = 1 / step_batch, timed by
     time_module (the per-sample cost slept inside the timed forward/backward)."""
     import mxnet as mx
-    from mxnet_ssp.experiments.loader import BalancedIter, time_module
+    from mxnet_ssp.lab.loader import BalancedIter, time_module
     names = ('fc1_weight', 'fc1_bias', 'fc2_weight', 'fc2_bias')
     x = mx.sym.Variable('data')
     h = mx.sym.Activation(mx.sym.FullyConnected(x, num_hidden=16, name='fc1'), act_type='relu')
@@ -174,7 +174,7 @@ def train_module(args, kv, bal, cost, init):
 def train_gluon(kv, bal, cost, data, net, params, loss_fn):
     import mxnet as mx
     from mxnet import autograd, gluon
-    from mxnet_ssp.experiments.loader import BalancedLoader
+    from mxnet_ssp.lab.loader import BalancedLoader
     trainer = gluon.Trainer(params, 'sgd', OPTIMIZER, kvstore=kv)
     loader = BalancedLoader(data, bal, seed=SEED)
     log = []

@@ -120,7 +120,7 @@ def train_trainer(args, kv, opt):
             net.save_parameters(os.path.join(args.out, 'net.params'))
     mx.nd.waitall()
     if args.conv:
-        from mxnet_ssp.ps.host_copy import in_mxnet_layout
+        from mxnet_ssp.worker.host_copy import in_mxnet_layout
         conv = net[2].weight.data(ctx[0])
         assert in_mxnet_layout(conv), 'the inference passes left the weights row-major'
     for p in net.collect_params().values():       # the devices agree on what is trained

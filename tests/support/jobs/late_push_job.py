@@ -31,7 +31,7 @@ def main():
     import numpy as np
     from mxnet import autograd, gluon
     import mxnet_ssp  # noqa: F401  (registers the stores and the rules)
-    from mxnet_ssp.experiments.training.store import read_server_weights
+    from mxnet_ssp.lab.training.store import read_server_weights
     kv = mx.kv.create(args.store)
     rank = kv.rank
     mx.random.seed(5)

@@ -2,7 +2,7 @@
 
 BatchNorm's running mean and variance are initialized in the store
 (``broadcast``) but never get gradients, so the store must learn where a step
-ends (:mod:`mxnet_ssp.ps.steps`).  Tiny batches of generated 3x32x32 images (a
+ends (:mod:`mxnet_ssp.worker.steps`).  Tiny batches of generated 3x32x32 images (a
 class-dependent colour plus noise, seeded by the launch index) keep a step
 cheap on a CPU.  Writes ``<out>/resnet-<rank>.json``.
 """

@@ -1,4 +1,4 @@
-"""mxnet-ssp-advise (mxnet_ssp.cluster_model.advise): fitting a run's metrics, predicting, recommending.
+"""mxnet-ssp-advise (mxnet_ssp.lab.cluster_model.advise): fitting a run's metrics, predicting, recommending.
 
 The runs here are written by the tests with known compute times and overheads, so the fit
 can be checked against them; tests/e2e/test_train_script.py advises on a real job."""
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mxnet_ssp.cluster_model import advise
-from mxnet_ssp.cluster_model.advise import (AdviseError, Fit, Prediction, check_lab, fit_run, predict,
+from mxnet_ssp.lab.cluster_model import advise
+from mxnet_ssp.lab.cluster_model.advise import (AdviseError, Fit, Prediction, check_lab, fit_run, predict,
                                   recommend)
 from advise_logs import write_train_logs
 
@@ -102,7 +102,7 @@ def test_each_option_is_charged_its_measured_error():
 
 
 def test_the_cluster_as_data_with_its_transient_episodes():
-    from mxnet_ssp.cluster_model.profiles import get_scenario
+    from mxnet_ssp.lab.cluster_model.profiles import get_scenario
     spec = ('workers=4,base_ms=20,jitter=10%,episode_rate=0.02,episode_factor=5,'
             'episode_length=5-15')
     fit = advise.fit_cluster(get_scenario(spec), 0.002)
@@ -117,7 +117,7 @@ def test_the_cluster_as_data_with_its_transient_episodes():
 
 
 def test_transient_episodes_are_fitted_from_the_logs(tmp_path):
-    from mxnet_ssp.cluster_model.profiles import get_scenario
+    from mxnet_ssp.lab.cluster_model.profiles import get_scenario
     sc = get_scenario('transient-4')
     # the compute times the lab's transient-4 draws, written as train logs
     for rank in range(4):

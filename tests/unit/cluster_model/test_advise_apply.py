@@ -1,11 +1,11 @@
-"""mxnet-ssp-advise's answer for every paradigm it compares (mxnet_ssp.cluster_model.advise):
+"""mxnet-ssp-advise's answer for every paradigm it compares (mxnet_ssp.lab.cluster_model.advise):
 the error each is charged, how to apply it (the lines printed), and a cluster given as data
 (fit_cluster, Fit.scenario, the description line).  Pure: no simulation."""
 import pytest
 
-from mxnet_ssp.cluster_model import advise
-from mxnet_ssp.cluster_model.arms import parse_arm
-from mxnet_ssp.cluster_model.profiles import get_scenario
+from mxnet_ssp.lab.cluster_model import advise
+from mxnet_ssp.lab.cluster_model.arms import parse_arm
+from mxnet_ssp.lab.cluster_model.profiles import get_scenario
 
 
 def store(kv):
@@ -113,7 +113,7 @@ def test_the_scenario_of_a_cluster_is_the_cluster_with_the_fitted_times():
 
 
 def test_the_scenario_of_a_fit_carries_its_episodes():
-    from mxnet_ssp.cluster_model.episodes import Episodes
+    from mxnet_ssp.lab.cluster_model.episodes import Episodes
     fit = advise.Fit('train log', [0.01, 0.02], 0.1, 0.001, [30, 30], 0.0, [0.001],
                      Episodes(0.01, 4.0, [3, 9], 5))
     sc = fit.scenario()
@@ -135,7 +135,7 @@ def test_the_description_of_a_cluster_as_data():
 
 
 def test_the_description_of_a_run_with_episodes():
-    from mxnet_ssp.cluster_model.episodes import Episodes
+    from mxnet_ssp.lab.cluster_model.episodes import Episodes
     fit = advise.Fit('train log', [0.0123, 0.0456], 0.123, 0.0021, [30, 31], 0.0, [0.002],
                      Episodes(0.0123, 4.56, (3, 9), 5))
     assert advise._describe_fit('RUN', fit) == [
@@ -338,7 +338,7 @@ def test_help_describes_the_command_and_python_m_names_the_module(monkeypatch, c
         advise.main(['--help'])
     assert stop.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith('usage: python -m mxnet_ssp.cluster_model.advise [-h] [--version]')
+    assert out.startswith('usage: python -m mxnet_ssp.lab.cluster_model.advise [-h] [--version]')
     assert ("Which paradigm for this cluster: from a real run's metrics (RUN_DIR) or a "
             'description of the cluster (--cluster), simulate every paradigm over the same wall '
             'time, charge each its measured error, and recommend the simplest inside the '
@@ -369,7 +369,7 @@ def test_recommend_ties_in_simplicity_and_staleness_go_to_the_faster():
 
 
 def test_predict_reports_the_simulated_gradient_staleness():
-    from mxnet_ssp.cluster_model.simulate import simulate
+    from mxnet_ssp.lab.cluster_model.simulate import simulate
     fit = advise.Fit('train log', [0.01, 0.025], 0.0, 0.001, [30, 30], 0.0, [0.001])
     (p,) = advise.predict(fit, wall_time=1.0, seeds=1, paradigms=(('ASP', 'asp', False),))
     r = simulate(None, 'asp', wall_time=1.0, scenario=advise._WithSteps(fit), seed=0)
@@ -379,7 +379,7 @@ def test_predict_reports_the_simulated_gradient_staleness():
 
 
 def test_predict_p95_staleness_is_not_the_max_and_no_arm_is_charged_nothing():
-    from mxnet_ssp.cluster_model.simulate import simulate
+    from mxnet_ssp.lab.cluster_model.simulate import simulate
     # a worker 30x slower: its few gradients are ~28 updates stale, 3 of 93
     fit = advise.Fit('train log', [0.01, 0.3], 0.0, 0.001, [30, 30], 0.0, [0.001])
     (p,) = advise.predict(fit, wall_time=1.0, seeds=1, paradigms=(('custom', 'asp', False),))

@@ -1,4 +1,4 @@
-"""mxnet-ssp-advise's command line and what it prints (mxnet_ssp.cluster_model.advise: main,
+"""mxnet-ssp-advise's command line and what it prints (mxnet_ssp.lab.cluster_model.advise: main,
 format_advice, format_check).
 
 The formatters get hand-built fits, predictions and lab rows whose printed numbers are worked
@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from mxnet_ssp.cluster_model import advise
-from mxnet_ssp.cluster_model.advise import AdviseError, Fit, Prediction
+from mxnet_ssp.lab.cluster_model import advise
+from mxnet_ssp.lab.cluster_model.advise import AdviseError, Fit, Prediction
 from advise_logs import write_train_logs
 
 

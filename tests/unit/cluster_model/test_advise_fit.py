@@ -1,4 +1,4 @@
-"""mxnet-ssp-advise's readers, fit, prediction and lab check (mxnet_ssp.cluster_model.advise), on inputs
+"""mxnet-ssp-advise's readers, fit, prediction and lab check (mxnet_ssp.lab.cluster_model.advise), on inputs
 whose content is known exactly: hand-written metric files, runs with chosen compute times,
 step times, jitter and slow iterations, and clusters whose simulation can be done by hand
 (iteration times that are exact binary fractions, no jitter)."""
@@ -8,10 +8,10 @@ import statistics
 
 import pytest
 
-from mxnet_ssp.cluster_model import advise
-from mxnet_ssp.cluster_model.advise import AdviseError, Fit, check_lab, fit_run, predict
-from mxnet_ssp.cluster_model.profiles import get_scenario
-from mxnet_ssp.cluster_model.simulate import simulate
+from mxnet_ssp.lab.cluster_model import advise
+from mxnet_ssp.lab.cluster_model.advise import AdviseError, Fit, check_lab, fit_run, predict
+from mxnet_ssp.lab.cluster_model.profiles import get_scenario
+from mxnet_ssp.lab.cluster_model.simulate import simulate
 from advise_logs import write_train_logs
 
 

@@ -1,9 +1,9 @@
-"""The paradigms a lab, the demo and the advisor compare (mxnet_ssp.cluster_model.arms): the
+"""The paradigms a lab, the demo and the advisor compare (mxnet_ssp.lab.cluster_model.arms): the
 names parse_arm accepts, their canonical names, labels and train_cifar.py flags, and the
 simulator's policy of each (sim_policy)."""
 import pytest
 
-from mxnet_ssp.cluster_model.arms import parse_arm, sim_policy
+from mxnet_ssp.lab.cluster_model.arms import parse_arm, sim_policy
 
 
 @pytest.mark.parametrize('name,canonical,label,flags', [
@@ -44,7 +44,7 @@ def test_sim_policy(name, policy):
 
 # -- every field of every form, the messages, flags and labels (the mutation run's survivors)
 
-from mxnet_ssp.cluster_model.arms import Arm  # noqa: E402
+from mxnet_ssp.lab.cluster_model.arms import Arm  # noqa: E402
 
 
 @pytest.mark.parametrize('name,arm', [

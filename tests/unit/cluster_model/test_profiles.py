@@ -2,14 +2,14 @@
 
 A stream of (scenario, seed, rank) must give the same times in every release: the lab
 continues a grid where it stopped and the simulator replays the lab's draws.  The expected
-values here are computed from the formula in mxnet_ssp.cluster_model.profiles' docstrings, written out
+values here are computed from the formula in mxnet_ssp.lab.cluster_model.profiles' docstrings, written out
 again with the standard library, not by calling the stream.
 """
 import random
 
 import pytest
 
-from mxnet_ssp.cluster_model.profiles import SCENARIOS, Scenario, ScenarioError, get_scenario
+from mxnet_ssp.lab.cluster_model.profiles import SCENARIOS, Scenario, ScenarioError, get_scenario
 
 
 def documented(scenario, seed, rank, n, scale=1.0):
@@ -221,7 +221,7 @@ KEYS = ('name, workers, base_ms, factors, jitter, episode_rate, episode_factor, 
 
 
 def test_the_accepted_settings_are_documented_in_order():
-    from mxnet_ssp.cluster_model.profiles import SPEC_EXAMPLE, SPEC_KEYS
+    from mxnet_ssp.lab.cluster_model.profiles import SPEC_EXAMPLE, SPEC_KEYS
     assert SPEC_KEYS == ACCEPTED and ', '.join(SPEC_KEYS) == KEYS
     assert SPEC_EXAMPLE == 'workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%'
 
@@ -350,7 +350,7 @@ def test_an_item_without_equals_names_the_spec_the_item_and_the_keys():
 
 
 def test_parse_spec_names_where_the_spec_came_from():
-    from mxnet_ssp.cluster_model.profiles import parse_spec
+    from mxnet_ssp.lab.cluster_model.profiles import parse_spec
     with pytest.raises(ScenarioError) as err:
         parse_spec('workers=1,base_ms=5', where='--emulate')
     assert str(err.value) == "--emulate: workers = '1': expected " + ACCEPTED['workers']

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from mxnet_ssp.cluster_model.profiles import (LAB_STEP_BYTES, SCENARIOS, ScenarioError,
+from mxnet_ssp.lab.cluster_model.profiles import (LAB_STEP_BYTES, SCENARIOS, ScenarioError,
                                               get_scenario)
 
 FORMS = ("a number and a unit kbit, mbit or gbit (tc's units: 1mbit = 10^6 bit/s), e.g. "
@@ -96,7 +96,7 @@ def test_link_4_makes_worker_3_the_slow_one_by_its_link_alone():
 def test_the_lab_step_bytes_are_the_lab_models_parameters():
     from conftest import need_module
     need_module('mxnet')
-    from mxnet_ssp.experiments.training.models import get_model
+    from mxnet_ssp.lab.training.models import get_model
     net = get_model('mlp', 10, (1, 28, 28))
     net.initialize()
     import mxnet as mx

@@ -1,8 +1,8 @@
-"""Tests of the discrete-event simulator :mod:`mxnet_ssp.cluster_model.simulate` (no MXNet processes)."""
+"""Tests of the discrete-event simulator :mod:`mxnet_ssp.lab.cluster_model.simulate` (no MXNet processes)."""
 import dataclasses
 import pytest
 
-from mxnet_ssp.cluster_model.simulate import (DEFAULT_POLICIES, SimResult, format_table, main, make_policy,
+from mxnet_ssp.lab.cluster_model.simulate import (DEFAULT_POLICIES, SimResult, format_table, main, make_policy,
                                 simulate)
 from mxnet_ssp.core.sync import BOUNDED, PAPER, SyncPolicy
 

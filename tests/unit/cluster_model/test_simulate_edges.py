@@ -1,4 +1,4 @@
-"""Edge cases of :mod:`mxnet_ssp.cluster_model.simulate`: the command line, argument checks, messages.
+"""Edge cases of :mod:`mxnet_ssp.lab.cluster_model.simulate`: the command line, argument checks, messages.
 
 Every expected table row below is worked out by hand from the event rules of the module
 docstring (the derivation is in the comments); jittered compute times are redrawn here from
@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
-from mxnet_ssp.cluster_model.simulate import SimResult, format_table, main, make_policy, simulate
+from mxnet_ssp.lab.cluster_model.simulate import SimResult, format_table, main, make_policy, simulate
 from mxnet_ssp.core.sync import SyncPolicy
 
-PROG = 'python -m mxnet_ssp.cluster_model.simulate'
+PROG = 'python -m mxnet_ssp.lab.cluster_model.simulate'
 FULL_HEADER = ('| policy | iters fastest / slowest | total it/s | max lead | mean lead at release '
                '| gradient staleness mean / p95 | fast workers waiting |')
 FULL_RULE = '|---|---:|---:|---:|---:|---:|---:|'
@@ -260,7 +260,7 @@ def test_main_help(capsys, monkeypatch):
         main(['--help'])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    assert out.startswith('usage: python -m mxnet_ssp.cluster_model.simulate [-h] [--times TIMES] '
+    assert out.startswith('usage: python -m mxnet_ssp.lab.cluster_model.simulate [-h] [--times TIMES] '
                           '[--scenario SCENARIO] ')
     flat = ' '.join(out.split())
     for text in [

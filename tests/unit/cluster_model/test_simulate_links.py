@@ -2,9 +2,9 @@
 step's bytes up and down at its payload rate) is added to every one of its iterations."""
 import pytest
 
-from mxnet_ssp.cluster_model import advise
-from mxnet_ssp.cluster_model.profiles import SCENARIOS, get_scenario
-from mxnet_ssp.cluster_model.simulate import main, simulate
+from mxnet_ssp.lab.cluster_model import advise
+from mxnet_ssp.lab.cluster_model.profiles import SCENARIOS, get_scenario
+from mxnet_ssp.lab.cluster_model.simulate import main, simulate
 
 
 def test_a_link_adds_its_time_to_every_iteration_of_its_worker():

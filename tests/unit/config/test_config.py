@@ -143,15 +143,6 @@ def test_autoload_hook_reads_the_same_no_values():
     assert module._ENV == cfg.ENV_AUTOLOAD
     assert set(module._OFF) == {k for k, v in cfg.FLAG_VALUES.items() if not v}
     assert module._LEAN == cfg.ENV_LEAN_WORKERS
-    assert module._OP_CODE == cfg.ENV_OP_CODE_CACHE
-    # it reads the directory as the settings table does: unset, empty and the "no" words are off
-    for value in ('', ' ', 'off', 'No', 'none', '0', '/var/cache/x', ' /tmp/y '):
-        os.environ[cfg.ENV_OP_CODE_CACHE] = value
-        try:
-            assert module._op_code_cache() == cfg.read(cfg.ENV_OP_CODE_CACHE,
-                                                      {cfg.ENV_OP_CODE_CACHE: value}), value
-        finally:
-            del os.environ[cfg.ENV_OP_CODE_CACHE]
     assert set(module._ON) == {k for k, v in cfg.FLAG_VALUES.items() if v}
 
 

@@ -389,7 +389,7 @@ def test_the_launcher_refuses_a_bad_settings_file_before_starting_anything(tmp_p
 # -- the discovery request carries the job's settings in 1024 bytes -------------------------
 def test_the_discovery_request_fits_the_settings_shortening_origins_as_needed():
     from mxnet_ssp.ps.channel import decode_blob, encode_blob
-    from mxnet_ssp.ps.discovery import fit_agree
+    from mxnet_ssp.worker.discovery import fit_agree
     request = {'v': 1, 'store': 'dist_dssp', 'metrics_dir': '/m'}
     short = {'rank': 0, 'host': 'a', 'settings': values()}
     assert fit_agree(request, short) == short

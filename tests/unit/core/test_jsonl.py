@@ -2,7 +2,7 @@
 collect and the trainer's resume count share: blank lines, a torn last line, a bad line."""
 import pytest
 
-from mxnet_ssp.cluster_model.advise import AdviseError
+from mxnet_ssp.lab.cluster_model.advise import AdviseError
 from mxnet_ssp.core.jsonl import read_jsonl
 
 

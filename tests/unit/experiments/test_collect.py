@@ -1,6 +1,6 @@
 """Reading a run's marker: which runs diverged (a result) and which failed (run again)."""
-from mxnet_ssp.experiments.reproduce.collect import diverged_run, log_tail
-from mxnet_ssp.experiments.training.diverge import DIVERGED_AT
+from mxnet_ssp.lab.reproduce.collect import diverged_run, log_tail
+from mxnet_ssp.lab.training.diverge import DIVERGED_AT
 
 MESSAGE = 'train_cifar.py: error: worker 1' + DIVERGED_AT + '25 (epoch 1): the loss grew'
 

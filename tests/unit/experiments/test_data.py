@@ -1,4 +1,4 @@
-"""Tests of mxnet_ssp.experiments.data and .cifar: digits and the CIFAR readers on generated
+"""Tests of mxnet_ssp.lab.data and .cifar: digits and the CIFAR readers on generated
 archives.
 
 The CIFAR archives here are written in the official formats (python pickles
@@ -13,8 +13,8 @@ import pytest
 from mxnet.gluon.data import vision
 from mxnet.gluon.data.vision import datasets as vision_datasets
 
-from mxnet_ssp.experiments import cifar, data, splits
-from mxnet_ssp.experiments.bundled import bundled_file
+from mxnet_ssp.lab import cifar, data, splits
+from mxnet_ssp.lab.bundled import bundled_file
 
 from cifar_files import (check_cifar10, check_cifar100, make_tar, write_cifar10_binary,
                          write_cifar10_python, write_cifar100_binary, write_cifar100_python)
@@ -166,7 +166,7 @@ def test_kept_indices_round_trip_and_refuse_what_they_cannot_hold():
 
 
 def test_the_kept_splits_module_is_what_the_writer_writes(tmp_path):
-    """`python -m mxnet_ssp.experiments.splits` writes the committed file again."""
+    """`python -m mxnet_ssp.lab.splits` writes the committed file again."""
     import sklearn
     written = splits.write(str(tmp_path / 'kept.py'))
     ours = os.path.join(os.path.dirname(splits.__file__), '_kept_splits.py')
@@ -249,7 +249,7 @@ def test_archive_in_a_read_only_directory(tmp_path, no_network, monkeypatch):
     """A read-only --data-dir: the archive is extracted into the cache; with the cache
     read-only too, the error names both places."""
     import tempfile
-    from mxnet_ssp.experiments import cifar
+    from mxnet_ssp.lab import cifar
     src = tmp_path / 'src'
     src.mkdir()
     (tmp_path / 'ro').mkdir()

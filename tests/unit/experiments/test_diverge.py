@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from mxnet_ssp.experiments.training.diverge import (GROWTH, DivergenceGuard, chance_loss,
+from mxnet_ssp.lab.training.diverge import (GROWTH, DivergenceGuard, chance_loss,
                                                     divergence_message, lower_lr)
 
 
@@ -113,8 +113,8 @@ def test_the_command_ends_a_stopped_run_with_one_line(monkeypatch, tmp_path, cap
     """mxnet-ssp-train's main: a diverged run (exit 3) or a bad setting found while training
     (exit 2) is one line on stderr, not a traceback (outside a job: the code is returned)."""
     from mxnet_ssp.config import ConfigError
-    from mxnet_ssp.experiments.training import cli
-    from mxnet_ssp.experiments.training.diverge import Diverged
+    from mxnet_ssp.lab.training import cli
+    from mxnet_ssp.lab.training.diverge import Diverged
 
     def run(self):
         if error == 'diverged':
@@ -137,7 +137,7 @@ def test_the_command_ends_a_stopped_run_with_one_line(monkeypatch, tmp_path, cap
 def test_the_training_loop_floors_the_guard_only_of_a_resumed_run(resume, floor):
     from types import SimpleNamespace
 
-    from mxnet_ssp.experiments.training.loop import Training
+    from mxnet_ssp.lab.training.loop import Training
     args = SimpleNamespace(num_epochs=5, num_iterations=None, resume_info=resume)
     training = Training(args, save_dir=None, rank_filter=None)
     training.iters_per_epoch, training.compute = 22, None

@@ -1,17 +1,17 @@
-"""The emulated-cluster lab without processes: the compute profiles (mxnet_ssp.cluster_model.profiles),
+"""The emulated-cluster lab without processes: the compute profiles (mxnet_ssp.lab.cluster_model.profiles),
 the simulator on the same draws, the lab presets, and the verdicts on synthetic trials."""
 import math
 import statistics
 
 import pytest
 
-from mxnet_ssp.experiments.reproduce import paired as P
-from mxnet_ssp.experiments.reproduce import verdicts as V
-from mxnet_ssp.experiments.reproduce.grid import run_command, resolve_grid
-from mxnet_ssp.cluster_model.arms import parse_arm, sim_policy
-from mxnet_ssp.experiments.reproduce.presets import LAB_ARMS, PRESETS
-from mxnet_ssp.cluster_model.profiles import SCENARIOS, Scenario, get_scenario
-from mxnet_ssp.cluster_model.simulate import simulate
+from mxnet_ssp.lab.reproduce import paired as P
+from mxnet_ssp.lab.reproduce import verdicts as V
+from mxnet_ssp.lab.reproduce.grid import run_command, resolve_grid
+from mxnet_ssp.lab.cluster_model.arms import parse_arm, sim_policy
+from mxnet_ssp.lab.reproduce.presets import LAB_ARMS, PRESETS
+from mxnet_ssp.lab.cluster_model.profiles import SCENARIOS, Scenario, get_scenario
+from mxnet_ssp.lab.cluster_model.simulate import simulate
 
 
 def draws(scenario, rank, seed, n):
@@ -140,7 +140,7 @@ def test_every_scenario_has_a_preset_with_every_paradigm_and_8_trials(name):
 
 
 def test_a_lab_preset_refuses_a_slowdown_or_other_worker_counts():
-    from mxnet_ssp.experiments.reproduce.grid import UsageError
+    from mxnet_ssp.lab.reproduce.grid import UsageError
     with pytest.raises(UsageError, match='--slowdown.*emulated cluster'):
         resolve_grid(Args(preset='emulated-mixed-2', slowdown='1:2'))
     with pytest.raises(UsageError, match='--workers.*2 with preset emulated-mixed-2'):
@@ -231,7 +231,7 @@ def test_sim_policy_of_every_lab_arm():
 # --- --preset emulated ----------------------------------------------------------------------
 
 def test_preset_emulated_plans_every_scenario_into_its_own_directory(tmp_path, capsys):
-    from mxnet_ssp.experiments.reproduce.cli import main
+    from mxnet_ssp.lab.reproduce.cli import main
     assert main(['--preset', 'emulated', '--out', str(tmp_path / 'lab'), '--dry-run']) == 0
     out = capsys.readouterr().out
     for name, scenario in SCENARIOS.items():
@@ -251,7 +251,7 @@ def test_preset_emulated_plans_every_scenario_into_its_own_directory(tmp_path, c
 
 
 def test_preset_emulated_runs_the_users_own_cluster_sized_from_it(tmp_path, capsys):
-    from mxnet_ssp.experiments.reproduce.cli import main
+    from mxnet_ssp.lab.reproduce.cli import main
     (tmp_path / 'four.toml').write_text('workers = 4\nbase_ms = 15\nfactors = [1, 1.3, 1.8, 3]\n'
                                         'jitter = "10%"\n')
     assert main(['--preset', 'emulated', '--scenario', str(tmp_path / 'four.toml'), '--out',
@@ -269,8 +269,8 @@ def test_preset_emulated_runs_the_users_own_cluster_sized_from_it(tmp_path, caps
 @pytest.mark.parametrize('workers,iterations,epochs', [
     (2, 1000, 17), (3, 900, 22), (4, 800, 26), (8, 600, 40), (16, 400, 58)])
 def test_a_lab_preset_follows_from_its_scenarios_workers(workers, iterations, epochs):
-    from mxnet_ssp.experiments.reproduce.presets import lab_preset
-    from mxnet_ssp.cluster_model.profiles import get_scenario
+    from mxnet_ssp.lab.reproduce.presets import lab_preset
+    from mxnet_ssp.lab.cluster_model.profiles import get_scenario
     scenario = get_scenario('workers=%d,base_ms=60,factors=%s' % (
         workers, ':'.join(['1'] * (workers - 1) + ['2.5'])))
     preset = lab_preset(scenario)
@@ -297,7 +297,7 @@ def test_the_built_in_lab_presets_keep_their_measured_sizes():
     (['--preset', 'emulated'], ['--out is required']),
 ])
 def test_preset_emulated_bad_input(tmp_path, capsys, argv, words):
-    from mxnet_ssp.experiments.reproduce.cli import main
+    from mxnet_ssp.lab.reproduce.cli import main
     if '--out' not in argv and 'required' not in words[0]:
         argv = argv + ['--out', str(tmp_path / 'lab')]
     assert main(argv) == 2
@@ -307,7 +307,7 @@ def test_preset_emulated_bad_input(tmp_path, capsys, argv, words):
 
 
 def test_the_suite_report_collects_each_scenario_s_verdicts(tmp_path):
-    from mxnet_ssp.experiments.reproduce.report import write_suite_report
+    from mxnet_ssp.lab.reproduce.report import write_suite_report
     (tmp_path / 'mixed-2').mkdir()
     (tmp_path / 'mixed-2' / 'report.md').write_text(
         '# Report\n\n## The emulated cluster: `mixed-2`\n\nabout\n\n## Medians\n\nskip me\n\n'
@@ -339,7 +339,7 @@ def test_balance_arms_and_their_verdict():
 
 
 def test_the_verdict_table_has_a_column_per_dssp_mode_that_ran():
-    from mxnet_ssp.experiments.reproduce.lab_report import verdict_table
+    from mxnet_ssp.lab.reproduce.lab_report import verdict_table
     rows = rows_for({'bsp': [100, 101, 99], 'asp': [50, 51, 49], 'dssp': [60, 61, 59],
                      'dssp-threshold': []})
     for row in rows:
@@ -377,8 +377,8 @@ def test_every_arm_is_censored_at_the_shortest_runs_last_evaluation():
     assert V.trial_times(rows[1]['trials'], 0.93) == [55, 58, 70, 90, 61, 59]
     assert V.common_budget([]) is None
     import types
-    from mxnet_ssp.experiments.reproduce.lab_report import _medians
-    from mxnet_ssp.cluster_model.profiles import get_scenario
+    from mxnet_ssp.lab.reproduce.lab_report import _medians
+    from mxnet_ssp.lab.cluster_model.profiles import get_scenario
     for row in rows:
         for t in row['trials']:
             t.update(it_per_s={0: 10.0, 1: 4.0}, idle_share={0: 0.2, 1: 0.1},
@@ -390,8 +390,8 @@ def test_every_arm_is_censored_at_the_shortest_runs_last_evaluation():
 
 def test_the_medians_table_renders_with_and_without_intervals():
     import types
-    from mxnet_ssp.experiments.reproduce.lab_report import _medians
-    from mxnet_ssp.cluster_model.profiles import get_scenario
+    from mxnet_ssp.lab.reproduce.lab_report import _medians
+    from mxnet_ssp.lab.cluster_model.profiles import get_scenario
     rows = rows_for({'asp': [50, 51, 49, 52, 48, 50], 'bsp': [100, 104]})
     for row in rows:
         for t in row['trials']:
@@ -411,7 +411,7 @@ def test_the_medians_table_renders_with_and_without_intervals():
 
 
 def test_the_machine_table_gives_each_paradigm_s_cores_per_role_and_sleep_lateness():
-    from mxnet_ssp.experiments.reproduce.lab_report import _machine
+    from mxnet_ssp.lab.reproduce.lab_report import _machine
 
     def trial(cores, server, others, late):
         t = {'status': 'ok', 'worker_cores': cores, 'sleep_late_ms': {'p50': late, 'p99': 2 * late}}
@@ -431,7 +431,7 @@ def test_the_machine_table_gives_each_paradigm_s_cores_per_role_and_sleep_latene
 
 
 def test_the_balancing_table_is_decided_under_every_metric():
-    from mxnet_ssp.experiments.reproduce.lab_report import _balance
+    from mxnet_ssp.lab.reproduce.lab_report import _balance
 
     def trial(seed, curve):
         return {'status': 'ok', 'trial': seed, 'seed': seed, 'curve': curve,
@@ -483,7 +483,7 @@ def test_mode_pairs_are_metric_dependent_when_the_first_and_the_sustained_crossi
 
 
 def test_the_mode_table_has_a_row_per_pair_of_modes_that_ran():
-    from mxnet_ssp.experiments.reproduce.lab_report import mode_table
+    from mxnet_ssp.lab.reproduce.lab_report import mode_table
     rows = rows_for({'bsp': [100] * 6, 'dssp': [60, 61, 59, 60, 62, 58],
                      'dssp-threshold': [61, 60, 62, 59, 60, 61]})
     table = [line for line in mode_table(rows, 0.93) if line.startswith('| ')]

@@ -3,11 +3,11 @@ cluster (placement, the wrapped command, the testbed prefix, the machine's check
 suite's default leaves it out, and --arm-lr fixes per-paradigm rates."""
 import pytest
 
-from mxnet_ssp.cluster_model.arms import parse_arm
-from mxnet_ssp.cluster_model.profiles import SCENARIOS
-from mxnet_ssp.experiments.reproduce import links as on_links
-from mxnet_ssp.experiments.reproduce.grid import UsageError, resolve_grid, run_command
-from mxnet_ssp.experiments.reproduce.presets import (PRESETS, SUITE_SCENARIOS,
+from mxnet_ssp.lab.cluster_model.arms import parse_arm
+from mxnet_ssp.lab.cluster_model.profiles import SCENARIOS
+from mxnet_ssp.lab.reproduce import links as on_links
+from mxnet_ssp.lab.reproduce.grid import UsageError, resolve_grid, run_command
+from mxnet_ssp.lab.reproduce.presets import (PRESETS, SUITE_SCENARIOS,
                                                      lab_run_seconds)
 
 
@@ -20,10 +20,10 @@ def test_a_scenario_with_links_runs_each_process_on_its_host():
     assert grid.testbed_prefix == on_links.DEFAULT_PREFIX == 'mxlab-'
     cmd = run_command(grid, parse_arm('asp'), 1, '/tmp/x')
     # the local launcher as for every lab run, on_host in front of the training command
-    at = cmd.index('mxnet_ssp.testbed.on_host')
+    at = cmd.index('mxnet_ssp.lab.testbed.on_host')
     assert cmd[at - 1] == '-m' and cmd[cmd.index('--launcher') + 1] == 'local'
     assert cmd[at + 1:at + 5] == ['--prefix', 'mxlab-', '--', cmd[0]]
-    assert cmd[at + 5:at + 7] == ['-m', 'mxnet_ssp.experiments.train_cifar']
+    assert cmd[at + 5:at + 7] == ['-m', 'mxnet_ssp.lab.train_cifar']
     assert cmd[cmd.index('--emulate') + 1] == 'link-4'
     assert on_links.placement(grid)[-1]['rate'] == '100mbit'
     # a prefix of one's own
@@ -34,7 +34,7 @@ def test_a_scenario_with_links_runs_each_process_on_its_host():
 def test_a_scenario_without_links_runs_on_loopback_and_refuses_a_testbed_prefix():
     grid = resolve_grid(Args(preset='emulated-mixed-4'))
     assert grid.links == () and grid.testbed_prefix is None
-    assert 'mxnet_ssp.testbed.on_host' not in run_command(grid, parse_arm('asp'), 1, '/tmp/x')
+    assert 'mxnet_ssp.lab.testbed.on_host' not in run_command(grid, parse_arm('asp'), 1, '/tmp/x')
     with pytest.raises(UsageError) as err:
         resolve_grid(Args(preset='emulated-mixed-4', testbed_prefix='t1-'))
     assert str(err.value).startswith("--testbed-prefix 't1-' is not valid: expected nothing "
@@ -104,20 +104,20 @@ def test_arm_lr_and_tune_lr_are_exclusive():
 
 
 def test_the_dry_run_names_the_placement(tmp_path, capsys):
-    from mxnet_ssp.experiments.reproduce.cli import main
+    from mxnet_ssp.lab.reproduce.cli import main
     assert main(['--preset', 'emulated', '--scenario', 'link-4', '--out', str(tmp_path / 'l'),
                  '--paradigms', 'bsp,asp', '--trials', '1', '--dry-run']) == 0
     out = capsys.readouterr().out
     assert ('# on the emulated cluster (prefix mxlab-, up before the first run, down after the '
             'last): scheduler, server 0 on host0 (198.18.0.1, 10gbit); worker 0 on host4') in out
-    assert out.count('mxnet_ssp.testbed.on_host --prefix mxlab- --') == 2
+    assert out.count('mxnet_ssp.lab.testbed.on_host --prefix mxlab- --') == 2
 
 
 class _FakeCluster:
-    """What links.testbed calls of mxnet_ssp.testbed.cluster, recorded (no namespaces)."""
+    """What links.testbed calls of mxnet_ssp.lab.testbed.cluster, recorded (no namespaces)."""
 
     def __init__(self, monkeypatch, up_fails=False):
-        from mxnet_ssp.testbed import cluster
+        from mxnet_ssp.lab.testbed import cluster
         self.calls = []
         self.up_fails = up_fails
         monkeypatch.setattr(cluster, 'up', self.up)
@@ -174,7 +174,7 @@ def test_a_grid_without_links_brings_nothing_up(tmp_path, monkeypatch):
 
 
 def test_the_lab_report_names_the_placement_of_a_scenario_with_links():
-    from mxnet_ssp.experiments.reproduce import lab_report
+    from mxnet_ssp.lab.reproduce import lab_report
     [line] = lab_report._links(resolve_grid(Args(preset='emulated-link-4', testbed_prefix='t9-')))
     assert line.startswith('- **On links:** every run ran on the emulated cluster (prefix t9-): '
                            'scheduler, server 0 on host0 (198.18.0.1, 10gbit); worker 0 on '
@@ -184,7 +184,7 @@ def test_the_lab_report_names_the_placement_of_a_scenario_with_links():
 
 
 def test_the_report_says_the_rates_were_fixed_by_arm_lr_not_tuned():
-    from mxnet_ssp.experiments.reproduce.report import _header
+    from mxnet_ssp.lab.reproduce.report import _header
     grid = resolve_grid(Args(preset='emulated-mixed-4', arm_lr='bsp=0.04,*=0.01',
                              paradigms='bsp,asp'))
     text = '\n'.join(_header(grid, [], None))
@@ -194,7 +194,7 @@ def test_the_report_says_the_rates_were_fixed_by_arm_lr_not_tuned():
 
 def test_the_lab_s_simulator_check_adds_the_links_to_its_model():
     import dataclasses
-    from mxnet_ssp.experiments.reproduce.verdicts import simulated_rates
+    from mxnet_ssp.lab.reproduce.verdicts import simulated_rates
     link4 = SCENARIOS['link-4']
     loopback = dataclasses.replace(link4, links=())
     bsp = parse_arm('bsp')

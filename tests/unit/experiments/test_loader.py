@@ -1,4 +1,4 @@
-"""Tests of mxnet_ssp.experiments.loader: shards, the order of an epoch, the seeded
+"""Tests of mxnet_ssp.lab.loader: shards, the order of an epoch, the seeded
 transforms, and the DataLoader's batches for any number of loader workers."""
 import threading
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mxnet import gluon
 
-from mxnet_ssp.experiments import loader
+from mxnet_ssp.lab import loader
 
 
 def images_dataset(n, shape=(3, 6, 5), seed=0):

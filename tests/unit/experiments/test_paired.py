@@ -1,4 +1,4 @@
-"""mxnet_ssp.experiments.reproduce.paired: the exact coverage of order-statistic intervals,
+"""mxnet_ssp.lab.reproduce.paired: the exact coverage of order-statistic intervals,
 the rank they take at a level, the Bonferroni level of a family, pairs by seed, pairs where
 neither arm reached the target, and the text of an interval.
 
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import same_interval
 
-from mxnet_ssp.experiments.reproduce import paired as P
+from mxnet_ssp.lab.reproduce import paired as P
 
 INF, NAN = math.inf, math.nan
 

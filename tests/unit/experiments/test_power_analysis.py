@@ -1,4 +1,4 @@
-"""mxnet_ssp.experiments.reproduce.power_analysis: the coverage of the lab's intervals measured on
+"""mxnet_ssp.lab.reproduce.power_analysis: the coverage of the lab's intervals measured on
 synthetic lognormal trials agrees with the exact binomial coverage, the bootstrap's falls
 short where docs/lab.md says, and the power simulation counts the verdicts it would give.
 
@@ -11,8 +11,8 @@ import warnings
 import numpy as np
 import pytest
 
-from mxnet_ssp.experiments.reproduce import power_analysis as D
-from mxnet_ssp.experiments.reproduce import paired as P
+from mxnet_ssp.lab.reproduce import power_analysis as D
+from mxnet_ssp.lab.reproduce import paired as P
 
 NS = (3, 5, 6, 8, 10)
 
@@ -211,7 +211,7 @@ def test_the_help_names_the_program_and_describes_each_option(capsys, monkeypatc
         D.parse_args(['--help'])
     assert exit_.value.code == 0
     out = _squash(capsys.readouterr().out)
-    assert out.startswith('usage: python -m mxnet_ssp.experiments.reproduce.power_analysis ')
+    assert out.startswith('usage: python -m mxnet_ssp.lab.reproduce.power_analysis ')
     for text in ("Print the coverage of the lab's intervals and the power of its claims, "
                  'measured on synthetic lognormal trials (the tables of docs/lab.md).',
                  '--seed SEED random seed (default 0)',
@@ -241,7 +241,7 @@ def test_parse_args_rejects_bad_values_saying_what_it_accepts(argv, message, cap
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.split()[:4] == ['usage:', 'python', '-m',
-                               'mxnet_ssp.experiments.reproduce.power_analysis']
+                               'mxnet_ssp.lab.reproduce.power_analysis']
     assert err.rstrip().endswith('error: ' + message), err
 
 
@@ -571,7 +571,7 @@ def test_bootstrap_intervals_lie_between_the_extreme_values():
 
 
 def test_synthetic_rows_give_each_trial_its_seed_time_and_accuracy():
-    from mxnet_ssp.cluster_model.arms import parse_arm
+    from mxnet_ssp.lab.cluster_model.arms import parse_arm
     rows = D._synthetic_rows({'bsp': np.array([3.0, 4.5]), 'ssp3': [2]},
                              {'bsp': np.array([0.9, 0.91]), 'ssp3': [1]})
     assert rows == [

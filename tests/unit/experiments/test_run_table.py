@@ -1,10 +1,10 @@
-"""mxnet_ssp.experiments.reproduce.run_table: a lab archive's per-run table, from run folders
+"""mxnet_ssp.lab.reproduce.run_table: a lab archive's per-run table, from run folders
 laid out as the runner writes them."""
 import json
 
 import pytest
 
-from mxnet_ssp.experiments.reproduce import run_table as T
+from mxnet_ssp.lab.reproduce import run_table as T
 
 
 def _run(directory, started, status='ok', curve=(), summary=None, load=(1.25, 2.0)):

@@ -2,7 +2,7 @@
 a written time belongs to."""
 import pytest
 
-from mxnet_ssp.ps.snapshots import period_number
+from mxnet_ssp.server.snapshots import period_number
 
 
 @pytest.mark.parametrize('elapsed, every, expected', [

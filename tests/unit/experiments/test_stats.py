@@ -1,4 +1,4 @@
-"""mxnet_ssp.experiments.reproduce.stats: the report's statistics, pure functions of plain lists.
+"""mxnet_ssp.lab.reproduce.stats: the report's statistics, pure functions of plain lists.
 
 Every expected value is worked out by hand in the comments next to it.  The tests that go
 through the CLI and the collector (tests/e2e/test_reproduce.py) exercise the same functions on
@@ -6,7 +6,7 @@ files; these pin each function's branches and boundaries.
 """
 import pytest
 
-from mxnet_ssp.experiments.reproduce.stats import (average_curves, curve_band, lead_from_train_logs,
+from mxnet_ssp.lab.reproduce.stats import (average_curves, curve_band, lead_from_train_logs,
                                                    median_trial, staleness_from_train_logs,
                                                    time_to_target)
 
@@ -343,7 +343,7 @@ def test_staleness_values_in_log_order_from_unsorted_records():
 
 # -- the progress metrics (primary: sustained crossing) --------------------------------------
 def test_one_lucky_evaluation_is_not_a_sustained_crossing():
-    from mxnet_ssp.experiments.reproduce.stats import sustained_time, time_to_target
+    from mxnet_ssp.lab.reproduce.stats import sustained_time, time_to_target
     curve = [(0.25 * k, a) for k, a in enumerate(
         [0.5, 0.7, 0.93, 0.85, 0.88] + [0.9] * 3 + [0.93] * 12)]
     assert time_to_target(curve, 0.92) == 0.5
@@ -354,7 +354,7 @@ def test_one_lucky_evaluation_is_not_a_sustained_crossing():
 
 
 def test_shortfall_reads_as_the_time_of_a_step_and_counts_dips():
-    from mxnet_ssp.experiments.reproduce.stats import shortfall_seconds
+    from mxnet_ssp.lab.reproduce.stats import shortfall_seconds
     # from 0 to the first point: the whole target short; a jump at 4 s that stays: 4 s
     assert abs(shortfall_seconds([(1.0, 0.0), (4.0, 0.95)], 0.9, 10.0) - 4.0) < 1e-12
     # half the target for 2 s, then a dip to 0.45 for 1 s after reaching it
@@ -367,7 +367,7 @@ def test_shortfall_reads_as_the_time_of_a_step_and_counts_dips():
 
 def test_metric_value_names_the_metrics_it_accepts():
     import pytest
-    from mxnet_ssp.experiments.reproduce.stats import metric_value
+    from mxnet_ssp.lab.reproduce.stats import metric_value
     with pytest.raises(ValueError) as info:
         metric_value([(0.0, 1.0)], 0.9, 'auc')
     assert str(info.value) == "metric 'auc': expected one of sustained, first, shortfall"
@@ -375,7 +375,7 @@ def test_metric_value_names_the_metrics_it_accepts():
 
 # -- sustained_time and shortfall_seconds at their edges (hand-computed) ---------------------
 def test_sustained_time_holds_for_hold_s_two_seconds_by_default():
-    from mxnet_ssp.experiments.reproduce.stats import HOLD_S, sustained_time
+    from mxnet_ssp.lab.reproduce.stats import HOLD_S, sustained_time
     assert HOLD_S == 2.0
     curve = [(1.0, 0.95), (3.0, 0.5), (3.5, 0.95)]       # the dip at 3.0 is 2 s after 1.0
     assert sustained_time(curve, 0.92) == 3.5
@@ -383,14 +383,14 @@ def test_sustained_time_holds_for_hold_s_two_seconds_by_default():
 
 
 def test_sustained_time_counts_the_target_itself_as_reached():
-    from mxnet_ssp.experiments.reproduce.stats import sustained_time
+    from mxnet_ssp.lab.reproduce.stats import sustained_time
     assert sustained_time([(0.0, 0.92), (1.0, 0.92)], 0.92, hold_s=2.0) == 0.0
     assert sustained_time([(0.0, 0.95), (1.0, 0.92), (4.0, 0.5)], 0.92, hold_s=2.0) == 0.0
     assert sustained_time([(0.0, 0.95), (1.0, 0.9199), (4.0, 0.95)], 0.92, hold_s=2.0) == 4.0
 
 
 def test_sustained_time_window_includes_its_end():
-    from mxnet_ssp.experiments.reproduce.stats import sustained_time
+    from mxnet_ssp.lab.reproduce.stats import sustained_time
     # a dip exactly hold_s after the crossing breaks it; one just after does not
     assert sustained_time([(1.0, 0.95), (3.0, 0.5)], 0.92, hold_s=2.0) is None
     assert sustained_time([(1.0, 0.95), (3.001, 0.5)], 0.92, hold_s=2.0) == 1.0
@@ -404,7 +404,7 @@ def test_sustained_time_window_includes_its_end():
 
 
 def test_sustained_time_sorts_the_curve_first():
-    from mxnet_ssp.experiments.reproduce.stats import sustained_time
+    from mxnet_ssp.lab.reproduce.stats import sustained_time
     # in time order: below at 0, reached at 2 and kept to the end
     assert sustained_time([(2.0, 0.95), (0.0, 0.5)], 0.92, hold_s=1.0) == 2.0
     assert sustained_time([(2.0, 0.95), (3.0, 0.95), (0.0, 0.95), (1.0, 0.5)], 0.92,
@@ -413,7 +413,7 @@ def test_sustained_time_sorts_the_curve_first():
 
 
 def test_shortfall_needs_a_positive_budget():
-    from mxnet_ssp.experiments.reproduce.stats import shortfall_seconds
+    from mxnet_ssp.lab.reproduce.stats import shortfall_seconds
     assert shortfall_seconds([(0.0, 0.0)], 0.9, 0) is None
     assert shortfall_seconds([(0.0, 0.0)], 0.9, 0.0) is None
     assert shortfall_seconds([(0.0, 0.0)], 0.9, -1.0) is None
@@ -421,7 +421,7 @@ def test_shortfall_needs_a_positive_budget():
 
 
 def test_shortfall_counts_nothing_above_the_target():
-    from mxnet_ssp.experiments.reproduce.stats import shortfall_seconds
+    from mxnet_ssp.lab.reproduce.stats import shortfall_seconds
     # 0.45 short for 1 s, above the target for 2 s (no credit), 0.45 short for 1 s:
     # area 0.9, / 0.9 = 1 s
     curve = [(0.0, 0.45), (1.0, 1.0), (3.0, 0.45)]
@@ -431,7 +431,7 @@ def test_shortfall_counts_nothing_above_the_target():
 
 
 def test_shortfall_sorts_the_curve_and_stops_at_the_budget():
-    from mxnet_ssp.experiments.reproduce.stats import shortfall_seconds
+    from mxnet_ssp.lab.reproduce.stats import shortfall_seconds
     curve = [(3.0, 0.45), (0.0, 0.45), (1.0, 1.0)]
     assert shortfall_seconds(curve, 0.9, 4.0) == pytest.approx(1.0, abs=1e-12)
     # evaluations from the budget on do not count; the last before it holds to the budget

@@ -1,11 +1,11 @@
-"""mxnet_ssp.experiments.reproduce.target_rule: rule 3 of the lab's design (the trials' target
+"""mxnet_ssp.lab.reproduce.target_rule: rule 3 of the lab's design (the trials' target
 from the tuning runs), on tuning folders laid out as the runner writes them."""
 import json
 import math
 
 import pytest
 
-from mxnet_ssp.experiments.reproduce import target_rule as R
+from mxnet_ssp.lab.reproduce import target_rule as R
 
 
 def _run(root, arm, key, k, status='ok', curve=()):

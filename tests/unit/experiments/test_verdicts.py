@@ -1,11 +1,11 @@
-"""mxnet_ssp.experiments.reproduce.verdicts at its boundaries: the claims decided seed by seed
+"""mxnet_ssp.lab.reproduce.verdicts at its boundaries: the claims decided seed by seed
 (every claim's margin just below, at and just above it, the level a family of comparisons
 asks for, never-reached trials), the unpaired bootstrap's order statistics, the minimum
 number of trials, and the simulator-vs-lab arithmetic.
 
 Expected values are worked out by hand (in the comments) or by a brute force written here,
 never by the module's own helpers.  The paired intervals are order statistics of the per-seed
-ratios (mxnet_ssp/experiments/reproduce/paired.py): with 6 seeds and one comparison they are
+ratios (mxnet_ssp/lab/reproduce/paired.py): with 6 seeds and one comparison they are
 [min, max] at 31/32 = 96.9%; with 8 seeds [min, max] at 254/256 = 99.2%, which is also what
 two comparisons (97.5% each) need.  Six seeds cannot serve two comparisons.
 """
@@ -21,10 +21,10 @@ import pytest
 
 from conftest import same_interval
 
-from mxnet_ssp.experiments.reproduce import verdicts as V
-from mxnet_ssp.experiments.reproduce.paired import Interval
-from mxnet_ssp.cluster_model.arms import parse_arm, sim_policy
-from mxnet_ssp.cluster_model.profiles import Scenario
+from mxnet_ssp.lab.reproduce import verdicts as V
+from mxnet_ssp.lab.reproduce.paired import Interval
+from mxnet_ssp.lab.cluster_model.arms import parse_arm, sim_policy
+from mxnet_ssp.lab.cluster_model.profiles import Scenario
 
 S, R, I = 'supported', 'refuted', 'inconclusive'
 TARGET = 0.93
@@ -993,8 +993,8 @@ def test_common_budget_reads_finished_trials_with_a_curve_only():
 
 
 def test_a_verdict_that_changes_with_the_metric_is_metric_dependent():
-    from mxnet_ssp.cluster_model.arms import parse_arm
-    from mxnet_ssp.experiments.reproduce.verdicts import METRIC_DEPENDENT, across_metrics
+    from mxnet_ssp.lab.cluster_model.arms import parse_arm
+    from mxnet_ssp.lab.reproduce.verdicts import METRIC_DEPENDENT, across_metrics
 
     def trial(seed, curve):
         return {'status': 'ok', 'trial': seed, 'seed': seed, 'curve': curve,
@@ -1015,7 +1015,7 @@ def test_a_verdict_that_changes_with_the_metric_is_metric_dependent():
 
 
 def _metric_rows(dssp='dssp2-4'):
-    from mxnet_ssp.cluster_model.arms import parse_arm
+    from mxnet_ssp.lab.cluster_model.arms import parse_arm
 
     def trial(seed, curve):
         return {'status': 'ok', 'trial': seed, 'seed': seed, 'curve': curve,
@@ -1028,8 +1028,8 @@ def _metric_rows(dssp='dssp2-4'):
 
 
 def test_across_metrics_is_each_metric_s_verdicts_with_its_arguments():
-    from mxnet_ssp.experiments.reproduce.stats import METRICS
-    from mxnet_ssp.experiments.reproduce.verdicts import METRIC_DEPENDENT, across_metrics
+    from mxnet_ssp.lab.reproduce.stats import METRICS
+    from mxnet_ssp.lab.reproduce.verdicts import METRIC_DEPENDENT, across_metrics
     rows = _metric_rows()
     out = across_metrics(rows, 0.92, 'dssp2-4', budget=60.0)
     for m in METRICS:                    # the unpaired reading is on by default
@@ -1048,7 +1048,7 @@ def test_across_metrics_is_each_metric_s_verdicts_with_its_arguments():
 
 
 def test_across_metrics_reads_the_dssp_arm_called_dssp_by_default():
-    from mxnet_ssp.experiments.reproduce.verdicts import across_metrics
+    from mxnet_ssp.lab.reproduce.verdicts import across_metrics
     named = across_metrics(_metric_rows('dssp'), 0.92, budget=60.0, unpaired=False)
     assert [v for v, _ in named][2:] == ['supported', 'supported', 'inconclusive',
                                          'metric-dependent']
@@ -1057,7 +1057,7 @@ def test_across_metrics_reads_the_dssp_arm_called_dssp_by_default():
 
 
 def test_across_metrics_of_one_metric_or_another_primary():
-    from mxnet_ssp.experiments.reproduce.verdicts import across_metrics
+    from mxnet_ssp.lab.reproduce.verdicts import across_metrics
     rows = _metric_rows()
     one = across_metrics(rows, 0.92, 'dssp2-4', budget=60.0, metrics=('first',), unpaired=False)
     assert all(set(cells) == {'first'} for _, cells in one)

@@ -392,7 +392,7 @@ def test_config_parse_gpus():
 
 
 def test_choose_gpus():
-    from mxnet_ssp.training_flags import choose_gpus
+    from mxnet_ssp.lab.training_flags import choose_gpus
     assert choose_gpus(0, {}, visible=0) == []
     assert choose_gpus(2, {}, visible=2) == [0, 1]
     env = {'MXNET_SSP_GPUS': '0,1'}

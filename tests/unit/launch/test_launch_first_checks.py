@@ -112,7 +112,7 @@ def test_blank_settings_read_as_unset(launch):
 ])
 @pytest.mark.parametrize('runner', [
     ['mxnet-ssp-train'],
-    [sys.executable, '-u', '-m', 'mxnet_ssp.experiments.train_cifar'],
+    [sys.executable, '-u', '-m', 'mxnet_ssp.lab.train_cifar'],
     ['python3', os.path.join('train_scripts', 'train_cifar.py')],
 ])
 def test_bad_training_flags_are_one_line_exit_2(launch, monkeypatch, flags, message, runner):
@@ -141,13 +141,13 @@ def test_the_flags_are_checked_in_the_workers_environment(launch):
 @pytest.mark.parametrize('command,flags', [
     (['mxnet-ssp-train', '--lr', '1'], ['--lr', '1']),
     (['/venv/bin/mxnet-ssp-train'], []),
-    (['python', '-m', 'mxnet_ssp.experiments.train_cifar', '--x'], ['--x']),
+    (['python', '-m', 'mxnet_ssp.lab.train_cifar', '--x'], ['--x']),
     (['python3.11', '-mmxnet_ssp.experiments.train_cifar', '--x'], ['--x']),
-    (['python', '-X', 'dev', '-m', 'mxnet_ssp.experiments.train_cifar'], []),
+    (['python', '-X', 'dev', '-m', 'mxnet_ssp.lab.train_cifar'], []),
     (['python', '/src/train_scripts/train_cifar.py', '--y'], ['--y']),
-    (['python', '-m', 'mxnet_ssp.experiments.compare_paradigms'], None),
+    (['python', '-m', 'mxnet_ssp.lab.compare_paradigms'], None),
     (['python', 'train.py', '--kvstore', 'dist_ssp'], None),
-    (['python', '-c', 'import mxnet_ssp.experiments.train_cifar'], None),
+    (['python', '-c', 'import mxnet_ssp.lab.train_cifar'], None),
     (['sh', '-c', 'mxnet-ssp-train --lr -1'], None),
     (['python', '/src/other/train_cifar.py'], None),
     ([], None),
@@ -201,16 +201,16 @@ def test_a_worker_that_finds_a_bad_flag_prints_one_line(tmp_path, flags, message
     env = {k: v for k, v in os.environ.items() if not k.startswith(('DMLC_', 'MXNET_SSP_'))}
     env.update(DMLC_ROLE='worker', DMLC_NUM_WORKER='2', DMLC_NUM_SERVER='1',
                MXNET_SSP_AUTOLOAD='0', OMP_NUM_THREADS='1')
-    proc = subprocess.run([sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar'] + flags
+    proc = subprocess.run([sys.executable, '-m', 'mxnet_ssp.lab.train_cifar'] + flags
                           + ['--save-dir', str(tmp_path / 'out')], capture_output=True,
                           text=True, env=env, cwd=str(tmp_path), timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr == 'python -m mxnet_ssp.experiments.train_cifar: error: %s\n' % message
+    assert proc.stderr == 'python -m mxnet_ssp.lab.train_cifar: error: %s\n' % message
 
 
 def test_run_by_hand_a_bad_store_flag_comes_before_the_missing_job(tmp_path, capsys,
                                                                    monkeypatch):
-    from mxnet_ssp.training_flags import parse_args
+    from mxnet_ssp.lab.training_flags import parse_args
     monkeypatch.delenv('DMLC_ROLE', raising=False)
     env = {k: v for k, v in os.environ.items() if not k.startswith('DMLC_')}
     with pytest.raises(SystemExit) as info:

@@ -571,7 +571,7 @@ def test_dcasgd_multiverso_needs_the_sender():
 def test_dcasgd_multiverso_travels_like_the_other_arguments():
     """set_optimizer's pickling keeps the reading; the per-worker MeanSquare state pickles
     midway (server state save/restore) and the run continues as if uninterrupted."""
-    from mxnet_ssp.ps.server_state import _from_numpy, _to_numpy
+    from mxnet_ssp.server.state import _from_numpy, _to_numpy
     make = lambda: DCASGD(0.05, lamda=0.7, adaptive=True, mean_square_decay=0.9,  # noqa: E731
                           momentum=0.5, adaptive_reading='multiverso', **COMMON)
     back = mxnet_pickle_round_trip(make())
@@ -599,7 +599,7 @@ def test_server_slot_mode_runs_dcasgd_a_as_the_reference(reading, c):
     """mxnet-ssp's server updater in slot mode, called as MXNet's server calls it: one-call
     path in ASP, prepare_grad with the sender in n-softsync; every weight as the reference."""
     from mxnet_ssp.ps.channel import slot_key
-    from mxnet_ssp.ps.server import ServerOptimizer
+    from mxnet_ssp.server.updater import ServerOptimizer
     kwargs = dict(lamda=1.0, adaptive=True, momentum=0.5, adaptive_reading=reading, **COMMON)
     server = ServerOptimizer(DCASGD(0.05, **kwargs), num_workers=3, slots=True, softsync_c=c)
     assert (server._apply_one is not None) and server.worker_aware
@@ -613,7 +613,7 @@ def test_server_slot_mode_runs_dcasgd_a_as_the_reference(reading, c):
             continue
         _, m, k, g = event
         received = mx.nd.array(g)
-        server.update(slot_key(k, m, 3, 1), slots[(k, m)], received, None)
+        server.update_key(slot_key(k, m, 3, 1), slots[(k, m)], received)
         ref.push(m, k, g)
         expected = ref.pull(m, k)             # the server left the sender's pull in its slot
         np.testing.assert_allclose(slots[(k, m)].asnumpy(), expected, rtol=RTOL, atol=ATOL)
@@ -813,8 +813,8 @@ def test_reference_does_not_import_mxnet():
     # the store's own chain (mxnet_ssp._STORE_CHAIN): each raised ImportError (a circular
     # import: kvstore took names the half-imported module did not define yet) until the
     # registration waited for the module's last line
-    'from mxnet_ssp.store import SSPKVStore', 'import mxnet_ssp.ps.native_store',
-    'import mxnet_ssp.ps.bucketing', 'import mxnet_ssp.ps.clock_sync'])
+    'from mxnet_ssp.store import SSPKVStore', 'import mxnet_ssp.worker.native_store',
+    'import mxnet_ssp.worker.bucketing', 'import mxnet_ssp.worker.clock_sync'])
 def test_importing_a_submodule_before_mxnet_registers_everything(first):
     """A script whose first import is one of ours (before mxnet's) gets the store types and
     the rules: optim's own `import mxnet` runs the registration while optim is half done."""
@@ -853,7 +853,7 @@ def test_native_dist_store_refuses_worker_aware_rules_before_sending():
     local.set_optimizer(mx.optimizer.SGD(learning_rate=0.1))
     local.set_optimizer(optim.StalenessAwareSGD(learning_rate=0.1))
     # installing it twice does not wrap twice
-    from mxnet_ssp.ps.native_store import refuse_worker_aware_rules
+    from mxnet_ssp.worker.native_store import refuse_worker_aware_rules
     refuse_worker_aware_rules()
     assert KVStore.set_optimizer.__wrapped__.__module__ == 'mxnet.kvstore.kvstore'
     assert isinstance(mx.optimizer.create('sasgd'), optim.StalenessAwareSGD)

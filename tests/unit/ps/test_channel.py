@@ -11,7 +11,7 @@ from conftest import ROOT, need_module  # noqa: E402  (the checkout)
 
 def test_worker_store_does_not_import_the_server_module():
     code = ('import sys, mxnet, mxnet_ssp.kvstore, pickle\n'
-            'from mxnet_ssp.ps.channel import UpdaterSpec\n'
+            'from mxnet_ssp.ps.commands import UpdaterSpec\n'
             'pickle.dumps(UpdaterSpec(mxnet.optimizer.SGD(), num_workers=2), 0)\n'
             'print(sorted(m for m in sys.modules if m.startswith("mxnet_ssp.")))\n')
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS='1')
@@ -21,20 +21,24 @@ def test_worker_store_does_not_import_the_server_module():
     assert proc.returncode == 0, proc.stderr[-3000:]
     modules = proc.stdout.strip().splitlines()[-1]
     assert 'mxnet_ssp.kvstore' in modules, modules
-    for server_side in ('mxnet_ssp.ps.server', 'mxnet_ssp.ps.server_state',
-                        'mxnet_ssp.controller.server'):
+    for server_side in ('mxnet_ssp.server.updater', 'mxnet_ssp.server.state',
+                        'mxnet_ssp.server.door', 'mxnet_ssp.controller.server'):
         assert server_side not in modules, modules
 
 
-def test_updater_spec_unpickles_as_the_server_optimizer():
+def test_updater_spec_unpickles_as_the_door_around_the_server_optimizer():
     mx = need_module('mxnet')
-    from mxnet_ssp.ps.channel import UpdaterSpec
-    from mxnet_ssp.ps.server import ServerOptimizer
+    from mxnet_ssp.ps.commands import UpdaterSpec
+    from mxnet_ssp.server.door import Door
+    from mxnet_ssp.server.updater import ServerOptimizer
     opt = mx.optimizer.SGD(learning_rate=0.25, multi_precision=False)
     spec = UpdaterSpec(opt, num_workers=3, slots=True, num_servers=2, softsync_c=2)
     assert spec.multi_precision is False
-    server_side = pickle.loads(pickle.dumps(spec, 0))
+    door = pickle.loads(pickle.dumps(spec, 0))
+    assert isinstance(door, Door)
+    server_side = door.rule
     assert isinstance(server_side, ServerOptimizer)
+    assert door.multi_precision is False       # what MXNet's Updater reads: the rule's
     assert (server_side.num_workers, server_side.slots, server_side.num_servers,
             server_side.softsync_c) == (3, True, 2, 2)
     assert server_side.optimizer.lr == 0.25
@@ -78,7 +82,7 @@ def test_slot_of_refuses_a_key_of_another_layout():
 
 def test_saved_server_state_refuses_another_number_of_servers(tmp_path):
     mx = need_module('mxnet')
-    from mxnet_ssp.ps.server import ServerOptimizer
+    from mxnet_ssp.server.updater import ServerOptimizer
     prefix = str(tmp_path / 'state')
     ServerOptimizer(mx.optimizer.SGD(), num_workers=2, slots=True,
                     num_servers=2).control('save', prefix)
@@ -111,7 +115,7 @@ def test_one_json_packing_for_every_length(length):
 
 
 def test_abort_message_names_the_reason_and_the_worker():
-    from mxnet_ssp.ps.channel import abort_message
+    from mxnet_ssp.ps.commands import abort_message
     assert abort_message('worker[1]: the training script raised ValueError: x') == (
         'server: the job failed: the training script raised ValueError: x (worker[1] said so; '
         'ending this server)')

@@ -1,4 +1,4 @@
-"""mxnet_ssp.ps.host_copy: copies done by NumPy inside one operation of MXNet's engine, on real
+"""mxnet_ssp.worker.host_copy: copies done by NumPy inside one operation of MXNet's engine, on real
 NDArrays: ordered after the writes to their sources and before later reads of their
 destinations, each storage chunk named once (MXNet's engine waits for ever on an operation
 that names one twice), errors raised at the next push, and the path refused where MXNet's
@@ -13,7 +13,7 @@ import pytest
 from mxnet import nd
 
 from conftest import ROOT
-from mxnet_ssp.ps import host_copy
+from mxnet_ssp.worker import host_copy
 
 
 def test_mxnet_1_9_1_has_what_the_path_needs():
@@ -57,7 +57,7 @@ def test_a_failing_check_turns_the_path_off_with_a_log_line(monkeypatch, caplog)
         raise RuntimeError('boom')
     monkeypatch.setitem(host_copy._state, 'available', None)
     monkeypatch.setattr(host_copy, '_layout_holds', broken)
-    with caplog.at_level('INFO', logger='mxnet_ssp.ps.host_copy'):
+    with caplog.at_level('INFO', logger='mxnet_ssp.worker.host_copy'):
         assert host_copy.available() is False
     assert caplog.messages == ['mxnet-ssp: host copies are off (RuntimeError: boom)']
 
@@ -141,7 +141,7 @@ def test_an_operation_naming_one_chunk_many_times_still_runs():
     script = textwrap.dedent('''
         import numpy as np
         from mxnet import nd
-        from mxnet_ssp.ps import host_copy
+        from mxnet_ssp.worker import host_copy
         src = nd.arange(8)
         dst = nd.zeros(8)
         halves = [dst[0:4], dst[4:8]]

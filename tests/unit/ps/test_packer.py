@@ -1,9 +1,9 @@
-"""The worker's bucket buffers (mxnet_ssp.ps.packer) on real NDArrays, and how the store tells
+"""The worker's bucket buffers (mxnet_ssp.worker.packer) on real NDArrays, and how the store tells
 the parameter loops of gluon.Trainer and Module (whose members may be copied late, many at a
 time) from any other caller (whose arrays are copied before the call returns).
 
 Every buffer test runs twice: with the batched copies done by NumPy in an engine operation
-(mxnet_ssp.ps.host_copy, the default where it is available) and by MXNet's own copies (where
+(mxnet_ssp.worker.host_copy, the default where it is available) and by MXNet's own copies (where
 it is not)."""
 import ctypes
 import sys
@@ -15,9 +15,9 @@ import pytest
 from mxnet import gluon, nd
 
 from mxnet_ssp.core.buckets import ArrayInfo, plan_buckets
-from mxnet_ssp.kvstore import _keys_pushed_by
-from mxnet_ssp.ps import host_copy
-from mxnet_ssp.ps.packer import Packer
+from mxnet_ssp.worker.bucketing import _keys_pushed_by
+from mxnet_ssp.worker import host_copy
+from mxnet_ssp.worker.packer import Packer
 
 SHAPES = {0: (2, 3), 1: (4,), 2: (1, 2, 2)}
 
@@ -450,7 +450,7 @@ def test_a_bucket_expects_only_the_members_a_step_pushes(copies):
 
 
 def test_many_float32_copies_are_one_mxnet_operation(monkeypatch):
-    from mxnet_ssp.ps import packer as packer_mod
+    from mxnet_ssp.worker import packer as packer_mod
     calls = []
     real = nd.amp_multicast
     monkeypatch.setattr(packer_mod.nd, 'amp_multicast',

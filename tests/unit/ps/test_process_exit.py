@@ -4,7 +4,8 @@ import pytest
 
 mx = pytest.importorskip('mxnet')
 
-from mxnet_ssp.ps import process_exit, host_copy  # noqa: E402
+from mxnet_ssp.ps import process_exit  # noqa: E402
+from mxnet_ssp.worker import host_copy  # noqa: E402
 
 
 class Store:
@@ -58,5 +59,5 @@ def test_any_failure_of_a_copy_is_reported_and_a_clean_exit_says_nothing(exiting
 
 def test_without_host_copies_loaded_there_is_nothing_to_report(monkeypatch):
     import sys
-    monkeypatch.delitem(sys.modules, 'mxnet_ssp.ps.host_copy')
+    monkeypatch.delitem(sys.modules, 'mxnet_ssp.worker.host_copy')
     assert process_exit.copy_error_left(0) is None

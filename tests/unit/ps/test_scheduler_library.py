@@ -1,4 +1,4 @@
-"""The scheduler run from libmxnet.so (mxnet_ssp.ps.scheduler): where the library is, the hook's
+"""The scheduler run from libmxnet.so (mxnet_ssp.server.scheduler): where the library is, the hook's
 place among the others at ``import mxnet``, its failures (the job watch seeing its loop:
 test_follow.py).
 
@@ -9,7 +9,7 @@ import types
 import pytest
 
 from mxnet_ssp import _hooks
-from mxnet_ssp.ps import scheduler
+from mxnet_ssp.server import scheduler
 
 
 def test_library_path_is_mxnets_variable_when_it_names_a_file(tmp_path):

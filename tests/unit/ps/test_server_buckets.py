@@ -1,4 +1,4 @@
-"""A server's updater (mxnet_ssp.ps.server.ServerOptimizer) driven in one process, as MXNet's
+"""A server's updater (mxnet_ssp.server.updater.ServerOptimizer) driven in one process, as MXNet's
 server drives it (every key's weight flat, as KVStoreDistServer stores it): the same pushes through per-array keys and through buckets must leave the
 same bits in every weight and state, in plain mode and in slot mode (lr / tau, DC-ASGD-a,
 n-softsync), with pushes that leave members out, and across a save and a load."""
@@ -9,7 +9,7 @@ mx = pytest.importorskip('mxnet')
 
 from mxnet_ssp import optim  # noqa: E402
 from mxnet_ssp.ps.channel import slot_key  # noqa: E402
-from mxnet_ssp.ps.server import ServerOptimizer  # noqa: E402
+from mxnet_ssp.server.updater import ServerOptimizer  # noqa: E402
 
 SHAPES = {0: (6, 5), 1: (6,), 2: (4, 6), 3: (4,)}
 BUCKET = 900                               # the bucket's index on the server
@@ -80,7 +80,7 @@ def test_plain_mode_bucket_gives_the_bits_of_per_array_keys(rule):
     wb = {k: mx.nd.array(v) for k, v in w0.items()}
     for k in SHAPES:
         ref._update(k, wr[k], mx.nd.array(g[0][0][k]))
-        srv._update(k, wb[k], mx.nd.array(g[0][0][k]))
+        srv.update_key(k, wb[k], mx.nd.array(g[0][0][k]))
     specs = [spec([0, 2], 900, wd_mult=1.0), spec([1, 3], 901, wd_mult=0.0)]
     srv.control('buckets', specs)
     stored = {sp['index']: mx.nd.array(np.concatenate(
@@ -92,7 +92,7 @@ def test_plain_mode_bucket_gives_the_bits_of_per_array_keys(rule):
             if carried is None or k in carried:
                 ref._update(k, wr[k], mx.nd.array(g[t][0][k]))
         for sp in specs:
-            srv._update(sp['index'], stored[sp['index']], packed(sp, g[t][0], carried))
+            srv.update_key(sp['index'], stored[sp['index']], packed(sp, g[t][0], carried))
     for sp in specs:
         for k, value in unpacked(sp, stored[sp['index']]).items():
             np.testing.assert_array_equal(value, wr[k].asnumpy(), err_msg='key %d' % k)
@@ -110,14 +110,14 @@ def test_a_saved_bucket_lists_its_members_and_loads_without_buckets(tmp_path):
     _, srv = plain_pair('sgd-momentum')
     wb = {k: mx.nd.array(v) for k, v in w0.items()}
     for k in SHAPES:
-        srv._update(k, wb[k], mx.nd.array(g[0][0][k]))
+        srv.update_key(k, wb[k], mx.nd.array(g[0][0][k]))
     sp = spec([0, 2])                       # the keys with wd_mult 1; 1 and 3 keep theirs
     srv.control('buckets', [sp])
     stored = mx.nd.array(np.concatenate([wb[k].asnumpy().ravel() for k in (0, 2)]
                                         + [np.zeros(2, np.float32)]))
-    srv._update(BUCKET, stored, packed(sp, g[1][0]))
+    srv.update_key(BUCKET, stored, packed(sp, g[1][0]))
     for k in (1, 3):
-        srv._update(k, wb[k], mx.nd.array(g[1][0][k]))
+        srv.update_key(k, wb[k], mx.nd.array(g[1][0][k]))
     prefix = str(tmp_path / 'states')
     srv.control('save', prefix)
     import pickle
@@ -131,10 +131,10 @@ def test_a_saved_bucket_lists_its_members_and_loads_without_buckets(tmp_path):
     wf = {**unpacked(sp, stored), **{k: wb[k].asnumpy() for k in (1, 3)}}
     wf = {k: mx.nd.array(v) for k, v in wf.items()}
     for t in (2, 3):
-        srv._update(BUCKET, stored, packed(sp, g[t][0]))
+        srv.update_key(BUCKET, stored, packed(sp, g[t][0]))
         for k in SHAPES:
             if k in (1, 3):
-                srv._update(k, wb[k], mx.nd.array(g[t][0][k]))
+                srv.update_key(k, wb[k], mx.nd.array(g[t][0][k]))
             fresh._update(k, wf[k], mx.nd.array(g[t][0][k]))
     for k, value in {**unpacked(sp, stored), **{k: wb[k].asnumpy() for k in (1, 3)}}.items():
         np.testing.assert_array_equal(value, wf[k].asnumpy(), err_msg=str(k))
@@ -168,7 +168,7 @@ def test_slot_mode_bucket_gives_the_bits_of_per_array_slots(rule):
     for server, slot in zip(pair, slots):
         for m in (0, 1):
             for k in SHAPES:
-                server._update(slot_key(k, m, M, 1), slot[(k, m)], mx.nd.array(g[0][m][k]))
+                server.update_key(slot_key(k, m, M, 1), slot[(k, m)], mx.nd.array(g[0][m][k]))
     sp = spec([0, 1, 2, 3], index=BUCKET)
     srv.control('buckets', [sp])
     # MXNet initializes the bucket's slots with rank 0's values; the server fixes them
@@ -181,7 +181,7 @@ def test_slot_mode_bucket_gives_the_bits_of_per_array_slots(rule):
             if carried is None or k in carried:
                 ref._update(slot_key(k, m, M, 1), slots[0][(k, m)],
                             mx.nd.array(g[step + 1][m][k]))
-        srv._update(slot_key(BUCKET, m, M, 1), bucket_slot[m],
+        srv.update_key(slot_key(BUCKET, m, M, 1), bucket_slot[m],
                     packed(sp, g[step + 1][m], carried))
         # what worker m pulls next: its slot
         for k, value in unpacked(sp, bucket_slot[m]).items():

@@ -1,11 +1,11 @@
-"""The servers' weights on a wall clock (mxnet_ssp/ps/snapshots.py) and their evaluation's
-pure parts (mxnet_ssp/experiments/reproduce/server_eval.py), without MXNet."""
+"""The servers' weights on a wall clock (mxnet_ssp/server/snapshots.py) and their evaluation's
+pure parts (mxnet_ssp/lab/reproduce/server_eval.py), without MXNet."""
 import numpy as np
 import pytest
 
 from mxnet_ssp import config as cfg
-from mxnet_ssp.experiments.reproduce.server_eval import extend_to_end, merge_servers
-from mxnet_ssp.ps.snapshots import (ServerSnapshots, SnapshotClock, read_snapshots,
+from mxnet_ssp.lab.reproduce.server_eval import extend_to_end, merge_servers
+from mxnet_ssp.server.snapshots import (ServerSnapshots, SnapshotClock, read_snapshots,
                                     snapshots_from_env)
 
 

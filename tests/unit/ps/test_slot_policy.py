@@ -1,11 +1,11 @@
-"""Slot mode's key layout on the worker (mxnet_ssp/ps/slots.py): worker m's slot of parameter k
+"""Slot mode's key layout on the worker (mxnet_ssp/worker/slots.py): worker m's slot of parameter k
 is ``(k * M + m) * S + k % S`` (``k * M + m`` on one server), integer or string keys, at the
 first and last worker, the first and last key that fit MXNet's 32-bit placement, and the
 keys refused.  Expected keys are worked out by hand in each test."""
 import pytest
 
 from mxnet_ssp.ps.channel import MAX_INT_KEY, slot_key, slot_of
-from mxnet_ssp.ps.slots import KeyLayout, SlotKeyError, as_list, as_values, has_row_sparse
+from mxnet_ssp.worker.slots import KeyLayout, SlotKeyError, as_list, as_values, has_row_sparse
 from test_channel import mxnet_server_of
 
 PAD = [0.0]       # stands for the 1-element padding array
@@ -311,7 +311,7 @@ def test_slot_key_error_is_a_value_error():
 # ---------------------------------------------------------------------------
 def _string_layout_store(workers, servers):
     """The key layout of a store in slot mode (what SSPKVStore uses, no job)."""
-    from mxnet_ssp.ps.slots import KeyLayout
+    from mxnet_ssp.worker.slots import KeyLayout
     return KeyLayout(0, servers, workers)
 
 
@@ -357,7 +357,7 @@ def test_string_slots_get_ids_of_the_integer_layout(workers, servers):
 
 def test_too_many_slot_keys_are_refused_naming_workers_and_servers():
     from mxnet_ssp.ps.channel import MAX_INT_KEY
-    from mxnet_ssp.ps.slots import SlotKeyError
+    from mxnet_ssp.worker.slots import SlotKeyError
     kv = _string_layout_store(4, 3)
     with pytest.raises(SlotKeyError,
                        match=r'\(key \+ 1\) \* workers \* servers <= %d' % MAX_INT_KEY):

@@ -1,4 +1,4 @@
-"""Unit tests of :class:`mxnet_ssp.ps.steps.StepTracker`: where a training step ends.
+"""Unit tests of :class:`mxnet_ssp.worker.steps.StepTracker`: where a training step ends.
 
 No MXNet: the tracker is driven the way :class:`mxnet_ssp.kvstore.SSPKVStore`
 drives it (``init``/``broadcast`` -> ``on_init``; before every push
@@ -11,7 +11,7 @@ after its last push and before any of its pulls.
 import numpy as np
 import pytest
 
-from mxnet_ssp.ps.steps import StepTracker
+from mxnet_ssp.worker.steps import StepTracker
 
 
 class Caller:

@@ -1,8 +1,8 @@
-"""mxnet_ssp.testbed.place and on_host: where a lab job's processes run on the emulated
+"""mxnet_ssp.lab.testbed.place and on_host: where a lab job's processes run on the emulated
 cluster and how each one moves there (pure; nothing is brought up, nothing is executed)."""
 import pytest
 
-from mxnet_ssp.testbed import on_host, place
+from mxnet_ssp.lab.testbed import on_host, place
 
 LINK_4 = (10 ** 9,) * 3 + (10 ** 8,)
 
@@ -85,5 +85,5 @@ def test_on_host_refuses_with_one_line_and_exit_2(argv, environ, words, capsys):
     calls = []
     assert on_host.main(argv, environ, lambda *a: calls.append(a)) == 2
     err = capsys.readouterr().err
-    assert not calls and err.startswith('python -m mxnet_ssp.testbed.on_host: ') and words in err
+    assert not calls and err.startswith('python -m mxnet_ssp.lab.testbed.on_host: ') and words in err
     assert err.count('\n') == 1

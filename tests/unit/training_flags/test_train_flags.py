@@ -1,4 +1,4 @@
-"""The training script's flag rules, row by row (mxnet_ssp.training_flags.CHECKS).
+"""The training script's flag rules, row by row (mxnet_ssp.lab.training_flags.CHECKS).
 
 Every row of CHECKS has here at least one bad command line, which that very row must
 refuse (it is the first to fail) with a message naming the flag and the value, and good
@@ -12,10 +12,10 @@ import math
 
 import pytest
 
-from mxnet_ssp import training_flags as options
-from mxnet_ssp.training_flags import rules
-from mxnet_ssp.training_flags import CHECKS, build_parser, find_problem, parse_args
-from mxnet_ssp.cluster_model.profiles import SCENARIOS
+from mxnet_ssp.lab import training_flags as options
+from mxnet_ssp.lab.training_flags import rules
+from mxnet_ssp.lab.training_flags import CHECKS, build_parser, find_problem, parse_args
+from mxnet_ssp.lab.cluster_model.profiles import SCENARIOS
 from mxnet_ssp.core import names
 
 W4 = {'DMLC_ROLE': 'worker', 'DMLC_NUM_WORKER': '4'}      # a worker of a 4-worker job
