@@ -33,7 +33,7 @@ def _rank(role):
         rank = server.server_rank() if server is not None else None
         return '?' if rank is None else rank
     if role == 'worker':
-        process = sys.modules.get('mxnet_ssp.ps.process_exit')
+        process = sys.modules.get('mxnet_ssp.worker.shutdown')
         stores = getattr(process, '_stores', None)
         if stores:
             return getattr(stores[0], 'rank', '?')

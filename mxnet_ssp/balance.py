@@ -122,7 +122,7 @@ class BatchBalancer:
             getattr(settings, 'synchronous', False) and settings.s_upper == 0)
         if timeout is None:
             timeout = getattr(settings, 'timeout', None) or cfg.parse_timeout(
-                cfg._environ(environ).get(cfg.ENV_TIMEOUT)
+                cfg.current(environ).get(cfg.ENV_TIMEOUT)
                 or cfg.DEFAULT_TIMEOUT)
         self.timeout = float(timeout)
         self._log_path = log_path

@@ -44,7 +44,7 @@ class StockNames:
 
     def __del__(self):
         # MXNet's KVStore.__del__ would free the handle, which is the native store's: that
-        # one is freed at exit, in the same phase on every worker (mxnet_ssp.ps.process_exit)
+        # one is freed at exit, in the same phase on every worker (mxnet_ssp.worker.shutdown)
         pass
 
     @property

@@ -12,7 +12,7 @@ part of the work to the module that does it:
 * :mod:`~mxnet_ssp.worker.steps` (where a step ends; what it measures),
   :mod:`~mxnet_ssp.worker.slots` (the key layout of slot mode), :mod:`~mxnet_ssp.worker.native_store`
   (MXNet's store under it), :mod:`~mxnet_ssp.ps.channel` (what travels to the servers),
-  :mod:`~mxnet_ssp.ps.process_exit` (when it shuts down).
+  :mod:`~mxnet_ssp.worker.shutdown` (when it shuts down).
 
 Worker-side contract
 --------------------
@@ -41,7 +41,7 @@ from mxnet import ndarray as nd
 from mxnet.base import py_str
 from mxnet.kvstore.base import KVStoreBase
 
-from .ps import process_exit
+from .worker import shutdown
 from . import config as cfg
 from .config import job_settings, sender
 from .ps.commands import ABORT, Control, UpdaterSpec
@@ -122,7 +122,7 @@ class SSPKVStore(KVStoreBase):
                                 self._bucket_bytes, cfg.host_copies(), self._config.timeout,
                                 SSPError)
         logger.info('worker[%d] %s', self._rank, self._config.describe())
-        process_exit.adopt(self)      # closed and freed at exit in the same phase on every worker
+        shutdown.adopt(self)      # closed and freed at exit in the same phase on every worker
 
     # -- identity ------------------------------------------------------------
     @property
@@ -498,7 +498,7 @@ class SSPKVStore(KVStoreBase):
         whether the notice was sent: only by the stores without a controller (the
         asynchronous ones and BSP outside elastic mode).  Where a controller runs, it fails the
         job itself and tells every worker which rank failed; in elastic mode the job goes on
-        without this worker.  Called by the exit hook of :mod:`mxnet_ssp.ps.process_exit`."""
+        without this worker.  Called by the exit hook of :mod:`mxnet_ssp.worker.shutdown`."""
         if (self._config.elastic or self._sync.client is not None
                 or isinstance(self._kv, FreedNative)):
             return False
@@ -509,7 +509,7 @@ class SSPKVStore(KVStoreBase):
     def free_native(self):
         """Free MXNet's native store: ps-lite's finalize barrier, so it waits for every node.
 
-        Called at exit by :mod:`mxnet_ssp.ps.process_exit`, after :meth:`close`, on
+        Called at exit by :mod:`mxnet_ssp.worker.shutdown`, after :meth:`close`, on
         every worker in the same phase (before MXNet's own exit hook stops the
         engine).  Blocks until every worker of the job gets there; later uses
         of the store raise :class:`SSPError`.  Idempotent.
@@ -527,7 +527,7 @@ class SSPKVStore(KVStoreBase):
 
         Never blocks: the other workers are released at once.  MXNet's native
         store stays allocated until exit, where every worker frees it in the
-        same phase (see :mod:`mxnet_ssp.ps.process_exit`); until then the store
+        same phase (see :mod:`mxnet_ssp.worker.shutdown`); until then the store
         refuses pushes and pulls.
         """
         if self._closed:

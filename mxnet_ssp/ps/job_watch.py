@@ -408,7 +408,7 @@ def _settings():
     """This process's settings: os.environ over the job's settings file; os.environ alone
     if the file cannot be read (the worker or the start-up hook reports that)."""
     try:
-        return cfg._environ(None)
+        return cfg.current(None)
     except cfg.ConfigError:
         return os.environ
 

@@ -13,7 +13,7 @@ Contracts
 * Not thread-safe; called by the store from the one training thread.
 * :meth:`connect`, :meth:`end_step` and :meth:`barrier` block, each bounded by the store's
   ``MXNET_SSP_TIMEOUT``; a failure raises the store's error after marking the process to
-  exit with status 1 (:func:`mxnet_ssp.ps.process_exit.fatal`), since MXNet's own shutdown would
+  exit with status 1 (:func:`mxnet_ssp.worker.shutdown.fatal`), since MXNet's own shutdown would
   wait for a peer that died.
 * :meth:`leave` never blocks: the other workers are released at once.
 """
@@ -23,6 +23,7 @@ import time
 from mxnet import ndarray as nd
 
 from ..ps import process_exit
+from . import shutdown
 from . import discovery
 from .. import config as cfg
 from .._hooks import module_done
@@ -214,7 +215,7 @@ class ClockSync:
         comes when a peer died or hangs; so if the error is not handled, the
         exit hook ends this process with status 1 instead of hanging.
         """
-        raise self._error(process_exit.fatal('worker[%d]: %s' % (self._rank, err))) from err
+        raise self._error(shutdown.fatal('worker[%d]: %s' % (self._rank, err))) from err
 
 
 def elastic_summary(rank, store, clock, lost):

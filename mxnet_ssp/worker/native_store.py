@@ -6,7 +6,7 @@ job's timeout (:func:`mxnet_ssp.ps.process_exit.bounded`):
 
 * creating it joins the job (waits for the scheduler);
 * freeing it enters ps-lite's finalize barrier (waits for every node).  That happens once,
-  at interpreter exit, in the same phase on every worker (see :mod:`mxnet_ssp.ps.process_exit`);
+  at interpreter exit, in the same phase on every worker (see :mod:`mxnet_ssp.worker.shutdown`);
   afterwards a :class:`FreedNative` stands in and names what is no longer available.
 """
 import ctypes

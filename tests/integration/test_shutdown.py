@@ -3,7 +3,7 @@
 Freeing MXNet's native distributed store waits in ps-lite's finalize barrier
 for every node; mxnet-ssp frees it at exit, on every worker, in one phase:
 after closing every store and before MXNet's own exit hook stops the engine
-(see :mod:`mxnet_ssp.ps.process_exit`).  The fast tests check that phase in each
+(see :mod:`mxnet_ssp.worker.shutdown`).  The fast tests check that phase in each
 shape of script (store local to a function, global, closed, created by the
 framework from its name) with Module.fit, gluon.Trainer and the raw API; the
 slow soak runs many jobs of every shape under every store type, under our

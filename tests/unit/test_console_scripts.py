@@ -52,11 +52,11 @@ def test_the_version_is_the_one_setup_py_installs():
 @pytest.mark.parametrize('argv0,expected', [
     ('/venv/bin/mxnet-ssp-train', 'mxnet-ssp-train'),
     ('mxnet-ssp-train', 'mxnet-ssp-train'),
-    ('/src/mxnet_ssp/experiments/train_cifar.py', 'python -m mxnet_ssp.lab.train_cifar'),
+    ('/src/mxnet_ssp/lab/train_cifar.py', 'python -m mxnet_ssp.lab.train_cifar'),
     ('/src/train_scripts/train_cifar.py', 'train_cifar.py'),
     ('', 'mxnet-ssp-train'),
     ('/venv/lib/python3.11/site-packages/pytest/__main__.py', 'mxnet-ssp-train'),
-    ('/src/mxnet_ssp/experiments/train_cifar/__main__.py',
+    ('/src/mxnet_ssp/lab/train_cifar/__main__.py',
      'python -m mxnet_ssp.lab.train_cifar'),
 ])
 def test_prog_name(argv0, expected):

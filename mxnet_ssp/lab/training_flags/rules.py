@@ -322,7 +322,7 @@ def find_problem(args, environ=None, skip=()):
     `skip` are not run (a launcher skips the files of another host: --save-dir,
     --resume-from).  When every row passes, the defaults that depend on the model and the
     job (``--lr``, ``--momentum``) are filled in (:func:`.defaults.fill_defaults`)."""
-    env = config._environ(environ)     # os.environ over the job's settings file
+    env = config.current(environ)     # os.environ over the job's settings file
     job = Job(env, expected_num_workers(args.kvstore, env))
     for row in CHECKS:
         if getattr(row, 'flag', None) in skip:

@@ -66,7 +66,7 @@ def watch_exit_phase(mx, args, holder):
             state = {'store_alive': True, 'native_freed': freed,
                      'closed': getattr(kv, '_closed', None)}
         state['rank'] = holder[1] if len(holder) > 1 else None
-        process = sys.modules.get('mxnet_ssp.ps.process_exit')     # what mxnet-ssp's exit hook did
+        process = sys.modules.get('mxnet_ssp.worker.shutdown')     # what mxnet-ssp's exit hook did
         state['exit_counts'] = getattr(process, 'exit_counts', None)
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, 'phase-%s.json' % state['rank']), 'w') as f:

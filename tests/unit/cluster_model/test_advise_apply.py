@@ -333,7 +333,7 @@ def test_least_stale_ties_go_to_the_simpler_then_the_faster():
 
 
 def test_help_describes_the_command_and_python_m_names_the_module(monkeypatch, capsys):
-    monkeypatch.setattr('sys.argv', ['/somewhere/mxnet_ssp/cluster_model/advise.py'])
+    monkeypatch.setattr('sys.argv', ['/somewhere/mxnet_ssp/lab/cluster_model/advise.py'])
     with pytest.raises(SystemExit) as stop:
         advise.main(['--help'])
     assert stop.value.code == 0

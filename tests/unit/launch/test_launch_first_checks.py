@@ -8,7 +8,10 @@ import pytest
 from mxnet_ssp import config
 from mxnet_ssp.launch import cli
 from mxnet_ssp.launch.settings import LaunchError, check_every_setting
-from mxnet_ssp.launch.train_flags import check_training_flags, training_flags
+from mxnet_ssp.lab.launch_check import training_flags
+# the launcher's way in: every check registered in the entry-point group mxnet_ssp.launch_checks
+from mxnet_ssp.launch.command_checks import check_command as check_training_flags
+from mxnet_ssp.launch.command_checks import registered_checks
 
 
 @pytest.fixture
@@ -142,7 +145,7 @@ def test_the_flags_are_checked_in_the_workers_environment(launch):
     (['mxnet-ssp-train', '--lr', '1'], ['--lr', '1']),
     (['/venv/bin/mxnet-ssp-train'], []),
     (['python', '-m', 'mxnet_ssp.lab.train_cifar', '--x'], ['--x']),
-    (['python3.11', '-mmxnet_ssp.experiments.train_cifar', '--x'], ['--x']),
+    (['python3.11', '-mmxnet_ssp.lab.train_cifar', '--x'], ['--x']),
     (['python', '-X', 'dev', '-m', 'mxnet_ssp.lab.train_cifar'], []),
     (['python', '/src/train_scripts/train_cifar.py', '--y'], ['--y']),
     (['python', '-m', 'mxnet_ssp.lab.compare_paradigms'], None),
@@ -154,6 +157,13 @@ def test_the_flags_are_checked_in_the_workers_environment(launch):
 ])
 def test_training_flags_finds_the_training_script(command, flags):
     assert training_flags(command, cwd='/src') == flags
+
+
+def test_the_training_scripts_check_is_registered_for_the_launcher():
+    """The launcher imports nothing of the lab: it finds the check through the package's
+    entry points (setup.py), installed with the package."""
+    points = {p.name: p.value for p in registered_checks()}
+    assert points.get('mxnet-ssp-train') == 'mxnet_ssp.lab.launch_check:check_training_flags'
 
 
 def test_help_and_version_are_left_to_the_processes():
@@ -173,7 +183,7 @@ def test_the_files_of_other_hosts_are_not_checked_under_ssh(tmp_path):
 def test_the_launcher_check_imports_neither_mxnet_nor_gluoncv():
     import subprocess
     code = ('import sys\n'
-            'from mxnet_ssp.launch.train_flags import check_training_flags\n'
+            'from mxnet_ssp.launch.command_checks import check_command as check_training_flags\n'
             'check_training_flags(["mxnet-ssp-train", "--kvstore", "dist_ssp", "--model", '
             '"cifar_resnet20_v1", "--save-dir", "out"], {}, 2)\n'
             'print(sorted(m for m in ("mxnet", "gluoncv") if m in sys.modules))\n')

@@ -79,7 +79,7 @@ def test_plain_mode_bucket_gives_the_bits_of_per_array_keys(rule):
     wr = {k: mx.nd.array(v) for k, v in w0.items()}
     wb = {k: mx.nd.array(v) for k, v in w0.items()}
     for k in SHAPES:
-        ref._update(k, wr[k], mx.nd.array(g[0][0][k]))
+        ref.update_key(k, wr[k], mx.nd.array(g[0][0][k]))
         srv.update_key(k, wb[k], mx.nd.array(g[0][0][k]))
     specs = [spec([0, 2], 900, wd_mult=1.0), spec([1, 3], 901, wd_mult=0.0)]
     srv.control('buckets', specs)
@@ -90,7 +90,7 @@ def test_plain_mode_bucket_gives_the_bits_of_per_array_keys(rule):
         carried = {0, 1, 3} if t == 2 else None
         for k in SHAPES:
             if carried is None or k in carried:
-                ref._update(k, wr[k], mx.nd.array(g[t][0][k]))
+                ref.update_key(k, wr[k], mx.nd.array(g[t][0][k]))
         for sp in specs:
             srv.update_key(sp['index'], stored[sp['index']], packed(sp, g[t][0], carried))
     for sp in specs:
@@ -135,7 +135,7 @@ def test_a_saved_bucket_lists_its_members_and_loads_without_buckets(tmp_path):
         for k in SHAPES:
             if k in (1, 3):
                 srv.update_key(k, wb[k], mx.nd.array(g[t][0][k]))
-            fresh._update(k, wf[k], mx.nd.array(g[t][0][k]))
+            fresh.update_key(k, wf[k], mx.nd.array(g[t][0][k]))
     for k, value in {**unpacked(sp, stored), **{k: wb[k].asnumpy() for k in (1, 3)}}.items():
         np.testing.assert_array_equal(value, wf[k].asnumpy(), err_msg=str(k))
 
@@ -179,7 +179,7 @@ def test_slot_mode_bucket_gives_the_bits_of_per_array_slots(rule):
         carried = None
         for k in SHAPES:
             if carried is None or k in carried:
-                ref._update(slot_key(k, m, M, 1), slots[0][(k, m)],
+                ref.update_key(slot_key(k, m, M, 1), slots[0][(k, m)],
                             mx.nd.array(g[step + 1][m][k]))
         srv.update_key(slot_key(BUCKET, m, M, 1), bucket_slot[m],
                     packed(sp, g[step + 1][m], carried))
