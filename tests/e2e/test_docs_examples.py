@@ -50,22 +50,15 @@ NOT_HERE = {
         'needs hosts reachable over ssh; "..." stands for the reader\'s flags',
 }
 
-#: README's "python train.py": a script of the reader's, like the README's snippet
-USER_SCRIPT = '''\
-import mxnet as mx
-import mxnet_ssp
-from mxnet import autograd, gluon, nd
-net = gluon.nn.Dense(2)
-net.initialize()
-trainer = mx.gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1},
-                           kvstore='dist_dssp')
-x, y = nd.ones((8, 3)), nd.array([0, 1] * 4)
-for _ in range(4):
-    with autograd.record():
-        loss = gluon.loss.SoftmaxCrossEntropyLoss()(net(x), y)
-    loss.backward()
-    trainer.step(8)
-'''
+def readme_script():
+    """The README's script ("Your script": its python block that sets kvstore='dist_dssp'),
+    which the README's launcher example runs as ``train.py``: the examples' ``python train.py``
+    runs what the README shows, so the snippet cannot drift from the API."""
+    text = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
+    blocks = [b.split('\n', 1)[1] for b in text.split('```')[1::2] if b.startswith('python\n')]
+    found = [b for b in blocks if "kvstore='dist_dssp'" in b and 'trainer.step' in b]
+    assert found, "README.md has no python block with kvstore='dist_dssp' and trainer.step"
+    return found[0]
 
 
 def examples():
@@ -114,7 +107,7 @@ def shortened(cmd, tmp_path):
                 del argv[argv.index(flag):argv.index(flag) + 2]
         argv += ['--num-epochs', '1', '--num-iterations', '3', '--save-period', '0']
     if 'train.py' in argv:
-        (tmp_path / 'train.py').write_text(USER_SCRIPT)
+        (tmp_path / 'train.py').write_text(readme_script())
     return argv, env
 
 
