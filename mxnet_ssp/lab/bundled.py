@@ -27,7 +27,7 @@ def bundled_file(name):
             if spec is not None and spec.origin else None)
     if path is None or not os.path.exists(path):
         raise ImportError("the %s dataset ships with %s, which is not installed (looked for "
-                          "%s): python -m pip install %s (mxnet-ssp's [demo] and [test] "
+                          "%s): python -m pip install %s (mxnet-ssp's [lab] and [test] "
                           "extras include it)" % (name, package,
                                                   path or 'the %s package' % package,
                                                   requirement))

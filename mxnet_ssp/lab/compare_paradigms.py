@@ -27,7 +27,7 @@ long the fast workers wait for it and therefore how soon the model is good:
 the table's "time to target" is the training time until worker 0's test
 accuracy (measured at the end of each of its epochs) first reached
 ``--target-accuracy``.  The table is also written to ``<out>/results.md`` and
-the numbers to ``<out>/results.json``, and (with matplotlib, the ``demo`` extra) worker 0's
+the numbers to ``<out>/results.json``, and (with matplotlib, the ``lab`` extra) worker 0's
 test accuracy over wall time per paradigm to ``<out>/accuracy.png``.  A closing note says where
 the time went (waiting for the slow worker, CPU contention, the emulated compute).  Every
 invocation runs every paradigm

@@ -49,7 +49,7 @@ def sklearn_split(labels, test_size, seed, dataset):
         from sklearn.model_selection import train_test_split
     except ImportError as err:
         raise ImportError("%s is split with scikit-learn, which cannot be imported (%s): "
-                          "python -m pip install 'scikit-learn>=1.0' (mxnet-ssp's [demo] and "
+                          "python -m pip install 'scikit-learn>=1.0' (mxnet-ssp's [lab] and "
                           "[test] extras include it)" % (dataset, err)) from err
     rows = np.arange(len(labels))
     train, test = train_test_split(rows, test_size=test_size, random_state=seed,
