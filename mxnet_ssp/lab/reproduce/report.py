@@ -412,7 +412,8 @@ def write_report(grid, out, plots_on=True, command_line=None):
         text = text.rstrip('\n') + '\n\n' + '\n'.join(tuned_section(grid, tuned)) + '\n'
     with open(os.path.join(out, 'report.md'), 'w') as f:
         f.write(text)
-    write_json(os.path.join(out, 'results.json'), results_json(grid, rows, average))
+    write_json(os.path.join(out, 'results.json'), results_json(grid, rows, average),
+               compact=True)
     return rows
 
 
