@@ -2,10 +2,10 @@
 ends once its job failed, and whether the start-up hook loads mxnet-ssp at all."""
 from ..core.controller_settings import UNBOUNDED_STALENESS
 from ..core.liveness import DEFAULT_BOUND, MAX_BOUND, MIN_BOUND
-from .table import FLAG_VALUES, TABLE, Setting, declare, flag, number, read
+from .table import FLAG_VALUES, TABLE, Setting, declare, flag, integer, number, read
 from .topology import ENV_NUM_WORKER, parse_num_workers
 
-__all__ = ['ENV_ELASTIC', 'ENV_REJOIN', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE',
+__all__ = ['ENV_ELASTIC', 'ENV_REJOIN', 'ENV_RESTART', 'restart_number', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRACE',
            'ENV_LIVENESS', 'DEFAULT_LIVENESS', 'ENV_AUTOLOAD', 'ENV_LEAN_WORKERS',
            'UNBOUNDED_STALENESS',
            'parse_elastic', 'elastic_min_workers', 'rejoining', 'follow_grace',
@@ -13,6 +13,7 @@ __all__ = ['ENV_ELASTIC', 'ENV_REJOIN', 'ENV_FOLLOW_GRACE', 'DEFAULT_FOLLOW_GRAC
 
 ENV_ELASTIC = 'MXNET_SSP_ELASTIC'
 ENV_REJOIN = 'MXNET_SSP_REJOIN'
+ENV_RESTART = 'MXNET_SSP_RESTART'
 ENV_FOLLOW_GRACE = 'MXNET_SSP_FOLLOW_GRACE'
 DEFAULT_FOLLOW_GRACE = 10.0
 ENV_LIVENESS = 'MXNET_SSP_LIVENESS_TIMEOUT'
@@ -60,6 +61,12 @@ declare(
             "restarted: the process replaces a lost worker (it gets the dead worker's rank) and "
             'rejoins the job.', flag, default=False,
             not_in_file='the launcher sets it in a restarted worker'),
+    Setting(ENV_RESTART, 'lifetime', 'Set by mxnet-ssp-launch in every process of a job: which '
+            'start of the whole job this is, 0 for the first, 1 after the first restart '
+            '(--job-restarts, docs/faults.md); a script resumes from its latest checkpoint '
+            'when it is above 0 (mxnet_ssp.checkpoint).', integer(0), default=0,
+            accepted='an integer >= 0',
+            not_in_file='the launcher sets it in every process'),
     Setting(ENV_FOLLOW_GRACE, 'lifetime', 'Seconds a scheduler, server or worker waits, once '
             'one of its ps-lite connections closed for good, before it ends itself because the '
             'job failed (mxnet_ssp.ps.job_watch).', number(lambda x: 1 <= x <= 600),
@@ -108,6 +115,12 @@ def elastic_min_workers(environ=None):
 def rejoining(environ=None):
     """Whether this worker replaces a lost one (:data:`ENV_REJOIN`, a yes/no flag)."""
     return read(ENV_REJOIN, environ)
+
+
+def restart_number(environ=None):
+    """Which start of the whole job this process belongs to (:data:`ENV_RESTART`): 0 for the
+    first, N after the launcher's N-th ``--job-restarts`` restart; 0 when unset."""
+    return read(ENV_RESTART, environ)
 
 
 def follow_grace(environ=None):

@@ -2,7 +2,8 @@
 
 :func:`check_job` checks the flags and settings into a :class:`.job.Job`; :func:`plan`
 hands it to its launcher's planner (:mod:`.local`, :mod:`.ssh`, :mod:`.mpi`), whose
-:class:`.job.Plan` :func:`main` runs under a :class:`.supervisor.Supervisor`.
+:class:`.job.Plan` :func:`main` runs under a :class:`.supervisor.Supervisor` (and starts
+again after a failure with ``--job-restarts``, :mod:`.restarts`).
 
 This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
 """
@@ -15,7 +16,7 @@ HEARTBEAT_INTERVAL = 'PS_HEARTBEAT_INTERVAL'
 HEARTBEAT_TIMEOUT = 'PS_HEARTBEAT_TIMEOUT'
 
 from .._cli import add_version
-from ..config import ENV_ELASTIC, ConfigError, parse_elastic, settings_environ
+from ..config import ENV_ELASTIC, ENV_RESTART, ConfigError, parse_elastic, settings_environ
 from .gpus import GPU_ENV
 from .job import Job
 from .local import plan_local
@@ -25,6 +26,7 @@ from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_USAGE, P
                        validate_settings)
 from .ssh import plan_ssh, run_syncs
 from .command_checks import check_command as run_command_checks
+from .restarts import MAX_JOB_RESTARTS, attempt_job, run_job
 from .supervisor import Supervisor
 
 
@@ -77,8 +79,16 @@ def build_parser():
                    help='with --elastic: restart a lost worker N times in the whole job (0 or '
                         '1: MXNet 1.9.1\'s ps-lite takes back one replacement per job); it '
                         'takes the dead worker\'s rank and rejoins (docs/elastic.md)')
+    p.add_argument('--job-restarts', type=int, default=0, metavar='N',
+                   help='when a server, the scheduler or (outside --elastic) a worker fails, '
+                        'stop every process and start the whole job again, at most N times '
+                        '(default 0); every process gets %s (0, 1, ...) and mxnet-ssp-train '
+                        'resumes from its latest checkpoint (docs/faults.md); ssh: an '
+                        'unreachable host is left out for a spare of the hostfile'
+                        % ENV_RESTART)
     p.add_argument('--timeout', type=float, metavar='SECONDS',
-                   help='stop the whole job if it runs longer than this (exit code 124)')
+                   help='stop the whole job if it runs longer than this, all its starts '
+                        'together (exit code 124)')
     p.add_argument('command', nargs=argparse.REMAINDER,
                    help='the command every process runs, e.g. python train.py --kvstore '
                         'dist_ssp (run directly, not by a shell; %s tells each process its '
@@ -112,6 +122,9 @@ def check_job(args, environ):
         raise LaunchError('-n/--num-workers %d is not valid: expected at least 1' % n)
     if s < 1:
         raise LaunchError('-s/--num-servers %d is not valid: expected at least 1' % s)
+    if not 0 <= args.job_restarts <= MAX_JOB_RESTARTS:
+        raise LaunchError('--job-restarts %d is not valid: expected an integer from 0 to %d'
+                          % (args.job_restarts, MAX_JOB_RESTARTS))
     if args.timeout is not None and not (args.timeout > 0 and args.timeout < float('inf')):
         raise LaunchError('--timeout %s is not valid: expected a number of seconds > 0'
                           % args.timeout)
@@ -144,7 +157,7 @@ def check_job(args, environ):
                                   '%s for each worker' % (flag, clash[0], ' and '.join(GPU_ENV)))
     return Job(args.launcher, command, n, s, environ, settings, args.hostfile,
                args.sync_dst_dir, args.gpus_per_worker, args.gpu_map, elastic,
-               args.max_restarts, restart_delay)
+               args.max_restarts, restart_delay, args.job_restarts)
 
 
 def _restarts(args, elastic, settings, environ):
@@ -275,6 +288,8 @@ def main(argv=None, num_gpus=None):
         warn_unknown_settings(job)
         merged = check_settings_file(job)
         check_command(job, merged)
+        if job.job_restarts:
+            job = attempt_job(job, 0)
         job_plan = plan_job(job, num_gpus)
         rc = run_syncs(job_plan.syncs, os.getcwd(), args.sync_dst_dir, environ)
         if rc != 0:
@@ -293,5 +308,12 @@ def main(argv=None, num_gpus=None):
     if job.max_restarts:
         say('elastic: a lost worker is restarted %d s after it died, %d time(s) in the job; it '
             'takes the dead worker\'s rank and rejoins' % (job.restart_delay, job.max_restarts))
-    return Supervisor(job_plan.specs, timeout=args.timeout, min_workers=job.elastic,
-                      restarts=job.max_restarts, restart_delay=job.restart_delay).run()
+    if job.job_restarts:
+        say('job restarts: when a process fails, the whole job starts again, at most %d '
+            'time(s) (%s=0, 1, ... in every process)' % (job.job_restarts, ENV_RESTART))
+    plans = iter([job_plan])      # the first start runs the plan made above
+
+    def plan_start(attempt):
+        first = next(plans, None)
+        return first if first is not None else plan_job(attempt, num_gpus)
+    return run_job(job, plan_start, timeout=args.timeout)

@@ -35,6 +35,8 @@ class Job(NamedTuple):
     elastic: int = 0              # --elastic: least workers; 0 fail-fast
     max_restarts: int = 0         # --max-restarts
     restart_delay: int = None     # seconds from a death to its restart (heartbeat timeout...)
+    job_restarts: int = 0         # --job-restarts: starts of the whole job after a failure
+    hosts: list = None            # ssh: the hosts to use (None: the hostfile's), see .restarts
 
     def counts(self):
         """``'1 scheduler, S servers, N workers'``, for the plan's summary."""

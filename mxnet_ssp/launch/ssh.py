@@ -91,7 +91,7 @@ def plan_ssh(job):
         raise LaunchError('--launcher ssh (the default) needs -H/--hostfile with one host '
                           'per line; use --launcher local to run every process here')
     environ = job.environ
-    hosts = parse_hostfile(job.hostfile)
+    hosts = parse_hostfile(job.hostfile) if job.hosts is None else list(job.hosts)
     try:
         ssh_args = shlex.split(read(ENV_SSH_ARGS, environ))
     except ValueError as err:

@@ -140,6 +140,10 @@ class Supervisor:
         self.grace = grace
         self.stream = stream
         self.procs = []
+        #: what ended the job when one of its processes failed (the line's cause, e.g.
+        #: 'server #0 (launch index; pid 12) was killed by signal SIGKILL'), and that
+        #: process; None when the job ended otherwise (success, signal, --timeout)
+        self.failure = self.failed = None
         self._exits = collections.deque()
         self._rfd = self._wfd = None
         self._signals = []
@@ -277,8 +281,10 @@ class Supervisor:
             if proc.rc != 0:
                 if self._lose(proc):
                     continue
-                self._say('%s %s — stopping the job'
-                          % (proc.spec.describe(proc.pid), describe_exit(proc.rc, proc.spec)))
+                self.failure = '%s %s' % (proc.spec.describe(proc.pid),
+                                          describe_exit(proc.rc, proc.spec))
+                self.failed = proc
+                self._say('%s — stopping the job' % self.failure)
                 return EXIT_FAILED
         return None
 
