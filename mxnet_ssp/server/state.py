@@ -16,6 +16,7 @@ Buckets (:mod:`mxnet_ssp.core.buckets`) do not show in the file: a bucket's stat
 members' states, each flat as the server holds every key, so files load whether the saving
 job and the loading job used buckets or not.
 """
+import os
 import pickle
 
 from .buckets import state_part
@@ -79,8 +80,20 @@ class SavedState:
                 'lr': opt.lr, 'num_update': opt.num_update,
                 'index_update_count': counts,
                 'hist': dict(self._hist)}
-        with open(self._path(prefix), 'wb') as f:
-            pickle.dump(blob, f)
+        # atomically (a temporary name, fsync, rename): a server killed while writing
+        # leaves the file absent or whole, never torn (docs/faults.md, --job-restarts)
+        path = self._path(prefix)
+        tmp = '%s.tmp-%d' % (path, os.getpid())
+        try:
+            with open(tmp, 'wb') as f:
+                pickle.dump(blob, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
 
     def _members(self, index):
         """``(index, part)`` of each array a key holds: a bucket's members, or the key itself

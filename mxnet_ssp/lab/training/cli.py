@@ -4,7 +4,8 @@ import sys
 
 from ..._cli import prog_name
 from ..._hooks import skip_optional_mxnet_imports
-from ...config import ConfigError
+from ...config import ConfigError, restart_number
+from .checkpoint import find_resume_point
 from .diverge import EXIT_DIVERGED, Diverged
 from .logs import setup_logging
 from .loop import Training
@@ -29,6 +30,21 @@ def make_save_dir(args):
     return save_dir
 
 
+def resume_after_restart(args, save_dir):
+    """After ``mxnet-ssp-launch --job-restarts`` started the job again (``MXNET_SSP_RESTART``
+    above 0): resume from this run's latest complete checkpoint in `save_dir` (over
+    ``--resume-from``, which the run started from), saying from where."""
+    try:
+        restart = restart_number()
+    except ConfigError as err:
+        args.parser.error(str(err))
+    if not restart:
+        return
+    found = find_resume_point(args, save_dir, restart)
+    if found is not None:
+        args.resume_from, args.resume_info = found
+
+
 def main(argv=None):
     """Run the role of this process (``DMLC_ROLE``): a worker trains; returns the exit code.
 
@@ -41,6 +57,7 @@ def main(argv=None):
     args = parse_args(argv)
     rank_filter = setup_logging()
     save_dir = make_save_dir(args)
+    resume_after_restart(args, save_dir)
     training = Training(args, save_dir, rank_filter)
     try:
         return training.run()

@@ -12,7 +12,8 @@ import numpy as np
 from ...controller.protocol import describe_losses
 from ...core.names import TRAIN_LOG
 from .diverge import Diverged, DivergenceGuard, chance_loss, divergence_message
-from .checkpoint import restore_states, save_checkpoint, updates_on_servers
+from .checkpoint import (current_run, restore_states, save_checkpoint, start_run,
+                         updates_on_servers)
 from .logs import (JsonLines, clear_earlier_job, count_iterations, make_progress,
                    show_progress)
 from .models import describe_model, get_model
@@ -20,6 +21,7 @@ from ...server.snapshots import period_number
 from ..training_flags import choose_gpus, expected_num_workers, learning_rate_at
 from .store import make_kvstore, make_optimizer, read_server_weights
 from ...core.env_names import CUDA_VISIBLE_DEVICES
+from ...config import restart_number
 
 logger = logging.getLogger(__name__)
 
@@ -256,6 +258,8 @@ class Training:
         appending = self.resume is not None
         if self.rank == 0 and not appending:     # one job's files in save_dir, not two mixed
             clear_earlier_job(self.save_dir, self.num_workers)
+        if self.rank == 0 and not restart_number():
+            start_run(self.save_dir)              # a restart resumes from this run's only
         self.train_log = JsonLines(os.path.join(self.save_dir, TRAIN_LOG % self.rank),
                                    appending)
         self.eval_log = (JsonLines(os.path.join(self.save_dir, 'eval.jsonl'), appending)
@@ -284,7 +288,8 @@ class Training:
         return {'completed_epochs': self.completed, 'epoch': epoch,
                 'iteration': self.iteration, 'lr': self.lr, 'kvstore': self.kv.type,
                 'num_workers': self.num_workers, 'optimizer': args.optimizer,
-                'model': args.model, 'dataset': args.dataset, 'time': time.time()}
+                'model': args.model, 'dataset': args.dataset, 'time': time.time(),
+                'run_id': current_run(self.save_dir), 'restart': restart_number()}
 
     def train(self):
         """Every epoch from the start epoch on, until the iterations are done."""
@@ -314,7 +319,10 @@ class Training:
                 self.accuracy = self.record_eval(epoch)
                 msg += ', test accuracy %.4f' % self.accuracy
             logger.info(msg)
-            if rank == 0 and args.save_period and epoch % args.save_period == 0:
+            # the leader (elastic: the lowest rank not lost) saves: only its request
+            # reaches the servers (mxnet-ssp stores)
+            if rank == getattr(self.kv, 'leader', 0) and args.save_period \
+                    and epoch % args.save_period == 0:
                 save_checkpoint(self.net, self.trainer, self.kv, self.save_dir,
                                 'model-epoch%03d' % epoch, self.checkpoint_meta(epoch))
         if self.progress is not None:
