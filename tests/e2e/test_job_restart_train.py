@@ -23,7 +23,7 @@ from conftest import fail_msg, job_env, read_jsonl
 
 pytestmark = pytest.mark.integration
 
-TOKEN = 'MXNET_SSP_RESTART_TEST'
+TOKEN = 'JOB_RESTART_TEST_TOKEN'
 EPOCHS = 4
 ITERS_PER_EPOCH = 22          # 1437 digits / 2 workers // 32
 
