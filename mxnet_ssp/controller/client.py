@@ -382,6 +382,9 @@ class ControllerClient(FrameClient):
         self._wait = max(self.timeout, self.server_timeout) + self.release_margin
         if self.rejoin:
             kind, payload = self._read(self.handshake_timeout, 'the REJOINED')
+            while kind == P.LOST:       # losses come after REJOINED; a worker that was never
+                self._note_lost(payload)    # lost gets them instead, and no REJOINED
+                kind, payload = self._read(self.handshake_timeout, 'the REJOINED')
             if kind != P.REJOINED:
                 self._protocol_error('expected REJOINED (a rejoining worker replaces one the '
                                      'controller lost), got %s' % P.message_name(kind))

@@ -40,8 +40,10 @@ ERROR     8     UTF-8 text                 server -> client: the job failed
                                            says why
 LOST      9     UTF-8 JSON ``{"rank",      server -> client, elastic mode: a
                 "clock", "after_s"}``      worker was dropped (sent to every
-                                           connected worker, read with the
-                                           next answer it waits for)
+                                           connected worker, and each loss
+                                           so far right after WELCOME and
+                                           REJOINED; read with the next
+                                           answer it waits for)
 BARRIER   10    (none)                     client -> server: wait until every
                                            worker neither lost nor left is
                                            at the barrier

@@ -348,14 +348,25 @@ class ControllerServer(ServerFaults, FrameServer):
             for rel in pol.on_join(rank, clock, now):
                 self._release_held(rel, now, rank)
             self._send(conn, P.encode_rejoined(clock))
+            self._send_losses(conn)
             self._watch(conn, now)
             log.warning('controller: worker %d rejoined from %s at clock %d (the slowest of '
                         'the others)', rank, conn.describe(), clock)
             self._metric({'event': 'rejoin', 'rank': rank, 'clock': clock, 'time': now})
             return
+        self._send_losses(conn)
         self._watch(conn, now)
         log.info('controller: worker %d connected from %s', rank, conn.describe())
         self._metric({'event': 'connect', 'rank': rank, 'time': now, 'host': conn.peer[0]})
+
+    def _send_losses(self, conn):
+        """Elastic mode: every loss so far, one LOST each, right after WELCOME (and
+        REJOINED), so a worker admitted after a loss knows the leader (the lowest rank never
+        lost) from its first answer on, as the workers connected at the loss do.  (Without
+        it, a worker slow to connect took rank 0 for the leader after worker 0 was lost, and
+        nobody sent the learning rate or saved: issue 58.)"""
+        for loss in self._lost:
+            self._send(conn, P.encode_lost(loss))
 
     # -- job events ----------------------------------------------------------
     def _on_clock(self, conn, t):

@@ -769,3 +769,30 @@ def test_rejoin_refusals(servers):
     with pytest.raises(ControllerError, match='worker 1 was lost and no worker is left'):
         client(other, 1, rejoin=True)
     assert other.failure is None
+
+
+@pytest.mark.parametrize('rejoin', [False, True])
+def test_a_worker_admitted_after_a_loss_hears_of_it_before_its_first_answer(servers, rejoin):
+    """The leadership race (issue 58): worker 0 is lost before worker 1 first connects (a
+    slow start on a busy machine); worker 1 must know of the loss from its first answer on,
+    or it takes rank 0 for the leader and nobody sends the learning rate or saves.  The
+    controller once told only the workers connected at the loss.  A replacement of the lost
+    rank (``rejoin``) hears of it too, so every worker names the same leader."""
+    srv = servers(num_workers=3, s_lower=5, min_workers=1)
+    a, c = client(srv, 0), client(srv, 2)
+    a.close()                                          # worker 0 dies: no LEAVE
+    deadline = time.monotonic() + WAIT
+    while not srv.lost and time.monotonic() < deadline:
+        time.sleep(0.01)       # polling the controller's state with a deadline, not a sync
+    assert [x['rank'] for x in srv.lost] == [0]
+    b = client(srv, 1)                                 # admitted after the loss
+    assert b.clock(1).clock == 1                       # its first answer
+    assert [x['rank'] for x in b.lost] == [0], b.lost
+    if rejoin:
+        again = client(srv, 0, rejoin=True)
+        assert again.clock(again.start_clock + 1).rank == 0
+        assert [x['rank'] for x in again.lost] == [0], again.lost
+        assert again.leave() == srv.lost
+    c.clock(1)
+    assert [x['rank'] for x in c.lost] == [0]
+    assert b.leave() == c.leave() == srv.lost
