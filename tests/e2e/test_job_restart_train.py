@@ -64,13 +64,13 @@ def _iterations(save, rank=0):
         return []
 
 
-def run_killing_the_server(tmp_path, kvstore, restarts=1):
+def run_killing_the_server(tmp_path, kvstore, restarts=1, seed=42):
     """Run the job, kill its server once the first checkpoint exists and 6 more iterations
     ran; return (CompletedProcess, the iteration worker 0 had reached at the kill)."""
     save = tmp_path / 'run'
     token = uuid.uuid4().hex
     env = job_env(tmp_path, **{TOKEN: token})
-    cmd = _launch(restarts) + _train(save, kvstore)
+    cmd = _launch(restarts) + _train(save, kvstore, seed=seed)
     proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -184,3 +184,29 @@ def test_a_restart_never_resumes_from_an_earlier_runs_checkpoint(tmp_path):
     assert "run_id '" in again.stderr and "this run has 'a-later-run'" in again.stderr
     assert 'no complete checkpoint of this run in %s; starting from the beginning' % save \
         in again.stderr, fail_msg(again)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('kvstore', ['dist_ssp', 'dist_sync'])
+def test_a_restarted_runs_accuracy_is_within_the_spread_of_uninterrupted_runs(tmp_path, kvstore):
+    """3 uninterrupted runs (seeds 1-3) and one of seed 2 whose server is killed once: the
+    restarted run's final accuracy lies within the uninterrupted runs' range, widened by its
+    own width on each side (a 4-run sample; about 70 s here)."""
+    accuracies = []
+    for seed in (1, 2, 3):
+        save = tmp_path / ('plain-%d' % seed)
+        done = subprocess.run(_launch(0) + _train(save, kvstore, seed=seed),
+                              env=job_env(tmp_path), cwd=str(tmp_path), capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, fail_msg(done)
+        accuracies.append(json.loads((save / 'summary.json').read_text())['final_accuracy'])
+    (tmp_path / 'killed').mkdir()
+    done, _, _ = run_killing_the_server(tmp_path / 'killed', kvstore, seed=2)
+    assert done.returncode == 0, fail_msg(done)
+    restarted = json.loads((tmp_path / 'killed' / 'run' / 'summary.json').read_text())
+    low, high = min(accuracies), max(accuracies)
+    width = high - low
+    print('%s: uninterrupted %s, restarted %.4f' % (kvstore, accuracies,
+                                                    restarted['final_accuracy']))
+    assert low - width <= restarted['final_accuracy'] <= high + width, (
+        restarted['final_accuracy'], accuracies)
