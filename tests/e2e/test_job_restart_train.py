@@ -210,3 +210,36 @@ def test_a_restarted_runs_accuracy_is_within_the_spread_of_uninterrupted_runs(tm
                                                     restarted['final_accuracy']))
     assert low - width <= restarted['final_accuracy'] <= high + width, (
         restarted['final_accuracy'], accuracies)
+
+
+def _gluon_example(tmp_path, epochs, restart=None):
+    env = job_env(tmp_path)
+    if restart is not None:           # as --job-restarts sets it in a restarted job
+        env['MXNET_SSP_RESTART'] = str(restart)
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), 'train_scripts', 'restartable_gluon.py')
+    done = subprocess.run(_launch(0)[:-2] + [sys.executable, script, '--dir',
+                                             str(tmp_path / 'ckpt'), '--epochs', str(epochs)],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=200)
+    assert done.returncode == 0, fail_msg(done)
+    lines = [json.loads(x) for x in done.stdout.splitlines() if x.startswith('{')]
+    return done, {(r['rank'], r['epoch']): r for r in lines}
+
+
+def test_the_docs_gluon_example_resumes_weights_and_server_optimizer_state(tmp_path):
+    """train_scripts/restartable_gluon.py (docs/faults.md) on dist_ssp: 2 epochs, then a
+    restarted job resumes after epoch 1 from save_gluon's checkpoint (the weights, and the
+    servers' optimizer state, which the server loads) and trains on from there."""
+    first, before = _gluon_example(tmp_path, 2)
+    assert sorted(before) == [(0, 0), (0, 1), (1, 0), (1, 1)], first.stdout
+    manifest = json.loads((tmp_path / 'ckpt' / 'ckpt-epoch001.manifest.json').read_text())
+    assert sorted(manifest['external']) == ['states.server-0'], manifest
+    assert manifest['external']['states.server-0']['size'] > 0, manifest
+    again, after = _gluon_example(tmp_path, 4, restart=1)
+    assert sorted(after) == [(0, 2), (0, 3), (1, 2), (1, 3)], again.stdout
+    assert all(r['resumed_after'] == 1 and r['restart'] == 1 for r in after.values()), after
+    assert 'load %s' % (tmp_path / 'ckpt' / 'ckpt-epoch001.states') in again.stderr, \
+        fail_msg(again)
+    for rank in (0, 1):     # it goes on from the checkpoint, not from the start
+        assert after[(rank, 2)]['loss'] < before[(rank, 1)]['loss'] < before[(rank, 0)]['loss']
