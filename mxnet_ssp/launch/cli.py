@@ -316,4 +316,4 @@ def main(argv=None, num_gpus=None):
     def plan_start(attempt):
         first = next(plans, None)
         return first if first is not None else plan_job(attempt, num_gpus)
-    return run_job(job, plan_start, timeout=args.timeout)
+    return run_job(job, plan_start, timeout=args.timeout, supervisor=Supervisor)

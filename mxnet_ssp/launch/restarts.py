@@ -115,11 +115,12 @@ def _used_hosts(job, hosts):
     return min(len(hosts), max(job.num_servers, job.num_workers))
 
 
-def run_job(job, plan_job, timeout=None, stream=None, probe=probe_hosts):
+def run_job(job, plan_job, timeout=None, stream=None, probe=probe_hosts, supervisor=Supervisor):
     """Run `job` (its first start, restarts after a failure); return the last start's exit code.
 
     `plan_job(job) -> Plan` plans each start (fresh ports); `timeout`: seconds for all the
-    starts together (``--timeout``); `probe`: :func:`probe_hosts` (tests put their own).
+    starts together (``--timeout``); `probe`: :func:`probe_hosts` and `supervisor`: the
+    :class:`.supervisor.Supervisor` class (tests put their own).
     """
     started = time.monotonic()
     number = 0
@@ -144,7 +145,7 @@ def run_job(job, plan_job, timeout=None, stream=None, probe=probe_hosts):
                 say('--timeout %g s spent before restart %d — not restarting' % (timeout, number),
                     stream)
                 return EXIT_TIMEOUT
-        sup = Supervisor(plan.specs, timeout=left, min_workers=job.elastic,
+        sup = supervisor(plan.specs, timeout=left, min_workers=job.elastic,
                          restarts=job.max_restarts, restart_delay=job.restart_delay,
                          stream=stream)
         code = sup.run()
