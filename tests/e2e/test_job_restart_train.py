@@ -29,7 +29,7 @@ ITERS_PER_EPOCH = 22          # 1437 digits / 2 workers // 32
 
 
 def _train(save, kvstore, epochs=EPOCHS, seed=42):
-    return [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar', '--kvstore', kvstore,
+    return [sys.executable, '-m', 'mxnet_ssp.lab.train_cifar', '--kvstore', kvstore,
             '--model', 'mlp', '--dataset', 'digits', '--num-epochs', str(epochs),
             '--batch-size', '32', '--lr', '0.03', '--save-dir', str(save), '--log-interval', '0',
             '--save-period', '1', '--seed', str(seed), '--no-progress',
@@ -145,7 +145,7 @@ def test_a_torn_latest_checkpoint_is_skipped_and_the_previous_one_resumed(tmp_pa
     data) a manifest whose files differ: a restarted run resumes from the one before."""
     save = tmp_path / 'run'
     env = job_env(tmp_path)
-    base = [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar', '--kvstore', 'local',
+    base = [sys.executable, '-m', 'mxnet_ssp.lab.train_cifar', '--kvstore', 'local',
             '--model', 'mlp', '--dataset', 'digits', '--batch-size', '32', '--lr', '0.03',
             '--save-dir', str(save), '--log-interval', '0', '--save-period', '1',
             '--no-progress']
@@ -172,7 +172,7 @@ def test_a_torn_latest_checkpoint_is_skipped_and_the_previous_one_resumed(tmp_pa
 def test_a_restart_never_resumes_from_an_earlier_runs_checkpoint(tmp_path):
     save = tmp_path / 'run'
     env = job_env(tmp_path)
-    base = [sys.executable, '-m', 'mxnet_ssp.experiments.train_cifar', '--kvstore', 'local',
+    base = [sys.executable, '-m', 'mxnet_ssp.lab.train_cifar', '--kvstore', 'local',
             '--model', 'mlp', '--dataset', 'digits', '--batch-size', '32', '--lr', '0.03',
             '--save-dir', str(save), '--log-interval', '0', '--save-period', '1',
             '--no-progress', '--num-epochs', '1']

@@ -51,7 +51,7 @@ def test_the_server_host_cut_off_the_job_restarts_on_the_spare_host_and_finishes
     hostfile = os.path.join(testbed['state_dir'], 'hostfile')
     argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '2', '-s', '1', '--launcher', 'ssh',
             '-H', hostfile, '--env', 'PYTHONPATH', '--timeout', '240', '--job-restarts', '1',
-            PY, '-m', 'mxnet_ssp.experiments.train_cifar', '--kvstore', 'dist_ssp',
+            PY, '-m', 'mxnet_ssp.lab.train_cifar', '--kvstore', 'dist_ssp',
             '--model', 'mlp', '--dataset', 'digits', '--num-epochs', str(EPOCHS),
             '--batch-size', '32', '--lr', '0.03', '--save-dir', str(save), '--log-interval',
             '0', '--save-period', '1', '--no-progress',
@@ -59,7 +59,7 @@ def test_the_server_host_cut_off_the_job_restarts_on_the_spare_host_and_finishes
     out_path, err_path = tmp_path / 'launcher.out', tmp_path / 'launcher.err'
     with open(out_path, 'w') as out, open(err_path, 'w') as err:
         proc = subprocess.Popen(
-            [PY, '-m', 'mxnet_ssp.testbed', '--prefix', testbed['prefix'], 'run', '--'] + argv,
+            [PY, '-m', 'mxnet_ssp.lab.testbed', '--prefix', testbed['prefix'], 'run', '--'] + argv,
             env=env, cwd=str(tmp_path), start_new_session=True, stdin=subprocess.DEVNULL,
             stdout=out, stderr=err)
     try:
