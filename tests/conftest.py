@@ -87,7 +87,7 @@ def _dist_given(config):
 OP_CODE_DIR_ENV = 'TESTS_MXNET_OP_CODE_DIR'
 #: what the test jobs' start-up code reads (tests/support/startup/sitecustomize.py, on the
 #: jobs' PYTHONPATH): test speed only, not a setting of the package
-OP_CODE_CACHE_ENV = 'MXNET_SSP_TEST_OP_CODE_CACHE'
+OP_CODE_CACHE_ENV = 'TESTS_MXNET_OP_CODE_CACHE'
 STARTUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'support', 'startup')
 
 

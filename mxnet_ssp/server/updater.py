@@ -184,9 +184,18 @@ class ServerOptimizer(SavedState):
             atexit.register(self._snapshots.close)
         return self
 
+    #: MXNet's Updater interface is the door's (server/door.py): a push reaches this class
+    #: only sorted, through update_key, refresh or control, never as the user's rule's own
+    #: update (which the attributes below would otherwise find on the optimizer)
+    _DOOR_ONLY = ('update', 'update_multi_precision', 'create_state',
+                  'create_state_multi_precision')
+
     def __getattr__(self, name):
         if name.startswith('__') or name == 'optimizer':
             raise AttributeError(name)
+        if name in self._DOOR_ONLY:
+            raise AttributeError('%s: MXNet calls the server door (mxnet_ssp.server.door.Door), '
+                                 'which hands gradients to update_key' % name)
         return getattr(self.optimizer, name)
 
     @property

@@ -90,11 +90,12 @@ def test_restored_update_counts_survive_mxnets_updater(tmp_path, name):
     """In-process: MXNet's Updater re-selects the optimizer's per-device update counts
     before every update; a load must restore what it selects (Adam's bias correction
     and lr schedules use these counts), so after K + 1 updates the counts are K + 1."""
+    from mxnet_ssp.server.door import Door
     from mxnet_ssp.server.updater import ServerOptimizer
 
     def fresh():
         wrapper = ServerOptimizer(mx.optimizer.create(name, learning_rate=0.1))
-        return wrapper, mx.optimizer.get_updater(wrapper)
+        return wrapper, mx.optimizer.get_updater(Door(wrapper))    # as a server installs it
 
     def step(updater, w, t):
         updater(0, mx.nd.sin(3 * w + t), w)

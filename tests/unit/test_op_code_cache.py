@@ -1,4 +1,4 @@
-"""The test run's operator code cache (MXNET_SSP_TEST_OP_CODE_CACHE, tests/support/startup):
+"""The test run's operator code cache (TESTS_MXNET_OP_CODE_CACHE, tests/support/startup):
 MXNet's operator functions from kept compiled code (mxnet_ssp_test_op_code.cache_op_code) are
 the functions MXNet compiles itself, so the test jobs that use it run MXNet's own code."""
 import ctypes

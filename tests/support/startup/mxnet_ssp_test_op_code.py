@@ -1,5 +1,5 @@
 """The compiled code of MXNet's operator functions, kept between the processes of the test
-run (``MXNET_SSP_TEST_OP_CODE_CACHE``, loaded by this folder's ``sitecustomize``, which the
+run (``TESTS_MXNET_OP_CODE_CACHE``, loaded by this folder's ``sitecustomize``, which the
 test jobs find on their PYTHONPATH: tests/conftest.py ``job_env``).  Test speed only: about
 1 s of CPU per server or worker of a run bound by CPU.  The functions are MXNet's own
 (tests/unit/test_op_code_cache.py); no user process loads this module."""
@@ -379,7 +379,7 @@ def cache_op_code(directory):
     operator's function without its text, to a file in `directory` (created with mode 0700;
     the file is the user's own, 0600), and the next ones load it.  The functions are the
     ones MXNet makes; its modules are left as they are once its import has made them.
-    ``MXNET_SSP_TEST_OP_CODE_CACHE`` sets the directory for a job's servers and workers
+    ``TESTS_MXNET_OP_CODE_CACHE`` sets the directory for a job's servers and workers
     (``mxnet_ssp_autoload``).  Returns the cache (None when MXNet is already imported).
     """
     global _op_code_cache

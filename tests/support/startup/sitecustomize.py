@@ -2,7 +2,7 @@
 folder on their PYTHONPATH; Python imports ``sitecustomize`` after the .pth files, so after
 mxnet-ssp's start-up hook and before the script imports MXNet).
 
-With ``MXNET_SSP_TEST_OP_CODE_CACHE`` set to a directory, servers and workers take MXNet's
+With ``TESTS_MXNET_OP_CODE_CACHE`` set to a directory, servers and workers take MXNet's
 compiled operator functions from a file there (:mod:`mxnet_ssp_test_op_code`), which the first
 of them writes: about 1 s of CPU per process in a run bound by CPU.  Test speed only, never
 part of the package.  It does nothing in other processes and never breaks a start-up.
@@ -12,7 +12,7 @@ import sys
 
 
 def _install():
-    directory = os.environ.get('MXNET_SSP_TEST_OP_CODE_CACHE', '').strip()
+    directory = os.environ.get('TESTS_MXNET_OP_CODE_CACHE', '').strip()
     if directory.lower() in ('', '0', 'false', 'no', 'off', 'none') or os.environ.get('DMLC_ROLE') not in ('worker', 'server'):
         return
     if os.environ.get('MXNET_SSP_AUTOLOAD', '1').strip().lower() in ('0', 'false', 'no', 'off'):
