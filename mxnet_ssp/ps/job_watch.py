@@ -115,7 +115,7 @@ STARTUP_POLL_S = 0.02
 # the functions that call MXKVStoreRunServer, (name, end of file path): MXNet's
 # KVStoreServer.run, and the scheduler run from the library (mxnet_ssp.server.scheduler.serve)
 _LOOPS = (('run', os.path.join('kvstore', 'kvstore_server.py')),
-          ('serve', os.path.join('mxnet_ssp', 'ps', 'scheduler.py')))
+          ('serve', os.path.join('mxnet_ssp', 'server', 'scheduler.py')))
 
 
 def in_server_loop():

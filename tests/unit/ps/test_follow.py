@@ -186,7 +186,7 @@ def test_a_peer_process_that_ends_is_seen_to_close():
 # -- where the thread runs -----------------------------------------------------
 
 @pytest.mark.parametrize('name,where', [('run', ('kvstore', 'kvstore_server.py')),
-                                        ('serve', ('mxnet_ssp', 'ps', 'scheduler.py'))],
+                                        ('serve', ('mxnet_ssp', 'server', 'scheduler.py'))],
                          ids=['mxnets-server-loop', 'scheduler-from-the-library'])
 def test_in_server_loop_sees_only_the_loop_functions_on_the_main_thread(tmp_path, name, where):
     folder = tmp_path.joinpath(*where[:-1])
