@@ -21,6 +21,7 @@ from .gpus import GPU_ENV
 from .job import Job
 from .local import plan_local
 from .mpi import plan_mpi
+from .slurm import plan_slurm
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_USAGE, PROG, LaunchError,
                        parse_env_items, parse_env_pass, role_settings, say, unknown_settings,
                        validate_settings)
@@ -51,8 +52,11 @@ def build_parser():
     p.add_argument('--sync-dst-dir',
                    help='ssh launcher: rsync the current directory to this directory on '
                         'every host and run there')
-    p.add_argument('--launcher', default='ssh', choices=('local', 'ssh', 'mpi', 'sge', 'yarn'),
-                   help='how to start processes (default: ssh); sge and yarn are not supported')
+    p.add_argument('--launcher', default='ssh',
+                   choices=('local', 'ssh', 'mpi', 'slurm', 'sge', 'yarn'),
+                   help='how to start processes (default: ssh); slurm: inside an sbatch or '
+                        'salloc allocation, one srun step per process; sge and yarn are not '
+                        'supported')
     p.add_argument('--env-server', action='append', default=[], metavar='K:V',
                    help='set K=V for the server processes (repeatable)')
     p.add_argument('--env-worker', action='append', default=[], metavar='K:V',
@@ -233,6 +237,8 @@ def plan_job(job, num_gpus=None):
         return plan_local(job, num_gpus)
     if job.launcher == 'ssh':
         return plan_ssh(job)
+    if job.launcher == 'slurm':
+        return plan_slurm(job)
     return plan_mpi(job)
 
 

@@ -22,7 +22,7 @@ class Job(NamedTuple):
     ``--env-worker``, the ``--p3`` variables and ``OMP_NUM_THREADS``
     (see :func:`.settings.role_settings`).  The other fields are the flags as given.
     """
-    launcher: str                 # 'local', 'ssh' or 'mpi'
+    launcher: str                 # 'local', 'ssh', 'mpi' or 'slurm'
     command: list                 # what every process runs (a leading '--' removed)
     num_workers: int
     num_servers: int

@@ -21,10 +21,11 @@ class Spec:
     index: int                 # launch index within the role (not the ps-lite rank)
     argv: list
     env: dict = None           # full environment for Popen; None = inherit
-    host: str = None           # ssh: the remote host
+    host: str = None           # ssh: the remote host; slurm: the node
     stdin_pipe: bool = False   # ssh: keep a pipe on stdin so the remote side sees EOF if we die
     mpirun: int = 0            # mpi: this is one mpirun starting that many processes of the role
     restart: object = None     # --max-restarts: the Spec of this worker's replacement
+    via: str = 'ssh'           # with a host: the local program that runs it there (ssh, srun)
 
     def label(self):
         if self.mpirun:
@@ -39,8 +40,8 @@ class Spec:
         if self.role == 'scheduler':
             return 'scheduler (pid %d)' % pid
         if self.host:
-            return '%s #%d (launch index) on %s (local ssh pid %d)' % (self.role, self.index,
-                                                                      self.host, pid)
+            return '%s #%d (launch index) on %s (local %s pid %d)' % (
+                self.role, self.index, self.host, self.via, pid)
         return '%s #%d (launch index; pid %d)' % (self.role, self.index, pid)
 
 
@@ -93,7 +94,14 @@ def describe_exit(rc, spec=None):
             name = 'signal %d' % -rc
         return 'was killed by signal %s' % name
     text = 'exited with code %d' % rc
-    if spec is not None and spec.host:
+    if spec is not None and spec.host and spec.via == 'srun':
+        if rc > 128:
+            try:
+                text += " (srun's code for its task killed by signal %s)" % (
+                    signal.Signals(rc - 128).name)
+            except ValueError:
+                pass
+    elif spec is not None and spec.host:
         if rc == 255:
             text += ' (ssh could not connect to %s, or the connection broke)' % spec.host
         elif rc > 128:

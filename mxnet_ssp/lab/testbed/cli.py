@@ -1,6 +1,6 @@
 """``mxnet-ssp-testbed``: an emulated cluster on this machine (see docs/many_hosts.md).
 
-    mxnet-ssp-testbed up --hosts 4 --rate 1gbit [--rate-of host3=100mbit ...]
+    mxnet-ssp-testbed up --hosts 4 --rate 1gbit [--rate-of host3=100mbit ...] [--slurm]
     mxnet-ssp-testbed status
     mxnet-ssp-testbed run [--host host2] -- COMMAND ...
     mxnet-ssp-testbed down
@@ -45,6 +45,10 @@ def build_parser():
                    '(default %s): kbit, mbit or gbit' % DEFAULT_RATE)
     u.add_argument('--rate-of', action='append', default=[], metavar='HOST=RATE',
                    help='the rate of one host\'s link, e.g. host3=100mbit (repeatable)')
+    u.add_argument('--slurm', action='store_true',
+                   help='also run a Slurm cluster: slurmctld on host0, a slurmd on every other '
+                        'host (needs %s); run sets SLURM_CONF' % 'apt-get install slurmctld '
+                        'slurmd slurm-client munge')
     u.add_argument('--no-measure', action='store_true',
                    help='do not measure the links\' rates after bringing them up')
     verbs.add_parser('down', help='remove every namespace, process and file of the testbed '
@@ -93,11 +97,18 @@ def main(argv=None):
         prefix, the_plan = check(args)
         cluster.preflight(args.verb)
         sshd = cluster.find_sshd() if args.verb == 'up' else None
+        if args.verb == 'up' and args.slurm:
+            from .slurm import INSTALL, missing_programs
+            missing = missing_programs()
+            if missing:
+                raise TestbedError('--slurm: the packages %s are not installed; accepted: an '
+                                   'installed Slurm (%s)' % (', '.join(missing), INSTALL))
         if args.verb == 'up':
             # stopped half-way (SIGTERM, SIGHUP, Ctrl-C), up removes what it made
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, _exit_on_signal)
-            return cluster.up(the_plan, sshd, measure_links=not args.no_measure)
+            return cluster.up(the_plan, sshd, measure_links=not args.no_measure,
+                              slurm=args.slurm)
         if args.verb == 'down':
             removed = cluster.down(prefix)
             cluster.say('testbed %s: %s' % (prefix, 'removed ' + ', '.join(removed)
@@ -105,7 +116,7 @@ def main(argv=None):
             return 0
         if args.verb == 'status':
             return cluster.status(prefix)
-        argv_run = cluster.run_argv(prefix, args.host, args.command)
+        argv_run = cluster.run_argv(prefix, args.host, args.command, os.environ)
     except TestbedError as err:
         sys.stderr.write('%s: %s\n' % (PROG, err))
         return EXIT_USAGE

@@ -305,12 +305,15 @@ def check_ssh(plan, directory, source=0):
         raise RuntimeError('ssh from %s failed: %s' % (src.name, '; '.join(failures)))
 
 
-def up(plan, sshd, measure_links=True, ssh=True):
+def up(plan, sshd, measure_links=True, ssh=True, slurm=False):
     """Bring the testbed of `plan` up (after removing any earlier one of its prefix).
 
     `ssh` False: the hosts and links only, no keys, sshds or hostfiles (the lab runs its
     processes in the hosts' namespaces with ``ip netns exec``, :mod:`.on_host`); `sshd` is
     then not used.
+
+    `slurm`: also a real Slurm cluster on the hosts (:mod:`.slurm`): slurmctld on host0,
+    a slurmd on every other host.
 
     Return 0, or 1 when a link's measured rate is more than 10% off its setting (the testbed
     stays up).  Raises RuntimeError after removing what it made when a step fails.
@@ -342,7 +345,12 @@ def up(plan, sshd, measure_links=True, ssh=True):
         _make_network(plan)
         _start_sshds(plan, directory, sshd)
         check_ssh(plan, directory)
-        state = _save_state(plan, directory)
+        extra = {}
+        if slurm:
+            from . import slurm as slurm_cluster
+            took = slurm_cluster.start(plan, directory)
+            extra['slurm_conf'] = slurm_cluster.conf_path(directory)
+        state = _save_state(plan, directory, **extra)
         say('%d hosts up (prefix %s), network %s, state in %s'
             % (len(plan.hosts), plan.prefix, NETWORK, directory))
         for h in plan.hosts:
@@ -356,6 +364,11 @@ def up(plan, sshd, measure_links=True, ssh=True):
                'host1' if last == 1 else 'host1 .. host%d' % last,
                os.path.join(directory, 'hostfile')))
         say('ssh config: %s' % os.path.join(directory, 'ssh_config'))
+        if slurm:
+            say('slurm: slurmctld on host0, slurmd on %s, every node idle %.1f s after the '
+                'start; SLURM_CONF=%s (set by %s run)'
+                % ('host1' if last == 1 else 'host1 .. host%d' % last, took,
+                   extra['slurm_conf'], PROG))
         rc = 0
         if measure_links:
             rc = _measure_all(plan, directory, state)
@@ -475,12 +488,17 @@ def status(prefix):
     if ssh:
         say('hostfile %s; ssh config %s' % (os.path.join(directory, 'hostfile'),
                                             os.path.join(directory, 'ssh_config')))
+    if state.get('slurm_conf'):
+        say('slurm: SLURM_CONF=%s' % state['slurm_conf'])
     return 0 if healthy else 1
 
 
-def run_argv(prefix, host, command):
-    """argv that runs `command` on emulated host `host` (a name or an address)."""
+def run_argv(prefix, host, command, environ=None):
+    """argv that runs `command` on emulated host `host` (a name or an address); with Slurm up
+    (``up --slurm``) `environ` (a dict, changed) gets its ``SLURM_CONF``."""
     state = load_state(prefix)
+    if state.get('slurm_conf') and environ is not None:
+        environ['SLURM_CONF'] = state['slurm_conf']
     index = host_index(host, len(state['hosts']), '--host')
     namespace = state['hosts'][index]['namespace']
     if namespace not in namespaces():
