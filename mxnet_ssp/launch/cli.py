@@ -25,7 +25,7 @@ from .slurm import plan_slurm
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_USAGE, PROG, LaunchError,
                        parse_env_items, parse_env_pass, role_settings, say, unknown_settings,
                        validate_settings)
-from .ssh import plan_ssh, run_syncs
+from .ssh import check_hosts, plan_ssh, run_syncs
 from .command_checks import check_command as run_command_checks
 from .restarts import MAX_JOB_RESTARTS, attempt_job, run_job
 from .supervisor import Supervisor
@@ -297,6 +297,9 @@ def main(argv=None, num_gpus=None):
         if job.job_restarts:
             job = attempt_job(job, 0)
         job_plan = plan_job(job, num_gpus)
+        rc = check_hosts(job) if job.launcher == 'ssh' else 0
+        if rc != 0:
+            return rc
         rc = run_syncs(job_plan.syncs, os.getcwd(), args.sync_dst_dir, environ)
         if rc != 0:
             return rc

@@ -78,7 +78,14 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
 
 
-SSH_BASE = ('ssh', '-o', 'StrictHostKeyChecking=no', '-o', 'BatchMode=yes')
+#: every ssh the launcher runs: no prompt (a password or passphrase asked for would hang the
+#: job); host keys are checked as the user's ssh configuration says (StrictHostKeyChecking=no
+#: in MXNET_SSP_LAUNCH_SSH_ARGS turns that off)
+SSH_BASE = ('ssh', '-o', 'BatchMode=yes')
+
+
+#: seconds ssh waits for each host's connection (and banner) before the job starts
+SSH_CONNECT_TIMEOUT = 10
 
 
 _ENV_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')

@@ -3,18 +3,19 @@ hostfile's hosts, after an optional rsync of this directory to every host.
 
 This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
 """
+import math
 import os
 import shlex
 import shutil
 import subprocess
-
-import math
+import sys
+import time
 
 from ..config import ENV_REJOIN, liveness_timeout, read
 from .hosts import address_towards, free_port, parse_hostfile
 from .job import Plan
 from .settings import (ENV_LAUNCH_INDEX, ENV_SSH_ARGS, EXIT_FAILED, REMOTE_GRACE, SSH_BASE,
-                       LaunchError, forwarded_env, plural, say, task_env)
+                       SSH_CONNECT_TIMEOUT, LaunchError, forwarded_env, plural, say, task_env)
 from .supervisor import Spec, describe_exit
 from ..core.env_names import DMLC_INTERFACE, DMLC_NODE_HOST
 
@@ -60,7 +61,7 @@ def alive_args(liveness):
 def ssh_argv(host, command, env, workdir, port=None, ssh_args=(), alive=()):
     """argv of the local ssh process that runs `command` on `host`.
 
-    ``ssh -o StrictHostKeyChecking=no -o BatchMode=yes [SSH_ARGS] [ALIVE] [-p PORT]
+    ``ssh -o BatchMode=yes [SSH_ARGS] [ALIVE] [-p PORT]
     HOST 'sh -c <script>'`` where the script (see :func:`remote_script`) does
     ``cd WORKDIR; export K=V ...; COMMAND`` with everything shell-quoted; `alive`: see
     :func:`alive_args`.
@@ -79,14 +80,28 @@ def rsync_argv(host, src, dst, port=None, ssh_args=()):
             src.rstrip('/') + '/', '%s:%s/' % (host, dst.rstrip('/') or '/')]
 
 
-def plan_ssh(job):
-    """The :class:`.job.Plan` of `job` over ssh; raise LaunchError.
+PYTHONS = ('python', 'python3')
 
-    Servers and workers go round-robin over the hostfile's hosts; each Spec is a
-    local ssh process (see :func:`ssh_argv`) with a pipe on its stdin.  With
-    ``--sync-dst-dir`` the plan's syncs copy the current directory to each distinct
-    host (see :func:`run_syncs`); nothing is copied here.
-    """
+
+def remote_python(command, environ):
+    """The interpreter that runs a command starting with a bare ``python`` / ``python3`` on the
+    other hosts: the active virtual environment's (``VIRTUAL_ENV``'s, else the launcher's own
+    when it runs in one), by absolute path, since over ssh ``python`` is the host's system
+    one; None for any other command or without a virtual environment."""
+    if not command or command[0] not in PYTHONS:
+        return None
+    venv = environ.get('VIRTUAL_ENV')
+    if venv:
+        path = os.path.join(venv, 'bin', command[0])
+        if os.access(path, os.X_OK):
+            return path
+    if sys.prefix != sys.base_prefix and os.access(sys.executable, os.X_OK):
+        return sys.executable
+    return None
+
+
+def ssh_settings(job):
+    """(hosts, extra ssh options) of an ssh `job`; raise LaunchError."""
     if not job.hostfile:
         raise LaunchError('--launcher ssh (the default) needs -H/--hostfile with one host '
                           'per line; use --launcher local to run every process here')
@@ -99,6 +114,70 @@ def plan_ssh(job):
                                                       err)) from None
     if shutil.which('ssh', path=environ.get('PATH')) is None:
         raise LaunchError('--launcher ssh: the ssh program is not installed here')
+    return hosts, ssh_args
+
+
+def check_hosts(job, timeout=SSH_CONNECT_TIMEOUT, stream=None):
+    """Before anything starts: ssh to every host of an ssh `job` at once (``ConnectTimeout``
+    `timeout`) and run ``true`` there (``test -x`` of the interpreter :func:`remote_python`
+    picked).  Return 0, or EXIT_FAILED after one line per host that failed, naming it and
+    ssh's error; a host that takes no connection is given up `timeout` + 5 s after the start.
+    """
+    hosts, ssh_args = ssh_settings(job)
+    python = remote_python(job.command, job.environ)
+    probe = 'test -x %s' % shlex.quote(python) if python else 'true'
+    procs = []
+    for host in {h.name: h for h in hosts}.values():
+        argv = list(SSH_BASE) + ['-o', 'ConnectTimeout=%d' % timeout] + list(ssh_args)
+        if host.port:
+            argv += ['-p', str(host.port)]
+        procs.append((host, subprocess.Popen(argv + [host.name, probe],
+                                             stdin=subprocess.DEVNULL,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                             text=True, start_new_session=True)))
+    deadline = time.monotonic() + timeout + 5
+    failed = []
+    for host, proc in procs:
+        try:
+            _, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+            err = 'no answer within %d s' % (timeout + 5)
+        lines = [line for line in (err or '').strip().splitlines() if line.strip()]
+        why = lines[-1] if lines else ''
+        if proc.returncode == 0:
+            continue
+        if proc.returncode == 255 or proc.returncode < 0:
+            failed.append('host %s takes no ssh connection: %s' % (host.name, why or
+                                                                  'ssh exited with code 255'))
+        elif python:
+            failed.append('host %s has no %s (the interpreter "%s" stands for over ssh: give '
+                          'the one to use by its path)' % (host.name, python, job.command[0]))
+        else:
+            failed.append('host %s: ssh ran "true" there and it exited with code %d: %s'
+                          % (host.name, proc.returncode, why))
+    for line in failed:
+        say('%s — nothing started' % line, stream)
+    return EXIT_FAILED if failed else 0
+
+
+def plan_ssh(job):
+    """The :class:`.job.Plan` of `job` over ssh; raise LaunchError.
+
+    Servers and workers go round-robin over the hostfile's hosts; each Spec is a
+    local ssh process (see :func:`ssh_argv`) with a pipe on its stdin.  With
+    ``--sync-dst-dir`` the plan's syncs copy the current directory to each distinct
+    host (see :func:`run_syncs`); nothing is copied here.
+    """
+    environ = job.environ
+    hosts, ssh_args = ssh_settings(job)
+    command = list(job.command)
+    python = remote_python(command, environ)
+    if python:
+        say('ssh: "%s" runs %s on every host (the active virtual environment\'s); to run '
+            'another, give its path, e.g. /usr/bin/python3' % (command[0], python))
+        command[0] = python
     uri, port = address_towards(hosts[0].address), free_port('')
     alive = alive_args(liveness_timeout(environ))
     workdir = job.sync_dst_dir or os.getcwd()
@@ -116,10 +195,10 @@ def plan_ssh(job):
                 # DMLC_INTERFACE given, each host's address on that interface is used
                 env.setdefault(DMLC_NODE_HOST, host.address)
             env[ENV_LAUNCH_INDEX] = str(i)
-            spec = Spec(role, i, ssh_argv(host.name, job.command, env, workdir, host.port,
+            spec = Spec(role, i, ssh_argv(host.name, command, env, workdir, host.port,
                                           ssh_args, alive), host=host.name, stdin_pipe=True)
             if role == 'worker' and job.max_restarts:     # its replacement, on the same host
-                spec.restart = Spec(role, i, ssh_argv(host.name, job.command,
+                spec.restart = Spec(role, i, ssh_argv(host.name, command,
                                                       dict(env, **{ENV_REJOIN: '1'}), workdir,
                                                       host.port, ssh_args, alive),
                                     host=host.name, stdin_pipe=True)

@@ -667,16 +667,16 @@ def test_parse_hostfile(tmp_path):
 def test_ssh_argv_shape():
     argv = ssh_argv('node1', ['python', 'train.py'], {'A': '1'}, '/work dir',
                     port=2222, ssh_args=['-F', 'cfg'])
-    assert argv[:5] == ['ssh', '-o', 'StrictHostKeyChecking=no', '-o', 'BatchMode=yes']
-    assert argv[5:10] == ['-F', 'cfg', '-p', '2222', 'node1']
-    assert len(argv) == 11
-    remote = shlex.split(argv[10])       # what the remote login shell parses
+    assert argv[:3] == ['ssh', '-o', 'BatchMode=yes']
+    assert argv[3:8] == ['-F', 'cfg', '-p', '2222', 'node1']
+    assert len(argv) == 9
+    remote = shlex.split(argv[8])       # what the remote login shell parses
     assert remote[:2] == ['sh', '-c']
     script = remote[2]
     assert script.splitlines()[0] == "cd '/work dir' || exit 1"
     assert script.splitlines()[1] == 'export A=1'
     assert 'python train.py 3<&- &' in script
-    assert ssh_argv('n', ['x'], {}, '/d')[5:7] == ['n', "sh -c " + shlex.quote(
+    assert ssh_argv('n', ['x'], {}, '/d')[3:5] == ['n', "sh -c " + shlex.quote(
         remote_script(['x'], {}, '/d'))]
 
 
@@ -782,7 +782,7 @@ def test_ssh_plan_round_robin_and_env(tmp_path):
     port = scheduler.env['DMLC_PS_ROOT_PORT']
     assert scheduler.env['DMLC_PS_ROOT_URI'] == '127.0.0.1'   # this machine, seen from host 1
     for spec in specs[1:]:
-        assert spec.stdin_pipe and spec.argv[:7] == list(launch.SSH_BASE) + ['-F', 'cfg']
+        assert spec.stdin_pipe and spec.argv[:5] == list(launch.SSH_BASE) + ['-F', 'cfg']
         env = _exports(spec)
         assert env['DMLC_ROLE'] == spec.role and env['DMLC_PS_ROOT_PORT'] == port
         assert env['DMLC_NODE_HOST'] == spec.host.rpartition('@')[2]
@@ -796,11 +796,11 @@ def test_ssh_plan_round_robin_and_env(tmp_path):
         assert 'UNRELATED' not in env and launch.ENV_SSH_ARGS not in env
         assert 'cd /remote/dir || exit 1' in shlex.split(spec.argv[-1])[2]
         # ssh gives up on a host silent for about 4/3 of the liveness bound (10 s default)
-        assert spec.argv[7:11] == ['-o', 'ServerAliveInterval=4', '-o', 'ServerAliveCountMax=3']
+        assert spec.argv[5:9] == ['-o', 'ServerAliveInterval=4', '-o', 'ServerAliveCountMax=3']
         if spec.host == 'bob@127.0.0.2':
-            assert spec.argv[11:14] == ['-p', '2222', 'bob@127.0.0.2']
+            assert spec.argv[9:12] == ['-p', '2222', 'bob@127.0.0.2']
         else:
-            assert spec.argv[11] == '127.0.0.1'
+            assert spec.argv[9] == '127.0.0.1'
     assert [h.name for h, _ in syncs] == ['127.0.0.1', 'bob@127.0.0.2']
     assert syncs[1][1][-1] == 'bob@127.0.0.2:/remote/dir/'
 
@@ -884,8 +884,7 @@ def test_mpi_plan_with_fake_mpirun(tmp_path):
 def test_rsync_argv():
     argv = rsync_argv('node1', '/src/dir/', '/dst dir', port=2200, ssh_args=['-F', 'c f'])
     assert argv[:3] == ['rsync', '-az', '-e']
-    assert shlex.split(argv[3]) == ['ssh', '-o', 'StrictHostKeyChecking=no', '-o',
-                                    'BatchMode=yes', '-F', 'c f', '-p', '2200']
+    assert shlex.split(argv[3]) == ['ssh', '-o', 'BatchMode=yes', '-F', 'c f', '-p', '2200']
     assert argv[4:6] == ['--rsync-path', "mkdir -p '/dst dir' && rsync"]
     assert argv[6:] == ['/src/dir/', 'node1:/dst dir/']
 
@@ -1005,6 +1004,10 @@ def sshd(tmp_path_factory):
                        check=True, stdin=subprocess.DEVNULL)
     shutil.copy(d / 'userkey.pub', d / 'authorized_keys')
     port = _free_port()
+    # the launcher checks host keys as ssh's configuration says: this one knows the test sshd's
+    host_key = ' '.join((d / 'hostkey.pub').read_text().split()[:2])
+    (d / 'known_hosts').write_text(''.join('[%s]:%d %s\n' % (address, port, host_key)
+                                           for address in ('127.0.0.1', '127.0.0.2')))
     (d / 'sshd_config').write_text('\n'.join([
         'Port %d' % port, 'ListenAddress 127.0.0.1', 'ListenAddress 127.0.0.2',
         'HostKey %s' % (d / 'hostkey'), 'AuthorizedKeysFile %s' % (d / 'authorized_keys'),
@@ -1013,7 +1016,9 @@ def sshd(tmp_path_factory):
         'PermitRootLogin prohibit-password', 'LogLevel INFO', '']))
     (d / 'ssh_config').write_text('\n'.join([
         'Host *', '  Port %d' % port, '  IdentityFile %s' % (d / 'userkey'),
-        '  IdentitiesOnly yes', '  UserKnownHostsFile /dev/null', '  LogLevel ERROR', '']))
+        '  IdentitiesOnly yes', '  UserKnownHostsFile %s' % (d / 'known_hosts'),
+        '  GlobalKnownHostsFile /dev/null', '  StrictHostKeyChecking yes', '  LogLevel ERROR',
+        '']))
     proc = subprocess.Popen(['/usr/sbin/sshd', '-D', '-e', '-f', str(d / 'sshd_config')],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -1034,7 +1039,7 @@ def sshd(tmp_path_factory):
     drain = threading.Thread(target=_drain, args=(proc.stderr.fileno(),), daemon=True)
     drain.start()                          # keep reading sshd's log so its pipe never fills
     check = subprocess.run(['ssh', '-F', str(d / 'ssh_config'), '-o', 'BatchMode=yes',
-                            '-o', 'StrictHostKeyChecking=no', '127.0.0.2', 'true'],
+                            '127.0.0.2', 'true'],
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
     if check.returncode != 0:
         proc.terminate()
@@ -1149,3 +1154,129 @@ def test_plan_with_elastic_restarts_sets_heartbeats_and_a_rejoining_replacement(
             again = env_of(spec.restart)
             assert again['MXNET_SSP_REJOIN'] == '1'
             assert {k: v for k, v in again.items() if k != 'MXNET_SSP_REJOIN'} == env
+
+
+# ---------------------------------------------------------------------------
+# ssh a user can trust (issue 59): hosts checked first, the venv's python, host keys
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def silent_port():
+    """A port on 127.0.0.1 that takes no connection: its listen queue is full, so the kernel
+    drops every further SYN (as a firewalled or wedged host: no answer, no refusal)."""
+    listener = socket.socket()
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect(('127.0.0.1', port))
+        except BlockingIOError:
+            pass
+        fillers.append(c)
+    probe = socket.socket()
+    probe.settimeout(1.0)
+    try:                 # the queue is full once a connect no longer completes
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                probe.connect(('127.0.0.1', port))
+            except socket.timeout:
+                break
+            probe.close()
+            probe = socket.socket()
+            probe.settimeout(1.0)
+            fillers.append(probe)
+            assert time.monotonic() < deadline, 'the listen queue never filled'
+        yield port
+    finally:
+        for c in fillers + [probe, listener]:
+            c.close()
+
+
+@pytest.mark.ssh
+def test_a_host_that_takes_no_connection_ends_the_launch_within_15_s_naming_it(
+        tmp_path, sshd, clean_env, capfd, silent_port):
+    """127.0.0.2 answers (the test sshd), 127.0.0.1:PORT drops every SYN: the launch ends
+    before anything starts, in one line naming the host and ssh's error."""
+    write(tmp_path, 'hosts', '127.0.0.2\n127.0.0.1:%d\n' % silent_port)
+    clean_env.chdir(tmp_path)
+    clean_env.setenv(launch.ENV_SSH_ARGS, sshd)
+    started = time.monotonic()
+    rc = launch.main(['-n', '2', '-s', '1', '-H', 'hosts', PY, '-c', 'pass'])
+    took = time.monotonic() - started
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED, err
+    lines = [ln for ln in err.splitlines() if 'takes no ssh connection' in ln]
+    assert lines == ['mxnet-ssp-launch: host 127.0.0.1 takes no ssh connection: ssh: connect to '
+                     'host 127.0.0.1 port %d: Connection timed out — nothing started'
+                     % silent_port], err
+    assert 'ssh job:' not in err, err                  # nothing started
+    assert 9.5 < took < 15, (took, err)
+
+
+@pytest.mark.ssh
+def test_a_host_key_the_user_does_not_know_is_refused_unless_turned_off(tmp_path, sshd,
+                                                                        clean_env, capfd):
+    """The test sshd's key is in the config's known_hosts; with an empty known_hosts ssh
+    refuses the host (the launcher no longer passes StrictHostKeyChecking=no), and the user
+    can turn the check off in MXNET_SSP_LAUNCH_SSH_ARGS."""
+    write(tmp_path, 'hosts', '127.0.0.2\n')
+    write(tmp_path, 'empty_known_hosts', '')
+    clean_env.chdir(tmp_path)
+    strict = sshd + ' -o UserKnownHostsFile=%s' % (tmp_path / 'empty_known_hosts')
+    clean_env.setenv(launch.ENV_SSH_ARGS, strict)
+    rc = launch.main(['-n', '1', '-s', '1', '-H', 'hosts', PY, '-c', 'pass'])
+    err = capfd.readouterr().err
+    assert rc == launch.EXIT_FAILED, err
+    assert re.search(r'host 127\.0\.0\.2 takes no ssh connection: Host key verification '
+                     r'failed\. — nothing started', err), err
+    clean_env.setenv(launch.ENV_SSH_ARGS, strict + ' -o StrictHostKeyChecking=no')
+    rc = launch.main(['-n', '1', '-s', '1', '-H', 'hosts', PY, '-c', 'pass'])
+    err = capfd.readouterr().err
+    assert rc == 0, err
+
+
+@pytest.mark.ssh
+def test_a_bare_python_runs_the_active_virtual_environments_interpreter_on_every_host(
+        tmp_path, sshd, clean_env, capfd):
+    """`python` over ssh would be the host's system one (or none); with a virtual environment
+    active every remote process runs its interpreter, said in one line."""
+    venv = tmp_path / 'venv'
+    (venv / 'bin').mkdir(parents=True)
+    (venv / 'bin' / 'python').symlink_to(PY)
+    out = tmp_path / 'out'
+    out.mkdir()
+    write(tmp_path, 'hosts', '127.0.0.2\n')
+    clean_env.chdir(tmp_path)
+    clean_env.setenv(launch.ENV_SSH_ARGS, sshd)
+    clean_env.setenv('VIRTUAL_ENV', str(venv))
+    record = ('import os, sys; open(os.path.join(%r, os.environ["DMLC_ROLE"]), "w")'
+              '.write(sys.argv[0] + " " + os.readlink("/proc/self/exe"))' % str(out))
+    rc = launch.main(['-n', '1', '-s', '1', '-H', 'hosts', 'python', '-c', record])
+    err = capfd.readouterr().err
+    assert rc == 0, err
+    assert ('mxnet-ssp-launch: ssh: "python" runs %s on every host (the active virtual '
+            "environment's); to run another, give its path, e.g. /usr/bin/python3"
+            % (venv / 'bin' / 'python')) in err.splitlines(), err
+    real = os.path.realpath(PY)
+    got = {p.name: p.read_text() for p in out.iterdir()}
+    assert sorted(got) == ['scheduler', 'server', 'worker']     # the scheduler: here, as given
+    assert (got['server'], got['worker']) == ('-c ' + real, '-c ' + real)
+
+
+def test_remote_python_is_left_alone_for_other_commands_and_without_a_venv(tmp_path,
+                                                                          monkeypatch):
+    from mxnet_ssp.launch.ssh import remote_python
+    venv = tmp_path / 'v'
+    (venv / 'bin').mkdir(parents=True)
+    (venv / 'bin' / 'python3').symlink_to(PY)
+    assert remote_python(['python3', 'x.py'], {'VIRTUAL_ENV': str(venv)}) == \
+        str(venv / 'bin' / 'python3')
+    assert remote_python(['/usr/bin/python3', 'x.py'], {'VIRTUAL_ENV': str(venv)}) is None
+    assert remote_python(['mxnet-ssp-train'], {'VIRTUAL_ENV': str(venv)}) is None
+    monkeypatch.setattr(sys, 'base_prefix', sys.prefix)           # not in a venv
+    assert remote_python(['python', 'x.py'], {}) is None
