@@ -97,6 +97,8 @@ setup(
     entry_points={
         'console_scripts': [
             'mxnet-ssp-launch = mxnet_ssp.launch:main',
+            # MXNet's own tools/launch.py from the wheel, on Python 3.9+ (launch/stock.py)
+            'mxnet-ssp-stock-launch = mxnet_ssp.launch.stock:main',
             # the lab's commands
             'mxnet-ssp-train = mxnet_ssp.lab.train_cifar:main',
             'mxnet-ssp-compare = mxnet_ssp.lab.compare_paradigms:main',

@@ -14,7 +14,7 @@ Faults: ``worker-kill`` (SIGKILL to worker rank 1), ``worker-stop`` (SIGSTOP
 to worker rank 1; SIGKILL at the end), ``server-kill`` (SIGKILL to the
 server, which also hosts mxnet-ssp's controller), ``scheduler-kill``.
 Launchers: ``stock`` (MXNet 1.9.1's tools/launch.py through
-tests/support/jobs/stock_launch.py, the tracker pinned to 127.0.0.1) and ``ours``
+mxnet-ssp-stock-launch, the tracker pinned to 127.0.0.1) and ``ours``
 (mxnet-ssp-launch ``--launcher local --timeout``).
 
     python -m benchmarks.faults --out docs/faults.md
@@ -41,7 +41,7 @@ import uuid
 
 #: the job and the stock launcher's shim, by module: every process starts in the checkout
 JOB = ['-m', 'benchmarks.fault_job']
-STOCK = ['-m', 'tests.support.jobs.stock_launch']
+STOCK = ['-m', 'mxnet_ssp.launch.stock']
 TOKEN_VAR = 'MXNET_SSP_FAULTS_TRIAL'
 
 FAULTS = ('worker-kill', 'worker-stop', 'server-kill', 'scheduler-kill')

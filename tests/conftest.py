@@ -149,7 +149,7 @@ def job_env(tmp_path, **extra):
     # are MXNet's own: tests/unit/test_op_code_cache.py; STARTUP's sitecustomize loads them)
     if os.environ.get(OP_CODE_DIR_ENV):
         env.setdefault(OP_CODE_CACHE_ENV, os.environ[OP_CODE_DIR_ENV])
-    env['STOCK_LAUNCH_HOST_IP'] = '127.0.0.1'   # jobs/stock_launch.py: keep the tracker on loopback
+    env['STOCK_LAUNCH_HOST_IP'] = '127.0.0.1'   # mxnet-ssp-stock-launch: the tracker on loopback
     for key in [k for k in env if k.startswith('DMLC_')]:
         del env[key]
     env.update({k: str(v) for k, v in extra.items()})
@@ -219,7 +219,7 @@ def session_pids(session, role=None):
 
 def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=None,
                      until='launcher', workers_left=0, reported=0):
-    """Run `command` under MXNet's stock tools/launch.py (jobs/stock_launch.py) on loopback.
+    """Run `command` under MXNet's stock tools/launch.py (mxnet-ssp-stock-launch) on loopback.
 
     ``until='launcher'`` waits for the launcher to exit; ``until='workers'``
     only until no more than `workers_left` worker processes are alive (after a
@@ -232,11 +232,14 @@ def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=N
     first (the test then fails).  The returned ``returncode`` is the
     launcher's, or None when it was still running.
     """
-    argv = [sys.executable, os.path.join(JOBS, 'stock_launch.py'), '-n', str(workers), '-s',
+    argv = [sys.executable, '-m', 'mxnet_ssp.launch.stock', '-n', str(workers), '-s',
             str(servers), '--launcher', 'local'] + list(command)
     out_path, err_path = tmp_path / 'stock-launch.out', tmp_path / 'stock-launch.err'
+    env = dict(env or job_env(tmp_path))
+    if ROOT not in env.get('PYTHONPATH', '').split(os.pathsep):      # the entry of this checkout
+        env['PYTHONPATH'] = os.pathsep.join(p for p in (ROOT, env.get('PYTHONPATH')) if p)
     with open(out_path, 'w') as out, open(err_path, 'w') as err:
-        proc = subprocess.Popen(argv, env=env or job_env(tmp_path), cwd=str(tmp_path),
+        proc = subprocess.Popen(argv, env=env, cwd=str(tmp_path),
                                 start_new_session=True, stdout=out, stderr=err)
     deadline = time.monotonic() + timeout
     finished = False

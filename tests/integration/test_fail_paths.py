@@ -33,7 +33,7 @@ def _run(tmp_path, launcher, store, how, ranks, workers, servers):
     command = [sys.executable, os.path.join(JOBS, 'fail_job.py'), '--kvstore', store,
                '--how', how, '--fail-ranks', ranks]
     if launcher == 'stock':
-        argv = [sys.executable, os.path.join(JOBS, 'stock_launch.py')]
+        argv = [sys.executable, '-m', 'mxnet_ssp.launch.stock']
     else:
         argv = [sys.executable, '-m', 'mxnet_ssp.launch']
     argv += ['-n', str(workers), '-s', str(servers), '--launcher', 'local'] + command

@@ -102,7 +102,7 @@ def test_stock_launch_ssh_takes_staleness_from_the_settings_file(tmp_path, sshd)
     env = {k: v for k, v in job_env(tmp_path).items() if not k.startswith('MXNET_SSP_')}
     env['PATH'] = '%s%s%s' % (bindir, os.pathsep, env.get('PATH', ''))
     iters = 12
-    argv = [PY, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1', '--launcher', 'ssh',
+    argv = [PY, '-m', 'mxnet_ssp.launch.stock', '-n', '2', '-s', '1', '--launcher', 'ssh',
             '-H', 'hosts', PY, 'record.py', str(pids), os.path.join(JOBS, 'marker_job.py'),
             '--out', str(tmp_path / 'steps'), '--store', 'dist_ssp', '--iters', str(iters),
             '--slow-rank', '1', '--slow-seconds', '0.2']

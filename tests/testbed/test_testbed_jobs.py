@@ -3,7 +3,7 @@
 The launcher runs on the login host (host0) and starts the servers and workers over ssh on
 the other hosts, through each host's own sshd, with the hostfile the testbed wrote: our
 launcher (``python -m mxnet_ssp.launch --launcher ssh``) with ``dist_ssp``, and MXNet's
-stock tools/launch.py (tests/support/jobs/stock_launch.py) with ``dist_async``.  Every process
+stock tools/launch.py (mxnet-ssp-stock-launch) with ``dist_async``.  Every process
 records, before it imports mxnet, the network namespace it runs in and its address towards
 the scheduler, so the tests check where each one ran.  Needs what test_testbed_cluster.py
 needs (root, iproute2, OpenSSH); skipped without it, failed under CI=true.
@@ -145,7 +145,7 @@ def test_dist_async_job_with_mxnets_stock_launch_py_over_ssh(cluster4, tmp_path)
     (tmp_path / 'where.py').write_text(WHERE)
     hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
     env = job_env(tmp_path, STOCK_LAUNCH_HOST_IP='198.18.0.1')
-    argv = [PY, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
+    argv = [PY, '-m', 'mxnet_ssp.launch.stock', '-n', '2', '-s', '1',
             '--launcher', 'ssh', '-H', hostfile,
             PY, str(tmp_path / 'where.py'), str(where), os.path.join(JOBS, 'gluon_job.py'),
             '--kvstore', 'dist_async', '--steps', str(steps), '--out', str(out)]
@@ -177,7 +177,7 @@ def test_stock_launch_py_over_ssh_takes_the_settings_file_on_every_host(cluster4
     hostfile = os.path.join(cluster4['state_dir'], 'hostfile')
     env = {k: v for k, v in job_env(tmp_path, STOCK_LAUNCH_HOST_IP='198.18.0.1').items()
            if not k.startswith('MXNET_SSP_')}
-    argv = [PY, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
+    argv = [PY, '-m', 'mxnet_ssp.launch.stock', '-n', '2', '-s', '1',
             '--launcher', 'ssh', '-H', hostfile, PY, os.path.join(JOBS, 'marker_job.py'),
             '--out', str(tmp_path / 'steps'), '--store', 'dist_dssp', '--iters', str(iters),
             '--slow-rank', '1', '--slow-seconds', '0.2']

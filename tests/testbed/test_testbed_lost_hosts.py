@@ -69,7 +69,7 @@ class Job:
             if elastic:
                 env['MXNET_SSP_ELASTIC'] = str(elastic)
             # its ssh tracker forwards only a few variables: the settings go in the command
-            argv = [PY, os.path.join(JOBS, 'stock_launch.py'), '-n', '2', '-s', '1',
+            argv = [PY, '-m', 'mxnet_ssp.launch.stock', '-n', '2', '-s', '1',
                     '--launcher', 'ssh', '-H', hostfile, 'env'] + [
                 '%s=%s' % (k, env[k]) for k in sorted(env) if k.startswith('MXNET_SSP_')]
         else:
