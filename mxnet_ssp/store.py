@@ -96,6 +96,7 @@ class SSPKVStore(KVStoreBase):
                                  'dist_sync' if self._config.store in cfg.SERVER_SYNC_TYPES
                                  else 'dist_async')
         self._rank = self._kv.rank
+        cfg.note_worker_defaults(self._rank)     # a note held until the rank is known: rank 0's
         if self._rejoining and self._rank == 0:
             # MXNet's own free of the native store would wait in ps-lite's barrier for ever
             free_native(self._kv, self._config.timeout, 0, barrier=False)

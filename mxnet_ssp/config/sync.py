@@ -19,7 +19,8 @@ __all__ = ['ENV_STALENESS', 'ENV_DSSP_MODE', 'ENV_TIMEOUT', 'ENV_METRICS_DIR',
            'CONTROLLER_PLACEMENTS', 'DEFAULT_CONTROLLER', 'DEFAULT_TIMEOUT',
            'DEFAULT_METRICS_DIR', 'SyncConfig', 'check_kvstore_name', 'parse_staleness',
            'parse_mode', 'parse_timeout', 'parse_splits', 'parse_flag', 'format_staleness',
-           'from_env', 'with_store', 'controller_placement', 'metrics_dir_if_set', 'SYNC_SETTINGS']
+           'from_env', 'with_store', 'controller_placement', 'metrics_dir_if_set', 'SYNC_SETTINGS',
+           'note_worker_defaults']
 
 ENV_STALENESS = 'MXNET_SSP_STALENESS'
 ENV_DSSP_MODE = 'MXNET_SSP_DSSP_MODE'
@@ -391,24 +392,55 @@ def _with_origins(message, env):
 
 
 _noted = []
+_held = []          # a worker's note, until its store knows its rank (note_worker_defaults)
+
+#: set by mxnet-ssp-launch in every process (mxnet_ssp.launch.settings.ENV_LAUNCH_INDEX)
+_LAUNCH_INDEX = 'MXNET_SSP_LAUNCH_INDEX'
+
+
+def _launcher_used(env):
+    """What started this process over ssh, as the note names it."""
+    cluster = env.get('DMLC_JOB_CLUSTER')
+    if cluster:
+        return 'a launcher that set DMLC_JOB_CLUSTER=%s' % cluster
+    if env.get('DMLC_ROLE'):
+        return ("MXNet's tools/launch.py --launcher ssh (or another launcher that passes no "
+                'MXNET_SSP_* setting over ssh)')
+    return 'an ssh session'
 
 
 def _note_defaults_once(conf, env):
     """Under ssh, with no MXNET_SSP_* setting in the environment nor a settings file, say
-    once which values this process uses and where they come from (issue 41: MXNet's stock
-    launch.py drops them over ssh without a word)."""
+    once per job which values the processes use and where they come from (issue 41: MXNet's
+    stock launch.py drops them over ssh without a word), naming what started them.  Never
+    under mxnet-ssp-launch, which passes the MXNET_SSP_* settings of its environment.  A
+    worker holds the note until its rank is known: worker 0 says it
+    (:func:`note_worker_defaults`), the others keep quiet."""
     from .file import ENV_SETTINGS, SETTINGS_FILE, not_in_file
     from .topology import this_host, under_ssh
-    if _noted or not under_ssh(env):
+    if _noted or _held or not under_ssh(env) or env.get(_LAUNCH_INDEX) is not None:
         return
     ours = [n for n in env if n.startswith('MXNET_SSP_') and not not_in_file(n)]
     if ours or getattr(env, 'path', None):
         return
+    text = ('mxnet-ssp: started over ssh on %s by %s; no MXNET_SSP_* setting reached it and '
+            'there is no settings file (%s in %s, or %s): using %s, all of them defaults '
+            '(mxnet-ssp-launch passes the settings of its environment; docs/launch.md)'
+            % (this_host(), _launcher_used(env), SETTINGS_FILE, os.getcwd(), ENV_SETTINGS,
+               conf.describe()))
+    if env.get('DMLC_ROLE') == 'worker':
+        _held.append(text)
+        return
     _noted.append(conf.store)
-    logging.getLogger('mxnet_ssp').warning(
-        'mxnet-ssp: started over ssh on %s and no MXNET_SSP_* setting reached it '
-        '(MXNet\'s tools/launch.py passes none over ssh; mxnet-ssp-launch passes those of '
-        'its environment) and there is no settings file '
-        '(%s in %s, or %s): using %s, all of them defaults (docs/launch.md)',
-        this_host(), SETTINGS_FILE, os.getcwd(),
-        ENV_SETTINGS, conf.describe())
+    logging.getLogger('mxnet_ssp').warning(text)
+
+
+def note_worker_defaults(rank):
+    """A worker's store, once its rank is known: worker 0 says the note
+    :func:`_note_defaults_once` held (once per job, not once per worker)."""
+    if not _held or _noted:
+        return
+    text = _held.pop()
+    _noted.append(rank)
+    if rank == 0:            # named here: the store saying it is not registered yet
+        logging.getLogger('mxnet_ssp').warning('worker[0] ' + text[len('mxnet-ssp: '):])

@@ -77,12 +77,10 @@ def _stop_all(session, pids_dir):
 
 
 @pytest.mark.ssh
-def test_stock_launch_ssh_takes_staleness_from_the_settings_file(tmp_path, sshd):  # noqa: F811
-    """dist_ssp with MXNET_SSP_STALENESS=1 in mxnet_ssp.env only (the default is 3), worker 1
-    slowed down: no process has any MXNET_SSP_* variable, the remote ones run under ssh, and
-    the fast worker is released at lead 1 at most and reaches it.  With the default bound the
-    lead would reach 3.  The metrics directory also comes from the file (the server writes
-    the controller's log there)."""
+def _stock_ssh_job(tmp_path, sshd, settings, iters):  # noqa: F811
+    """Run marker_job.py (dist_ssp, worker 1 slowed) under the stock launch.py over ssh, in
+    tmp_path/job with `settings` as its mxnet_ssp.env (None: no file), with no MXNET_SSP_*
+    variable in the environment; returns (launcher exit code, processes left, result)."""
     config, port = _ssh_config(sshd)
     bindir = tmp_path / 'bin'
     bindir.mkdir()
@@ -91,17 +89,14 @@ def test_stock_launch_ssh_takes_staleness_from_the_settings_file(tmp_path, sshd)
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
     job = tmp_path / 'job'
     job.mkdir()
-    (job / 'mxnet_ssp.env').write_text(
-        '# the job\'s settings, read by every process in this directory\n'
-        'MXNET_SSP_STALENESS=1\nMXNET_SSP_TIMEOUT=60\nMXNET_SSP_FOLLOW_GRACE=4\n'
-        'export MXNET_SSP_METRICS_DIR="metrics"\n')
+    if settings is not None:
+        (job / 'mxnet_ssp.env').write_text(settings)
     (job / 'record.py').write_text(RECORD_AND_EXEC)
     (job / 'hosts').write_text('127.0.0.1:%s\n127.0.0.2:%s\n' % (port, port))
     pids = tmp_path / 'pids'
     pids.mkdir()
     env = {k: v for k, v in job_env(tmp_path).items() if not k.startswith('MXNET_SSP_')}
     env['PATH'] = '%s%s%s' % (bindir, os.pathsep, env.get('PATH', ''))
-    iters = 12
     argv = [PY, '-m', 'mxnet_ssp.launch.stock', '-n', '2', '-s', '1', '--launcher', 'ssh',
             '-H', 'hosts', PY, 'record.py', str(pids), os.path.join(JOBS, 'marker_job.py'),
             '--out', str(tmp_path / 'steps'), '--store', 'dist_ssp', '--iters', str(iters),
@@ -120,7 +115,22 @@ def test_stock_launch_ssh_takes_staleness_from_the_settings_file(tmp_path, sshd)
     finally:
         _stop_all(proc.pid, pids)
         proc.wait()
-    result = subprocess.CompletedProcess(argv, rc, out_path.read_text(), err_path.read_text())
+    return rc, left, subprocess.CompletedProcess(argv, rc, out_path.read_text(),
+                                                 err_path.read_text())
+
+
+def test_stock_launch_ssh_takes_staleness_from_the_settings_file(tmp_path, sshd):  # noqa: F811
+    """dist_ssp with MXNET_SSP_STALENESS=1 in mxnet_ssp.env only (the default is 3), worker 1
+    slowed down: no process has any MXNET_SSP_* variable, the remote ones run under ssh, and
+    the fast worker is released at lead 1 at most and reaches it.  With the default bound the
+    lead would reach 3.  The metrics directory also comes from the file (the server writes
+    the controller's log there)."""
+    iters = 12
+    rc, left, result = _stock_ssh_job(
+        tmp_path, sshd, '# the job\'s settings, read by every process in this directory\n'
+        'MXNET_SSP_STALENESS=1\nMXNET_SSP_TIMEOUT=60\nMXNET_SSP_FOLLOW_GRACE=4\n'
+        'export MXNET_SSP_METRICS_DIR="metrics"\n', iters)
+    pids, job = tmp_path / 'pids', tmp_path / 'job'
     assert rc == 0, fail_msg(result)
     assert left == [], fail_msg(result)
     records = [json.loads((pids / n).read_text()) for n in sorted(os.listdir(pids))]
@@ -141,3 +151,17 @@ def test_stock_launch_ssh_takes_staleness_from_the_settings_file(tmp_path, sshd)
     assert max(released) == 1, controller            # every release within the file's bound
     assert any(e['decision'] == 'wait' for e in pushes), controller    # and it held a worker
     assert 'no MXNET_SSP_* setting reached it' not in result.stderr, fail_msg(result)
+
+
+def test_stock_launch_ssh_with_no_setting_anywhere_warns_once_per_job_naming_it(
+        tmp_path, sshd):  # noqa: F811
+    """No settings file and no MXNET_SSP_* variable: the job runs on the defaults, and says so
+    in one line for the whole job (worker 0's), naming MXNet's tools/launch.py, not once per
+    process."""
+    rc, left, result = _stock_ssh_job(tmp_path, sshd, None, 4)
+    assert rc == 0 and left == [], fail_msg(result)
+    text = result.stdout + result.stderr
+    lines = [ln for ln in text.splitlines() if 'no MXNET_SSP_* setting reached it' in ln]
+    assert len(lines) == 1, fail_msg(result)
+    assert lines[0].startswith('mxnet-ssp: WARNING worker[0] started over ssh on '), lines
+    assert "by MXNet's tools/launch.py --launcher ssh" in lines[0], lines

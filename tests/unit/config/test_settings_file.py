@@ -199,15 +199,16 @@ def test_a_process_reads_the_file_in_its_working_directory(tmp_path):
 
 
 def test_under_ssh_with_no_setting_anywhere_the_defaults_are_said_once(tmp_path):
-    done = probe(tmp_path, SSH_CONNECTION='127.0.0.1 5000 127.0.0.1 22', DMLC_ROLE='worker')
+    # a server says it at once (a worker holds it until its rank is known: rank 0 says it)
+    done = probe(tmp_path, SSH_CONNECTION='127.0.0.1 5000 127.0.0.1 22', DMLC_ROLE='server')
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[:2] == [3, 300.0]
     lines = [l for l in done.stderr.splitlines() if 'no MXNET_SSP_* setting reached it' in l]
     assert len(lines) == 1, done.stderr
     # one format for our lines in a job's process: the role and rank, then the message
-    assert lines[0].startswith('mxnet-ssp: WARNING worker['), lines[0]
-    assert ('started over ssh on %s and no MXNET_SSP_* setting reached it' % os.uname()[1]
-            in lines[0])
+    assert lines[0].startswith('mxnet-ssp: WARNING server['), lines[0]
+    assert ("started over ssh on %s by MXNet's tools/launch.py --launcher ssh" % os.uname()[1]
+            in lines[0]) and '; no MXNET_SSP_* setting reached it' in lines[0]
     assert ('there is no settings file (mxnet_ssp.env in %s, or MXNET_SSP_SETTINGS): using '
             'dist_ssp staleness=3 mode=bounded timeout=300s' % tmp_path) in lines[0]
 

@@ -37,6 +37,7 @@ class Records(logging.Handler):
 def notes(monkeypatch):
     """The records of the 'mxnet_ssp' logger, with the note not yet written in this process."""
     monkeypatch.setattr(sync, '_noted', [])
+    monkeypatch.setattr(sync, '_held', [])
     handler = Records()
     ours = logging.getLogger('mxnet_ssp')
     ours.addHandler(handler)
@@ -44,12 +45,15 @@ def notes(monkeypatch):
     ours.removeHandler(handler)
 
 
-def expected_note(conf):
-    return ("mxnet-ssp: started over ssh on %s and no MXNET_SSP_* setting reached it (MXNet's "
-            'tools/launch.py passes none over ssh; mxnet-ssp-launch passes those of its '
-            'environment) and there is no settings file (mxnet_ssp.env in %s, or '
-            'MXNET_SSP_SETTINGS): using %s, all of them defaults (docs/launch.md)'
-            % (cfg.this_host(), os.getcwd(), conf.describe()))
+def expected_note(conf, by='an ssh session'):
+    return ('mxnet-ssp: started over ssh on %s by %s; no MXNET_SSP_* setting reached it and '
+            'there is no settings file (mxnet_ssp.env in %s, or MXNET_SSP_SETTINGS): using %s, '
+            'all of them defaults (mxnet-ssp-launch passes the settings of its environment; '
+            'docs/launch.md)' % (cfg.this_host(), by, os.getcwd(), conf.describe()))
+
+
+STOCK = ("MXNet's tools/launch.py --launcher ssh (or another launcher that passes no "
+         'MXNET_SSP_* setting over ssh)')
 
 
 @pytest.fixture
@@ -111,7 +115,38 @@ def test_the_note_is_written_when_only_settings_no_file_may_hold_reached_it(note
     say that the job's settings reached the process."""
     conf = cfg.from_env('dist_ssp', environ={})
     sync._note_defaults_once(conf, env)
-    assert notes.messages() == [expected_note(conf)]
+    if env.get('DMLC_ROLE') == 'worker':              # held until the rank is known
+        assert notes.messages() == []
+        cfg.note_worker_defaults(0)
+    by = ('a launcher that set DMLC_JOB_CLUSTER=ssh' if 'DMLC_JOB_CLUSTER' in env else
+          STOCK if 'DMLC_ROLE' in env else 'an ssh session')
+    expected = expected_note(conf, by)
+    if env.get('DMLC_ROLE') == 'worker':
+        expected = expected.replace('mxnet-ssp: ', 'worker[0] ', 1)
+    assert notes.messages() == [expected]
+
+
+@pytest.mark.parametrize('rank', [0, 1, 2])
+def test_a_workers_note_is_said_by_worker_0_only_naming_the_stock_launcher(notes, rank):
+    """Once per job, not once per worker: every worker of a stock ssh job holds the note
+    until its store knows its rank, and only rank 0 says it."""
+    env = dict(SSH, DMLC_ROLE='worker')
+    conf = cfg.from_env('dist_ssp', environ={})
+    sync._note_defaults_once(conf, env)
+    cfg.note_worker_defaults(rank)
+    said = expected_note(conf, STOCK).replace('mxnet-ssp: ', 'worker[0] ', 1)
+    assert notes.messages() == ([said] if rank == 0 else [])
+    cfg.note_worker_defaults(0)                        # nothing more in this process
+    sync._note_defaults_once(conf, env)
+    assert len(notes.messages()) == (1 if rank == 0 else 0)
+
+
+@pytest.mark.parametrize('role', ['worker', 'server', 'scheduler'])
+def test_no_note_under_mxnet_ssp_launch_which_passed_its_settings(notes, role):
+    env = dict(SSH, DMLC_ROLE=role, DMLC_JOB_CLUSTER='ssh', MXNET_SSP_LAUNCH_INDEX='0')
+    sync._note_defaults_once(cfg.from_env('dist_ssp', environ={}), env)
+    cfg.note_worker_defaults(0)
+    assert notes.messages() == []
 
 
 def test_no_note_when_a_settings_file_was_read_even_an_empty_one(notes, tmp_path):
