@@ -39,6 +39,9 @@ NOT_HERE = {
         'needs 4 GPUs, and "python train.py ..." is the reader\'s own script',
     ('docs/many_hosts.md', 'mxnet-ssp-launch -n 2 -s 1 --launcher ssh -H hostfile'):
         'needs hosts reachable over ssh (tests/testbed runs it on emulated hosts, as root)',
+    ('docs/launch.md', 'mxnet-ssp-launch --launcher slurm -n 2 -s 2 python train.py'):
+        'runs inside a Slurm allocation: tests/testbed/test_testbed_slurm.py runs that batch '
+        'script under a real Slurm on emulated hosts, as root',
     ('docs/many_hosts.md', 'sudo mxnet-ssp-testbed run -- mxnet-ssp-launch'):
         'needs root and an emulated cluster (tests/testbed runs it)',
     ('docs/elastic.md', 'mxnet-ssp-launch -n 4 -s 2 --launcher ssh -H hosts --elastic 3 '

@@ -8,6 +8,7 @@ Needs root, iproute2, OpenSSH (the testbed) and Slurm (``apt-get install slurmct
 slurm-client munge``); skipped with one line without them, failed under CI=true (.ci/run
 installs them).
 """
+import json
 import os
 import re
 import shlex
@@ -17,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import JOBS, fail_msg, job_env, need, read_jsonl
+from conftest import JOBS, ROOT, fail_msg, job_env, need, read_jsonl
 from test_testbed_cluster import need_testbed_tools, new_prefix, tb
 
 PY = sys.executable
@@ -212,3 +213,79 @@ def test_scancel_mid_job_leaves_no_process_of_the_job(slurm4, tmp_path):
         assert _job_processes(marker) == [], (tmp_path / 'slurm.out').read_text()
     finally:
         on_login(slurm4, ['scancel', '--signal=KILL', job_id], env, job)
+
+
+#: a user's train.py for the docs' batch script: a few steps of a small model on the store
+#: its --kvstore names; each worker writes its rank and final loss
+TRAIN = '''\
+import argparse, json, os
+import mxnet as mx
+import mxnet_ssp  # noqa: F401
+from mxnet import autograd, gluon, nd
+p = argparse.ArgumentParser()
+p.add_argument('--kvstore', required=True)
+args = p.parse_args()
+kv = mx.kv.create(args.kvstore)
+mx.random.seed(kv.rank)
+net = gluon.nn.Dense(1)
+net.initialize(mx.init.Zero())
+trainer = gluon.Trainer(net.collect_params(), 'sgd', {'learning_rate': 0.1}, kvstore=kv)
+x = nd.random.uniform(shape=(64, 4))
+y = nd.dot(x, nd.array([[1.0], [2.0], [-1.0], [0.5]]))
+losses = []
+for _ in range(30):
+    with autograd.record():
+        loss = ((net(x) - y) ** 2).mean()
+    loss.backward()
+    trainer.step(1)
+    losses.append(float(loss.asscalar()))
+with open('train-%d.json' % kv.rank, 'w') as f:
+    json.dump({'rank': kv.rank, 'type': kv.type, 'first': losses[0], 'last': losses[-1],
+               'host': os.uname()[1]}, f)
+'''
+
+
+def docs_batch_script():
+    """The batch script of docs/launch.md's Slurm section, as written."""
+    with open(os.path.join(ROOT, 'docs', 'launch.md')) as f:
+        text = f.read()
+    section = text[text.index('## Slurm (`--launcher slurm`)'):]
+    return re.search(r'```sh\n(#!/bin/bash\n.*?)```', section, re.S).group(1)
+
+
+def test_the_docs_batch_script_runs_as_written(slurm4, tmp_path):
+    """docs/launch.md's job.sh, submitted with plain `sbatch --wait job.sh` from the directory
+    of train.py (a user's script) and a settings file: its #SBATCH lines ask for the
+    allocation, and mxnet-ssp-launch and python are the active virtual environment's (the
+    "source .../activate" the script leaves to the user is this test's environment: PATH
+    and VIRTUAL_ENV)."""
+    script = docs_batch_script()
+    assert 'mxnet-ssp-launch --launcher slurm -n 2 -s 2 python train.py --kvstore dist_dssp' \
+        in script, script
+    job = tmp_path / 'job'
+    job.mkdir()
+    (job / 'job.sh').write_text(script)
+    (job / 'train.py').write_text(TRAIN)
+    (job / 'mxnet_ssp.env').write_text('MXNET_SSP_STALENESS=1,3\nMXNET_SSP_TIMEOUT=60\n')
+    # the installed commands, as this checkout's (a venv's bin first on PATH)
+    bindir = tmp_path / 'bin'
+    bindir.mkdir()
+    (bindir / 'mxnet-ssp-launch').write_text('#!/bin/sh\nexec %s -m mxnet_ssp.launch "$@"\n'
+                                             % PY)
+    (bindir / 'python').write_text('#!/bin/sh\nexec %s "$@"\n' % PY)
+    for name in ('mxnet-ssp-launch', 'python'):
+        (bindir / name).chmod(0o755)
+    env = slurm_env(tmp_path)
+    env['PATH'] = '%s%s%s' % (bindir, os.pathsep, env['PATH'])
+    env['VIRTUAL_ENV'] = str(tmp_path)
+    proc = on_login(slurm4, ['sbatch', '--wait', '--output=%s' % (tmp_path / 'slurm.out'),
+                             'job.sh'], env, job)
+    text = (tmp_path / 'slurm.out').read_text() if (tmp_path / 'slurm.out').exists() else ''
+    assert proc.returncode == 0, fail_msg(proc) + text
+    assert re.search(r'one srun step per process: host1 s0 w1; host2 s1; host3 w0', text), text
+    results = sorted((json.loads((job / ('train-%d.json' % r)).read_text()) for r in (0, 1)),
+                     key=lambda r: r['rank'])
+    assert [r['type'] for r in results] == ['dist_dssp', 'dist_dssp'], results
+    assert sorted(r['host'] for r in results) == ['host1', 'host3'], results
+    assert all(r['last'] < 0.5 * r['first'] for r in results), results
+    assert 'staleness [1, 3]' in text, text
