@@ -11,6 +11,7 @@ needs (root, iproute2, OpenSSH); skipped without it, failed under CI=true.
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -307,3 +308,34 @@ def test_dmlc_interface_picks_the_second_interface_for_the_controller_and_balanc
     for rank in ranks:
         assert rank['switches'] and sum(rank['log'][-1]['split']) == 128, rank['switches']
     assert ranks[1]['log'][-1]['size'] < ranks[0]['log'][-1]['size']    # worker 1 is slower
+
+
+def test_the_docs_ssh_example_runs_as_written_with_the_active_venvs_python(cluster4, tmp_path):
+    """docs/many_hosts.md's first command, `... --launcher ssh -H hostfile --env PYTHONPATH
+    python train.py --kvstore dist_ssp`, with a bare `python`: over ssh that would be the
+    host's system Python (no mxnet); with a virtual environment active the launcher runs its
+    interpreter on every host and says so."""
+    from test_testbed_slurm import TRAIN
+    with open(os.path.join(ROOT, 'docs', 'many_hosts.md')) as f:
+        block = re.search(r'```\n(mxnet-ssp-launch .*?)```', f.read(), re.S).group(1)
+    command = shlex.split(block.replace('\\\n', ' ').replace('...', ''))
+    assert command[:8] == ['mxnet-ssp-launch', '-n', '2', '-s', '1', '--launcher', 'ssh', '-H']
+    assert command[9:] == ['--env', 'PYTHONPATH', 'python', 'train.py', '--kvstore', 'dist_ssp']
+    venv = sys.prefix
+    if venv == sys.base_prefix or not os.access(os.path.join(venv, 'bin', 'python'), os.X_OK):
+        pytest.skip('the tests do not run in a virtual environment')
+    job = tmp_path / 'job'
+    job.mkdir()
+    (job / 'train.py').write_text(TRAIN)
+    command[8] = os.path.join(cluster4['state_dir'], 'hostfile')
+    env = job_env(tmp_path, VIRTUAL_ENV=venv)
+    env.pop('STOCK_LAUNCH_HOST_IP')
+    env['PATH'] = os.path.join(venv, 'bin') + os.pathsep + env['PATH']
+    argv = [PY, '-m', 'mxnet_ssp.launch'] + command[1:]
+    proc = run_on_login_host(cluster4['prefix'], argv, env, job)
+    assert proc.returncode == 0, fail_msg(proc)
+    assert ('mxnet-ssp-launch: ssh: "python" runs %s on every host (the active virtual '
+            "environment's)" % os.path.join(venv, 'bin', 'python')) in proc.stderr, fail_msg(proc)
+    results = [json.loads((job / ('train-%d.json' % r)).read_text()) for r in (0, 1)]
+    assert all(r['type'] == 'dist_ssp' and r['last'] < 0.5 * r['first'] for r in results), \
+        results
