@@ -6,6 +6,7 @@ tell each copy whether it is the scheduler, a server or a worker::
     mxnet-ssp-launch -n 2 -s 1 --launcher local python train.py --kvstore dist_dssp
     mxnet-ssp-launch -n 4 -H hosts.txt python train.py --kvstore dist_ssp
     mxnet-ssp-launch -n 4 -H hosts.txt --launcher mpi python train.py
+    mxnet-ssp-launch -n 2 -s 2 --launcher slurm python train.py   # in an sbatch script
 
 The flags are those of MXNet's ``tools/launch.py``; this launcher does not use
 ``dmlc_tracker`` (which fails on Python >= 3.9).  What it adds:
@@ -27,8 +28,12 @@ Launchers:
   ``DMLC_PS_ROOT_URI=127.0.0.1``, a free ephemeral port, ``DMLC_NODE_HOST=127.0.0.1``
   and the launcher's whole environment.
 * ``ssh``: the scheduler here; servers and workers round-robin over the
-  hostfile's hosts, each through ``ssh -o StrictHostKeyChecking=no -o
-  BatchMode=yes HOST 'sh -c SCRIPT'``.  The script cd's to ``--sync-dst-dir``
+  hostfile's hosts, each through ``ssh -o BatchMode=yes HOST 'sh -c SCRIPT'`` (host keys
+  checked as the user's ssh configuration says).  Before anything starts every host is
+  logged in to at once (``ConnectTimeout=10``): one that takes no connection ends the
+  launch within 15 s, naming it.  A command starting with a bare ``python`` / ``python3``
+  runs the active virtual environment's interpreter on every host.  The script cd's to
+  ``--sync-dst-dir``
   (after ``rsync -az`` of the current directory to every host) or to the
   current directory, exports the variables (ssh does not carry the
   environment: ``DMLC_*``, ``DMLC_NODE_HOST=HOST``, ``MXNET_SSP_*``,
@@ -36,6 +41,9 @@ Launchers:
   the command; when ssh's stdin (a pipe from the launcher) closes, because the
   launcher stops the job or dies, the script stops the command.
   ``DMLC_PS_ROOT_URI`` is the address this machine uses to reach the first host.
+* ``slurm``: inside a Slurm allocation (sbatch, salloc), the scheduler here and every
+  server and worker as an ``srun --overlap`` step of its own on the allocation's task
+  slots, taken node by node in turns (:mod:`.slurm`); no ssh between nodes.
 * ``mpi``: the scheduler here, then one ``mpirun`` for the servers and one for
   the workers, with the variables passed by ``-x K=V`` (Open MPI) or ``-genv K V``
   (MPICH / Intel MPI), told apart by ``mpirun --version``; ``-H`` is passed on.
@@ -55,7 +63,9 @@ Layout: :mod:`.cli` (the flags, :func:`check_job` for the checks every launcher
 shares, :func:`plan`, ``main``), :mod:`.job` (the checked :class:`Job` and the
 :class:`Plan` every launcher returns), one module per launcher, each with its planner and
 its command lines: :mod:`.local` (:func:`plan_local`), :mod:`.ssh` (:func:`plan_ssh`;
-ssh, the remote script, rsync), :mod:`.mpi` (:func:`plan_mpi`; mpirun and its flavour),
+ssh, the remote script, rsync, the hosts' check), :mod:`.mpi` (:func:`plan_mpi`; mpirun and
+its flavour), :mod:`.slurm` (:func:`plan_slurm`; the allocation, placement, srun),
+:mod:`.stock` (``mxnet-ssp-stock-launch``: MXNet's own launch.py on Python 3.9+),
 then :mod:`.hosts` (the hostfile, addresses, ports), :mod:`.gpus` (the GPU flags),
 :mod:`.settings` (constants, checks before anything starts, each process's environment),
 :mod:`.supervisor` (running and stopping the processes).  The package stays light: it
@@ -67,6 +77,7 @@ from .hosts import Host, parse_hostfile
 from .job import Job, Plan
 from .local import plan_local
 from .mpi import mpi_argv, mpi_flavor, plan_mpi
+from .slurm import plan_slurm
 from .settings import (ENV_LAUNCH_INDEX, ENV_MPIRUN, ENV_SSH_ARGS, EXIT_FAILED, EXIT_TIMEOUT,
                        EXIT_USAGE, PROG, SSH_BASE, LaunchError, find_kvstore_names,
                        parse_env_items, role_settings, validate_settings)
@@ -74,7 +85,7 @@ from .ssh import plan_ssh, remote_script, rsync_argv, ssh_argv
 from .supervisor import Spec, Supervisor
 
 __all__ = ['main', 'build_parser', 'check_job', 'plan', 'Job', 'Plan', 'plan_local', 'plan_ssh',
-           'plan_mpi', 'parse_env_items', 'find_kvstore_names', 'validate_settings',
+           'plan_mpi', 'plan_slurm', 'parse_env_items', 'find_kvstore_names', 'validate_settings',
            'parse_hostfile', 'remote_script', 'ssh_argv', 'rsync_argv', 'mpi_argv',
            'mpi_flavor', 'Spec', 'Supervisor', 'LaunchError', 'Host', 'role_settings', 'PROG',
            'ENV_LAUNCH_INDEX', 'ENV_MPIRUN', 'ENV_SSH_ARGS', 'EXIT_FAILED', 'EXIT_USAGE',

@@ -37,7 +37,8 @@ def build_parser():
         prog=PROG,
         description='Launch an MXNet parameter-server job (1 scheduler, S servers, N workers) '
                     'running COMMAND in every process, and supervise it.',
-        epilog='Exit codes: 0 all processes exited 0; 1 a process failed; 2 bad usage or '
+        epilog='Exit codes: 0 all processes exited 0; 1 a process failed (ssh: or a host '
+               'took no login, nothing started); 2 bad usage or '
                'setting (nothing started); 124 --timeout expired; 130/143 stopped by '
                'SIGINT/SIGTERM.  Extra ssh options: %s (e.g. "-F ssh_config"); mpirun '
                'program: %s.' % (ENV_SSH_ARGS, ENV_MPIRUN))
