@@ -15,6 +15,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -339,3 +340,59 @@ def test_the_docs_ssh_example_runs_as_written_with_the_active_venvs_python(clust
     results = [json.loads((job / ('train-%d.json' % r)).read_text()) for r in (0, 1)]
     assert all(r['type'] == 'dist_ssp' and r['last'] < 0.5 * r['first'] for r in results), \
         results
+
+
+#: run in a host's namespace: a listener on ADDRESS:PORT whose queue is full (the kernel then
+#: drops every further SYN: no answer, no refusal), until stdin closes
+SILENT_LISTENER = '''\
+import socket, sys
+address, port = sys.argv[1], int(sys.argv[2])
+listener = socket.socket()
+listener.bind((address, port))
+listener.listen(0)
+held = []
+while True:
+    c = socket.socket()
+    c.settimeout(1.0)
+    try:
+        c.connect((address, port))
+    except socket.timeout:
+        break
+    held.append(c)
+print('ready', flush=True)
+sys.stdin.read()
+'''
+
+
+def test_a_host_that_takes_no_connection_ends_the_ssh_launch_within_15_s_naming_it(
+        cluster4, tmp_path):
+    """host3 at a port whose listen queue is full (the kernel drops every SYN: the host
+    answers ARP, never a SYN, as a wedged or firewalled one): the launch from host0 ends
+    before anything starts, in one line naming the host and ssh's error."""
+    host3 = cluster4['hosts'][3]
+    port = 2222
+    listener = subprocess.Popen(['ip', 'netns', 'exec', host3['namespace'], PY, '-c',
+                                 SILENT_LISTENER, host3['address'], str(port)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert listener.stdout.readline().strip() == 'ready'
+        hostfile = tmp_path / 'hosts'
+        hostfile.write_text('%s\n%s\n%s:%d\n' % (cluster4['hosts'][1]['address'],
+                                                  cluster4['hosts'][2]['address'],
+                                                  host3['address'], port))
+        argv = [PY, '-m', 'mxnet_ssp.launch', '-n', '3', '-s', '1', '--launcher', 'ssh',
+                '-H', str(hostfile), PY, '-c', 'pass']
+        started = time.monotonic()
+        proc = run_on_login_host(cluster4['prefix'], argv, job_env(tmp_path), tmp_path,
+                                 timeout=60)
+        took = time.monotonic() - started
+    finally:
+        listener.stdin.close()
+        listener.wait(timeout=30)
+    assert proc.returncode == 1, fail_msg(proc)
+    lines = [ln for ln in proc.stderr.splitlines() if 'ssh connection' in ln]
+    assert lines == ['mxnet-ssp-launch: host %s takes no ssh connection: ssh: connect to host '
+                     '%s port %d: Connection timed out — nothing started'
+                     % (host3['address'], host3['address'], port)], fail_msg(proc)
+    assert 'ssh job:' not in proc.stderr, fail_msg(proc)
+    assert took < 15, (took, fail_msg(proc))
