@@ -93,7 +93,7 @@ def _ipv4(name, addr):
                           % (name, addr, err)) from None
 
 
-def node_addresses(nodelist, environ):
+def node_addresses(nodelist):
     """{node name: NodeAddr} of the nodes of `nodelist`, from ``scontrol -o show node``."""
     out = _run(['scontrol', '-o', 'show', 'node', nodelist], 'read the nodes\' addresses')
     addresses = {}
@@ -125,7 +125,7 @@ def read_allocation(environ):
         raise LaunchError('--launcher slurm: %s=%s names %s but %s=%s counts %s'
                           % (NODELIST, nodelist, plural(len(names), 'node'), TASKS_PER_NODE,
                              environ.get(TASKS_PER_NODE), plural(len(counts), 'node')))
-    addresses = node_addresses(nodelist, environ)
+    addresses = node_addresses(nodelist)
     nodes = [Node(n, _ipv4(n, addresses.get(n, n)), c) for n, c in zip(names, counts)]
     return Allocation(job_id, nodes)
 
@@ -153,8 +153,8 @@ def srun_argv(node, command):
 
     ``--overlap``: the step shares the allocation's CPUs with the other steps (every process
     of the job runs at once); ``--input=none``: no step reads the launcher's stdin;
-    ``--kill-on-bad-exit=1`` and ``--wait=0``: Slurm itself ends nothing else, the launcher
-    decides (as under ssh)."""
+    ``--kill-on-bad-exit=1``: a failed task ends its own step (and srun) at once; what
+    happens to the other steps, the launcher decides (as under ssh)."""
     return ['srun', '--overlap', '--nodes=1', '--ntasks=1', '--nodelist=%s' % node.name,
             '--input=none', '--kill-on-bad-exit=1', '--quiet',
             '--job-name=mxnet-ssp'] + list(command)

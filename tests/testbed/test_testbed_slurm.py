@@ -50,11 +50,29 @@ def slurm4():
         assert proc.returncode == 0, fail_msg(proc)
         assert re.search(r'every node idle [\d.]+ s after the start', proc.stdout), proc.stdout
         state_dir = '/run/%stestbed' % prefix
+        status = tb(prefix, 'status')
+        assert status.returncode == 0 and 'slurm: munged, slurmctld and 3 slurmd running' \
+            in status.stdout, fail_msg(status)
         yield {'prefix': prefix, 'state_dir': state_dir,
                'slurm_conf': os.path.join(state_dir, 'slurm', 'slurm.conf')}
     finally:
         down = tb(prefix, 'down')
         assert down.returncode == 0, fail_msg(down)
+
+
+def test_up_slurm_without_slurm_is_refused_naming_the_packages(monkeypatch, capsys):
+    """No root needed: the check comes before anything is made."""
+    from mxnet_ssp.testbed import cli, cluster, slurm
+    assert slurm.missing_programs(which=lambda name: None) == [
+        'munge', 'slurm-client', 'slurmctld', 'slurmd', 'util-linux']
+    monkeypatch.setattr(cluster, 'preflight', lambda verb: None)
+    monkeypatch.setattr(cluster, 'find_sshd', lambda: '/usr/sbin/sshd')
+    monkeypatch.setattr(slurm, 'missing_programs', lambda: ['slurmd'])
+    monkeypatch.setattr(cluster, 'up', lambda *a, **k: pytest.fail('up ran'))
+    assert cli.main(['up', '--hosts', '3', '--slurm', '--prefix', 'zz-']) == 2
+    assert capsys.readouterr().err == (
+        'mxnet-ssp-testbed: --slurm: the packages slurmd are not installed; accepted: an '
+        'installed Slurm (apt-get install slurmctld slurmd slurm-client munge)\n')
 
 
 def on_login(cluster, argv, env, cwd, timeout=150):

@@ -489,7 +489,13 @@ def status(prefix):
         say('hostfile %s; ssh config %s' % (os.path.join(directory, 'hostfile'),
                                             os.path.join(directory, 'ssh_config')))
     if state.get('slurm_conf'):
-        say('slurm: SLURM_CONF=%s' % state['slurm_conf'])
+        from .slurm import daemon_pids
+        daemons = daemon_pids(directory, [h['name'] for h in state['hosts'][1:]])
+        down_ones = [name for name, pid in daemons.items() if pid is None or not _alive(pid)]
+        healthy = healthy and not down_ones
+        say('slurm: %s; SLURM_CONF=%s' % ('%s NOT RUNNING' % ', '.join(down_ones) if down_ones
+                                          else 'munged, slurmctld and %d slurmd running'
+                                          % (len(daemons) - 2), state['slurm_conf']))
     return 0 if healthy else 1
 
 

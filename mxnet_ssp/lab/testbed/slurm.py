@@ -10,7 +10,8 @@ a UTS namespace, with the host's own name (slurmctld refuses to start unless its
 * slurmd 22.05 always loads a cgroup plugin and needs a cgroup file system: each slurmd runs in
   a mount namespace of its own with a private tmpfs on /sys/fs/cgroup holding a named v1
   hierarchy (nothing of the machine's cgroups is touched);
-* munged wants its directory mode 755 (and its key 0400);
+* munged wants its directory mode 755, every directory above it enterable by all (the state
+  directory becomes 0711) and its key 0400;
 * a node declared with more CPUs than the machine has stays "inval" unless
   ``SlurmdParameters=config_overrides``;
 * ``ProctrackType=proctrack/linuxproc`` (no cgroups): a step's processes are found by parentage,
@@ -114,8 +115,11 @@ def start(plan, directory, environ=None):
     os.makedirs(os.path.join(d, 'ctld'), exist_ok=True)
     for h in plan.hosts[1:]:
         os.makedirs(os.path.join(d, h.name), exist_ok=True)
-    for path in (directory, d, os.path.join(d, 'munge')):
-        os.chmod(path, 0o755)                    # munged refuses a directory it cannot trust
+    # munged refuses a socket whose directories not everyone may enter: the state directory
+    # becomes 0711 (entered, not listed), its own 0755
+    os.chmod(directory, 0o711)
+    for path in (d, os.path.join(d, 'munge')):
+        os.chmod(path, 0o755)
     key = os.path.join(d, 'munge', 'munge.key')
     with open(key, 'wb') as f:
         f.write(os.urandom(1024))
@@ -144,6 +148,22 @@ def start(plan, directory, environ=None):
                       % (h.name, _CGROUP, h.name), os.path.join(d, h.name, 'slurmd.out'), env)
     _wait_idle(plan, directory, env)
     return time.monotonic() - started
+
+
+def daemon_pids(directory, compute_hosts):
+    """{daemon: pid or None} from the pid files: munged, slurmctld, slurmd of each host."""
+    d = slurm_dir(directory)
+    files = {'munged': os.path.join(d, 'munge', 'munged.pid'),
+             'slurmctld': os.path.join(d, 'ctld', 'slurmctld.pid')}
+    files.update(('slurmd of %s' % h, os.path.join(d, h, 'slurmd.pid')) for h in compute_hosts)
+    pids = {}
+    for name, path in files.items():
+        try:
+            with open(path) as f:
+                pids[name] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pids[name] = None
+    return pids
 
 
 def _wait_for(path, daemon, log, within=20.0):
