@@ -31,6 +31,7 @@ TOOLS = {
     'mxnet-ssp-compare': 'mxnet_ssp.lab.compare_paradigms',
     'mxnet-ssp-reproduce': 'mxnet_ssp.lab.reproduce',
     'mxnet-ssp-launch': 'mxnet_ssp.launch',
+    'mxnet-ssp-stock-launch': 'mxnet_ssp.launch.stock',
     'mxnet-ssp-advise': 'mxnet_ssp.lab.cluster_model.advise',
     'mxnet-ssp-testbed': 'mxnet_ssp.lab.testbed',
 }
@@ -113,6 +114,8 @@ def test_tools_run_outside_the_checkout(tmp_path):
         return proc
 
     assert 'usage:' in run('mxnet-ssp-launch', '--help').stdout
+    # MXNet's own launch.py, from the installed wheel, on this Python
+    assert '--num-workers' in run('mxnet-ssp-stock-launch', '--help').stdout
 
     # the reproduction finds the training script as a module and reads its flags
     # (--no-progress is passed only when its --help lists it)
