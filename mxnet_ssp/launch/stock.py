@@ -10,7 +10,8 @@ differences:
 * the stock launcher runs as a child of this process, which is the subreaper of everything
   below it (Linux): when the stock launcher ends (done, crashed, killed), every process left
   below this one (the scheduler the tracker started here, local servers and workers, ssh
-  clients) gets SIGTERM, then SIGKILL 5 s later; the stock tracker alone leaves its scheduler
+  clients) gets SIGTERM, then SIGKILL 5 s later (after the stock launcher exited 0: once
+  they had 30 s to end on their own); the stock tracker alone leaves its scheduler
   running when it dies.  SIGINT / SIGTERM / SIGHUP are passed on to the stock launcher.
 
 ``STOCK_LAUNCH_HOST_IP=ADDRESS`` makes the tracker advertise ADDRESS (it has no flag for it and
@@ -37,6 +38,7 @@ PROG = 'mxnet-ssp-stock-launch'
 ENV_HOST_IP = 'STOCK_LAUNCH_HOST_IP'
 _CHILD = '--mxnet-ssp-stock-child'
 GRACE = 5.0
+FINISH_WAIT = 30.0
 
 
 def _pin_tracker_address(address):
@@ -129,10 +131,15 @@ def _reap():
             return
 
 
-def stop_descendants(grace=GRACE):
-    """SIGTERM, then SIGKILL `grace` seconds later, every process left below this one; return
-    the pids still alive after that."""
+def stop_descendants(grace=GRACE, wait_first=0.0):
+    """Wait up to `wait_first` seconds for the processes left below this one to end on their
+    own, then SIGTERM them, then SIGKILL `grace` seconds later; return the pids still alive
+    after that."""
     me = os.getpid()
+    deadline = time.monotonic() + wait_first
+    while descendants(me) and time.monotonic() < deadline:
+        _reap()
+        time.sleep(0.05)              # polling the processes' end with a deadline
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in descendants(me):
             try:
@@ -170,10 +177,13 @@ def main(argv=None):
             pass
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    rc = None
     try:
         rc = child.wait()
     finally:
-        left = stop_descendants()
+        # a job that ended well: its last processes (ssh clients of remote workers still
+        # writing their results) get FINISH_WAIT seconds to end on their own
+        left = stop_descendants(wait_first=FINISH_WAIT if rc == 0 and not got else 0.0)
         for s, handler in old.items():
             signal.signal(s, handler)
         if left:
