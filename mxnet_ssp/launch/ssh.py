@@ -128,7 +128,8 @@ def check_hosts(job, timeout=SSH_CONNECT_TIMEOUT, stream=None):
     probe = 'test -x %s' % shlex.quote(python) if python else 'true'
     procs = []
     for host in {h.name: h for h in hosts}.values():
-        argv = list(SSH_BASE) + ['-o', 'ConnectTimeout=%d' % timeout] + list(ssh_args)
+        # after the user's options: ssh takes the first value given, so theirs wins
+        argv = list(SSH_BASE) + list(ssh_args) + ['-o', 'ConnectTimeout=%d' % timeout]
         if host.port:
             argv += ['-p', str(host.port)]
         procs.append((host, subprocess.Popen(argv + [host.name, probe],
