@@ -245,8 +245,9 @@ def test_local_env_of_each_role(tmp_path, clean_env, capfd):
 
 def test_local_env_matches_mxnets_stock_launch_py(tmp_path, clean_env, capfd):
     """Every DMLC_* variable MXNet's own tools/launch.py --launcher local gives a process of
-    each role (run through mxnet-ssp-stock-launch, python -m mxnet_ssp.launch.stock), ours gives too, with the same value
-    (but the scheduler address and port, which differ per job)."""
+    each role (run through mxnet-ssp-stock-launch: python -m mxnet_ssp.launch.stock), ours
+    gives too, with the same value (but the scheduler address and port, which differ per
+    job)."""
     script = write(tmp_path, 'dump.py', DUMP_ENV)
     dumps = {}
     for name, run in (('stock', _stock_local), ('ours', _our_local)):
