@@ -32,7 +32,7 @@ FAIL_WITHIN_S = 30.0
 
 
 def need_slurm():
-    from mxnet_ssp.testbed.slurm import missing_programs
+    from mxnet_ssp.lab.testbed.slurm import missing_programs
     missing = missing_programs()
     if missing:
         need('Slurm (the packages %s)' % ', '.join(missing), SLURM_INSTALL)
@@ -62,7 +62,7 @@ def slurm4():
 
 def test_up_slurm_without_slurm_is_refused_naming_the_packages(monkeypatch, capsys):
     """No root needed: the check comes before anything is made."""
-    from mxnet_ssp.testbed import cli, cluster, slurm
+    from mxnet_ssp.lab.testbed import cli, cluster, slurm
     assert slurm.missing_programs(which=lambda name: None) == [
         'munge', 'slurm-client', 'slurmctld', 'slurmd', 'util-linux']
     monkeypatch.setattr(cluster, 'preflight', lambda verb: None)
@@ -77,7 +77,7 @@ def test_up_slurm_without_slurm_is_refused_naming_the_packages(monkeypatch, caps
 
 def on_login(cluster, argv, env, cwd, timeout=150):
     """Run `argv` on host0 (``mxnet-ssp-testbed run``, which sets SLURM_CONF)."""
-    return subprocess.run([PY, '-m', 'mxnet_ssp.testbed', '--prefix', cluster['prefix'], 'run',
+    return subprocess.run([PY, '-m', 'mxnet_ssp.lab.testbed', '--prefix', cluster['prefix'], 'run',
                            '--'] + list(argv), env=env, cwd=str(cwd), stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=timeout)
 
