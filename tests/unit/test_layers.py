@@ -54,7 +54,8 @@ THIRD_PARTY = {
     'controller': set(),
     'cpu_record': set(),
     'lab.cluster_model': {'numpy'},
-    'launch': set(),
+    # launch/stock.py runs MXNet's own launcher: the tracker that ships inside the mxnet wheel
+    'launch': {'dmlc_tracker'},
     '_cli': set(),
     'lab.training_flags': {'gluoncv'},      # only to look up a model zoo name it cannot parse
     'lab.testbed': set(),
