@@ -19,12 +19,12 @@ together), a process that could not be started, or a job whose workers all finis
 This module must stay light: the standard library and :mod:`mxnet_ssp.config` only.
 """
 import shlex
-import subprocess
 import time
 
 from ..config import ENV_RESTART, read
 from .hosts import parse_hostfile
-from .settings import (ENV_SSH_ARGS, EXIT_FAILED, EXIT_TIMEOUT, SSH_BASE, LaunchError, say)
+from .settings import ENV_SSH_ARGS, EXIT_FAILED, EXIT_TIMEOUT, LaunchError, say
+from .ssh import reach_hosts
 from .supervisor import Supervisor
 
 __all__ = ['MAX_JOB_RESTARTS', 'PROBE_TIMEOUT', 'attempt_job', 'probe_hosts', 'replace_hosts',
@@ -47,40 +47,20 @@ def attempt_job(job, number):
 
 def probe_hosts(hosts, environ, timeout=PROBE_TIMEOUT):
     """{host name: None if ssh reached it, else why not} for the :class:`.hosts.Host` list
-    `hosts`, probed at once in parallel (``ssh -o ConnectTimeout=T HOST true``); blocking,
-    at most about 2 x `timeout` seconds."""
+    `hosts`, probed at once in parallel (``ssh -o ConnectTimeout=T HOST true``, the hosts'
+    check of :func:`.ssh.reach_hosts`); blocking, at most about `timeout` + 5 seconds."""
     try:
         ssh_args = shlex.split(read(ENV_SSH_ARGS, environ))
     except ValueError:
         ssh_args = []
-    probes = {}
-    for host in hosts:
-        argv = list(SSH_BASE) + ssh_args + ['-o', 'ConnectTimeout=%d' % timeout]
-        if host.port:
-            argv += ['-p', str(host.port)]
-        argv += [host.name, 'true']
-        try:
-            probes[host.name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                                 stdout=subprocess.DEVNULL,
-                                                 stderr=subprocess.PIPE, env=environ)
-        except OSError as err:
-            probes[host.name] = err
     out = {}
-    deadline = time.monotonic() + 2 * timeout
-    for name, probe in probes.items():
-        if isinstance(probe, OSError):
-            out[name] = 'cannot run ssh: %s' % probe
-            continue
-        try:
-            _, err = probe.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            probe.kill()
-            probe.communicate()
-            out[name] = 'no answer within %d s' % (2 * timeout)
-            continue
-        text = err.decode('utf-8', 'replace').strip().splitlines()
-        out[name] = None if probe.returncode == 0 else (
-            'ssh exited with code %d%s' % (probe.returncode, ': ' + text[-1] if text else ''))
+    for name, result in reach_hosts(hosts, ssh_args, 'true', timeout).items():
+        if result is None:
+            out[name] = None
+        else:
+            code, why = result
+            out[name] = why if code is None else (
+                'ssh exited with code %d%s' % (code, ': ' + why if why else ''))
     return out
 
 

@@ -117,6 +117,44 @@ def ssh_settings(job):
     return hosts, ssh_args
 
 
+def reach_hosts(hosts, ssh_args, command='true', timeout=SSH_CONNECT_TIMEOUT):
+    """Run `command` on every :class:`.hosts.Host` of `hosts` over ssh, all at once
+    (``ConnectTimeout`` `timeout`, after the user's `ssh_args`: ssh takes the first value
+    given, so theirs wins).  Returns {host name: None if it exited 0, else (ssh's exit code,
+    its last line of stderr)}; a host that takes no connection is given up `timeout` + 5 s
+    after the start (code None, 'no answer within ... s')."""
+    procs = []
+    for host in {h.name: h for h in hosts}.values():
+        argv = list(SSH_BASE) + list(ssh_args) + ['-o', 'ConnectTimeout=%d' % timeout]
+        if host.port:
+            argv += ['-p', str(host.port)]
+        try:
+            procs.append((host, subprocess.Popen(argv + [host.name, command],
+                                                 stdin=subprocess.DEVNULL,
+                                                 stdout=subprocess.DEVNULL,
+                                                 stderr=subprocess.PIPE, text=True,
+                                                 start_new_session=True)))
+        except OSError as err:
+            procs.append((host, err))
+    deadline = time.monotonic() + timeout + 5
+    out = {}
+    for host, proc in procs:
+        if isinstance(proc, OSError):
+            out[host.name] = (None, 'cannot run ssh: %s' % proc)
+            continue
+        try:
+            _, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            out[host.name] = (None, 'no answer within %d s' % (timeout + 5))
+            continue
+        lines = [line for line in (err or '').strip().splitlines() if line.strip()]
+        out[host.name] = None if proc.returncode == 0 else (
+            proc.returncode, lines[-1] if lines else '')
+    return out
+
+
 def check_hosts(job, timeout=SSH_CONNECT_TIMEOUT, stream=None):
     """Before anything starts: ssh to every host of an ssh `job` at once (``ConnectTimeout``
     `timeout`) and run ``true`` there (``test -x`` of the interpreter :func:`remote_python`
@@ -126,38 +164,20 @@ def check_hosts(job, timeout=SSH_CONNECT_TIMEOUT, stream=None):
     hosts, ssh_args = ssh_settings(job)
     python = remote_python(job.command, job.environ)
     probe = 'test -x %s' % shlex.quote(python) if python else 'true'
-    procs = []
-    for host in {h.name: h for h in hosts}.values():
-        # after the user's options: ssh takes the first value given, so theirs wins
-        argv = list(SSH_BASE) + list(ssh_args) + ['-o', 'ConnectTimeout=%d' % timeout]
-        if host.port:
-            argv += ['-p', str(host.port)]
-        procs.append((host, subprocess.Popen(argv + [host.name, probe],
-                                             stdin=subprocess.DEVNULL,
-                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                             text=True, start_new_session=True)))
-    deadline = time.monotonic() + timeout + 5
     failed = []
-    for host, proc in procs:
-        try:
-            _, err = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-            err = 'no answer within %d s' % (timeout + 5)
-        lines = [line for line in (err or '').strip().splitlines() if line.strip()]
-        why = lines[-1] if lines else ''
-        if proc.returncode == 0:
+    for name, result in reach_hosts(hosts, ssh_args, probe, timeout).items():
+        if result is None:
             continue
-        if proc.returncode == 255 or proc.returncode < 0:
-            failed.append('host %s takes no ssh connection: %s' % (host.name, why or
-                                                                  'ssh exited with code 255'))
+        code, why = result
+        if code is None or code == 255 or code < 0:
+            failed.append('host %s takes no ssh connection: %s' % (name, why or
+                                                              'ssh exited with code 255'))
         elif python:
             failed.append('host %s has no %s (the interpreter "%s" stands for over ssh: give '
-                          'the one to use by its path)' % (host.name, python, job.command[0]))
+                          'the one to use by its path)' % (name, python, job.command[0]))
         else:
             failed.append('host %s: ssh ran "true" there and it exited with code %d: %s'
-                          % (host.name, proc.returncode, why))
+                          % (name, code, why))
     for line in failed:
         say('%s — nothing started' % line, stream)
     return EXIT_FAILED if failed else 0
