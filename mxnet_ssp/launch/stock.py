@@ -33,6 +33,8 @@ import sys
 import threading
 import time
 
+from .supervisor import live_processes
+
 
 PROG = 'mxnet-ssp-stock-launch'
 ENV_HOST_IP = 'STOCK_LAUNCH_HOST_IP'
@@ -98,21 +100,8 @@ def _set_subreaper():
 def descendants(pid):
     """The live (not zombie) descendants of process `pid`, read from /proc."""
     children = {}
-    try:
-        names = os.listdir('/proc')
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open('/proc/%s/stat' % name, 'rb') as f:
-                data = f.read()
-            fields = data[data.rindex(b')') + 2:].split()
-        except (OSError, ValueError):
-            continue
-        if fields[0] not in (b'Z', b'X'):
-            children.setdefault(int(fields[1]), []).append(int(name))
+    for child, parent, _ in live_processes() or ():
+        children.setdefault(parent, []).append(child)
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):

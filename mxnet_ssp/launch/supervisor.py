@@ -45,19 +45,16 @@ class Spec:
         return '%s #%d (launch index; pid %d)' % (self.role, self.index, pid)
 
 
-def session_pids(sids):
-    """{sid: [pid, ...]}: the running (not zombie) processes of the sessions `sids`.
-
-    Read from /proc; None where there is no /proc (then only process groups
-    are used to find a job's processes).
-    """
+def live_processes():
+    """(pid, ppid, sid) of every live (not zombie) process, read from /proc; None where
+    there is no /proc."""
     try:
         names = os.listdir('/proc')
     except OSError:
         return None
     if 'self' not in names:
         return None
-    out = {sid: [] for sid in sids}
+    out = []
     for name in names:
         if not name.isdigit():
             continue
@@ -65,11 +62,27 @@ def session_pids(sids):
             with open('/proc/%s/stat' % name, 'rb') as f:
                 data = f.read()
             fields = data[data.rindex(b')') + 2:].split()   # state ppid pgrp session ...
-            state, sid = fields[0], int(fields[3])
+            state, ppid, sid = fields[0], int(fields[1]), int(fields[3])
         except (OSError, ValueError, IndexError):
             continue
-        if sid in out and state not in (b'Z', b'X'):
-            out[sid].append(int(name))
+        if state not in (b'Z', b'X'):
+            out.append((int(name), ppid, sid))
+    return out
+
+
+def session_pids(sids):
+    """{sid: [pid, ...]}: the running (not zombie) processes of the sessions `sids`.
+
+    Read from /proc; None where there is no /proc (then only process groups
+    are used to find a job's processes).
+    """
+    processes = live_processes()
+    if processes is None:
+        return None
+    out = {sid: [] for sid in sids}
+    for pid, _, sid in processes:
+        if sid in out:
+            out[sid].append(pid)
     return out
 
 
