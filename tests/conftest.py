@@ -217,6 +217,24 @@ def session_pids(session, role=None):
     return pids
 
 
+def pids_with_env(wanted):
+    """Pids of the processes whose environment holds every NAME=VALUE of `wanted` (a dict),
+    read from /proc (a process that ended while it was read is left out)."""
+    items = [('%s=%s' % kv).encode() for kv in wanted.items()]
+    pids = []
+    for name in os.listdir('/proc'):
+        if not name.isdigit():
+            continue
+        try:
+            with open('/proc/%s/environ' % name, 'rb') as f:
+                env = set(f.read().split(b'\0'))
+        except OSError:
+            continue
+        if all(item in env for item in items):
+            pids.append(int(name))
+    return pids
+
+
 def run_stock_launch(tmp_path, command, workers=2, servers=1, timeout=180, env=None,
                      until='launcher', workers_left=0, reported=0):
     """Run `command` under MXNet's stock tools/launch.py (mxnet-ssp-stock-launch) on loopback.

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import fail_msg, job_env
+from conftest import fail_msg, job_env, pids_with_env
 
 pytestmark = pytest.mark.integration
 
@@ -35,18 +35,9 @@ def _train(save, epochs, extra=()):
 
 def _worker_pid(token, index):
     """The pid of worker #index (launch index) of the job whose processes carry `token`."""
-    for name in os.listdir('/proc'):
-        if not name.isdigit():
-            continue
-        try:
-            with open('/proc/%s/environ' % name, 'rb') as f:
-                env = dict(item.split(b'=', 1) for item in f.read().split(b'\0') if b'=' in item)
-        except OSError:
-            continue
-        if (env.get(TOKEN.encode()) == token.encode() and env.get(b'DMLC_ROLE') == b'worker'
-                and env.get(b'MXNET_SSP_LAUNCH_INDEX') == str(index).encode()):
-            return int(name)
-    return None
+    pids = pids_with_env({TOKEN: token, 'DMLC_ROLE': 'worker',
+                          'MXNET_SSP_LAUNCH_INDEX': str(index)})
+    return pids[0] if pids else None
 
 
 def _iterations(save):

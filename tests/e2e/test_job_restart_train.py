@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from conftest import fail_msg, job_env, read_jsonl
+from conftest import fail_msg, job_env, pids_with_env, read_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -42,17 +42,8 @@ def _launch(restarts):
 
 
 def _pid_of(token, role):
-    for name in os.listdir('/proc'):
-        if not name.isdigit():
-            continue
-        try:
-            with open('/proc/%s/environ' % name, 'rb') as f:
-                env = dict(item.split(b'=', 1) for item in f.read().split(b'\0') if b'=' in item)
-        except OSError:
-            continue
-        if env.get(TOKEN.encode()) == token.encode() and env.get(b'DMLC_ROLE') == role.encode():
-            return int(name)
-    return None
+    pids = pids_with_env({TOKEN: token, 'DMLC_ROLE': role})
+    return pids[0] if pids else None
 
 
 def _iterations(save, rank=0):
