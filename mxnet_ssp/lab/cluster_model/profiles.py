@@ -32,6 +32,10 @@ from ...core.rates import RATE_FORMS, RateError, format_rate, link_seconds, pars
 __all__ = ['Scenario', 'ComputeStream', 'SCENARIOS', 'SPEC_KEYS', 'SPEC_EXAMPLE',
            'get_scenario', 'parse_spec', 'load_file', 'ScenarioError', 'LAB_STEP_BYTES']
 
+#: The run (iterations per worker) that a pinned episode's share refers to, unless a spec says
+#: (``run_iterations``): the advisor's default run, 2,000 iterations of the slowest worker.
+DEFAULT_RUN_ITERATIONS = 2000
+
 #: Bytes one worker sends up (its gradients) and receives down (the weights) per step in
 #: the lab's task: the MLP 784-256-128-10 (mxnet_ssp/lab/training/models.py) has
 #: 784 x 256 + 256 + 256 x 128 + 128 + 128 x 10 + 10 = 235,146 float32 parameters.  What
@@ -67,6 +71,13 @@ class Scenario:
         then run on loopback.  With links, the lab runs each worker on an emulated host of
         its own behind a link of that rate (both directions, tbf), the scheduler and the
         servers on a host of their own (:mod:`mxnet_ssp.lab.testbed.place`).
+    pins : tuple of (rank, factor, start, end)
+        Episodes pinned to a worker: worker `rank` computes `factor` times longer from
+        iteration ``start * run_iterations`` to before ``end * run_iterations`` (start and end
+        are shares of the run, 0 <= start < end <= 1), e.g. ``(3, 4.0, 0.35, 0.65)``: worker
+        3 is 4x slower for the middle 30% of its iterations.
+    run_iterations : int
+        The run's iterations per worker that the pins' shares refer to.
     """
     name: str
     description: str
@@ -78,6 +89,8 @@ class Scenario:
     episode_factor: float = 1.0
     episode_length: tuple = (0, 0)
     links: tuple = ()
+    pins: tuple = ()
+    run_iterations: int = DEFAULT_RUN_ITERATIONS
 
     def factor(self, rank):
         """The persistent slowdown of worker `rank` (1.0 for a normal worker)."""
@@ -107,6 +120,20 @@ class Scenario:
         """The largest persistent slowdown (1.0 if none)."""
         return max([1.0] + [f for _, f in self.slow])
 
+    def pinned_factor(self, rank, iteration):
+        """The slowdown of the pinned episodes (:attr:`pins`) of worker `rank` at its
+        `iteration` (counted from 0); 1.0 outside them."""
+        factor = 1.0
+        for r, f, start, end in self.pins:
+            if r == rank and start * self.run_iterations <= iteration < end * self.run_iterations:
+                factor *= f
+        return factor
+
+    def pinned_mean(self, rank):
+        """The mean slowdown that worker `rank`'s pinned episodes add over the run."""
+        return 1.0 + sum((f - 1.0) * (end - start) for r, f, start, end in self.pins
+                         if r == rank)
+
     @property
     def mean_episode_factor(self):
         """The long-run mean slowdown that episodes add (1.0 without them): the share of
@@ -133,6 +160,9 @@ class Scenario:
                       'episode_length=%d-%d' % tuple(self.episode_length)]
         if self.links:
             parts.append('links=%s' % ':'.join(format_rate(b) for b in self.links))
+        if self.pins:
+            parts.append('pin=%s' % ';'.join(_pin_text(p) for p in self.pins))
+            parts.append('run_iterations=%d' % self.run_iterations)
         return ','.join(parts)
 
     def summary(self):
@@ -146,6 +176,11 @@ class Scenario:
                                         + (self.episode_rate,)))
         if self.links:
             parts.append('links %s' % ':'.join(format_rate(b) for b in self.links))
+        for rank, factor, start, end in self.pins:
+            parts.append('worker %d x%g for iterations %d-%d of %d (%g%%-%g%% of the run)' % (
+                rank, factor, int(math.ceil(start * self.run_iterations)),
+                int(math.ceil(end * self.run_iterations)) - 1, self.run_iterations,
+                100 * start, 100 * end))
         return ', '.join(parts)
 
 
@@ -162,10 +197,14 @@ class ComputeStream:
         self.base = scenario.base_s * scenario.factor(rank)
         self._rng = random.Random('%s:%s:%d' % (scenario.name, seed, rank))
         self.episode_left = 0          # iterations left in the current slow episode
+        self.iteration = 0             # iterations drawn so far (the pinned episodes' clock)
 
     def next(self, scale=1.0):
         sc, rng = self.scenario, self._rng
         t = self.base
+        if sc.pins:
+            t *= sc.pinned_factor(self.rank, self.iteration)
+        self.iteration += 1
         if sc.episode_rate:
             if self.episode_left == 0 and rng.random() < sc.episode_rate:
                 self.episode_left = rng.randint(*sc.episode_length)
@@ -242,6 +281,13 @@ SPEC_KEYS = {
                       '100000 (spec: A-B; file: [A, B])',
     'links': "each rank's link rate, one per worker, each " + RATE_FORMS + " (spec: "
              "1gbit:1gbit:1gbit:100mbit; file: a list); default none (the job on loopback)",
+    'pin': 'episodes pinned to a worker, RANK:FACTOR:SHARE or RANK:FACTOR:START-END, each '
+           'a share of the run (a fraction or a percentage): 3:4:30% (worker 3 4x slower for '
+           'the middle 30% of the run) or 3:4:10%-40%; several separated by ";" (file: a '
+           'string or a list of them); RANK < workers, FACTOR in [1, 100], 0 <= START < END '
+           '<= 1',
+    'run_iterations': 'the iterations per worker of the run that pin\'s shares refer to, an '
+                      'integer from 10 to 10000000 (default %d)' % DEFAULT_RUN_ITERATIONS,
     'description': 'free text for reports (file only)',
 }
 SPEC_EXAMPLE = 'workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10%'
@@ -285,7 +331,9 @@ def parse_spec(text, where='scenario spec'):
         if key in settings:
             raise ScenarioError('%s: %s is given twice' % (where, key))
         raw = raw.strip()
-        if key in ('factors', 'links'):
+        if key == 'pin':
+            settings[key] = raw
+        elif key in ('factors', 'links'):
             settings[key] = raw.split(':') if raw else []
         elif key == 'episode_length':
             settings[key] = raw.split('-')
@@ -390,6 +438,10 @@ def _build(settings, where, default_name):
         raise ScenarioError('%s: episode_factor and episode_length need episode_rate > 0'
                             % where)
     links = _links(where, settings.get('links'), workers)
+    pins = _pins(where, settings.get('pin'), workers)
+    run_iterations = _integer(where, 'run_iterations',
+                              settings.get('run_iterations', DEFAULT_RUN_ITERATIONS), 10,
+                              10 ** 7)
     description = settings.get('description', '')
     if not isinstance(description, str):
         raise ScenarioError('%s: description = %r: expected %s'
@@ -397,8 +449,68 @@ def _build(settings, where, default_name):
     scenario = Scenario(name, description or 'your cluster', workers, base_ms / 1e3,
                         slow=tuple((r, f) for r, f in enumerate(factors) if f != 1.0),
                         jitter=jitter, episode_rate=rate, episode_factor=factor,
-                        episode_length=tuple(length), links=links)
+                        episode_length=tuple(length), links=links, pins=pins,
+                        run_iterations=run_iterations)
     return scenario
+
+
+def _pin_text(pin):
+    rank, factor, start, end = pin
+    return '%d:%r:%r-%r' % (rank, factor, start, end)
+
+
+def _share(where, text, raw):
+    """A share of the run: a fraction or a percentage, in [0, 1]."""
+    text = text.strip()
+    scale = 0.01 if text.endswith('%') else 1.0
+    try:
+        value = float(text[:-1] if scale != 1.0 else text) * scale
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ScenarioError('%s: pin = %r: %r is not a share of the run; expected %s'
+                            % (where, raw, text, SPEC_KEYS['pin']))
+    return value
+
+
+def _pins(where, raw, workers):
+    """The pinned episodes ((rank, factor, start, end), ...) of a pin setting."""
+    if raw is None:
+        return ()
+    items = raw.split(';') if isinstance(raw, str) else raw
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ScenarioError('%s: pin = %r: expected %s' % (where, raw, SPEC_KEYS['pin']))
+    pins = []
+    for item in items:
+        if not isinstance(item, str) or item.count(':') != 2:
+            raise ScenarioError('%s: pin = %r: %r is not RANK:FACTOR:SHARE or '
+                                'RANK:FACTOR:START-END; expected %s'
+                                % (where, raw, item, SPEC_KEYS['pin']))
+        rank_text, factor_text, window = item.split(':')
+        try:
+            rank = int(rank_text.strip())
+        except ValueError:
+            rank = None
+        if rank is None or not 0 <= rank < workers:
+            raise ScenarioError('%s: pin = %r: rank %r is not a worker of %d (0..%d)'
+                                % (where, raw, rank_text.strip(), workers, workers - 1))
+        try:
+            factor = float(factor_text)
+        except ValueError:
+            factor = None
+        if factor is None or not 1.0 <= factor <= 100.0:
+            raise ScenarioError('%s: pin = %r: factor %r is not in [1, 100]'
+                                % (where, raw, factor_text.strip()))
+        if '-' in window:
+            start, end = (_share(where, x, raw) for x in window.split('-', 1))
+        else:
+            share = _share(where, window, raw)
+            start, end = (1.0 - share) / 2.0, (1.0 + share) / 2.0
+        if not start < end:
+            raise ScenarioError('%s: pin = %r: the window %r is empty; expected START < END'
+                                % (where, raw, window.strip()))
+        pins.append((rank, factor, start, end))
+    return tuple(pins)
 
 
 def _links(where, raw, workers):
