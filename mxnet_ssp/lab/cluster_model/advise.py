@@ -42,12 +42,14 @@ from ...core.names import STORE_METRICS, TRAIN_LOG
 from .arms import parse_arm, sim_policy
 from ..._cli import add_version, prog_name
 from .episodes import Episodes, fit_episodes
-from .profiles import Scenario, get_scenario
+from .profiles import DEFAULT_RUN_ITERATIONS, Scenario, get_scenario
+from .time_to_target import CostFileError, load_cost, time_to_target
 from .simulate import simulate
 
 __all__ = ['Fit', 'Prediction', 'fit_run', 'fit_cluster', 'predict', 'recommend',
            'format_advice', 'apply_text', 'check_lab', 'main', 'ADVISED_ARMS', 'ADVISED',
-           'MEASURED_ERROR', 'BALANCE_ERROR']
+           'MEASURED_ERROR', 'BALANCE_ERROR', 'with_times', 'fastest', 'inseparable',
+           'recommend_by_time', 'format_time_advice', 'default_wall_time', 'DEFAULT_SEEDS']
 
 #: The arms (:mod:`.arms`) the advisor compares.  The simulator runs BSP as SSP with s = 0;
 #: "+ balance" sizes each worker's batch to its speed (docs/balance.md), so every worker's
@@ -75,6 +77,9 @@ COMPLEXITY = {'asp': 0, 'bsp': 0, 'ssp': 1, 'dssp': 2}
 #: the step overhead assumed for a cluster given as data (--cluster), per iteration: the lab's
 #: 4-worker ASP runs measured about 3 ms (docs/lab.md)
 CLUSTER_OVERHEAD_S = 0.003
+#: compute draws (seeds) per paradigm by default; the advice reports the spread over all of
+#: them (min-max), not a median
+DEFAULT_SEEDS = 10
 WARMUP = 5             # iterations of each worker left out (start-up, first pulls)
 MIN_ITERATIONS = 20    # per worker, after the warm-up
 TRAIN_RE = re.compile('^%s$' % re.escape(TRAIN_LOG).replace('%d', r'(\d+)'))
@@ -133,6 +138,16 @@ class Prediction:
     stale_mean: float = None  # gradient staleness: others' updates between pull and push
     stale_p95: int = None
     error: float = 0.0        # the simulator's measured error for it (MEASURED_ERROR ...)
+    rates: tuple = ()         # per seed: iterations/s (all workers)
+    stalenesses: tuple = ()   # per seed: mean gradient staleness
+    times: tuple = ()         # per seed: predicted seconds to the target (with_times)
+    interval: tuple = None    # (low, high) seconds: the seeds' spread widened by the error
+
+    @property
+    def time_s(self):
+        """The median over the seeds of the predicted time to the target (None before
+        :func:`with_times`)."""
+        return statistics.median(self.times) if self.times else None
 
     @property
     def arm(self):
@@ -249,12 +264,24 @@ def charged_error(arm):
     return 1.0 - (1.0 - error) * (1.0 - BALANCE_ERROR) if arm.balance else error
 
 
-def predict(fit, wall_time=None, seeds=3, paradigms=ADVISED):
+def default_wall_time(fit):
+    """The simulated seconds by default: the run's iterations (2,000, or a cluster spec's
+    run_iterations) of the slowest worker, its pinned episodes included."""
+    sc = _WithSteps(fit)
+    cluster = fit.cluster
+    n = cluster.run_iterations if cluster is not None else DEFAULT_RUN_ITERATIONS
+    pinned = [cluster.pinned_mean(r) if cluster is not None else 1.0
+              for r in range(sc.workers)]
+    overhead = statistics.median(sc.steps)
+    return n * max((t - overhead) * p + overhead + link for t, p, link in
+                   zip(sc.times(), pinned, sc.link_times()))
+
+
+def predict(fit, wall_time=None, seeds=DEFAULT_SEEDS, paradigms=ADVISED):
     """A :class:`Prediction` per paradigm: the simulator over `wall_time` seconds (default:
-    2,000 iterations of the slowest worker) with each seed's compute draws."""
+    :func:`default_wall_time`) with each seed's compute draws."""
     if wall_time is None:
-        sc = _WithSteps(fit)
-        wall_time = 2000 * max(t + link for t, link in zip(sc.times(), sc.link_times()))
+        wall_time = default_wall_time(fit)
     out = []
     for label, policy, balanced in paradigms:
         sc = _WithSteps(fit, balanced)
@@ -265,6 +292,7 @@ def predict(fit, wall_time=None, seeds=3, paradigms=ADVISED):
         # all of them; with links, the workers behind the faster links
         fast = [r.fast_wait_fraction for r in results]
         arm = ARM_OF.get(label)
+        stales = [r.mean_staleness for r in results]
         out.append(Prediction(label, policy, balanced, statistics.median(rates),
                               (min(rates), max(rates)), statistics.median(fast),
                               statistics.median(r.mean_lead for r in results),
@@ -272,7 +300,8 @@ def predict(fit, wall_time=None, seeds=3, paradigms=ADVISED):
                               statistics.median(r.mean_staleness for r in results),
                               int(statistics.median(r.staleness_quantile(0.95)
                                                     for r in results)),
-                              0.0 if arm is None else charged_error(arm)))
+                              0.0 if arm is None else charged_error(arm),
+                              tuple(rates), tuple(stales)))
     return out
 
 
@@ -390,6 +419,106 @@ def format_advice(source, fit, predictions, choice):
     return '\n'.join(lines)
 
 
+# -- time to a target accuracy ---------------------------------------------------------------
+
+def with_times(predictions, cost, updates0=None, staleness_cost=None):
+    """Each prediction with its predicted time to the target per seed
+    (:func:`.time_to_target.time_to_target` of that seed's throughput and gradient staleness)
+    and its interval: the seeds' spread (min-max) widened by the calibration's error
+    (`cost`, a :class:`.time_to_target.StalenessCost`: measured / predicted between its
+    ``error_low`` and ``error_high``); "+ balance", modelled as ideal, is also charged
+    :data:`BALANCE_ERROR` on the slow side.  `updates0` and `staleness_cost` replace the
+    fit's (the user's model)."""
+    u0 = cost.updates0 if updates0 is None else updates0
+    c = cost.cost if staleness_cost is None else staleness_cost
+    out = []
+    for p in predictions:
+        if not p.rates or len(p.rates) != len(p.stalenesses):
+            raise ValueError('prediction %s has no per-seed throughput and staleness'
+                             % p.label)
+        times = tuple(time_to_target(u0, c, st, rate)
+                      for st, rate in zip(p.stalenesses, p.rates))
+        high = cost.error_high / ((1.0 - BALANCE_ERROR) if p.balanced else 1.0)
+        out.append(dataclasses.replace(p, times=times,
+                                       interval=(min(times) * cost.error_low,
+                                                 max(times) * high)))
+    return out
+
+
+def fastest(predictions):
+    """The prediction with the shortest median time to the target."""
+    return min(predictions, key=lambda p: p.time_s)
+
+
+def _overlap(a, b):
+    return a.interval[0] <= b.interval[1] and b.interval[0] <= a.interval[1]
+
+
+def inseparable(predictions):
+    """The predictions whose interval overlaps the fastest's (the fastest included): the
+    advisor cannot tell them apart, and says so."""
+    best = fastest(predictions)
+    return [p for p in predictions if _overlap(p, best)]
+
+
+def recommend_by_time(predictions):
+    """Among the arms that cannot be separated from the fastest (:func:`inseparable`), the
+    simplest (ASP/BSP, then SSP, then DSSP; no balancing first), then the least stale, then
+    the fastest: a difference inside the intervals is not claimed."""
+    return min(inseparable(predictions),
+               key=lambda p: (_simplicity(p), _staleness(p), p.time_s))
+
+
+def format_time_advice(source, fit, predictions, choice, cost, updates0=None,
+                       staleness_cost=None):
+    """The advice ranked by predicted time to the target (predictions from
+    :func:`with_times`), throughput as a column."""
+    u0 = cost.updates0 if updates0 is None else updates0
+    c = cost.cost if staleness_cost is None else staleness_cost
+    seeds = len(predictions[0].times)
+    ranked = sorted(predictions, key=lambda p: p.time_s)
+    tied = inseparable(predictions)
+    lines = _describe_fit(source, fit) + [
+        '', '| paradigm | time to target, s: median [interval] | over the %d seeds | '
+        'iterations/s (all workers) [seeds] | fastest workers waiting | gradient staleness: '
+        'mean / p95 |' % seeds, '|---|---:|---:|---:|---:|---:|']
+    for p in ranked:
+        lines.append('| %s%s | %.1f [%.1f-%.1f] | %.1f-%.1f | %.1f [%.1f-%.1f] | %.0f%% | %s |'
+                     % (p.label, ' (recommended)' if p is choice else '', p.time_s,
+                        p.interval[0], p.interval[1], min(p.times), max(p.times),
+                        p.throughput, min(p.rates), max(p.rates), 100 * p.fast_wait,
+                        '-' if p.stale_mean is None else '%.2f / %d' % (p.stale_mean,
+                                                                         p.stale_p95)))
+    best = fastest(predictions)
+    lines.append('')
+    if len(tied) > 1:
+        lines.append('Not separated: %s. Their intervals overlap the fastest\'s (%s, %.1f-%.1f '
+                     's), so the advisor declines to rank them; among them it recommends the '
+                     'simplest (ASP/BSP, then SSP, then DSSP; no balancing first), then the '
+                     'least stale: %s.' % (', '.join(p.label for p in tied), best.label,
+                                          best.interval[0], best.interval[1], choice.label))
+    else:
+        lines.append('Recommended: %s, the fastest to the target; no other paradigm\'s '
+                     'interval overlaps its %.1f-%.1f s.' % (choice.label, choice.interval[0],
+                                                             choice.interval[1]))
+    lines += [''] + (apply_text(choice.arm) if choice.arm is not None else []) + [
+        '', 'Time to target = gradients to the target / iterations per second, the gradients '
+        'growing with staleness: %.0f x (1 + %.3f x mean gradient staleness)%s. The staleness '
+        'cost is fitted on the lab\'s runs (docs/lab.md, "Time to target: the calibration"; '
+        'target %.3g, %s metric); the interval is the spread over all %d seeds widened by the '
+        'calibration\'s error: the measured time was %.2f-%.2f x the predicted one in 80%% of '
+        'its %d rows (out of sample)%s. The times are the lab\'s task (an MLP on MNIST); for '
+        'another model give --updates-to-target (its gradients to the target under BSP) and '
+        '--staleness-cost if known. Simulated over %s with the compute above plus a step time '
+        '%s.' % (u0, c, '' if updates0 is None and staleness_cost is None else ' (as given)',
+                 cost.target, cost.metric, seeds, cost.error_low, cost.error_high, cost.rows,
+                 '; "+ balance" models ideal balancing and is charged %d%% more on the slow '
+                 'side' % (100 * BALANCE_ERROR) if any(p.balanced for p in predictions) else '',
+                 'a fixed wall time', 'drawn from those of the worker that waited least'
+                 if fit.step_samples else 'of %.1f ms' % (1e3 * fit.overhead_s))]
+    return '\n'.join(lines)
+
+
 # -- the simulator's error, out of sample ----------------------------------------------------
 
 def _finish_times(run_dir):
@@ -504,7 +633,18 @@ def main(argv=None):
                         % (1e3 * CLUSTER_OVERHEAD_S))
     p.add_argument('--wall-time', type=float, default=None,
                    help='simulated seconds (default: 2,000 iterations of the slowest worker)')
-    p.add_argument('--seeds', type=int, default=3, help='compute draws per paradigm (default 3)')
+    p.add_argument('--seeds', type=int, default=DEFAULT_SEEDS,
+                   help='compute draws per paradigm; the advice reports the spread over all '
+                        'of them (default %d)' % DEFAULT_SEEDS)
+    p.add_argument('--updates-to-target', type=float, default=None, metavar='N',
+                   help='gradients (all workers) your model needs to the target accuracy '
+                        'under BSP (default: the lab\'s task, docs/lab.md)')
+    p.add_argument('--staleness-cost', type=float, default=None, metavar='C',
+                   help='extra share of gradients to the target per unit of mean gradient '
+                        'staleness (default: fitted on the lab\'s runs)')
+    p.add_argument('--by-throughput', action='store_true',
+                   help='rank by throughput charged its measured error instead of by time to '
+                        'the target (the advisor before the staleness cost was fitted)')
     p.add_argument('--check-lab', action='store_true',
                    help='RUN_DIR is a lab scenario directory (<out>/<scenario> of '
                         'mxnet-ssp-reproduce --preset emulated): fit on its ASP runs and '
@@ -514,6 +654,14 @@ def main(argv=None):
         p.error('--seeds %r is not valid: expected an integer >= 1' % args.seeds)
     if args.wall_time is not None and not (math.isfinite(args.wall_time) and args.wall_time > 0):
         p.error('--wall-time %r is not valid: expected seconds > 0' % args.wall_time)
+    if args.updates_to_target is not None and not (math.isfinite(args.updates_to_target)
+                                                   and args.updates_to_target > 0):
+        p.error('--updates-to-target %r is not valid: expected a number of gradients > 0'
+                % args.updates_to_target)
+    if args.staleness_cost is not None and not (math.isfinite(args.staleness_cost)
+                                                and -0.9 <= args.staleness_cost <= 100):
+        p.error('--staleness-cost %r is not valid: expected a number in [-0.9, 100]'
+                % args.staleness_cost)
     if (args.run_dir is None) == (args.cluster is None):
         p.error('give RUN_DIR (a run\'s metrics) or --cluster SPEC|FILE (the cluster as data), '
                 'one of them')
@@ -539,10 +687,16 @@ def main(argv=None):
             fit = fit_run(args.run_dir)
             source = args.run_dir
         predictions = predict(fit, args.wall_time, args.seeds)
-    except AdviseError as err:
+        if args.by_throughput:
+            print(format_advice(source, fit, predictions, recommend(predictions)))
+            return 0
+        cost = load_cost()
+    except (AdviseError, CostFileError) as err:
         sys.stderr.write('mxnet-ssp-advise: error: %s\n' % err)
         return 2
-    print(format_advice(source, fit, predictions, recommend(predictions)))
+    timed = with_times(predictions, cost, args.updates_to_target, args.staleness_cost)
+    print(format_time_advice(source, fit, timed, recommend_by_time(timed), cost,
+                             args.updates_to_target, args.staleness_cost))
     return 0
 
 
