@@ -43,7 +43,7 @@ from .arms import parse_arm, sim_policy
 from ..._cli import add_version, prog_name
 from .episodes import Episodes, fit_episodes
 from .profiles import DEFAULT_RUN_ITERATIONS, Scenario, get_scenario
-from .time_to_target import CostFileError, load_cost, time_to_target
+from .time_to_target import CostFileError, load_cost, reached_at
 from .simulate import simulate
 
 __all__ = ['Fit', 'Prediction', 'fit_run', 'fit_cluster', 'predict', 'recommend',
@@ -140,7 +140,8 @@ class Prediction:
     error: float = 0.0        # the simulator's measured error for it (MEASURED_ERROR ...)
     rates: tuple = ()         # per seed: iterations/s (all workers)
     stalenesses: tuple = ()   # per seed: mean gradient staleness
-    times: tuple = ()         # per seed: predicted seconds to the target (with_times)
+    times: tuple = ()         # per seed: predicted seconds to the target (predict's target)
+    reached: tuple = ()       # per seed: the simulated run reached it (else extrapolated)
     interval: tuple = None    # (low, high) seconds: the seeds' spread widened by the error
 
     @property
@@ -277,16 +278,26 @@ def default_wall_time(fit):
                    zip(sc.times(), pinned, sc.link_times()))
 
 
-def predict(fit, wall_time=None, seeds=DEFAULT_SEEDS, paradigms=ADVISED):
+def predict(fit, wall_time=None, seeds=DEFAULT_SEEDS, paradigms=ADVISED, target=None):
     """A :class:`Prediction` per paradigm: the simulator over `wall_time` seconds (default:
-    :func:`default_wall_time`) with each seed's compute draws."""
+    :func:`default_wall_time`) with each seed's compute draws.  With `target`, ``(updates0,
+    cost)`` of :mod:`.time_to_target`: each seed's time to the target too
+    (:func:`.time_to_target.reached_at`)."""
     if wall_time is None:
         wall_time = default_wall_time(fit)
     out = []
     for label, policy, balanced in paradigms:
         sc = _WithSteps(fit, balanced)
-        results = [simulate(None, policy, wall_time=wall_time, scenario=sc, seed=seed)
-                   for seed in range(seeds)]
+        results, times, reached = [], [], []
+        for seed in range(seeds):
+            result = simulate(None, policy, wall_time=wall_time, scenario=sc, seed=seed,
+                              record=target is not None)
+            if target is not None:
+                seconds, done = reached_at(result.pushes, target[0], target[1], wall_time)
+                times.append(seconds)
+                reached.append(done)
+                result.pushes = None          # the advice keeps the summary only
+            results.append(result)
         rates = [r.iterations_per_second for r in results]
         # balanced without links: every worker's time is the same, so the fast workers are
         # all of them; with links, the workers behind the faster links
@@ -301,7 +312,7 @@ def predict(fit, wall_time=None, seeds=DEFAULT_SEEDS, paradigms=ADVISED):
                               int(statistics.median(r.staleness_quantile(0.95)
                                                     for r in results)),
                               0.0 if arm is None else charged_error(arm),
-                              tuple(rates), tuple(stales)))
+                              tuple(rates), tuple(stales), tuple(times), tuple(reached)))
     return out
 
 
@@ -421,27 +432,20 @@ def format_advice(source, fit, predictions, choice):
 
 # -- time to a target accuracy ---------------------------------------------------------------
 
-def with_times(predictions, cost, updates0=None, staleness_cost=None):
-    """Each prediction with its predicted time to the target per seed
-    (:func:`.time_to_target.time_to_target` of that seed's throughput and gradient staleness)
-    and its interval: the seeds' spread (min-max) widened by the calibration's error
+def with_times(predictions, cost):
+    """Each prediction (from :func:`predict` with a target) with its interval: the spread of
+    its times to the target over the seeds (min-max) widened by the calibration's error
     (`cost`, a :class:`.time_to_target.StalenessCost`: measured / predicted between its
     ``error_low`` and ``error_high``); "+ balance", modelled as ideal, is also charged
-    :data:`BALANCE_ERROR` on the slow side.  `updates0` and `staleness_cost` replace the
-    fit's (the user's model)."""
-    u0 = cost.updates0 if updates0 is None else updates0
-    c = cost.cost if staleness_cost is None else staleness_cost
+    :data:`BALANCE_ERROR` on the slow side."""
     out = []
     for p in predictions:
-        if not p.rates or len(p.rates) != len(p.stalenesses):
-            raise ValueError('prediction %s has no per-seed throughput and staleness'
-                             % p.label)
-        times = tuple(time_to_target(u0, c, st, rate)
-                      for st, rate in zip(p.stalenesses, p.rates))
+        if not p.times:
+            raise ValueError('prediction %s has no time to the target: predict(..., '
+                             'target=(updates0, cost))' % p.label)
         high = cost.error_high / ((1.0 - BALANCE_ERROR) if p.balanced else 1.0)
-        out.append(dataclasses.replace(p, times=times,
-                                       interval=(min(times) * cost.error_low,
-                                                 max(times) * high)))
+        out.append(dataclasses.replace(p, interval=(min(p.times) * cost.error_low,
+                                                    max(p.times) * high)))
     return out
 
 
@@ -470,7 +474,7 @@ def recommend_by_time(predictions):
 
 
 def format_time_advice(source, fit, predictions, choice, cost, updates0=None,
-                       staleness_cost=None):
+                       staleness_cost=None, wall_time=None):
     """The advice ranked by predicted time to the target (predictions from
     :func:`with_times`), throughput as a column."""
     u0 = cost.updates0 if updates0 is None else updates0
@@ -514,8 +518,12 @@ def format_time_advice(source, fit, predictions, choice, cost, updates0=None,
                  cost.target, cost.metric, seeds, cost.error_low, cost.error_high, cost.rows,
                  '; "+ balance" models ideal balancing and is charged %d%% more on the slow '
                  'side' % (100 * BALANCE_ERROR) if any(p.balanced for p in predictions) else '',
-                 'a fixed wall time', 'drawn from those of the worker that waited least'
+                 '%.1f s' % wall_time if wall_time else 'a fixed wall time', 'drawn from those of the worker that waited least'
                  if fit.step_samples else 'of %.1f ms' % (1e3 * fit.overhead_s))]
+    short = [p.label for p in predictions if not all(p.reached)]
+    if short:
+        lines.append('Not reached within the simulated run, extrapolated at its mean pace: '
+                     '%s (give a longer --wall-time).' % ', '.join(short))
     return '\n'.join(lines)
 
 
@@ -686,17 +694,21 @@ def main(argv=None):
         else:
             fit = fit_run(args.run_dir)
             source = args.run_dir
-        predictions = predict(fit, args.wall_time, args.seeds)
         if args.by_throughput:
+            predictions = predict(fit, args.wall_time, args.seeds)
             print(format_advice(source, fit, predictions, recommend(predictions)))
             return 0
         cost = load_cost()
+        wall_time = default_wall_time(fit) if args.wall_time is None else args.wall_time
+        target = (cost.updates0 if args.updates_to_target is None else args.updates_to_target,
+                  cost.cost if args.staleness_cost is None else args.staleness_cost)
+        predictions = predict(fit, wall_time, args.seeds, target=target)
     except (AdviseError, CostFileError) as err:
         sys.stderr.write('mxnet-ssp-advise: error: %s\n' % err)
         return 2
-    timed = with_times(predictions, cost, args.updates_to_target, args.staleness_cost)
+    timed = with_times(predictions, cost)
     print(format_time_advice(source, fit, timed, recommend_by_time(timed), cost,
-                             args.updates_to_target, args.staleness_cost))
+                             args.updates_to_target, args.staleness_cost, wall_time))
     return 0
 
 

@@ -72,6 +72,8 @@ class SimResult:
         The gradients' staleness: number of gradients at each count of other workers'
         updates applied between the worker's pull and its push (BSP, ``ssp:0``, sums a
         round's gradients before applying them: 0).
+    pushes : list of (float, int) or None
+        With ``record=True``: every gradient's push time and staleness, in time order.
     """
     label: str
     times: list
@@ -82,6 +84,7 @@ class SimResult:
     lead_hist: Counter = field(default_factory=Counter)
     finish: list = None
     stale_hist: Counter = field(default_factory=Counter)
+    pushes: list = None
 
     @property
     def total_iterations(self):
@@ -246,7 +249,8 @@ def _setup(times, policy, wall_time, iterations, latency, jitter, seed, stall_fa
 
 
 def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, jitter=0.0,
-             seed=0, stall_factor=2.0, scenario=None, step_bytes=LAB_STEP_BYTES):
+             seed=0, stall_factor=2.0, scenario=None, step_bytes=LAB_STEP_BYTES,
+             record=False):
     """Run workers under a synchronization policy until a time or iteration limit.
 
     Parameters
@@ -283,6 +287,8 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     step_bytes : int
         With a scenario with links: the bytes a worker sends up (and receives down) per
         step; default the lab's task (:data:`~.profiles.LAB_STEP_BYTES`).
+    record : bool
+        Keep every gradient's (push time, staleness) in the result's ``pushes``.
 
     Returns
     -------
@@ -299,6 +305,7 @@ def simulate(times, policy=None, wall_time=None, iterations=None, latency=0.0, j
     # BSP (ssp:0) sums a round's gradients before applying them: their staleness is 0
     run = _Run(len(times), compute_time, policy, iterations, latency,
                aggregated=label == 'ssp:0')
+    run.pushes = [] if record else None
     run.until(float('inf') if wall_time is None else float(wall_time))
     return run.result(label, times, wall_time)
 
@@ -315,6 +322,7 @@ class _Run:
         self.compute_time, self.policy = compute_time, policy
         self.aggregated = aggregated
         self.stale_hist = Counter()
+        self.pushes = None                # (time, staleness) of every push, when recorded
         self.pulled = [0] * m             # updates applied when each worker last pulled
         self.applied = 0
         self.finish = [None] * m
@@ -355,7 +363,10 @@ class _Run:
             self.clocks[i] += 1
             self.last_push = self.finish[i] = now
             self.idle_since[i] = now
-            self.stale_hist[0 if self.aggregated else self.applied - self.pulled[i]] += 1
+            stale = 0 if self.aggregated else self.applied - self.pulled[i]
+            self.stale_hist[stale] += 1
+            if self.pushes is not None:
+                self.pushes.append((now, stale))
             self.applied += 1
             finished = self.iterations is not None and self.clocks[i] >= self.iterations
             if self.policy is None:
@@ -410,7 +421,7 @@ class _Run:
                   for i, t in enumerate(self.finish)]
         return SimResult(label=label, times=times, iterations=self.clocks, wait=wait,
                          wall_time=wall, max_lead=self.max_lead, lead_hist=self.lead_hist,
-                         finish=finish, stale_hist=self.stale_hist)
+                         finish=finish, stale_hist=self.stale_hist, pushes=self.pushes)
 
 
 def format_table(results):

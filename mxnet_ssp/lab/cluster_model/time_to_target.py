@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 
 __all__ = ['StalenessCost', 'FIT_FILE', 'load_cost', 'updates_needed', 'time_to_target',
-           'quantile']
+           'reached_at', 'quantile']
 
 #: The fit and calibration of the lab's runs (``python -m mxnet_ssp.lab.reproduce.
 #: staleness_cost --write`` regenerates it from docs/lab_runs/*/results.json).
@@ -75,6 +75,26 @@ def time_to_target(updates0, cost, staleness, throughput):
     if not throughput > 0:
         return math.inf
     return updates_needed(updates0, cost, staleness) / throughput
+
+
+def reached_at(pushes, updates0, cost, wall_time):
+    """When a simulated run reaches the target: ``(seconds, reached)``.
+
+    `pushes` are the run's gradients in time order, ``(push time, staleness)``
+    (:func:`.simulate.simulate` with ``record=True``).  The target is reached at the first
+    push ``k`` with ``k >= updates_needed(updates0, cost, mean staleness of the first k)``:
+    the fitted model, applied to the run as it goes, so a slow episode before the target
+    delays it and one after it does not.  A run that ends (at `wall_time`) short of the target
+    is extrapolated at its mean pace, with ``reached`` False."""
+    total = 0
+    for k, (seconds, stale) in enumerate(pushes, 1):
+        total += stale
+        if k >= updates_needed(updates0, cost, total / float(k)):
+            return seconds, True
+    if not pushes:
+        return math.inf, False
+    need = updates_needed(updates0, cost, total / float(len(pushes)))
+    return wall_time * need / len(pushes), False
 
 
 def quantile(values, q):

@@ -30,7 +30,7 @@ import sys
 from ..cluster_model.advise import fit_cluster, predict
 from ..cluster_model.arms import parse_arm, sim_policy
 from ..cluster_model.profiles import SCENARIOS
-from ..cluster_model.time_to_target import FIT_FILE, quantile, time_to_target
+from ..cluster_model.time_to_target import FIT_FILE, quantile
 from .json_files import write_json
 from .stats import HOLD_S, sustained_time
 
@@ -115,33 +115,35 @@ def fit_cost(by_scenario):
             'trials': len(xs) + len(bsp)}
 
 
-def simulated(scenario, arms, seeds=SEEDS):
-    """{arm: (per-seed iterations/s, per-seed mean gradient staleness)} of the advisor's
-    simulator on the lab scenario `scenario` (``--cluster <scenario>``, default overhead)."""
+def simulated(scenario, arms, target, seeds=SEEDS):
+    """{arm: per-seed predicted seconds to the target} of the advisor on the lab scenario
+    `scenario` (``mxnet-ssp-advise --cluster <scenario>``: its simulator, its default step
+    overhead and run), `target` ``(updates0, cost)``."""
     paradigms = []
     for name in arms:
         arm = parse_arm(name)
         paradigms.append((name, sim_policy(arm), arm.balance))
-    return {p.label: (p.rates, p.stalenesses)
+    return {p.label: p.times
             for p in predict(fit_cluster(SCENARIOS[scenario]), seeds=seeds,
-                             paradigms=paradigms)}
+                             paradigms=paradigms, target=target)}
 
 
-def calibrate(by_scenario, sims):
+def calibrate(by_scenario, seeds=SEEDS, predicted_times=simulated):
     """Out-of-sample rows: for each scenario, the model fitted on the others predicts each
-    arm's time to the target from `sims` ({scenario: :func:`simulated`}).  Each row:
-    ``{'scenario', 'arm', 'trials', 'measured_s', 'measured_range', 'predicted_s', 'ratio'}``
-    (ratio: measured / predicted)."""
+    arm's time to the target (`predicted_times(scenario, arms, (updates0, cost), seeds)`:
+    {arm: per-seed seconds}; default the advisor's simulator).  Each row: ``{'scenario',
+    'arm', 'trials', 'measured_s', 'measured_range', 'predicted_s', 'ratio', ...}`` (ratio:
+    measured / predicted, the medians over trials and over seeds)."""
     out = []
     for name in sorted(by_scenario):
         others = {k: v for k, v in by_scenario.items() if k != name}
         fit = fit_cost(others)
         rows = by_scenario[name]
-        for arm in sorted({r['arm'] for r in rows}):
+        arms = sorted({r['arm'] for r in rows})
+        times = predicted_times(name, arms, (fit['updates0'], fit['cost']), seeds)
+        for arm in arms:
             measured = [r['time_s'] for r in rows if r['arm'] == arm]
-            rates, stales = sims[name][arm]
-            predicted = statistics.median(time_to_target(fit['updates0'], fit['cost'], s, r)
-                                          for s, r in zip(stales, rates))
+            predicted = statistics.median(times[arm])
             m = statistics.median(measured)
             out.append({'scenario': name, 'arm': arm, 'trials': len(measured),
                         'measured_s': round(m, 3),
@@ -175,9 +177,7 @@ def build(runs_dir=RUNS_DIR, seeds=SEEDS, records=RECORDS):
     """The fit file's content (what :data:`FIT_FILE` holds)."""
     by_scenario, missed = read_records(runs_dir, records)
     fit = fit_cost(by_scenario)
-    arms = sorted({r['arm'] for rows in by_scenario.values() for r in rows})
-    sims = {name: simulated(name, arms, seeds) for name in by_scenario}
-    rows = calibrate(by_scenario, sims)
+    rows = calibrate(by_scenario, seeds)
     ratios = [r['ratio'] for r in rows]
     low, high = (quantile(ratios, q) for q in ERROR_QUANTILES)
     return {

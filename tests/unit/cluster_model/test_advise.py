@@ -174,8 +174,9 @@ def test_the_command_prints_a_table_and_the_recommendation(tmp_path, capsys):
     assert advise.main([str(tmp_path), '--seeds', '1', '--wall-time', '20']) == 0
     out = capsys.readouterr().out
     assert '2 workers, train log, 195/195 iterations per worker fitted' in out
-    assert out.count('(recommended)') == 1 and 'Recommended: ' in out
-    assert 'accuracy per update' in out
+    assert out.count('(recommended)') == 1
+    assert 'Recommended: ' in out or 'Not separated: ' in out
+    assert 'gradients growing with staleness' in out and 'over the 1 seeds' in out
     assert advise.main([str(tmp_path / 'nope')]) == 2
     assert 'is not a directory' in capsys.readouterr().err
     with pytest.raises(SystemExit):

@@ -6,6 +6,7 @@ import pytest
 from mxnet_ssp.lab.cluster_model import advise
 from mxnet_ssp.lab.cluster_model.arms import parse_arm
 from mxnet_ssp.lab.cluster_model.profiles import get_scenario
+from mxnet_ssp.lab.cluster_model.time_to_target import StalenessCost
 
 
 def store(kv):
@@ -153,11 +154,19 @@ class Predicted:
         self.calls = []
         monkeypatch.setattr(advise, 'predict', self.predict)
 
-    def predict(self, fit, wall_time, seeds):
+        monkeypatch.setattr(advise, 'load_cost', lambda: COST)
+
+    def predict(self, fit, wall_time, seeds, target=None):
         self.calls.append((fit, wall_time, seeds))
-        return [advise.Prediction('ASP', 'asp', False, 10.0, (9.0, 11.0), 0.0, 1.0, 2, 1.0, 2),
+        assert target == (COST.updates0, COST.cost)
+        # ASP: 4 s to the target, BSP 8 s: the intervals (x0.8 - x1.25) do not overlap
+        return [advise.Prediction('ASP', 'asp', False, 10.0, (9.0, 11.0), 0.0, 1.0, 2, 1.0, 2,
+                                  0.0, (9.0, 11.0), (1.0, 1.0), (3.9, 4.1), (True, True)),
                 advise.Prediction('BSP', 'ssp:0', False, 5.0, (5.0, 5.0), 0.5, 0.0, 0, 0.0, 0,
-                                  0.05)]
+                                  0.05, (5.0, 5.0), (0.0, 0.0), (8.0, 8.0), (True, True))]
+
+
+COST = StalenessCost(0.92, 'sustained', 40.0, 0.25, 0.8, 1.25, 12)
 
 
 @pytest.mark.parametrize('argv,overhead', [
@@ -170,19 +179,21 @@ def test_main_cluster_overhead_reaches_the_fit(monkeypatch, capsys, argv, overhe
                        + argv) == 0
     (fit, wall_time, seeds), = rec.calls
     assert fit.overhead_s == pytest.approx(overhead) and fit.source == 'cluster'
-    assert fit.compute_s == pytest.approx([0.01, 0.02]) and (wall_time, seeds) == (3.0, 3)
+    assert fit.compute_s == pytest.approx([0.01, 0.02]) and (wall_time, seeds) == (3.0, 10)
     out, err = capsys.readouterr()
     assert err == '' and out.split('\n')[0] == (
         'cluster custom: 2 workers (2 workers, base 10 ms, worker 1 x2, jitter 0%%), the cluster '
         'as given; step overhead %.1f ms per iteration (assumed; --overhead-ms)' % (1e3 * overhead))
-    assert '| ASP (recommended) | 10.0 [9.0-11.0] |' in out
+    assert '| ASP (recommended) | 4.0 [3.1-5.1] | 3.9-4.1 | 10.0 [9.0-11.0] |' in out
+    assert 'Recommended: ASP, the fastest to the target' in out
 
 
 def test_main_cluster_by_name(monkeypatch, capsys):
     rec = Predicted(monkeypatch)
     assert advise.main(['--cluster', 'mixed-4', '--seeds', '2']) == 0
     (fit, wall_time, seeds), = rec.calls
-    assert fit.cluster.name == 'mixed-4' and (wall_time, seeds) == (None, 2)
+    assert fit.cluster.name == 'mixed-4' and seeds == 2
+    assert wall_time == advise.default_wall_time(fit) == pytest.approx(2000 * (0.06 + 0.003))
     assert capsys.readouterr().out.startswith('cluster mixed-4: 4 workers (4 workers, base 20 ms')
 
 
@@ -203,7 +214,7 @@ def test_main_cluster_by_name(monkeypatch, capsys):
                               'one of mixed-2, mixed-4, straggler-8, transient-8, jitter-8, '
                               'transient-4, link-4, a spec such as workers=4,base_ms=15,factors=1:1.3:'
                               '1.8:3,jitter=10% (keys: name, workers, base_ms, factors, jitter, '
-                              'episode_rate, episode_factor, episode_length, links, description), '
+                              'episode_rate, episode_factor, episode_length, links, pin, run_iterations, description), '
                               'or a '
                               '.json or .toml file with those keys'),
     ([], "give RUN_DIR (a run's metrics) or --cluster SPEC|FILE (the cluster as data), one of "

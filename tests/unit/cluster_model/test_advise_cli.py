@@ -136,6 +136,7 @@ def test_help_names_the_command_its_options_and_their_defaults(wide, capsys):
     lines = out.split('\n')
     assert lines[0] == ('usage: mxnet-ssp-advise [-h] [--version] [--cluster SPEC|FILE] '
                         '[--overhead-ms OVERHEAD_MS] [--wall-time WALL_TIME] [--seeds SEEDS] '
+                        '[--updates-to-target N] [--staleness-cost C] [--by-throughput] '
                         '[--check-lab] [RUN_DIR]')
     flat = ' '.join(out.split())
     for option, words in [
@@ -146,7 +147,11 @@ def test_help_names_the_command_its_options_and_their_defaults(wide, capsys):
                                           '(default 3 ms)'),
             ('--wall-time WALL_TIME',
              'simulated seconds (default: 2,000 iterations of the slowest worker)'),
-            ('--seeds SEEDS', 'compute draws per paradigm (default 3)'),
+            ('--seeds SEEDS', 'compute draws per paradigm; the advice reports the spread over '
+                              'all of them (default 10)'),
+            ('--updates-to-target N', 'gradients (all workers) your model needs to the target '
+                                      'accuracy under BSP'),
+            ('--by-throughput', 'rank by throughput charged its measured error'),
             ('--check-lab', 'RUN_DIR is a lab scenario directory (<out>/<scenario> of '
                             'mxnet-ssp-reproduce --preset emulated): fit on its ASP runs and '
                             'report how far the predicted duration of every other run is')]:
@@ -204,9 +209,9 @@ def recorder(monkeypatch, tmp_path):
     return Recorder(monkeypatch, tmp_path)
 
 
-def test_main_defaults_simulate_the_default_wall_time_with_three_seeds(recorder, capsys):
-    assert advise.main(['somewhere']) == 0
-    assert recorder.calls == [('fit_run', 'somewhere'), ('predict', recorder.fit, None, 3)]
+def test_main_by_throughput_simulates_the_default_wall_time_with_ten_seeds(recorder, capsys):
+    assert advise.main(['somewhere', '--by-throughput']) == 0
+    assert recorder.calls == [('fit_run', 'somewhere'), ('predict', recorder.fit, None, 10)]
     out, err = capsys.readouterr()
     # inside the window (ASP, SSP s=1) the simpler: ASP
     expected = advise.format_advice('somewhere', recorder.fit, recorder.predictions,
@@ -218,11 +223,11 @@ def test_main_defaults_simulate_the_default_wall_time_with_three_seeds(recorder,
 @pytest.mark.parametrize('argv,wall_time,seeds', [
     (['--wall-time', '12.5', '--seeds', '2'], 12.5, 2),
     (['--seeds', '1'], None, 1),                    # the smallest accepted
-    (['--wall-time', '1e-9'], 1e-9, 3),             # any positive time
-    (['--wall-time', '7'], 7.0, 3),
+    (['--wall-time', '1e-9'], 1e-9, 10),            # any positive time
+    (['--wall-time', '7'], 7.0, 10),
 ])
 def test_main_passes_the_wall_time_and_seeds_on(recorder, capsys, argv, wall_time, seeds):
-    assert advise.main(['run'] + argv) == 0
+    assert advise.main(['run', '--by-throughput'] + argv) == 0
     assert recorder.calls == [('fit_run', 'run'), ('predict', recorder.fit, wall_time, seeds)]
     assert isinstance(recorder.calls[1][2], (float, type(None)))
     assert isinstance(recorder.calls[1][3], int)
@@ -231,7 +236,7 @@ def test_main_passes_the_wall_time_and_seeds_on(recorder, capsys, argv, wall_tim
 
 def test_main_check_lab_prints_the_check_and_fits_nothing_else(recorder, capsys):
     assert advise.main(['lab', '--check-lab']) == 0
-    assert recorder.calls == [('check_lab', 'lab', 3)]
+    assert recorder.calls == [('check_lab', 'lab', 10)]
     out, err = capsys.readouterr()
     assert out == advise.format_check('lab', recorder.rows) + '\n' and err == ''
     assert out.split('\n')[-2] == ('paradigms other than ASP: median |error| 10.0%, max 10.0% '
@@ -282,7 +287,8 @@ def test_main_reports_a_fit_error_raised_by_the_fit(recorder, monkeypatch, capsy
 def test_main_advises_on_a_real_run(tmp_path, capsys):
     # worker 1 computes 2.5x longer than worker 0; 26 iterations each, 21 fitted
     write_train_logs(tmp_path, [0.02, 0.05], 0.002, n=26, jitter=0.01)
-    assert advise.main([str(tmp_path), '--seeds', '1', '--wall-time', '2']) == 0
+    assert advise.main([str(tmp_path), '--seeds', '1', '--wall-time', '2',
+                        '--by-throughput']) == 0
     out, err = capsys.readouterr()
     lines = out.split('\n')
     assert err == '' and lines[0] == '%s: 2 workers, train log, 21/21 iterations per worker ' \

@@ -293,17 +293,19 @@ def test_the_least_waiting_worker_is_the_one_with_the_smallest_median_step(tmp_p
     assert fit.overhead_s == 0.002 and fit.step_samples == [0.002] * 25
 
 
-def test_predictions_are_medians_over_the_seeds_default_three():
+def test_predictions_are_medians_over_the_seeds_given():
     fit = Fit('train log', [0.01, 0.03, 0.02], 0.3, 0.5, [30] * 3, 0.0, [0.001, 0.004])
     paradigms = (('SSP', 'ssp:1', False), ('balanced', 'ssp:0', True),
                  ('ASP', 'asp', False))
-    got = predict(fit, wall_time=3.0, paradigms=paradigms)
-    assert got == predict(fit, wall_time=3.0, seeds=3, paradigms=paradigms)
+    got = predict(fit, wall_time=3.0, seeds=3, paradigms=paradigms)
+    assert advise.DEFAULT_SEEDS == 10 and len(predict(fit, wall_time=3.0,
+                                                      paradigms=paradigms)[0].rates) == 10
     for p, (label, policy, balanced) in zip(got, paradigms):
         runs = [simulate(None, policy, wall_time=3.0, scenario=advise._WithSteps(fit, balanced),
                          seed=s) for s in range(3)]
         rates = sorted(r.iterations_per_second for r in runs)
         assert p.throughput == rates[1] and p.throughput_range == (rates[0], rates[2])
+        assert sorted(p.rates) == rates and p.times == () and p.reached == ()
         assert rates[0] < rates[2]
         if balanced:      # every worker is as fast: the mean wait of all of them
             waits = sorted(sum(r.wait) / 3 / 3.0 for r in runs)

@@ -83,7 +83,7 @@ def test_an_unknown_scenario_names_the_known_ones():
         "straggler-8, transient-8, jitter-8, transient-4, link-4, a spec such as "
         "workers=4,base_ms=15,factors=1:1.3:1.8:3,"
         "jitter=10% (keys: name, workers, base_ms, factors, jitter, episode_rate, "
-        "episode_factor, episode_length, links, description), or a .json or .toml file with "
+        "episode_factor, episode_length, links, pin, run_iterations, description), or a .json or .toml file with "
         "those keys")
     assert get_scenario('jitter-8') is SCENARIOS['jitter-8']
 
@@ -214,10 +214,17 @@ ACCEPTED = {    # what each setting accepts, as docs and SPEC_KEYS state it
              "gbit (tc's units: 1mbit = 10^6 bit/s), e.g. 100mbit, 1gbit, 2.5gbit; from 1mbit "
              "to 10gbit (spec: 1gbit:1gbit:1gbit:100mbit; file: a list); default none (the "
              "job on loopback)",
+    'pin': 'episodes pinned to a worker, RANK:FACTOR:SHARE or RANK:FACTOR:START-END, each '
+           'a share of the run (a fraction or a percentage): 3:4:30% (worker 3 4x slower for '
+           'the middle 30% of the run) or 3:4:10%-40%; several separated by ";" (file: a '
+           'string or a list of them); RANK < workers, FACTOR in [1, 100], 0 <= START < END '
+           '<= 1',
+    'run_iterations': "the iterations per worker of the run that pin's shares refer to, an "
+                      'integer from 10 to 10000000 (default 2000)',
     'description': 'free text for reports (file only)',
 }
 KEYS = ('name, workers, base_ms, factors, jitter, episode_rate, episode_factor, '
-        'episode_length, links, description')
+        'episode_length, links, pin, run_iterations, description')
 
 
 def test_the_accepted_settings_are_documented_in_order():

@@ -217,7 +217,7 @@ def test_same_results_as_the_straightforward_loop(scenario, spec):
     fast = simulate(times, spec, jitter=jitter, latency=latency, seed=seed, **limit)
     slow = oracle(times, spec, jitter=jitter, latency=latency, seed=seed, **limit)
     # (the oracle predates the per-worker finish times and the gradients' staleness)
-    assert set(slow) | {'finish', 'stale_hist'} == {f.name for f in dataclasses.fields(fast)}
+    assert set(slow) | {'finish', 'stale_hist', 'pushes'} == {f.name for f in dataclasses.fields(fast)}
     assert {name: getattr(fast, name) for name in slow} == slow
     assert fast.total_iterations == sum(slow['iterations'])
 
