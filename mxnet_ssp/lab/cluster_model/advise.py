@@ -510,12 +510,13 @@ def format_time_advice(source, fit, predictions, choice, cost, updates0=None,
         'growing with staleness: %.0f x (1 + %.3f x mean gradient staleness)%s. The staleness '
         'cost is fitted on the lab\'s runs (docs/lab.md, "Time to target: the calibration"; '
         'target %.3g, %s metric); the interval is the spread over all %d seeds widened by the '
-        'calibration\'s error: the measured time was %.2f-%.2f x the predicted one in 80%% of '
+        'calibration\'s error: the measured time was %.2f-%.2f x the predicted one in %.0f%% of '
         'its %d rows (out of sample)%s. The times are the lab\'s task (an MLP on MNIST); for '
         'another model give --updates-to-target (its gradients to the target under BSP) and '
         '--staleness-cost if known. Simulated over %s with the compute above plus a step time '
         '%s.' % (u0, c, '' if updates0 is None and staleness_cost is None else ' (as given)',
-                 cost.target, cost.metric, seeds, cost.error_low, cost.error_high, cost.rows,
+                 cost.target, cost.metric, seeds, cost.error_low, cost.error_high,
+                 100 * cost.coverage, cost.rows,
                  '; "+ balance" models ideal balancing and is charged %d%% more on the slow '
                  'side' % (100 * BALANCE_ERROR) if any(p.balanced for p in predictions) else '',
                  '%.1f s' % wall_time if wall_time else 'a fixed wall time', 'drawn from those of the worker that waited least'

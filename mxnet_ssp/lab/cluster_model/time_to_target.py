@@ -46,9 +46,11 @@ class StalenessCost:
     error_low, error_high : float
         The ratio measured / predicted time to the target: its 10th and 90th percentiles over
         the calibration rows (out of sample).  An interval is [predicted * low, predicted *
-        high]: about 80% of the lab's measured times fell inside theirs.
+        high].
     rows : int
         Calibration rows the error comes from.
+    coverage : float
+        The share of those rows whose ratio lies in [error_low, error_high].
     """
     target: float
     metric: str
@@ -57,6 +59,7 @@ class StalenessCost:
     error_low: float
     error_high: float
     rows: int = 0
+    coverage: float = 0.0
 
     def updates(self, staleness, updates0=None):
         return updates_needed(self.updates0 if updates0 is None else updates0, self.cost,
@@ -126,4 +129,4 @@ def load_cost(path=FIT_FILE):
     if not isinstance(model, dict) or any(k not in model for k in keys):
         raise CostFileError('the staleness cost fit %s has no "model" with %s'
                             % (path, ', '.join(keys)))
-    return StalenessCost(*(model[k] for k in keys))
+    return StalenessCost(*(model[k] for k in keys), coverage=model.get('coverage', 0.0))

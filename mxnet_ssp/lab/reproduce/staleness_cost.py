@@ -184,7 +184,8 @@ def build(runs_dir=RUNS_DIR, seeds=SEEDS, records=RECORDS):
         'command': 'python -m mxnet_ssp.lab.reproduce.staleness_cost --write',
         'model': {'target': TARGET, 'metric': METRIC, 'updates0': round(fit['updates0'], 1),
                   'cost': round(fit['cost'], 4), 'error_low': round(low, 4),
-                  'error_high': round(high, 4), 'rows': len(rows)},
+                  'error_high': round(high, 4), 'rows': len(rows),
+                  'coverage': round(sum(low <= x <= high for x in ratios) / len(ratios), 4)},
         'per_scenario_updates0': {k: round(v, 1) for k, v in fit['per_scenario'].items()},
         'records': [r for r, _ in records], 'left_out': LEFT_OUT,
         'trials_missing_the_target': missed, 'trials_fitted': fit['trials'],
@@ -203,10 +204,12 @@ def format_table(data):
     ratios = [r['ratio'] for r in data['calibration']]
     lines += ['', 'Fit on %d trials of %s: updates0 %.0f gradients to %.3g (%s), cost %.3f per '
               'unit of mean gradient staleness. Out of sample, measured / predicted: median '
-              '%.2f, 10th-90th percentile %.2f-%.2f, min-max %.2f-%.2f over %d rows.' % (
+              '%.2f, 10th-90th percentile %.2f-%.2f (%d of the %d rows inside), min-max '
+              '%.2f-%.2f.' % (
                   data['trials_fitted'], ', '.join(data['records']), m['updates0'],
                   m['target'], m['metric'], m['cost'], statistics.median(ratios),
-                  m['error_low'], m['error_high'], min(ratios), max(ratios), len(ratios))]
+                  m['error_low'], m['error_high'], round(m['coverage'] * len(ratios)),
+                  len(ratios), min(ratios), max(ratios))]
     return '\n'.join(lines)
 
 

@@ -14,7 +14,7 @@ from mxnet_ssp.lab.cluster_model.time_to_target import (CostFileError, Staleness
                                                         quantile, reached_at, time_to_target,
                                                         updates_needed)
 
-COST = StalenessCost(0.92, 'sustained', 100.0, 0.25, 0.8, 1.25, 10)
+COST = StalenessCost(0.92, 'sustained', 100.0, 0.25, 0.8, 1.25, 10, 0.8)
 
 
 # -- the model --------------------------------------------------------------------------------
@@ -58,7 +58,7 @@ def test_the_fit_file_is_read_and_a_bad_one_is_named(tmp_path):
     path.write_text(json.dumps({'model': {'target': 0.9, 'metric': 'first', 'updates0': 50,
                                           'cost': 0.1, 'error_low': 0.7, 'error_high': 1.3,
                                           'rows': 4}}))
-    assert load_cost(str(path)) == StalenessCost(0.9, 'first', 50, 0.1, 0.7, 1.3, 4)
+    assert load_cost(str(path)) == StalenessCost(0.9, 'first', 50, 0.1, 0.7, 1.3, 4, 0.0)
     path.write_text('{"model": {"target": 0.9}}')
     with pytest.raises(CostFileError, match='fit.json has no "model" with target, metric'):
         load_cost(str(path))
