@@ -521,6 +521,17 @@ def format_time_advice(source, fit, predictions, choice, cost, updates0=None,
                  'side' % (100 * BALANCE_ERROR) if any(p.balanced for p in predictions) else '',
                  '%.1f s' % wall_time if wall_time else 'a fixed wall time', 'drawn from those of the worker that waited least'
                  if fit.step_samples else 'of %.1f ms' % (1e3 * fit.overhead_s))]
+    if wall_time:
+        share = (100 * ranked[0].time_s / wall_time, 100 * ranked[-1].time_s / wall_time)
+        lines.append('The target falls at %.0f-%.0f%% of the simulated run (the fastest and '
+                     'the slowest paradigm)%s.' % (share + (
+                         ': slow episodes later in the run do not delay it'
+                         if share[1] < 100 else '',)))
+    beyond = [p.label for p in predictions
+              if p.stale_mean is not None and p.stale_mean > cost.staleness_max]
+    if beyond and staleness_cost is None:
+        lines.append('Extrapolated: the lab measured the cost of a mean gradient staleness up to '
+                     '%.1f; %s go beyond it.' % (cost.staleness_max, ', '.join(beyond)))
     short = [p.label for p in predictions if not all(p.reached)]
     if short:
         lines.append('Not reached within the simulated run, extrapolated at its mean pace: '

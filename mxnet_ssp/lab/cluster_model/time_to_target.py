@@ -51,6 +51,9 @@ class StalenessCost:
         Calibration rows the error comes from.
     coverage : float
         The share of those rows whose ratio lies in [error_low, error_high].
+    staleness_max : float
+        The largest mean gradient staleness of a fitted trial: beyond it the cost is
+        extrapolated.
     """
     target: float
     metric: str
@@ -60,6 +63,7 @@ class StalenessCost:
     error_high: float
     rows: int = 0
     coverage: float = 0.0
+    staleness_max: float = math.inf
 
     def updates(self, staleness, updates0=None):
         return updates_needed(self.updates0 if updates0 is None else updates0, self.cost,
@@ -129,4 +133,5 @@ def load_cost(path=FIT_FILE):
     if not isinstance(model, dict) or any(k not in model for k in keys):
         raise CostFileError('the staleness cost fit %s has no "model" with %s'
                             % (path, ', '.join(keys)))
-    return StalenessCost(*(model[k] for k in keys), coverage=model.get('coverage', 0.0))
+    return StalenessCost(*(model[k] for k in keys), coverage=model.get('coverage', 0.0),
+                         staleness_max=model.get('staleness_max', math.inf))

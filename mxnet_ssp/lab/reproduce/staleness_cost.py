@@ -112,7 +112,7 @@ def fit_cost(by_scenario):
         raise CalibrationError('no scenario has both BSP trials and stale ones to fit')
     cost = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
     return {'cost': cost, 'updates0': statistics.median(bsp), 'per_scenario': per_scenario,
-            'trials': len(xs) + len(bsp)}
+            'trials': len(xs) + len(bsp), 'staleness_max': max(xs)}
 
 
 def simulated(scenario, arms, target, seeds=SEEDS):
@@ -185,7 +185,8 @@ def build(runs_dir=RUNS_DIR, seeds=SEEDS, records=RECORDS):
         'model': {'target': TARGET, 'metric': METRIC, 'updates0': round(fit['updates0'], 1),
                   'cost': round(fit['cost'], 4), 'error_low': round(low, 4),
                   'error_high': round(high, 4), 'rows': len(rows),
-                  'coverage': round(sum(low <= x <= high for x in ratios) / len(ratios), 4)},
+                  'coverage': round(sum(low <= x <= high for x in ratios) / len(ratios), 4),
+                  'staleness_max': round(fit['staleness_max'], 3)},
         'per_scenario_updates0': {k: round(v, 1) for k, v in fit['per_scenario'].items()},
         'records': [r for r, _ in records], 'left_out': LEFT_OUT,
         'trials_missing_the_target': missed, 'trials_fitted': fit['trials'],

@@ -64,7 +64,7 @@ def test_the_cost_is_the_least_squares_slope_over_each_scenarios_bsp_median():
     assert fit['cost'] == pytest.approx(0.22)
     assert fit['per_scenario'] == {'a': 100.0, 'b': 200.0}
     assert fit['updates0'] == 105.0                     # the median of all 4 BSP trials
-    assert fit['trials'] == 6
+    assert fit['trials'] == 6 and fit['staleness_max'] == 2.0
     with pytest.raises(sc.CalibrationError, match='no scenario has both BSP trials and stale'):
         sc.fit_cost({'a': [row('bsp', 1.0, 0.0)]})
 
@@ -112,6 +112,7 @@ def test_the_committed_fit_is_what_the_committed_records_give():
     model = data['model']
     assert model['updates0'] == round(fit['updates0'], 1)
     assert model['cost'] == round(fit['cost'], 4)
+    assert model['staleness_max'] == round(fit['staleness_max'], 3)
     assert data['trials_fitted'] == fit['trials'] and data['trials_missing_the_target'] == missed
     assert data['records'] == [r for r, _ in sc.RECORDS]
     assert load_cost() == load_cost(FIT_FILE) and load_cost().cost == model['cost']
