@@ -54,6 +54,8 @@ setup(
     long_description_content_type='text/markdown',
     packages=find_packages(include=['mxnet_ssp', 'mxnet_ssp.*']),
     package_dir={'': '.'},
+    # the advisor's staleness cost and calibration, fitted on the lab's runs (docs/lab.md)
+    package_data={'mxnet_ssp.lab.cluster_model': ['time_to_target.json']},
     cmdclass={'build_py': BuildWithPth},
     # numpy<1.24 (below) has wheels for CPython 3.8 to 3.11 only (numpy 1.23.5: cp38..cp311)
     python_requires='>=3.8,<3.12',
