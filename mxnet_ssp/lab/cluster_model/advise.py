@@ -632,7 +632,7 @@ def format_check(scenario_dir, rows):
     return '\n'.join(lines)
 
 
-def main(argv=None):
+def _parser():
     p = argparse.ArgumentParser(
         prog=prog_name('mxnet-ssp-advise', 'mxnet_ssp.lab.cluster_model.advise'),
         description='Which paradigm for this cluster: from a real run\'s metrics (RUN_DIR) or '
@@ -669,6 +669,11 @@ def main(argv=None):
                    help='RUN_DIR is a lab scenario directory (<out>/<scenario> of '
                         'mxnet-ssp-reproduce --preset emulated): fit on its ASP runs and '
                         'report how far the predicted duration of every other run is')
+    return p
+
+
+def main(argv=None):
+    p = _parser()
     args = p.parse_args(argv)
     if args.seeds < 1:
         p.error('--seeds %r is not valid: expected an integer >= 1' % args.seeds)
