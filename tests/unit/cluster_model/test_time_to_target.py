@@ -212,3 +212,23 @@ def test_bad_target_settings_are_refused(capsys, argv, message):
     with pytest.raises(SystemExit) as stop:
         advise.main(['--cluster', 'mixed-4'] + argv)
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_advice_says_where_the_target_falls_what_is_extrapolated_and_what_ran_short():
+    cost = StalenessCost(0.92, 'sustained', 100.0, 0.25, 0.8, 1.25, 10, 0.8, staleness_max=2.0)
+    short = timed('ASP', [30.0, 34.0], stale=3.0)
+    short = short.__class__(**dict(short.__dict__, reached=(True, False)))
+    rows = advise.with_times([timed('BSP', [10.0]), short], cost)
+    text = advise.format_time_advice('RUN', FIT, rows, rows[0], cost, wall_time=40.0)
+    lines = text.split('\n')
+    assert 'The target falls at 25-80% of the simulated run (the fastest and the slowest ' \
+           'paradigm): slow episodes later in the run do not delay it.' in lines
+    assert 'Extrapolated: the lab measured the cost of a mean gradient staleness up to 2.0; ' \
+           'ASP go beyond it.' in lines
+    assert lines[-1] == 'Not reached within the simulated run, extrapolated at its mean pace: ' \
+                        'ASP (give a longer --wall-time).'
+    # a cost given by the user is not the lab's: nothing is called extrapolated
+    text = advise.format_time_advice('RUN', FIT, rows, rows[0], cost, staleness_cost=0.1,
+                                     wall_time=20.0)
+    assert 'Extrapolated' not in text and 'falls at 50-160% of the simulated run (the ' \
+           'fastest and the slowest paradigm).' in text
