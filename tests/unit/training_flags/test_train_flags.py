@@ -309,8 +309,8 @@ MESSAGES = {
          "one of mixed-2, mixed-4, straggler-8, transient-8, jitter-8, transient-4, link-4, a spec "
          "such as "
          "workers=4,base_ms=15,factors=1:1.3:1.8:3,jitter=10% (keys: name, workers, base_ms, "
-         "factors, jitter, episode_rate, episode_factor, episode_length, links, description), or a "
-         ".json or .toml file with those keys"),
+         "factors, jitter, episode_rate, episode_factor, episode_length, links, pin, "
+         "run_iterations, description), or a .json or .toml file with those keys"),
     '_check_emulate_alone':
         ("--emulate and --slowdown are exclusive: the scenario mixed-2 sets every worker's "
          "compute time"),
