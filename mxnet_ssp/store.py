@@ -81,6 +81,7 @@ class SSPKVStore(KVStoreBase):
     def __init__(self, store=None, **settings):
         store = store or self.store_type
         self._bucket_bytes = cfg.bucket_bytes(value=settings.pop('bucket_bytes', None))
+        self._chunk_bytes = cfg.chunk_bytes(value=settings.pop('chunk_bytes', None))
         self._host_updates = cfg.host_updates()
         self._config = cfg.from_env(store, **settings)
         self._rejoining = cfg.rejoining()   # a replacement of a lost worker (elastic mode)
@@ -121,7 +122,7 @@ class SSPKVStore(KVStoreBase):
         # every key's way to the servers: its own key, or a bucket (mxnet_ssp.worker.bucketing)
         self._buckets = Buckets(self._kv, self._keys, self._tracker, self._num_servers,
                                 self._bucket_bytes, cfg.host_copies(), self._config.timeout,
-                                SSPError)
+                                SSPError, chunk_bytes=self._chunk_bytes)
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         shutdown.adopt(self)      # closed and freed at exit in the same phase on every worker
 
@@ -402,12 +403,18 @@ class SSPKVStore(KVStoreBase):
                            metrics_dir=self._config.metrics_dir,
                            staleness_log=self._config.staleness_log,
                            host_updates=self._host_updates,
-                           agree=sender(self._rank, job_settings(self._config, self._bucket_bytes,
-                                                                 self._host_updates)))
+                           agree=sender(self._rank, job_settings(
+                               self._config, self._bucket_bytes, self._host_updates,
+                               bytes_per_chunk=self._chunk_bytes)))
         if not self._rejoining:           # the servers have it, with the job's optimizer state
             self._kv.set_optimizer(spec)
         self._optimizer = optimizer
         self._lr_sent = self._current_lr()
+        # chunks (mxnet_ssp.worker.chunking) carry their array's multipliers to the servers
+        from .optim import server_multipliers
+        sent = self._sent_optimizer
+        self._buckets.chunks.multipliers = lambda index: server_multipliers(sent, index)
+        self._buckets.chunks.send_control = self._send_control
 
     def _current_lr(self):
         opt = self._optimizer
@@ -475,7 +482,8 @@ class SSPKVStore(KVStoreBase):
             return
         self._check_ready()
         self._sync.connect(self._kv, self._keys, self._tracker.string_keys,
-                           job_settings(self._config, self._bucket_bytes, self._host_updates),
+                           job_settings(self._config, self._bucket_bytes, self._host_updates,
+                                        bytes_per_chunk=self._chunk_bytes),
                            self._rejoining, self.type)
 
     def _begin(self, keys):

@@ -23,6 +23,7 @@ MXNET_SSP_BUCKET_BYTES    the layout of the server keys: workers with different 
                           push and pull different keys
 MXNET_SSP_HOST_UPDATES,   sent to the servers with the optimizer: the last worker's would win
 MXNET_SSP_STALENESS_LOG   silently on every server
+MXNET_SSP_CHUNK_BYTES     which arrays are held as chunks, and their keys (the key layout)
 MXNET_KVSTORE_BIGARRAY_   MXNet's own: which arrays are split over all servers (the key
 BOUND                     layout again)
 ========================  =================================================================
@@ -38,7 +39,8 @@ that starts the controller's counts), ``MXNET_SSP_FOLLOW_GRACE`` (how fast each 
 after a failure) and the batch-balancing settings (read by the balancing service).
 """
 from ..core.agreement import KVSTORE, differences, mismatch_message
-from .data_path import (ENV_BIGARRAY_BOUND, ENV_BUCKET_BYTES, ENV_HOST_UPDATES, bigarray_bound,
+from .data_path import (ENV_BIGARRAY_BOUND, ENV_BUCKET_BYTES, ENV_CHUNK_BYTES, chunk_bytes,
+                        ENV_HOST_UPDATES, bigarray_bound,
                         bucket_bytes)
 from .file import current, settings_origin
 from .lifetime import ENV_ELASTIC
@@ -53,7 +55,7 @@ def _flag(value):
     return 'on' if value else 'off'
 
 
-def job_settings(config, bytes_per_bucket, updates_on_host, environ=None):
+def job_settings(config, bytes_per_bucket, updates_on_host, environ=None, bytes_per_chunk=None):
     """The settings of a worker that must agree across the job.
 
     Parameters
@@ -67,6 +69,9 @@ def job_settings(config, bytes_per_bucket, updates_on_host, environ=None):
         Its ``MXNET_SSP_HOST_UPDATES``.
     environ : mapping, optional
         Where the other values are read (default: the process's settings).
+    bytes_per_chunk : int, optional
+        Its bytes per chunk (``MXNET_SSP_CHUNK_BYTES`` or ``create(chunk_bytes=...)``);
+        default: read from `environ`.
 
     Returns
     -------
@@ -92,6 +97,11 @@ def job_settings(config, bytes_per_bucket, updates_on_host, environ=None):
     from_env_bytes = bucket_bytes(env)
     out[ENV_BUCKET_BYTES] = ['%d' % bytes_per_bucket, where(ENV_BUCKET_BYTES)
                              if bytes_per_bucket == from_env_bytes else 'mxnet_ssp.create()']
+    from_env_chunk = chunk_bytes(env)
+    if bytes_per_chunk is None:
+        bytes_per_chunk = from_env_chunk
+    out[ENV_CHUNK_BYTES] = ['%d' % bytes_per_chunk, where(ENV_CHUNK_BYTES)
+                            if bytes_per_chunk == from_env_chunk else 'mxnet_ssp.create()']
     out[ENV_HOST_UPDATES] = [_flag(updates_on_host), where(ENV_HOST_UPDATES)]
     out[ENV_STALENESS_LOG] = [_flag(config.staleness_log), where(ENV_STALENESS_LOG)]
     out[ENV_BIGARRAY_BOUND] = ['%d' % bigarray_bound(env),

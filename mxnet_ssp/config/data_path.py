@@ -6,7 +6,7 @@ from .table import Setting, declare, flag, integer, read
 __all__ = ['ENV_WRAP_ASYNC', 'ENV_WRAP_SYNC', 'WRAP_SETTINGS', 'ENV_BUCKET_BYTES',
            'DEFAULT_BUCKET_BYTES', 'ENV_HOST_COPIES', 'ENV_HOST_UPDATES', 'ENV_BIGARRAY_BOUND',
            'wrap_async', 'wrap_sync', 'bucket_bytes', 'host_copies', 'host_updates',
-           'bigarray_bound']
+           'bigarray_bound', 'ENV_CHUNK_BYTES', 'DEFAULT_CHUNK_BYTES', 'chunk_bytes']
 
 ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
 ENV_WRAP_SYNC = 'MXNET_SSP_WRAP_SYNC'
@@ -16,6 +16,9 @@ WRAP_SETTINGS = {'dist_async': ENV_WRAP_ASYNC, 'dist_sync': ENV_WRAP_SYNC}
 ENV_BUCKET_BYTES = 'MXNET_SSP_BUCKET_BYTES'
 #: Its default (docs/stores.md, "Buckets", gives the measurements behind it).
 DEFAULT_BUCKET_BYTES = 4 << 20
+ENV_CHUNK_BYTES = 'MXNET_SSP_CHUNK_BYTES'
+#: Its default (docs/benchmarks.md, "Chunks", gives the measurements behind it).
+DEFAULT_CHUNK_BYTES = 0
 ENV_HOST_COPIES = 'MXNET_SSP_HOST_COPIES'
 ENV_HOST_UPDATES = 'MXNET_SSP_HOST_UPDATES'
 ENV_BIGARRAY_BOUND = MXNET_KVSTORE_BIGARRAY_BOUND
@@ -30,6 +33,12 @@ declare(
             default=DEFAULT_BUCKET_BYTES, arg='bucket_bytes',
             accepted='a number of bytes, an integer >= 0 (0 turns bucketing off; default %d)'
                      % DEFAULT_BUCKET_BYTES),
+    Setting(ENV_CHUNK_BYTES, 'data path', 'Bytes per chunk: dense arrays larger than this are '
+            'held as chunks spread over the servers and pushed and pulled as a pipeline '
+            '(mxnet_ssp.core.chunks); 0 keeps every array whole.', integer(0),
+            default=DEFAULT_CHUNK_BYTES, arg='chunk_bytes',
+            accepted='a number of bytes, an integer >= 0 (0 keeps arrays whole; default %d)'
+                     % DEFAULT_CHUNK_BYTES),
     Setting(ENV_HOST_COPIES, 'data path', "Whether a worker's batched copies into and out of "
             "buckets run as NumPy copies inside one operation of MXNet's engine (off: MXNet's "
             'own copies).', flag, default=True),
@@ -74,3 +83,9 @@ def host_updates(environ=None):
 def bigarray_bound(environ=None):
     """MXNet's ``MXNET_KVSTORE_BIGARRAY_BOUND`` as MXNet reads it (default 1000000)."""
     return read(ENV_BIGARRAY_BOUND, environ)
+
+
+def chunk_bytes(environ=None, value=None):
+    """Bytes per chunk: `value` (from Python) or ``MXNET_SSP_CHUNK_BYTES``, an integer >= 0
+    (0: every array stays whole), default :data:`DEFAULT_CHUNK_BYTES`."""
+    return read(ENV_CHUNK_BYTES, environ, given=value)

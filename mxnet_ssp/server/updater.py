@@ -492,6 +492,15 @@ class ServerOptimizer(SavedState):
             opt.wd_mult[bucket.index] = float(spec['wd_mult'])
             bucket.uniform = bucket.counts_agree(opt)
 
+    def _set_chunks(self, payload):
+        """The workers' chunks (mxnet_ssp.core.chunks): each chunk's index gets its array's
+        learning-rate and weight-decay multipliers (and so does an array's own key when
+        chunks moved MXNet's numbering of string keys)."""
+        opt = self.optimizer
+        for index, (lr_mult, wd_mult) in payload['multipliers'].items():
+            opt.lr_mult[int(index)] = float(lr_mult)
+            opt.wd_mult[int(index)] = float(wd_mult)
+
     # -- commands ------------------------------------------------------------------
     def control(self, action, payload):
         """Run a :class:`mxnet_ssp.ps.commands.Control` command (on the server's update thread,
@@ -504,9 +513,13 @@ class ServerOptimizer(SavedState):
             self._load(payload)
         elif action == 'buckets':
             self._set_buckets(payload)
+        elif action == 'chunks':
+            self._set_chunks(payload)
         else:
             raise ValueError('unknown mxnet-ssp server command %r' % (action,))
-        if action == 'buckets':
+        if action == 'chunks':
+            logger.debug('server: multipliers of %d chunk keys', len(payload['multipliers']))
+        elif action == 'buckets':
             arrays = sum(len(b['members']) for b in payload)
             logger.info('server: %d array%s in %d bucket%s', arrays, 's' * (arrays != 1),
                         len(payload), 's' * (len(payload) != 1))

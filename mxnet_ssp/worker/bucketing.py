@@ -62,7 +62,7 @@ class Buckets:
     """
 
     def __init__(self, native, keys, tracker, num_servers, bucket_bytes, host_copies, timeout,
-                 error):
+                 error, chunk_bytes=0):
         self.native = native
         self._keys, self._tracker = keys, tracker
         self._rank, self._num_workers = native.rank, native.num_workers
@@ -81,6 +81,12 @@ class Buckets:
         self._first_seen = set()
         self._sparse_pushed = set()       # keys whose first-step gradients were sparse
         self._refresh = {}                # slot mode: key -> numpy refresh marker
+        self._bigarray_bound = cfg.bigarray_bound()
+        # the large arrays held as chunks (mxnet_ssp.worker.chunking)
+        from .chunking import Chunks
+        self.chunks = Chunks(self, chunk_bytes, self._bigarray_bound - 1)
+        self._str_natural = 0             # string keys the caller initialized so far
+        self._natural_of = {}             # server index -> the index MXNet's store would use
 
     @property
     def learning(self):
@@ -97,17 +103,92 @@ class Buckets:
         and the arrays they hold."""
         plan = self.plan
         return {'buckets': len(plan.buckets) if plan else 0,
-                'arrays_in_buckets': len(plan.of_key) if plan else 0}
+                'arrays_in_buckets': len(plan.of_key) if plan else 0, **self.chunks.describe()}
 
     # -- every key: init, push, pull -------------------------------------------------------
     def init(self, key, value):
         """Initialize `key` on the servers (collective): on its own key, or every worker's
-        slot of it in slot mode."""
+        slot of it in slot mode, or as chunks (:mod:`mxnet_ssp.worker.chunking`)."""
+        if self._chunking():
+            for k, v in zip(as_list(key), as_values(key, value)):
+                if not self._init_chunked(k, v):
+                    self._remember(k, v)
+                    self._init_keys(k, v)
+            return
+        self._count_natural(key)
         self._remember(key, value)
         self._init_keys(key, value)
 
+    def _chunking(self):
+        return self.chunks.chunk_bytes > 0 and self.chunks.multipliers is not None
+
+    def _count_natural(self, key):
+        self._str_natural += sum(isinstance(k, str) for k in as_list(key))
+
+    def _init_chunked(self, key, value):
+        """Initialize `key` as chunks if the chunk plan holds it so (returns True); else
+        note the index its own key will have, which differs from MXNet's numbering of string
+        keys once chunks took numbers (rank 0 then sends the servers that index's
+        multipliers)."""
+        layout = self._keys
+        if isinstance(key, str):
+            natural = self._str_natural
+            self._str_natural += 1
+            if layout.slot_mode:
+                size = layout.workers * layout.num_servers
+                actual = -(-layout.str_ids // size)
+            else:
+                actual = layout.str_ids
+        else:
+            natural = actual = key
+        if self.chunks.wants(key, value, actual):
+            self.chunks.init(key, value, natural)
+            v = value[0] if isinstance(value, (list, tuple)) else value
+            self._arrays[key] = (tuple(v.shape), np.dtype(v.dtype), v.stype, None)
+            return True
+        if actual != natural:
+            self._natural_of[actual] = natural
+            if self._rank == 0 and self.chunks.send_control is not None:
+                self.chunks.send_control(
+                    'chunks', {'multipliers': {actual: self.chunks.multipliers(natural)}})
+        return False
+
+    def _apart(self, key, value, out=None):
+        """The chunked keys of a call, ``[(ChunkedArray, value, out)]``, and the rest as
+        ``(key, value, out)`` in the call's form (None if nothing is left)."""
+        chunks = self.chunks
+        if not chunks:
+            return (), (key, value, out)
+        if not isinstance(key, (list, tuple)):
+            array = chunks.get(key)
+            return ((), (key, value, out)) if array is None else ([(array, value, out)], None)
+        outs = as_values(key, out) if out is not None else [None] * len(key)
+        found, rest = [], ([], [], [])
+        for k, v, o in zip(key, as_values(key, value), outs):
+            array = chunks.get(k)
+            if array is not None:
+                found.append((array, v, o))
+            else:
+                rest[0].append(k)
+                rest[1].append(v)
+                rest[2].append(o)
+        if not rest[0]:
+            return found, None
+        return found, (rest[0], rest[1], rest[2] if out is not None else None)
+
     def broadcast(self, key, value, out, priority=0):
         """Initialize `key` with `value` and pull it into `out` (collective)."""
+        if self._chunking():
+            for k, v, o in zip(as_list(key), as_values(key, value), as_values(key, out)):
+                if self._init_chunked(k, v):
+                    self.chunks.pull(self.chunks.get(k), o, priority)
+                else:
+                    self._broadcast_whole(k, v, o, priority)
+            return
+        self._count_natural(key)
+        self._broadcast_whole(key, value, out, priority)
+
+    def _broadcast_whole(self, key, value, out, priority):
         self._remember(key, value)
         if not self._keys.slot_mode:
             self.native.broadcast(key, value, out, priority=priority)
@@ -129,7 +210,14 @@ class Buckets:
 
     def push(self, key, value, step, priority):
         """Push `value` of `key` (or a list) in `step`: the bucketed arrays into their buckets
-        (each pushed when complete), the others on their own keys."""
+        (each pushed when complete), the chunked ones chunk by chunk, the others on their
+        own keys."""
+        chunked, rest = self._apart(key, value)
+        for array, v, _ in chunked:
+            self.chunks.push(array, v, priority)
+        if rest is None:
+            return
+        key, value, _ = rest
         if self.plan:
             own = self._stage(as_list(key), as_values(key, value), None, step, priority, ())
             if own:
@@ -158,6 +246,17 @@ class Buckets:
     def pushpull(self, key, value, out, step, priority, frame):
         """Push `value` of `key` (or a list) and pull the weights into `out`: with the push in
         a fast step, else deferred to the release (``step.deferred``)."""
+        chunked, rest = self._apart(key, value, out)
+        for array, v, o in chunked:
+            if step.fast:
+                self.chunks.pushpull(array, v, o, priority)
+                step.pulled([array.key], o)
+            else:
+                self.chunks.push(array, v, priority)
+                step.deferred.append((array.key, o, priority, True))
+        if rest is None:
+            return
+        key, value, out = rest
         keys = as_list(key)
         if self.plan:
             own = self._stage(keys, as_values(key, value), as_values(key, out), step, priority,
@@ -177,6 +276,14 @@ class Buckets:
         """Pull the weights of `key` (or a list) into `out`, the bucketed ones from their
         bucket.  `step`: the fast step in progress that pushed them (a bucket not yet pulled
         in it is unpacked at its pull), or None."""
+        chunked, rest = self._apart(key, out)
+        for array, o, _ in chunked:
+            self.chunks.pull(array, o, priority)
+            if step is not None:
+                step.pulled([array.key], o)
+        if rest is None:
+            return
+        key, out, _ = rest
         if self.plan and any(self.plan.bucket_of(k) for k in as_list(key)):
             self._pull_through_buckets(key, out, priority, ignore_sparse, step)
             return
@@ -190,6 +297,12 @@ class Buckets:
         bucket pulled once, in slot mode after a refresh of the slot), then unpack them."""
         pulled = {}                   # bucket number -> the (member, out) pairs to unpack
         for key, out, priority, ignore_sparse in pulls:
+            chunked, rest = self._apart(key, out)
+            for array, o, _ in chunked:
+                self.chunks.pull(array, o, priority, refresh=self._keys.slot_mode)
+            if rest is None:
+                continue
+            key, out, _ = rest
             if self.plan and any(self.plan.bucket_of(k) for k in as_list(key)):
                 self._pull_through_buckets(key, out, priority, ignore_sparse, None, pulled)
                 continue
@@ -202,7 +315,8 @@ class Buckets:
     def refresh(self, key, priority=0):
         """Slot mode: make the servers copy their latest weights into this worker's slots of
         `key` (or a list; a bucket's key too; a bucketed key's bucket, which its pull reads)."""
-        for k in (self.plan.carriers(as_list(key)) if self.plan else as_list(key)):
+        keys = self.chunks.chunk_keys(key) if self.chunks else as_list(key)
+        for k in (self.plan.carriers(keys) if self.plan else keys):
             marker = self._refresh.get(k)
             if marker is None:
                 marker = self._refresh[k] = refresh_marker(self._shape_of(k))
@@ -211,6 +325,9 @@ class Buckets:
             self.native.push(self._keys.mine(k), nd.array(marker), priority=priority)
 
     def _shape_of(self, key):
+        chunk_shape = self.chunks.shape_of(key)
+        if chunk_shape is not None:
+            return chunk_shape
         if self.plan and key in self._bucket_keys:
             return (self._bucket_keys[key].length,)
         shapes = self._tracker.shapes
@@ -316,7 +433,8 @@ class Buckets:
                 owners.append(bucket)
                 next_id += 1
             return keys, owners
-        taken = set(self._arrays) | {k for k in RESERVED_KEYS if not isinstance(k, str)}
+        taken = (set(self._arrays) | set(self.chunks.taken())
+                 | {k for k in RESERVED_KEYS if not isinstance(k, str)})
         top = (MAX_INT_KEY // (self._num_workers * self._num_servers) - 1
                if self._keys.slot_mode else MAX_INT_KEY - 1)
         by_server = {}
@@ -382,7 +500,8 @@ class Buckets:
             eligible = (stype == 'default' and sid is not None and k not in RESERVED_KEYS
                         and k not in self._sparse_pushed)
             group = ((self._server_of(sid), dtype.str)
-                     + server_multipliers(sent_optimizer, sid)) if eligible else ()
+                     + server_multipliers(sent_optimizer, self._natural_of.get(sid, sid))
+                     ) if eligible else ()
             arrays.append(ArrayInfo(k, shape, int(np.prod(shape)),
                                     dtype.itemsize if eligible else 0, group, eligible))
         return arrays

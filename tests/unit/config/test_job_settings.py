@@ -36,6 +36,7 @@ def test_every_value_of_a_dssp_worker_set_in_its_environment():
         cfg.ENV_TIMEOUT: ['45', 'environment'],
         cfg.ENV_ELASTIC: ['1', 'environment'],
         cfg.ENV_BUCKET_BYTES: ['8192', 'environment'],
+        cfg.ENV_CHUNK_BYTES: ['%d' % cfg.DEFAULT_CHUNK_BYTES, 'default'],
         cfg.ENV_HOST_UPDATES: ['on', 'environment'],
         cfg.ENV_STALENESS_LOG: ['on', 'environment'],
         cfg.ENV_BIGARRAY_BOUND: ['5000', 'environment']}
@@ -50,6 +51,7 @@ def test_a_softsync_worker_shares_its_splits_and_no_staleness():
         cfg.ENV_ELASTIC: ['1', 'environment'],
         cfg.ENV_SOFTSYNC_SPLITS: ['2', 'environment'],
         cfg.ENV_BUCKET_BYTES: ['8192', 'environment'],
+        cfg.ENV_CHUNK_BYTES: ['%d' % cfg.DEFAULT_CHUNK_BYTES, 'default'],
         cfg.ENV_HOST_UPDATES: ['off', 'environment'],
         cfg.ENV_STALENESS_LOG: ['on', 'environment'],
         cfg.ENV_BIGARRAY_BOUND: ['5000', 'environment']}

@@ -243,6 +243,7 @@ def test_job_settings_are_normal_forms_with_their_origins(tmp_path):
         'MXNET_SSP_TIMEOUT': ['300', 'default'],
         'MXNET_SSP_ELASTIC': ['0', 'default'],
         'MXNET_SSP_BUCKET_BYTES': ['4096', 'mxnet_ssp.create()'],
+        'MXNET_SSP_CHUNK_BYTES': ['%d' % cfg.DEFAULT_CHUNK_BYTES, 'default'],
         'MXNET_SSP_HOST_UPDATES': ['off', 'default'],
         'MXNET_SSP_STALENESS_LOG': ['off', 'default'],
         'MXNET_KVSTORE_BIGARRAY_BOUND': ['1000000', 'default']}

@@ -1,0 +1,226 @@
+"""A worker's large arrays held as chunks (:mod:`mxnet_ssp.core.chunks`): their keys, their
+send buffers, and their pushes and pulls.
+
+:class:`Chunks` learns each array as it is initialized: one larger than
+``MXNET_SSP_CHUNK_BYTES`` is initialized as chunk keys (each on the server the plan chose)
+instead of its own key, and from then on every push of it is a push of each chunk and every
+pull a pull of each chunk, in element order (the first layer's first), into views of the
+caller's array.  The servers apply the rule to each chunk under the chunk's own index, with
+the array's learning-rate and weight-decay multipliers (rank 0 sends them in a ``chunks``
+command before the chunks' init); the rules are element-wise (``optim.is_elementwise``), so
+each element gets the operations it would get whole.
+
+A chunk is pushed from a buffer of its own: MXNet's dist store keeps a pushed CPU array as
+the key's receive buffer, and views of one array share one engine variable, so pushing views
+would make each chunk's push wait for the previous chunk's pull (no pipeline at all).  With a
+buffer per chunk, the pushes of later chunks and the pulls of earlier ones are in flight at
+once; the engine orders the next step's copy into a buffer after that buffer's pull.
+
+Contracts: not thread-safe (the store's training thread); returns without waiting (MXNet's
+engine orders the copies, pushes and pulls), except :meth:`init` (collective, as MXNet's init).
+"""
+import logging
+
+import numpy as np
+from mxnet import ndarray as nd
+
+from ..core.chunks import CHUNK_KEY_STR, CHUNK_PAD_KEY_STR, ChunkPlan
+from ..core.buckets import int_keys_on
+from ..ps.channel import MAX_INT_KEY, RESERVED_KEYS
+from .slots import as_list, as_values
+
+__all__ = ['Chunks']
+
+logger = logging.getLogger(__name__)
+
+
+def _first(v):
+    return v[0] if isinstance(v, (list, tuple)) else v
+
+
+class Chunks:
+    """The chunks of one worker's store.
+
+    Parameters
+    ----------
+    owner : :class:`mxnet_ssp.worker.bucketing.Buckets`
+        Whose native store, key layout, key numbering and init the chunks use.
+    chunk_bytes : int
+        ``MXNET_SSP_CHUNK_BYTES`` (0: every array stays whole).
+    max_elements : int
+        MXNet's big-array bound less one: a chunk stays whole on its server.
+    """
+
+    def __init__(self, owner, chunk_bytes, max_elements):
+        self._owner = owner
+        self.chunk_bytes = chunk_bytes
+        self.plan = ChunkPlan(chunk_bytes, owner._num_servers, max_elements)
+        self._keys_taken = set()          # integer chunk keys (the buckets skip them)
+        self._bufs = {}                   # chunk key -> its send buffer
+        self._shapes = {}                 # chunk key -> (size,)
+        self.multipliers = None           # callable: server index -> (lr_mult, wd_mult)
+        self.send_control = None          # callable(action, payload): rank 0's commands
+
+    def __bool__(self):
+        return bool(self.plan)
+
+    def get(self, key):
+        """The :class:`~mxnet_ssp.core.chunks.ChunkedArray` of `key`, or None (whole)."""
+        return self.plan.arrays.get(key) if self.plan.arrays else None
+
+    def taken(self):
+        return self._keys_taken
+
+    def shape_of(self, chunk_key):
+        return self._shapes.get(chunk_key)
+
+    def chunk_keys(self, key):
+        """The server keys holding `key` (or a list): its chunks', or itself."""
+        out = []
+        for k in as_list(key):
+            array = self.get(k)
+            out.extend(array.keys if array is not None else [k])
+        return out
+
+    def describe(self):
+        return {'chunked_arrays': len(self.plan.arrays),
+                'chunks': sum(len(a.chunks) for a in self.plan.arrays.values())}
+
+    # -- init ------------------------------------------------------------------------------
+    def wants(self, key, value, sid):
+        """Whether `key` (initialized with `value`; `sid` the index the servers would see for
+        it whole, or None) is to be held as chunks: learns it in the plan either way."""
+        v = _first(value)
+        owner = self._owner
+        eligible = (self.chunk_bytes > 0 and self.multipliers is not None
+                    and v.stype == 'default' and key not in RESERVED_KEYS)
+        nbytes = v.size * np.dtype(v.dtype).itemsize
+        server = None
+        if sid is not None and v.size < owner._bigarray_bound:
+            server = owner._server_of(sid)
+        if not eligible or nbytes <= self.chunk_bytes:
+            if server is None and v.size < owner._bigarray_bound:
+                server = 0
+            self.plan.add(key, v.shape, np.dtype(v.dtype).itemsize, False, server)
+            return False
+        return self.plan.add(key, v.shape, np.dtype(v.dtype).itemsize, True,
+                             server) is not None
+
+    def init(self, key, value, parent_sid):
+        """Initialize the chunks of `key` (collective): give each a key on its server, tell
+        the servers its multipliers (rank 0), and init each with its part of `value`."""
+        owner = self._owner
+        array = self.plan.arrays[key]
+        v = _first(value)
+        flat = v.reshape((-1,))
+        keys, values = self._assign(array)
+        specs = {idx: self.multipliers(parent_sid) for idx in array.indices}
+        if owner._rank == 0 and self.send_control is not None:
+            # before the init's barrier: no worker pushes a chunk before the servers know it
+            self.send_control('chunks', {'multipliers': specs})
+        init_keys, init_values = [], []
+        for k, c in zip(keys, values):
+            if c is None:
+                init_keys.append(k)
+                init_values.append(nd.zeros(1))
+                continue
+            part = flat[c.offset:c.offset + c.size].copy()   # never the caller's memory
+            init_keys.append(k)
+            init_values.append(part)
+            self._bufs[k] = nd.zeros(c.size, dtype=v.dtype)
+            self._shapes[k] = (c.size,)
+        owner._init_keys(init_keys, init_values)
+
+    def _assign(self, array):
+        """Server keys for `array`'s chunks: integer keys on the chosen servers (the store's
+        keys are integers), or string keys numbered by MXNet (padding keys move the numbering
+        to a chunk's server, except in slot mode, where each key's block decides).  Returns
+        the keys to initialize in order and, for each, its chunk (None: padding)."""
+        owner = self._owner
+        layout = owner._keys
+        if isinstance(array.key, str):
+            keys, owners = [], []
+            next_id = layout.str_ids
+            for c in array.chunks:
+                if not layout.slot_mode:
+                    while owner._server_of(next_id) != c.server:
+                        keys.append(CHUNK_PAD_KEY_STR % next_id)
+                        owners.append(None)
+                        next_id += 1
+                name = CHUNK_KEY_STR % (array.key, c.number)
+                array.keys[c.number] = name
+                if layout.slot_mode:
+                    workers, servers = layout.workers, layout.num_servers
+                    block = -(-next_id // (workers * servers))
+                    array.indices[c.number] = block
+                    next_id = (block + 1) * workers * servers
+                else:
+                    array.indices[c.number] = next_id
+                    next_id += 1
+                keys.append(name)
+                owners.append(c)
+            return keys, owners
+        taken = (set(owner._arrays) | self._keys_taken
+                 | {k for k in RESERVED_KEYS if not isinstance(k, str)})
+        top = (MAX_INT_KEY // (owner._num_workers * owner._num_servers) - 1
+               if layout.slot_mode else MAX_INT_KEY - 1)
+        for c in array.chunks:
+            key = int_keys_on(c.server, 1, top, owner._server_of, taken)[0]
+            taken.add(key)
+            self._keys_taken.add(key)
+            array.keys[c.number] = array.indices[c.number] = key
+        return list(array.keys), list(array.chunks)
+
+    # -- a step's traffic ------------------------------------------------------------------
+    def push(self, array, value, priority):
+        """Push `value` (the caller's array, or a list of per-device arrays) chunk by chunk."""
+        owner = self._owner
+        flat = self._summed(value).reshape((-1,))
+        for c, k in zip(array.chunks, array.keys):
+            buf = self._bufs[k]
+            flat[c.offset:c.offset + c.size].copyto(buf)
+            owner.native.push(owner._keys.mine(k), buf, priority=priority)
+
+    def pull(self, array, out, priority, refresh=False):
+        """Pull the chunks of `array` into views of `out` (or each of a list of per-device
+        arrays), first chunk first; `refresh` (slot mode, at a release): refresh each chunk's
+        slot before its pull."""
+        owner = self._owner
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        flat = outs[0].reshape((-1,))
+        for c, k in zip(array.chunks, array.keys):
+            if refresh:
+                owner.refresh(k, priority)
+            owner.native.pull(owner._keys.mine(k), out=flat[c.offset:c.offset + c.size],
+                              priority=priority)
+        for o in outs[1:]:
+            outs[0].copyto(o)
+
+    def pushpull(self, array, value, out, priority):
+        """Push each chunk and pull it back at once (a fast step): chunk j's pull follows its
+        own push while chunk j + 1 is pushed."""
+        owner = self._owner
+        flat = self._summed(value).reshape((-1,))
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        oflat = outs[0].reshape((-1,))
+        for c, k in zip(array.chunks, array.keys):
+            buf = self._bufs[k]
+            flat[c.offset:c.offset + c.size].copyto(buf)
+            mine = owner._keys.mine(k)
+            owner.native.push(mine, buf, priority=priority)
+            owner.native.pull(mine, out=oflat[c.offset:c.offset + c.size], priority=priority)
+        for o in outs[1:]:
+            outs[0].copyto(o)
+
+    @staticmethod
+    def _summed(value):
+        """One array of a key's per-device gradients: their sum (as MXNet sums them), or the
+        array itself."""
+        if not isinstance(value, (list, tuple)):
+            return value
+        if len(value) == 1:
+            return value[0]
+        total = value[0].copyto(value[0].context)
+        for v in value[1:]:
+            total += v.as_in_context(total.context)
+        return total
