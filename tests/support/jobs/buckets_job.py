@@ -1,4 +1,4 @@
-"""Integration-test worker for buckets: the same training with and without them.
+"""Integration-test worker for buckets and chunks: the same training with and without them.
 
 A small network (Dense, BatchNorm, Dense, Dense: a dozen arrays of a few hundred bytes, so
 they all fit in buckets) trained for ``--steps`` steps on data fixed by the worker's rank,
@@ -196,6 +196,8 @@ def main():
     with open(os.path.join(args.out, 'info-%d.json' % kv.rank), 'w') as f:
         json.dump({'buckets': path.get('buckets', 0),
                    'bucketed': path.get('arrays_in_buckets', 0),
+                   'chunked': path.get('chunked_arrays', 0),
+                   'chunks': path.get('chunks', 0),
                    'store_class': '%s.%s' % (type(kv).__module__, type(kv).__name__),
                    'slot_mode': getattr(kv, 'slot_mode', False),
                    'clock': getattr(kv, 'clock', None)}, f)

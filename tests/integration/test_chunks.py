@@ -1,0 +1,55 @@
+"""Chunks on real MXNet jobs: the same training with arrays whole and held as chunks.
+
+tests/support/jobs/buckets_job.py trains a small network; a chunk size of a few dozen bytes
+(or a kilobyte with ``--conv``) splits its larger arrays into chunks.  With one worker the
+servers see the same gradients in the same order either way and the rules are element-wise,
+so the final weights must be the same bits.  Each job writes how many arrays it held as
+chunks, so a test also fails if chunks were silently not used.
+"""
+import numpy as np
+import pytest
+
+from test_buckets import assert_same_bits, train
+
+pytestmark = pytest.mark.integration
+
+
+CASES = [   # (api, store, rule, servers, chunk bytes)
+    ('trainer', 'dist_async', 'sgd', 1, 64),
+    ('trainer', 'dist_ssp', 'sgd', 2, 64),
+    ('module', 'dist_ssp', 'sgd', 2, 64),        # string keys: chunks move MXNet's numbering
+    ('module', 'dist_async', 'sgd', 1, 64),
+    ('trainer', 'dist_sync', 'sgd', 2, 64),
+    ('trainer', 'dist_async', 'dcasgd-a', 2, 64),  # slot mode: per-worker backups per chunk
+    pytest.param('module', 'dist_async', 'dcasgd-a', 2, 64, marks=pytest.mark.slow),
+    pytest.param('trainer', 'dist_dssp', 'adam', 2, 64, marks=pytest.mark.slow),
+    pytest.param('raw', 'dist_async', 'sgd', 2, 64, marks=pytest.mark.slow),
+    pytest.param('module', 'dist_sync', 'sgd', 2, 64, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize('api,store,rule,servers,chunk', CASES)
+def test_chunks_give_the_bits_of_whole_arrays(tmp_path, api, store, rule, servers, chunk):
+    args = ['--api', api, '--store', store, '--rule', rule, '--steps', '5']
+    (off_info, off, _), = train(tmp_path, 'off', 4 << 20, args, servers=servers,
+                                MXNET_SSP_CHUNK_BYTES='0')
+    (on_info, on, _), = train(tmp_path, 'on', 4 << 20, args, servers=servers,
+                              MXNET_SSP_CHUNK_BYTES=str(chunk))
+    assert off_info['chunked'] == 0
+    # dense0_weight (120 bytes) and dense1_weight (96 bytes) are above 64 bytes (the frozen
+    # weight too, but a frozen weight is never pushed: chunks or whole, it stays)
+    assert on_info['chunked'] >= 2 and on_info['chunks'] >= 4, on_info
+    assert on_info['clock'] == off_info['clock'] == 5
+    assert_same_bits(off, on)
+    if api == 'trainer':
+        # the multipliers reach the chunks' keys (a zero-lr bias stays zero)
+        assert not on['dense0_bias'].any()
+
+
+def test_chunks_of_a_convolution_and_two_devices_give_the_bits_of_whole_arrays(tmp_path):
+    args = ['--conv', '--devices', '2', '--rule', 'sgd', '--steps', '4']
+    (_, off, _), = train(tmp_path, 'off', 4 << 20, args, servers=2, MXNET_SSP_CHUNK_BYTES='0')
+    (info, on, _), = train(tmp_path, 'on', 4 << 20, args, servers=2,
+                           MXNET_SSP_CHUNK_BYTES='1024')
+    assert info['chunked'] >= 3 and info['chunks'] >= 12, info
+    assert_same_bits(off, on)
