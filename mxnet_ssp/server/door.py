@@ -27,10 +27,10 @@ __all__ = ['Door', 'receive', 'sort_push', 'DISCOVERY', 'REFRESH', 'GRADIENT']
 DISCOVERY, REFRESH, GRADIENT = 'discovery', 'refresh', 'gradient'
 
 _door = None        # this server's door, once the workers' updater arrived
-# the workers' ``chunks`` commands so far (index -> multipliers): every worker's set_optimizer
+# the workers' ``chunks`` commands so far (their tables merged): every worker's set_optimizer
 # reaches every server and the last one installs the updater, possibly after rank 0's first
 # command, so each new updater gets them again
-_chunk_multipliers = {}
+_chunk_tables = {}
 
 
 def sort_push(index, grad, slots, discovery_keys):
@@ -119,8 +119,8 @@ def receive(kind, *args):
                 end_job('server: the job failed: %s' % message)
         from .updater import ServerOptimizer
         _door = Door(ServerOptimizer(optimizer, **settings).activate())
-        if _chunk_multipliers:
-            _door.command('chunks', {'multipliers': dict(_chunk_multipliers)})
+        if _chunk_tables:
+            _door.command('chunks', {k: dict(v) for k, v in _chunk_tables.items()})
         return _door
     if kind == 'command':
         action, payload = args
@@ -129,7 +129,8 @@ def receive(kind, *args):
             # this server's loop would wait in ps-lite's finalize barrier for it for ever
             end_job(abort_message(payload))
         if action == 'chunks':
-            _chunk_multipliers.update(payload['multipliers'])
+            for table, entries in payload.items():
+                _chunk_tables.setdefault(table, {}).update(entries)
         if _door is None:
             try:
                 raise RuntimeError('no mxnet-ssp optimizer on this server (set_optimizer first)')

@@ -15,7 +15,16 @@ again) are restored when they first appear.
 Buckets (:mod:`mxnet_ssp.core.buckets`) do not show in the file: a bucket's state is saved as its
 members' states, each flat as the server holds every key, so files load whether the saving
 job and the loading job used buckets or not.
+
+Chunks (:mod:`mxnet_ssp.core.chunks`) do not show either, in plain mode: a chunk's state is
+saved as a piece of its array's (``pieces``: array index -> ``[(offset, size, state)]``), and
+every array under the index MXNet's own store gives it, so a file saved with one chunk size
+loads with another or with none.  The pieces of one array may lie in several servers' files:
+a server loading reads every ``<prefix>.server-*`` file it can see and takes what it needs
+when a key is first pushed (a missing piece ends the job, naming it).  In slot mode a file
+loads only with the chunk layout it was saved with (refused otherwise, naming the setting).
 """
+import glob
 import os
 import pickle
 
@@ -68,14 +77,28 @@ class SavedState:
                 keys[sid] = dict(ks.clock.state(), weight=_part(ks.weight, part),
                                  state=_to_numpy(self._state_of(k, ks.state, part)),
                                  acc=None if ks.acc is None else _part(ks.acc, part))
-        plain = {}
+        plain, pieces = {}, {}
         for i, st in self._states.items():
             for sid, part in self._members(i):
-                plain[sid] = _to_numpy(self._state_of(i, st, part))
+                entry = _to_numpy(self._state_of(i, st, part))
+                if sid in self._pieces:
+                    parent, offset, size = self._pieces[sid]
+                    pieces.setdefault(parent, []).append((offset, size, entry))
+                else:
+                    plain[self._natural.get(sid, sid)] = entry
         opt = self.optimizer
-        counts = {i: c for i, c in opt._index_update_count.items() if i not in self._buckets}
+        counts = {}
+        for i, c in opt._index_update_count.items():
+            if i in self._buckets:
+                continue
+            if i in self._pieces:
+                parent = self._pieces[i][0]
+                counts[parent] = max(c, counts.get(parent, 0))
+            else:
+                counts[self._natural.get(i, i)] = c
         blob = {'format': 1, 'slots': self.slots, 'num_workers': self.num_workers,
-                'num_servers': self.num_servers, 'plain': plain,
+                'num_servers': self.num_servers, 'plain': plain, 'pieces': pieces,
+                'chunk_layout': sorted(self._pieces.items()),
                 'keys': keys, 'backups': self._backups(),
                 'lr': opt.lr, 'num_update': opt.num_update,
                 'index_update_count': counts,
@@ -137,15 +160,23 @@ class SavedState:
                              % (self._path(prefix), blob['slots'], blob['num_workers'],
                                 blob.get('num_servers', '?'), self.slots, self.num_workers,
                                 self.num_servers))
+        layout = sorted(self._pieces.items())
+        if self.slots and blob.get('chunk_layout', []) != layout:
+            raise ValueError('mxnet-ssp: %s was saved by a job whose arrays were held as other '
+                             'chunks (MXNET_SSP_CHUNK_BYTES); in slot mode a file loads only '
+                             'with the chunk size it was saved with' % self._path(prefix))
         opt = self.optimizer
         opt.lr = blob['lr']
         opt.num_update = blob['num_update']
+        if self.slots:
+            counts = dict(blob['index_update_count'])
+            self._states = {i: _from_numpy(st) for i, st in blob['plain'].items()}
+        else:
+            counts = self._load_plain(prefix, blob)
         # MXNet's Updater re-selects the counts of the weight's device before every
         # update (_set_current_context), so the restored counts must be that entry too
-        counts = dict(blob['index_update_count'])
         opt._all_index_update_counts = {0: counts}
         opt._index_update_count = counts
-        self._states = {i: _from_numpy(st) for i, st in blob['plain'].items()}
         self._hist = dict(blob['hist'])
         self._pending_load = {k: dict(saved, backups=blob['backups'].get(k, {}))
                               for k, saved in blob['keys'].items()}
@@ -156,6 +187,53 @@ class SavedState:
                 self._restore_key(k, ks, self._pending_load.pop(k))
             elif k in self._buckets:
                 self._restore_bucket(self._buckets[k], ks)
+
+    def _load_plain(self, prefix, blob):
+        """Plain mode: keep the states of every server's file at `prefix` (this server's
+        `blob` first) by array, to be taken at each key's first push (:meth:`_take_loaded`).
+        Returns the update counts of the keys this server knows now."""
+        plain, pieces, counts = {}, {}, {}
+        blobs = [blob]
+        for path in sorted(glob.glob(glob.escape(prefix) + '.server-*')):
+            if path != self._path(prefix):
+                with open(path, 'rb') as f:
+                    blobs.append(pickle.load(f))
+        for b in blobs:
+            for index, st in b['plain'].items():
+                plain.setdefault(index, st)
+            for parent, parts in b.get('pieces', {}).items():
+                pieces.setdefault(parent, []).extend(parts)
+            for index, c in b['index_update_count'].items():
+                counts[index] = max(c, counts.get(index, 0))
+        self._states = {}
+        self._loaded = {'plain': plain, 'pieces': pieces, 'counts': counts}
+        actual = {n: a for a, n in self._natural.items()}
+        out = {actual.get(n, n): c for n, c in counts.items()}
+        for index, (parent, _, _) in self._pieces.items():
+            if parent in counts:
+                out[index] = counts[parent]
+        return out
+
+    def _take_loaded(self, index, weight):
+        """Plain mode: the loaded state of key `index` (a chunk: its piece of its array's
+        state; an array: its own, or its pieces joined), or None if the file has none."""
+        loaded = self._loaded
+        if loaded is None:
+            return None
+        if index in self._pieces:
+            array, offset, size = self._pieces[index]
+        else:
+            array, offset, size = self._natural.get(index, index), 0, weight.size
+            if array in loaded['plain']:
+                state, offset = loaded['plain'][array], None
+        if offset is not None:
+            state = _cut(loaded, array, offset, size)
+        if state is None:
+            return None
+        counts = self.optimizer._index_update_count
+        if index not in counts and array in loaded['counts']:
+            counts[index] = loaded['counts'][array]
+        return _from_numpy(state)
 
     def _restore_key(self, k, ks, saved):
         from mxnet import ndarray as nd
@@ -221,6 +299,57 @@ class SavedState:
                     restore[m] = ks.weight.copy()
                 flat(b).copyto(restore[m][part])
         ks.restore = restore
+
+
+def _cut(loaded, array, offset, size):
+    """Elements ``offset .. offset + size - 1`` of the saved state of `array` (an array
+    index), from its whole entry or its pieces; None if the file has no state for it."""
+    whole = loaded['plain'].get(array)
+    if whole is not None:
+        return _np_slice(whole, offset, offset + size)
+    parts = sorted(loaded['pieces'].get(array, ()), key=lambda p: p[0])
+    if not parts:
+        return None
+    chosen, at = [], offset
+    for off, n, st in parts:
+        if off <= at < off + n:
+            end = min(off + n, offset + size)
+            chosen.append(_np_slice(st, at - off, end - off))
+            at = end
+    if at != offset + size:
+        raise ValueError('mxnet-ssp: the saved optimizer states hold elements %d..%d of array '
+                         '%r only up to %d: a file saved with other chunks '
+                         '(MXNET_SSP_CHUNK_BYTES) loads only where every server\'s file of it '
+                         'is readable under the same prefix' % (offset, offset + size - 1,
+                                                                 array, at - 1))
+    return _np_join(chosen)
+
+
+def _np_slice(obj, start, stop):
+    """Elements `start`..`stop` of a saved state (:func:`_to_numpy`'s form; flat arrays)."""
+    kind, value = obj
+    if kind == 'nd':
+        return ('nd', value.reshape(-1)[start:stop])
+    if kind in ('list', 'tuple'):
+        return (kind, [_np_slice(o, start, stop) for o in value])
+    if kind == 'dict':
+        return ('dict', {k: _np_slice(v, start, stop) for k, v in value.items()})
+    return obj
+
+
+def _np_join(parts):
+    """Saved states of consecutive elements joined into one (:func:`_to_numpy`'s form)."""
+    import numpy as np
+    kind, value = parts[0]
+    if len(parts) == 1:
+        return parts[0]
+    if kind == 'nd':
+        return ('nd', np.concatenate([v for _, v in parts]))
+    if kind in ('list', 'tuple'):
+        return (kind, [_np_join([p[1][i] for p in parts]) for i in range(len(value))])
+    if kind == 'dict':
+        return ('dict', {k: _np_join([p[1][k] for p in parts]) for k in value})
+    return parts[0]
 
 
 def _part(array, part):

@@ -155,6 +155,9 @@ class ServerOptimizer(SavedState):
         self._buckets = {}                # index -> ServerBucket (the workers' plan)
         self._snapshots = None            # MXNET_SSP_SERVER_SNAPSHOTS (ps/snapshots.py)
         self._plain_weights = {}          # plain mode: key -> MXNet's stored weight
+        self._pieces = {}                 # chunk index -> (array's index, offset, size)
+        self._natural = {}                # key index -> MXNet's own index (string keys)
+        self._loaded = None               # plain mode: a loaded file's states, by array
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if not k.startswith('_')
@@ -226,7 +229,9 @@ class ServerOptimizer(SavedState):
             self._update_plain_bucket(bucket, weight, grad)
             return
         if index not in self._states:
-            self._states[index] = self.optimizer.create_state_multi_precision(index, weight)
+            loaded = self._take_loaded(index, weight)
+            self._states[index] = (loaded if loaded is not None else
+                                   self.optimizer.create_state_multi_precision(index, weight))
         self._rule_update(index, weight, grad, self._states[index])
 
     def _rule_update(self, index, weight, grad, state):
@@ -240,6 +245,10 @@ class ServerOptimizer(SavedState):
         opt = self.optimizer
         state = self._states.get(bucket.index)
         if state is None:
+            for sid, part in bucket.parts():
+                loaded = None if sid in self._states else self._take_loaded(sid, weight[part])
+                if loaded is not None:
+                    self._states[sid] = loaded
             state = self._states[bucket.index] = self._bucket_state(
                 bucket, weight, opt.create_state_multi_precision, self._states)
 
@@ -497,9 +506,13 @@ class ServerOptimizer(SavedState):
         learning-rate and weight-decay multipliers (and so does an array's own key when
         chunks moved MXNet's numbering of string keys)."""
         opt = self.optimizer
-        for index, (lr_mult, wd_mult) in payload['multipliers'].items():
+        for index, (lr_mult, wd_mult) in payload.get('multipliers', {}).items():
             opt.lr_mult[int(index)] = float(lr_mult)
             opt.wd_mult[int(index)] = float(wd_mult)
+        # what a saved file names each key by (mxnet_ssp.server.state): a chunk as a piece of
+        # its array, an array's own key by the index MXNet's own store gives it
+        self._pieces.update(payload.get('pieces', {}))
+        self._natural.update(payload.get('natural', {}))
 
     # -- commands ------------------------------------------------------------------
     def control(self, action, payload):

@@ -150,7 +150,8 @@ class Buckets:
             self._natural_of[actual] = natural
             if self._rank == 0 and self.chunks.send_control is not None:
                 self.chunks.send_control(
-                    'chunks', {'multipliers': {actual: self.chunks.multipliers(natural)}})
+                    'chunks', {'multipliers': {actual: self.chunks.multipliers(natural)},
+                               'natural': {actual: natural}})
         return False
 
     def _apart(self, key, value, out=None):

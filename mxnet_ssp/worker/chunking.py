@@ -115,9 +115,11 @@ class Chunks:
         flat = v.reshape((-1,))
         keys, values = self._assign(array)
         specs = {idx: self.multipliers(parent_sid) for idx in array.indices}
+        pieces = {idx: (parent_sid, c.offset, c.size)
+                  for idx, c in zip(array.indices, array.chunks)}
         if owner._rank == 0 and self.send_control is not None:
             # before the init's barrier: no worker pushes a chunk before the servers know it
-            self.send_control('chunks', {'multipliers': specs})
+            self.send_control('chunks', {'multipliers': specs, 'pieces': pieces})
         init_keys, init_values = [], []
         for k, c in zip(keys, values):
             if c is None:

@@ -53,3 +53,27 @@ def test_chunks_of_a_convolution_and_two_devices_give_the_bits_of_whole_arrays(t
                            MXNET_SSP_CHUNK_BYTES='1024')
     assert info['chunked'] >= 3 and info['chunks'] >= 12, info
     assert_same_bits(off, on)
+
+
+@pytest.mark.parametrize('api,saved_with,loaded_with', [   # (the job saves through Trainer)
+    ('trainer', '64', ('0', '40')),
+    ('trainer', '0', ('64',)),
+])
+def test_states_saved_with_one_chunk_size_resume_with_another_or_none(
+        tmp_path, api, saved_with, loaded_with):
+    """Adam (its update counts matter), two servers: states saved mid-run with one chunk size
+    (a chunk's state is saved as a piece of its array's, maybe in another server's file) and
+    loaded with another, or with arrays whole: the run ends where the uninterrupted run ends."""
+    args = ['--api', api, '--rule', 'adam', '--steps', '6', '--store', 'dist_async']
+    (info, whole, _), = train(tmp_path, 'whole', 4 << 20, args + ['--save-at', '3'],
+                              servers=2, MXNET_SSP_CHUNK_BYTES=saved_with)
+    assert (info['chunked'] > 0) == (saved_with != '0'), info
+    states = str(tmp_path / 'whole' / 'states')
+    for chunk in loaded_with:
+        (rinfo, resumed, _), = train(tmp_path, 'resumed-%s' % chunk, 4 << 20,
+                                     args + ['--save-at', '3', '--resume', states],
+                                     servers=2, MXNET_SSP_CHUNK_BYTES=chunk)
+        assert (rinfo['chunked'] > 0) == (chunk != '0'), rinfo
+        for key in whole:
+            np.testing.assert_array_equal(resumed[key], whole[key],
+                                          err_msg='chunks %s -> %s: %s' % (saved_with, chunk, key))
