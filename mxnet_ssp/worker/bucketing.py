@@ -459,6 +459,8 @@ class Buckets:
         """
         pushed, self._first_keys = self._first_keys, None
         self.plan, self._bucket_keys = BucketPlan([]), {}
+        if self.chunks:
+            logger.info('worker[%d] %s', self._rank, self.chunks.plan.describe())
         why = self._no_buckets_reason(optimizer)
         if why is not None:
             if self._bucket_bytes > 0:

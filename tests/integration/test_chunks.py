@@ -77,3 +77,22 @@ def test_states_saved_with_one_chunk_size_resume_with_another_or_none(
         for key in whole:
             np.testing.assert_array_equal(resumed[key], whole[key],
                                           err_msg='chunks %s -> %s: %s' % (saved_with, chunk, key))
+
+
+@pytest.mark.parametrize('store,staleness,bound', [('dist_ssp', '2', 2),
+                                                   ('dist_dssp', '1,3', 3)])
+def test_leads_stay_within_the_bound_and_reads_see_every_chunk(marker_job, tmp_path, store,
+                                                                staleness, bound):
+    """tests/support/jobs/marker_job.py with its marker array (3 workers x 12 steps: 144
+    bytes) in 3 chunks on 2 servers and one worker slow: every release within the bound, and
+    every pulled weight holds each gradient its release counts, in every chunk."""
+    from test_integration import _check_bound_from_clocks, _check_read_guarantee, _metrics
+    from conftest import fail_msg, job_env
+    iters = 12
+    proc, steps = marker_job(workers=3, servers=2, store=store, staleness=staleness,
+                             iters=iters, slow_rank=0, slow_seconds=0.05, base_seconds=0.005,
+                             env=job_env(tmp_path, MXNET_SSP_CHUNK_BYTES='64'))
+    assert proc.returncode == 0, fail_msg(proc)
+    assert '1 array in 3 chunks' in proc.stderr, fail_msg(proc)
+    _check_read_guarantee(steps, iters)
+    assert _check_bound_from_clocks(_metrics(tmp_path), bound) <= bound
