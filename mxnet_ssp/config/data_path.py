@@ -6,7 +6,8 @@ from .table import Setting, declare, flag, integer, read
 __all__ = ['ENV_WRAP_ASYNC', 'ENV_WRAP_SYNC', 'WRAP_SETTINGS', 'ENV_BUCKET_BYTES',
            'DEFAULT_BUCKET_BYTES', 'ENV_HOST_COPIES', 'ENV_HOST_UPDATES', 'ENV_BIGARRAY_BOUND',
            'wrap_async', 'wrap_sync', 'bucket_bytes', 'host_copies', 'host_updates',
-           'bigarray_bound', 'ENV_CHUNK_BYTES', 'DEFAULT_CHUNK_BYTES', 'chunk_bytes']
+           'bigarray_bound', 'ENV_CHUNK_BYTES', 'DEFAULT_CHUNK_BYTES', 'chunk_bytes',
+           'ENV_CHUNK_WINDOW', 'DEFAULT_CHUNK_WINDOW', 'chunk_window']
 
 ENV_WRAP_ASYNC = 'MXNET_SSP_WRAP_ASYNC'
 ENV_WRAP_SYNC = 'MXNET_SSP_WRAP_SYNC'
@@ -19,6 +20,8 @@ DEFAULT_BUCKET_BYTES = 4 << 20
 ENV_CHUNK_BYTES = 'MXNET_SSP_CHUNK_BYTES'
 #: Its default (docs/benchmarks.md, "Chunks", gives the measurements behind it).
 DEFAULT_CHUNK_BYTES = 0
+ENV_CHUNK_WINDOW = 'MXNET_SSP_CHUNK_WINDOW'
+DEFAULT_CHUNK_WINDOW = 4
 ENV_HOST_COPIES = 'MXNET_SSP_HOST_COPIES'
 ENV_HOST_UPDATES = 'MXNET_SSP_HOST_UPDATES'
 ENV_BIGARRAY_BOUND = MXNET_KVSTORE_BIGARRAY_BOUND
@@ -39,6 +42,11 @@ declare(
             default=DEFAULT_CHUNK_BYTES, arg='chunk_bytes',
             accepted='a number of bytes, an integer >= 0 (0 keeps arrays whole; default %d)'
                      % DEFAULT_CHUNK_BYTES),
+    Setting(ENV_CHUNK_WINDOW, 'data path', "How many chunks a worker's fast step keeps between "
+            'push and pulled back (later pushes wait), so that a pull is not queued behind the '
+            "whole model's pushes; 0: no limit.", integer(0), default=DEFAULT_CHUNK_WINDOW,
+            accepted='a number of chunks, an integer >= 0 (0: no limit; default %d)'
+                     % DEFAULT_CHUNK_WINDOW),
     Setting(ENV_HOST_COPIES, 'data path', "Whether a worker's batched copies into and out of "
             "buckets run as NumPy copies inside one operation of MXNet's engine (off: MXNet's "
             'own copies).', flag, default=True),
@@ -89,3 +97,9 @@ def chunk_bytes(environ=None, value=None):
     """Bytes per chunk: `value` (from Python) or ``MXNET_SSP_CHUNK_BYTES``, an integer >= 0
     (0: every array stays whole), default :data:`DEFAULT_CHUNK_BYTES`."""
     return read(ENV_CHUNK_BYTES, environ, given=value)
+
+
+def chunk_window(environ=None):
+    """``MXNET_SSP_CHUNK_WINDOW``: chunks in flight per worker in a fast step, an integer >= 0
+    (0: no limit), default :data:`DEFAULT_CHUNK_WINDOW`."""
+    return read(ENV_CHUNK_WINDOW, environ)

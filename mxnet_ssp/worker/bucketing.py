@@ -84,7 +84,7 @@ class Buckets:
         self._bigarray_bound = cfg.bigarray_bound()
         # the large arrays held as chunks (mxnet_ssp.worker.chunking)
         from .chunking import Chunks
-        self.chunks = Chunks(self, chunk_bytes, self._bigarray_bound - 1)
+        self.chunks = Chunks(self, chunk_bytes, self._bigarray_bound - 1, cfg.chunk_window())
         self._str_natural = 0             # string keys the caller initialized so far
         self._natural_of = {}             # server index -> the index MXNet's store would use
 
