@@ -131,6 +131,10 @@ class Buckets:
         keys once chunks took numbers (rank 0 then sends the servers that index's
         multipliers)."""
         layout = self._keys
+        if self.chunks.get(key) is not None:
+            raise self._error(
+                'worker[%d]: key %r is initialized again after the store split it into chunks: '
+                'set %s=0 to keep every array whole' % (self._rank, key, cfg.ENV_CHUNK_BYTES))
         if isinstance(key, str):
             natural = self._str_natural
             self._str_natural += 1
