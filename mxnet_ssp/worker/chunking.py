@@ -60,6 +60,8 @@ class Chunks:
         self.plan = ChunkPlan(chunk_bytes, owner._num_servers, max_elements)
         self._keys_taken = set()          # integer chunk keys (the buckets skip them)
         self._bufs = {}                   # chunk key -> its send buffer
+        self._staging = {}                # array key -> its gradient, whole, plain layout
+        self._receive = {}                # array key -> its pulled weights, plain layout
         self._shapes = {}                 # chunk key -> (size,)
         self.multipliers = None           # callable: server index -> (lr_mult, wd_mult)
         self.send_control = None          # callable(action, payload): rank 0's commands
@@ -115,7 +117,8 @@ class Chunks:
         owner = self._owner
         array = self.plan.arrays[key]
         v = _first(value)
-        flat = v.reshape((-1,))
+        flat = nd.zeros(array.size, dtype=v.dtype)      # read whole (see _stage)
+        v.copyto(flat.reshape(array.shape))
         keys, values = self._assign(array)
         specs = {idx: self.multipliers(parent_sid) for idx in array.indices}
         pieces = {idx: (parent_sid, c.offset, c.size)
@@ -129,7 +132,7 @@ class Chunks:
                 init_keys.append(k)
                 init_values.append(nd.zeros(1))
                 continue
-            part = flat[c.offset:c.offset + c.size].copy()   # never the caller's memory
+            part = flat[c.offset:c.offset + c.size].copy()
             init_keys.append(k)
             init_values.append(part)
             self._bufs[k] = nd.zeros(c.size, dtype=v.dtype)
@@ -177,29 +180,48 @@ class Chunks:
         return list(array.keys), list(array.chunks)
 
     # -- a step's traffic ------------------------------------------------------------------
+    # The callers' arrays are read and written whole, by MXNet, never through views: MKL-DNN
+    # keeps a convolution's or dense layer's arrays in its own blocked layout after a forward
+    # pass, where a view of the flat elements is not the array's elements (and MXNet refuses
+    # to write one: "Check failed: !is_view").  A gradient is copied whole into the array's
+    # staging buffer (plain layout), each chunk from there into its send buffer; the chunks are
+    # pulled into views of the array's receive buffer (plain), copied whole into the caller's.
+    def _stage(self, array, value):
+        """Copy `value` whole into `array`'s staging buffer; its flat view."""
+        stage = self._staging.get(array.key)
+        if stage is None:
+            v = _first(value)
+            stage = self._staging[array.key] = nd.zeros(array.size, dtype=v.dtype)
+        self._summed(value).copyto(stage.reshape(array.shape))
+        return stage
+
+    def _receiver(self, array, out):
+        recv = self._receive.get(array.key)
+        if recv is None:
+            recv = self._receive[array.key] = nd.zeros(array.size, dtype=_first(out).dtype)
+        return recv
+
     def push(self, array, value, priority):
         """Push `value` (the caller's array, or a list of per-device arrays) chunk by chunk."""
         owner = self._owner
-        flat = self._summed(value).reshape((-1,))
+        stage = self._stage(array, value)
         for c, k in zip(array.chunks, array.keys):
             buf = self._bufs[k]
-            flat[c.offset:c.offset + c.size].copyto(buf)
+            stage[c.offset:c.offset + c.size].copyto(buf)
             owner.native.push(owner._keys.mine(k), buf, priority=priority)
 
     def pull(self, array, out, priority, refresh=False):
-        """Pull the chunks of `array` into views of `out` (or each of a list of per-device
-        arrays), first chunk first; `refresh` (slot mode, at a release): refresh each chunk's
-        slot before its pull."""
+        """Pull the chunks of `array` into `out` (or each of a list of per-device arrays),
+        first chunk first; `refresh` (slot mode, at a release): refresh each chunk's slot
+        before its pull."""
         owner = self._owner
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        flat = outs[0].reshape((-1,))
+        recv = self._receiver(array, out)
         for c, k in zip(array.chunks, array.keys):
             if refresh:
                 owner.refresh(k, priority)
-            owner.native.pull(owner._keys.mine(k), out=flat[c.offset:c.offset + c.size],
+            owner.native.pull(owner._keys.mine(k), out=recv[c.offset:c.offset + c.size],
                               priority=priority)
-        for o in outs[1:]:
-            outs[0].copyto(o)
+        self._deliver(array, recv, out)
 
     def pushpull(self, array, value, out, priority):
         """Push each chunk and pull it back at once (a fast step): chunk j's pull follows its
@@ -208,24 +230,28 @@ class Chunks:
         so the pulls' requests are not queued behind the whole model's pushes on the link to
         the servers, and both directions of the link carry data at once."""
         owner = self._owner
-        flat = self._summed(value).reshape((-1,))
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        oflat = outs[0].reshape((-1,))
+        stage = self._stage(array, value)
+        recv = self._receiver(array, out)
         window, in_flight = self.window, self._in_flight
         for c, k in zip(array.chunks, array.keys):
             buf = self._bufs[k]
             if window:
                 # MXNet's dist store pulls a key into the array last pushed to it (a CPU
-                # array): a chunk's buffer is written when its pull is done
+                # array): a chunk's send buffer is written when its pull is done
                 while len(in_flight) >= window:
                     in_flight.popleft().wait_to_read()
                 in_flight.append(buf)
-            flat[c.offset:c.offset + c.size].copyto(buf)
+            stage[c.offset:c.offset + c.size].copyto(buf)
             mine = owner._keys.mine(k)
             owner.native.push(mine, buf, priority=priority)
-            owner.native.pull(mine, out=oflat[c.offset:c.offset + c.size], priority=priority)
-        for o in outs[1:]:
-            outs[0].copyto(o)
+            owner.native.pull(mine, out=recv[c.offset:c.offset + c.size], priority=priority)
+        self._deliver(array, recv, out)
+
+    @staticmethod
+    def _deliver(array, recv, out):
+        """Copy the pulled weights whole into `out` (an array or a list of them)."""
+        for o in (out if isinstance(out, (list, tuple)) else [out]):
+            recv.reshape(array.shape).copyto(o)
 
     @staticmethod
     def _summed(value):

@@ -96,3 +96,35 @@ def test_leads_stay_within_the_bound_and_reads_see_every_chunk(marker_job, tmp_p
     assert '1 array in 3 chunks' in proc.stderr, fail_msg(proc)
     _check_read_guarantee(steps, iters)
     assert _check_bound_from_clocks(_metrics(tmp_path), bound) <= bound
+
+
+def _train_digits(tmp_path, name, chunk_bytes):
+    """mxnet-ssp-train's alexnet-small on digits, 1 worker, 2 servers, 2 epochs."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from conftest import ROOT
+    env = {k: v for k, v in os.environ.items() if not k.startswith(('DMLC_', 'MXNET_SSP_'))}
+    env.update(PYTHONPATH=ROOT, OMP_NUM_THREADS='1', MXNET_SSP_CHUNK_BYTES=chunk_bytes)
+    save = tmp_path / name
+    argv = [sys.executable, '-m', 'mxnet_ssp.launch', '-n', '1', '-s', '2', '--launcher',
+            'local', '--timeout', '120', sys.executable, '-m', 'mxnet_ssp.lab.train_cifar',
+            '--kvstore', 'dist_ssp', '--model', 'alexnet-small', '--num-epochs', '2',
+            '--log-interval', '0', '--save-period', '0', '--save-dir', str(save)]
+    proc = subprocess.run(argv, env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    with open(save / 'summary.json') as f:
+        return json.load(f), proc
+
+
+def test_training_with_chunks_gives_the_accuracy_of_whole_arrays(tmp_path):
+    """A real training run (convolutions and dense layers, whose arrays MKL-DNN keeps in its
+    own layout after a forward pass, where a view of the flat elements is not the array):
+    chunks read gradients and write weights whole, so one worker ends where arrays whole
+    end, and the final pull of the servers' weights works."""
+    whole, _ = _train_digits(tmp_path, 'whole', '0')
+    chunked, proc = _train_digits(tmp_path, 'chunked', '16384')
+    assert 'in 7 chunks' in proc.stderr or ' chunks (' in proc.stderr, proc.stderr[-3000:]
+    assert chunked['final_accuracy'] == whole['final_accuracy'], (chunked, whole)
