@@ -25,6 +25,8 @@ CASES = [   # (api, store, rule, servers, chunk bytes)
     pytest.param('trainer', 'dist_dssp', 'adam', 2, 64, marks=pytest.mark.slow),
     pytest.param('raw', 'dist_async', 'sgd', 2, 64, marks=pytest.mark.slow),
     pytest.param('module', 'dist_sync', 'sgd', 2, 64, marks=pytest.mark.slow),
+    pytest.param('trainer', 'dist_softsync', 'sgd', 2, 64, marks=pytest.mark.slow),
+    pytest.param('trainer', 'dist_ssp', 'sasgd', 2, 64, marks=pytest.mark.slow),  # lr/staleness
 ]
 
 
