@@ -14,11 +14,11 @@ from test_buckets import assert_same_bits, train
 pytestmark = pytest.mark.integration
 
 
-CASES = [   # (api, store, rule, servers, chunk bytes)
+CASES = [   # (api, store, rule, servers, chunk bytes); the default run takes one of each kind
     ('trainer', 'dist_async', 'sgd', 1, 64),
-    ('trainer', 'dist_ssp', 'sgd', 2, 64),
+    pytest.param('trainer', 'dist_ssp', 'sgd', 2, 64, marks=pytest.mark.slow),
     ('module', 'dist_ssp', 'sgd', 2, 64),        # string keys: chunks move MXNet's numbering
-    ('module', 'dist_async', 'sgd', 1, 64),
+    pytest.param('module', 'dist_async', 'sgd', 1, 64, marks=pytest.mark.slow),
     ('trainer', 'dist_sync', 'sgd', 2, 64),
     ('trainer', 'dist_async', 'dcasgd-a', 2, 64),  # slot mode: per-worker backups per chunk
     pytest.param('module', 'dist_async', 'dcasgd-a', 2, 64, marks=pytest.mark.slow),
@@ -59,7 +59,7 @@ def test_chunks_of_a_convolution_and_two_devices_give_the_bits_of_whole_arrays(t
 
 @pytest.mark.parametrize('api,saved_with,loaded_with', [   # (the job saves through Trainer)
     ('trainer', '64', ('0', '40')),
-    ('trainer', '0', ('64',)),
+    pytest.param('trainer', '0', ('64',), marks=pytest.mark.slow),
 ])
 def test_states_saved_with_one_chunk_size_resume_with_another_or_none(
         tmp_path, api, saved_with, loaded_with):
@@ -81,8 +81,8 @@ def test_states_saved_with_one_chunk_size_resume_with_another_or_none(
                                           err_msg='chunks %s -> %s: %s' % (saved_with, chunk, key))
 
 
-@pytest.mark.parametrize('store,staleness,bound', [('dist_ssp', '2', 2),
-                                                   ('dist_dssp', '1,3', 3)])
+@pytest.mark.parametrize('store,staleness,bound', [
+    ('dist_ssp', '2', 2), pytest.param('dist_dssp', '1,3', 3, marks=pytest.mark.slow)])
 def test_leads_stay_within_the_bound_and_reads_see_every_chunk(marker_job, tmp_path, store,
                                                                 staleness, bound):
     """tests/support/jobs/marker_job.py with its marker array (3 workers x 12 steps: 144
