@@ -110,7 +110,10 @@ class Buckets:
         """Initialize `key` on the servers (collective): on its own key, or every worker's
         slot of it in slot mode, or as chunks (:mod:`mxnet_ssp.worker.chunking`)."""
         if self._chunking():
-            for k, v in zip(as_list(key), as_values(key, value)):
+            keys, values = as_list(key), as_values(key, value)
+            if len(keys) != len(values):    # as MXNet's own init, before anything is sent
+                raise AssertionError('kv.init: %d keys but %d values' % (len(keys), len(values)))
+            for k, v in zip(keys, values):
                 if not self._init_chunked(k, v):
                     self._remember(k, v)
                     self._init_keys(k, v)
@@ -438,8 +441,7 @@ class Buckets:
                 owners.append(bucket)
                 next_id += 1
             return keys, owners
-        taken = (set(self._arrays) | set(self.chunks.taken())
-                 | {k for k in RESERVED_KEYS if not isinstance(k, str)})
+        taken = self.int_keys_in_use()
         top = (MAX_INT_KEY // (self._num_workers * self._num_servers) - 1
                if self._keys.slot_mode else MAX_INT_KEY - 1)
         by_server = {}
@@ -450,6 +452,13 @@ class Buckets:
                                                          self._server_of, taken)):
                 bucket.key = bucket.index = key
         return [b.key for b in plan.buckets], list(plan.buckets)
+
+    def int_keys_in_use(self):
+        """Every integer key this store's native store holds or reserves: the arrays', the
+        buckets', the chunks' and the reserved ones.  A new bucket or chunk key is chosen
+        outside it (MXNet fixes a key's size at its first init)."""
+        return (set(self._arrays) | set(self._bucket_keys) | set(self.chunks.taken())
+                | {k for k in RESERVED_KEYS if not isinstance(k, str)})
 
     def learn(self, optimizer, sent_optimizer, rejoining, send_control):
         """After the first step: pack the small arrays it pushed into buckets.

@@ -28,7 +28,7 @@ from mxnet import ndarray as nd
 from ..core.chunks import CHUNK_KEY_STR, CHUNK_PAD_KEY_STR, ChunkPlan
 from ..core.buckets import int_keys_on
 from ..ps.channel import MAX_INT_KEY, RESERVED_KEYS
-from .slots import as_list, as_values
+from .slots import as_list
 
 __all__ = ['Chunks']
 
@@ -168,8 +168,8 @@ class Chunks:
                 keys.append(name)
                 owners.append(c)
             return keys, owners
-        taken = (set(owner._arrays) | self._keys_taken
-                 | {k for k in RESERVED_KEYS if not isinstance(k, str)})
+        taken = owner.int_keys_in_use()     # the buckets' keys too: a store that learned
+        #                                     its buckets may init a large array later
         top = (MAX_INT_KEY // (owner._num_workers * owner._num_servers) - 1
                if layout.slot_mode else MAX_INT_KEY - 1)
         for c in array.chunks:
