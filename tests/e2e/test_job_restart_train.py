@@ -232,5 +232,10 @@ def test_the_docs_gluon_example_resumes_weights_and_server_optimizer_state(tmp_p
     assert all(r['resumed_after'] == 1 and r['restart'] == 1 for r in after.values()), after
     assert 'load %s' % (tmp_path / 'ckpt' / 'ckpt-epoch001.states') in again.stderr, \
         fail_msg(again)
-    for rank in (0, 1):     # it goes on from the checkpoint, not from the start
-        assert after[(rank, 2)]['loss'] < before[(rank, 1)]['loss'] < before[(rank, 0)]['loss']
+    for rank in (0, 1):
+        assert before[(rank, 1)]['loss'] < before[(rank, 0)]['loss']      # the first job trained
+        # it goes on from the checkpoint, not from the start: a fresh model's first epoch is at
+        # epoch 0's level (1.23-1.27 here), a resumed one's well below it (0.43-0.54). Not
+        # below epoch 1's: each epoch draws batches of its own, and by epoch 2 the mean loss
+        # of one epoch can sit 0.0002 above the one before (seen in CI: 0.52602 vs 0.52578)
+        assert after[(rank, 2)]['loss'] < 0.75 * before[(rank, 0)]['loss'], (after, before)
