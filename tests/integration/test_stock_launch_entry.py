@@ -9,6 +9,7 @@ import time
 import pytest
 
 from conftest import ROOT, job_env
+from test_launch import alive
 
 PY = sys.executable
 
@@ -21,14 +22,6 @@ path = os.path.join(sys.argv[1], '%s-%d' % (os.environ['DMLC_ROLE'], os.getpid()
 open(path, 'w').close()
 time.sleep(600)
 '''
-
-
-def _alive(pid):
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except OSError:
-        return False
 
 
 def _children(pid):
@@ -68,7 +61,7 @@ def test_a_killed_stock_tracker_leaves_no_process_of_its_job(tmp_path):
         rc = proc.wait(timeout=30)
         took = time.monotonic() - started
         assert rc == 128 + signal.SIGKILL, proc.stdout.read()
-        assert [pid for pid in recorded if _alive(pid)] == []
+        assert [pid for pid in recorded if alive(pid)] == []
         assert took < 10, took                    # SIGTERM, SIGKILL after 5 s at most
     finally:
         try:
