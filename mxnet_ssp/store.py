@@ -80,7 +80,9 @@ class SSPKVStore(KVStoreBase):
 
     def __init__(self, store=None, **settings):
         store = store or self.store_type
-        self._bucket_bytes = cfg.bucket_bytes(value=settings.pop('bucket_bytes', None))
+        given_bucket_bytes = settings.pop('bucket_bytes', None)
+        self._bucket_bytes = cfg.bucket_bytes(value=given_bucket_bytes)
+        self._fit_buckets = cfg.buckets_fit_model(value=given_bucket_bytes)
         self._chunk_bytes = cfg.chunk_bytes(value=settings.pop('chunk_bytes', None))
         self._host_updates = cfg.host_updates()
         self._config = cfg.from_env(store, **settings)
@@ -122,7 +124,8 @@ class SSPKVStore(KVStoreBase):
         # every key's way to the servers: its own key, or a bucket (mxnet_ssp.worker.bucketing)
         self._buckets = Buckets(self._kv, self._keys, self._tracker, self._num_servers,
                                 self._bucket_bytes, cfg.host_copies(), self._config.timeout,
-                                SSPError, chunk_bytes=self._chunk_bytes)
+                                SSPError, chunk_bytes=self._chunk_bytes,
+                                fit_buckets=self._fit_buckets)
         logger.info('worker[%d] %s', self._rank, self._config.describe())
         shutdown.adopt(self)      # closed and freed at exit in the same phase on every worker
 

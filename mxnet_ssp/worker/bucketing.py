@@ -29,8 +29,8 @@ from mxnet import ndarray as nd
 from ..ps import process_exit
 from .. import config as cfg
 from .._hooks import module_done
-from ..core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan, int_keys_on,
-                            plan_buckets)
+from ..core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan,
+                            fitted_bucket_bytes, int_keys_on, plan_buckets)
 from ..ps.channel import MAX_INT_KEY, RESERVED_KEYS, refresh_marker
 from .slots import SlotKeyError, as_list, as_values
 
@@ -59,15 +59,21 @@ class Buckets:
         Seconds the first step's barrier may take (``MXNET_SSP_TIMEOUT``).
     error : exception class
         What a refused call raises (the store's :class:`~mxnet_ssp.store.SSPError`).
+    chunk_bytes : int
+        ``MXNET_SSP_CHUNK_BYTES`` (0: every array stays whole).
+    fit_buckets : bool
+        Whether `bucket_bytes` is only a cap, the plan's size fitted to the model
+        (:func:`mxnet_ssp.core.buckets.fitted_bucket_bytes`; the default across hosts).
     """
 
     def __init__(self, native, keys, tracker, num_servers, bucket_bytes, host_copies, timeout,
-                 error, chunk_bytes=0):
+                 error, chunk_bytes=0, fit_buckets=False):
         self.native = native
         self._keys, self._tracker = keys, tracker
         self._rank, self._num_workers = native.rank, native.num_workers
         self._num_servers = num_servers
         self._bucket_bytes, self._host_copies = bucket_bytes, host_copies
+        self._fit_buckets = fit_buckets   # the default across hosts: fitted to the model
         self._timeout, self._error = timeout, error
         self._arrays = {}                 # key -> (shape, dtype, stype, server-side index)
         self.plan = None                  # the BucketPlan, learnt at the first step's end
@@ -84,7 +90,9 @@ class Buckets:
         self._bigarray_bound = cfg.bigarray_bound()
         # the large arrays held as chunks (mxnet_ssp.worker.chunking)
         from .chunking import Chunks
-        self.chunks = Chunks(self, chunk_bytes, self._bigarray_bound - 1, cfg.chunk_window())
+        self.chunks = Chunks(self, chunk_bytes, self._bigarray_bound - 1)
+        self._window = cfg.chunk_window()             # MXNET_SSP_CHUNK_WINDOW (0: no limit)
+        self._in_flight = collections.deque()         # pushed, not yet pulled back
         self._str_natural = 0             # string keys the caller initialized so far
         self._natural_of = {}             # server index -> the index MXNet's store would use
 
@@ -274,6 +282,9 @@ class Buckets:
             key, value, out = own
             keys = key
         if step.fast:
+            if not isinstance(key, (list, tuple)):
+                # into the window with the buckets and chunks: the pull writes `out` last
+                self.enter_window(out[0] if isinstance(out, (list, tuple)) else out)
             self.native.pushpull(self._keys.mine(key), value, out=out, priority=priority)
             step.pulled(keys, out)
         else:
@@ -319,6 +330,25 @@ class Buckets:
             self.native.pull(self._keys.mine(key), out=out, priority=priority,
                              ignore_sparse=ignore_sparse)
         self._unpack(pulled)
+
+    def enter_window(self, buf):
+        """Before a push that a fast step pulls back at once (a bucket's, a chunk's or an array's
+        on its own key): wait (this thread) until fewer than ``MXNET_SSP_CHUNK_WINDOW`` such
+        pushes are not yet pulled back, then count this one in; `buf` is the array its pull
+        writes last.
+
+        Without it a step issues every push at once, and each pull's request, sent when its
+        own push is applied, waits on the link behind the pushes still queued: the weights
+        then come back only after the whole model went up, and the link's two directions
+        take turns (2x the wire floor).  With it a pull's request follows its push within
+        a few keys, so the model goes up and comes back at once, first key first.
+        """
+        window, in_flight = self._window, self._in_flight
+        if not window:
+            return
+        while len(in_flight) >= window:
+            in_flight.popleft().wait_to_read()
+        in_flight.append(buf)
 
     def refresh(self, key, priority=0):
         """Slot mode: make the servers copy their latest weights into this worker's slots of
@@ -479,8 +509,10 @@ class Buckets:
             if self._bucket_bytes > 0:
                 logger.warning('worker[%d] one key per array: %s', self._rank, why)
             return
-        plan = plan_buckets(self._array_infos(pushed, sent_optimizer), self._bucket_bytes,
-                            cfg.bigarray_bound())
+        infos = self._array_infos(pushed, sent_optimizer)
+        size = (fitted_bucket_bytes(infos, self._bucket_bytes) if self._fit_buckets
+                else self._bucket_bytes)
+        plan = plan_buckets(infos, size, cfg.bigarray_bound())
         if not plan:
             return
         try:
@@ -601,7 +633,10 @@ class Buckets:
     def _flush(self, bucket, step, priority):
         """Push `bucket`; on the fast path pull it at once and unpack what waits for it."""
         key = self._keys.mine(bucket.key)
-        self.native.push(key, self._packer.take(bucket), priority=priority)
+        send = self._packer.take(bucket)
+        if step.fast:
+            self.enter_window(send)
+        self.native.push(key, send, priority=priority)
         if step.fast:
             recv = self._packer.recv(bucket)
             self.native.pull(key, out=recv, priority=priority)

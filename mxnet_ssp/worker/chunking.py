@@ -19,7 +19,6 @@ once; the engine orders the next step's copy into a buffer after that buffer's p
 Contracts: not thread-safe (the store's training thread); returns without waiting (MXNet's
 engine orders the copies, pushes and pulls), except :meth:`init` (collective, as MXNet's init).
 """
-import collections
 import logging
 
 import numpy as np
@@ -52,11 +51,9 @@ class Chunks:
         MXNet's big-array bound less one: a chunk stays whole on its server.
     """
 
-    def __init__(self, owner, chunk_bytes, max_elements, window=0):
+    def __init__(self, owner, chunk_bytes, max_elements):
         self._owner = owner
         self.chunk_bytes = chunk_bytes
-        self.window = window              # MXNET_SSP_CHUNK_WINDOW (0: no limit)
-        self._in_flight = collections.deque()   # send buffers of chunks not yet pulled back
         self.plan = ChunkPlan(chunk_bytes, owner._num_servers, max_elements)
         self._keys_taken = set()          # integer chunk keys (the buckets skip them)
         self._bufs = {}                   # chunk key -> its send buffer
@@ -225,22 +222,14 @@ class Chunks:
 
     def pushpull(self, array, value, out, priority):
         """Push each chunk and pull it back at once (a fast step): chunk j's pull follows its
-        own push while chunk j + 1 is pushed.  At most :attr:`window` chunks are between
-        push and pulled back: a later push waits (this thread blocks) until the oldest is back,
-        so the pulls' requests are not queued behind the whole model's pushes on the link to
-        the servers, and both directions of the link carry data at once."""
+        own push while chunk j + 1 is pushed, each through the store's window
+        (:meth:`mxnet_ssp.worker.bucketing.Buckets.enter_window`)."""
         owner = self._owner
         stage = self._stage(array, value)
         recv = self._receiver(array, out)
-        window, in_flight = self.window, self._in_flight
         for c, k in zip(array.chunks, array.keys):
             buf = self._bufs[k]
-            if window:
-                # MXNet's dist store pulls a key into the array last pushed to it (a CPU
-                # array): a chunk's send buffer is written when its pull is done
-                while len(in_flight) >= window:
-                    in_flight.popleft().wait_to_read()
-                in_flight.append(buf)
+            self._owner.enter_window(buf)
             stage[c.offset:c.offset + c.size].copyto(buf)
             mine = owner._keys.mine(k)
             owner.native.push(mine, buf, priority=priority)

@@ -62,7 +62,10 @@ def test_buckets_give_the_bits_of_one_key_per_array(tmp_path, api, store, rule, 
     args = ['--api', api, '--store', store, '--rule', rule, '--steps', '5']
     (off_info, off, _), = train(tmp_path, 'off', 0, args, servers=servers,
                                 MXNET_SSP_HOST_UPDATES='0' if rule == 'sgd' else '1')
-    (on_info, on, _), = train(tmp_path, 'on', 4 << 20, args, servers=servers)
+    # a window of one key (across hosts the default is 4; on loopback none): every push
+    # waits for the previous key's pull, and not a bit changes
+    (on_info, on, _), = train(tmp_path, 'on', 4 << 20, args, servers=servers,
+                              MXNET_SSP_CHUNK_WINDOW='1')
     assert off_info['buckets'] == 0
     # every trained array is small: all but the frozen one and a lone lr_mult 0.5 weight
     # (with 2 servers the groups are split by server, and one more array is alone in its own)

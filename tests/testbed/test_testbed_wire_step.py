@@ -53,4 +53,4 @@ def test_the_smallest_wire_step_run_reports_its_fields(tmp_path):
     text = proc.stdout
     assert '| 2x1 | ours dist_async |' in text and "| 2x1 | MXNet's dist_async |" in text
     assert 'cifar_resnet20_v1 2x1 ours dist_async: step / floor ' in text
-    assert 'cifar_resnet20_v1 2x1 ours dist_async: MXNet dist_async / this ' in text
+    assert "cifar_resnet20_v1 2x1 ours dist_async: MXNet's dist_async / this " in text

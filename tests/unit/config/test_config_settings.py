@@ -7,8 +7,8 @@ import pytest
 from mxnet_ssp import config as cfg
 
 FLAGS = 'expected one of 1, true, yes, on (yes) or 0, false, no, off (no)'
-BUCKET_FORM = ('a number of bytes, an integer >= 0 (0 turns bucketing off; default %d)'
-               % cfg.DEFAULT_BUCKET_BYTES)
+BUCKET_FORM = ('a number of bytes, an integer >= 0 (0 turns bucketing off; default %d on one '
+               'host, %d across hosts)' % (cfg.DEFAULT_BUCKET_BYTES, cfg.NETWORK_BUCKET_BYTES))
 BOUND_FORM = ("an integer >= 1 (MXNet's own setting: arrays of at least this many elements "
               "are split over all servers)")
 NAMES = (cfg.ENV_BUCKET_BYTES, cfg.ENV_BIGARRAY_BOUND, cfg.ENV_REJOIN, cfg.ENV_ELASTIC,
@@ -99,3 +99,36 @@ def test_follow_grace_and_metrics_dir_read_os_environ_by_default(env):
     env.setenv(cfg.ENV_METRICS_DIR, '/tmp/m')
     assert cfg.follow_grace() == 30.0 and cfg.follow_grace({}) == cfg.DEFAULT_FOLLOW_GRACE
     assert cfg.metrics_dir_if_set() == '/tmp/m' and cfg.metrics_dir_if_set({}) is None
+
+
+# -- the sizes' defaults follow where the job's bytes travel (issue 56) ---------------------
+@pytest.mark.parametrize('uri, one_host', [
+    (None, True), ('', True), ('127.0.0.1', True), ('127.3.2.1', True), ('localhost', True),
+    ('::1', True), ('[::1]', True), ('198.18.0.1', False), ('10.0.0.5', False),
+    ('node-7', False), ('fe80::1', False)])
+def test_a_job_is_on_one_host_only_with_a_loopback_scheduler(uri, one_host):
+    env = {} if uri is None else {'DMLC_PS_ROOT_URI': uri}
+    assert cfg.job_on_one_host(env) is one_host
+    assert cfg.bucket_bytes(env) == (cfg.DEFAULT_BUCKET_BYTES if one_host
+                                     else cfg.NETWORK_BUCKET_BYTES)
+    assert cfg.chunk_bytes(env) == (cfg.DEFAULT_CHUNK_BYTES if one_host
+                                    else cfg.NETWORK_CHUNK_BYTES)
+    assert cfg.buckets_fit_model(env) is (not one_host)
+    assert cfg.chunk_window(env) == (0 if one_host else cfg.DEFAULT_CHUNK_WINDOW)
+    assert cfg.chunk_window(dict(env, **{cfg.ENV_CHUNK_WINDOW: '2'})) == 2
+
+
+def test_sizes_set_by_the_user_win_over_the_defaults_across_hosts():
+    env = {'DMLC_PS_ROOT_URI': '198.18.0.1', cfg.ENV_BUCKET_BYTES: '1048576',
+           cfg.ENV_CHUNK_BYTES: '0'}
+    assert cfg.bucket_bytes(env) == 1048576 and cfg.chunk_bytes(env) == 0
+    assert not cfg.buckets_fit_model(env)
+    across = {'DMLC_PS_ROOT_URI': '198.18.0.1'}
+    assert cfg.bucket_bytes(across, value=8192) == 8192
+    assert not cfg.buckets_fit_model(across, value=8192)
+    assert cfg.chunk_bytes(across, value=0) == 0
+    # a blank value reads as unset
+    assert cfg.bucket_bytes(dict(across, **{cfg.ENV_BUCKET_BYTES: ' '})) == \
+        cfg.NETWORK_BUCKET_BYTES
+    with pytest.raises(cfg.ConfigError, match=cfg.ENV_CHUNK_BYTES):
+        cfg.chunk_bytes(dict(across, **{cfg.ENV_CHUNK_BYTES: '-1'}))

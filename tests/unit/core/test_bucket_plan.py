@@ -131,3 +131,25 @@ def test_carriers_name_each_bucket_once_in_the_order_asked():
     assert plan.carriers([4, 1]) == [4, 'b0']
     assert plan.carriers(['b0', 5]) == ['b0', 5]         # a bucket's key, an unknown key
     assert plan.carriers([]) == []
+
+
+def test_fitted_bucket_bytes_gives_a_pipeline_of_buckets_within_its_bounds():
+    from mxnet_ssp.core.buckets import (MIN_PIPELINE_BUCKET_BYTES as low, PIPELINE_BUCKETS,
+                                        fitted_bucket_bytes)
+    cap = 256 << 10
+    # 8 MB of small arrays: more than PIPELINE_BUCKETS buckets of the cap, so the cap
+    many = [arr(k, 16 << 10) for k in range(128)]            # 64 KiB each
+    assert fitted_bucket_bytes(many, cap) == cap
+    # 2 MiB of small arrays: 2 MiB / 16 = 128 KiB
+    some = [arr(k, 4 << 10) for k in range(128)]             # 16 KiB each
+    assert fitted_bucket_bytes(some, cap) == (2 << 20) // PIPELINE_BUCKETS == 128 << 10
+    # a tiny model: not below the floor
+    assert fitted_bucket_bytes([arr(k, 100) for k in range(10)], cap) == low
+    # arrays too large for a bucket of the cap, and ineligible ones, count for nothing
+    big = [arr('big', cap)] + [arr(k, 4 << 10, eligible=False) for k in range(512)]
+    assert fitted_bucket_bytes(big + some, cap) == 128 << 10
+    # a cap under the floor stays the cap
+    assert fitted_bucket_bytes(some, 4096) == 4096
+    # and the plan made with it has at least PIPELINE_BUCKETS buckets
+    plan = plan_buckets(some, fitted_bucket_bytes(some, cap))
+    assert len(plan.buckets) >= PIPELINE_BUCKETS
