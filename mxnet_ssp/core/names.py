@@ -32,7 +32,7 @@ ADAPTIVE_READINGS = ('paper', 'multiverso')
 BUILTIN_MODELS = ('mlp', 'alexnet-small')
 
 #: ``--dataset`` names (:func:`mxnet_ssp.lab.data.load`).
-DATASETS = ('digits', 'mnist5k', 'cifar10', 'cifar100')
+DATASETS = ('digits', 'mnist5k', 'teacher', 'cifar10', 'cifar100')
 
 #: The JSON Lines files of a job's metrics (docs/metrics.md); ``%d`` is the worker's rank.
 #: The trainer's line per iteration, in its ``--save-dir``:

