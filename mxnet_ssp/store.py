@@ -127,6 +127,14 @@ class SSPKVStore(KVStoreBase):
                                 SSPError, chunk_bytes=self._chunk_bytes,
                                 fit_buckets=self._fit_buckets)
         logger.info('worker[%d] %s', self._rank, self._config.describe())
+        if self._rank == 0:
+            logger.info('worker[0] data path %s: buckets of %s, chunks %s, window %s',
+                        'on one host' if cfg.job_on_one_host() else 'across hosts',
+                        ('up to %d bytes, fitted to the model' % self._bucket_bytes
+                         if self._fit_buckets else '%d bytes' % self._bucket_bytes)
+                        if self._bucket_bytes else 'off',
+                        'above %d bytes' % self._chunk_bytes if self._chunk_bytes else 'off',
+                        cfg.chunk_window() or 'off')
         shutdown.adopt(self)      # closed and freed at exit in the same phase on every worker
 
     # -- identity ------------------------------------------------------------

@@ -14,7 +14,8 @@ A chunk is pushed from a buffer of its own: MXNet's dist store keeps a pushed CP
 the key's receive buffer, and views of one array share one engine variable, so pushing views
 would make each chunk's push wait for the previous chunk's pull (no pipeline at all).  With a
 buffer per chunk, the pushes of later chunks and the pulls of earlier ones are in flight at
-once; the engine orders the next step's copy into a buffer after that buffer's pull.
+once; the engine orders the next step's copy into a buffer after that buffer's pull.  The
+copies into the buffers are one NumPy operation per array where they can be (:meth:`Chunks._fill`).
 
 Contracts: not thread-safe (the store's training thread); returns without waiting (MXNet's
 engine orders the copies, pushes and pulls), except :meth:`init` (collective, as MXNet's init).
@@ -27,11 +28,20 @@ from mxnet import ndarray as nd
 from ..core.chunks import CHUNK_KEY_STR, CHUNK_PAD_KEY_STR, ChunkPlan
 from ..core.buckets import int_keys_on
 from ..ps.channel import MAX_INT_KEY, RESERVED_KEYS
+from . import host_copy
 from .slots import as_list
 
 __all__ = ['Chunks']
 
 logger = logging.getLogger(__name__)
+
+
+#: What a host copy takes (:mod:`mxnet_ssp.worker.host_copy`).
+_HOST_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _no_copy(chunk, buf):
+    """A chunk's copy when one operation copies every chunk of the array."""
 
 
 def _first(v):
@@ -58,6 +68,7 @@ class Chunks:
         self._keys_taken = set()          # integer chunk keys (the buckets skip them)
         self._bufs = {}                   # chunk key -> its send buffer
         self._staging = {}                # array key -> its gradient, whole, plain layout
+        self._fill_plans = {}             # array key -> (its gradient array, its host copy)
         self._receive = {}                # array key -> its pulled weights, plain layout
         self._shapes = {}                 # chunk key -> (size,)
         self.multipliers = None           # callable: server index -> (lr_mult, wd_mult)
@@ -86,7 +97,8 @@ class Chunks:
 
     def describe(self):
         return {'chunked_arrays': len(self.plan.arrays),
-                'chunks': sum(len(a.chunks) for a in self.plan.arrays.values())}
+                'chunks': sum(len(a.chunks) for a in self.plan.arrays.values()),
+                'chunk_host_fills': sum(p is not None for _, p in self._fill_plans.values())}
 
     # -- init ------------------------------------------------------------------------------
     def wants(self, key, value, sid):
@@ -177,12 +189,13 @@ class Chunks:
         return list(array.keys), list(array.chunks)
 
     # -- a step's traffic ------------------------------------------------------------------
-    # The callers' arrays are read and written whole, by MXNet, never through views: MKL-DNN
-    # keeps a convolution's or dense layer's arrays in its own blocked layout after a forward
+    # The callers' weights are written whole, by MXNet, never through views: MKL-DNN keeps a
+    # convolution's or dense layer's weights in its own blocked layout after an inference
     # pass, where a view of the flat elements is not the array's elements (and MXNet refuses
-    # to write one: "Check failed: !is_view").  A gradient is copied whole into the array's
-    # staging buffer (plain layout), each chunk from there into its send buffer; the chunks are
-    # pulled into views of the array's receive buffer (plain), copied whole into the caller's.
+    # to write one: "Check failed: !is_view").  The chunks are pulled into views of the
+    # array's receive buffer (plain), copied whole into the caller's.  A gradient is read by
+    # NumPy where it can be (:meth:`_fill`, checked for that layout), else copied whole by
+    # MXNet into the array's staging buffer (plain layout) and each chunk from there.
     def _stage(self, array, value):
         """Copy `value` whole into `array`'s staging buffer; its flat view."""
         stage = self._staging.get(array.key)
@@ -201,10 +214,10 @@ class Chunks:
     def push(self, array, value, priority):
         """Push `value` (the caller's array, or a list of per-device arrays) chunk by chunk."""
         owner = self._owner
-        stage = self._stage(array, value)
+        fill = self._fill(array, value)
         for c, k in zip(array.chunks, array.keys):
             buf = self._bufs[k]
-            stage[c.offset:c.offset + c.size].copyto(buf)
+            fill(c, buf)
             owner.native.push(owner._keys.mine(k), buf, priority=priority)
 
     def pull(self, array, out, priority, refresh=False):
@@ -225,16 +238,64 @@ class Chunks:
         own push while chunk j + 1 is pushed, each through the store's window
         (:meth:`mxnet_ssp.worker.bucketing.Buckets.enter_window`)."""
         owner = self._owner
-        stage = self._stage(array, value)
+        fill = self._fill(array, value)
         recv = self._receiver(array, out)
         for c, k in zip(array.chunks, array.keys):
             buf = self._bufs[k]
-            self._owner.enter_window(buf)
-            stage[c.offset:c.offset + c.size].copyto(buf)
+            owner.enter_window(buf)
+            fill(c, buf)
             mine = owner._keys.mine(k)
             owner.native.push(mine, buf, priority=priority)
             owner.native.pull(mine, out=recv[c.offset:c.offset + c.size], priority=priority)
         self._deliver(array, recv, out)
+
+    def _fill(self, array, value):
+        """Start copying the gradient `value` into the send buffers of `array`'s chunks; returns
+        ``fill(chunk, buf)``, to call before each chunk's push (it copies that chunk, or
+        nothing where one operation already copies them all).
+
+        One CPU array of float32 or float64 (a worker's usual gradient) is copied by NumPy in
+        one operation of MXNet's engine (:mod:`mxnet_ssp.worker.host_copy`, with
+        ``MXNET_SSP_HOST_COPIES``), straight from its memory into every buffer, the source
+        checked there for MKL-DNN's own layout; the plan is made once per gradient array.
+        Else the gradient is copied whole into a staging buffer by MXNet (which knows the
+        layout), and each chunk from there (:meth:`_stage`): two copies instead of one."""
+        plan = self._fill_plan(array, value)
+        if plan is not None:
+            plan.push()
+            return _no_copy
+        stage = self._stage(array, value)
+
+        def fill(c, buf):
+            stage[c.offset:c.offset + c.size].copyto(buf)
+        return fill
+
+    def _fill_plan(self, array, value):
+        """The host copy of `value` into `array`'s send buffers, made at its first use, or None
+        where it cannot be (a list of arrays, another type or device, host copies off or not
+        available, the gradient found in MKL-DNN's layout)."""
+        if isinstance(value, (list, tuple)):
+            if len(value) != 1:
+                return None
+            value = value[0]
+        known = self._fill_plans.get(array.key)
+        if known is not None and known[0] is value:
+            return known[1]
+        plan = None
+        if (self._owner._host_copies and value.context.device_type == 'cpu'
+                and np.dtype(value.dtype) in _HOST_TYPES and value.stype == 'default'
+                and host_copy.available()):
+            source = host_copy.host_view(value)      # waits once, for this first gradient
+            if source is not None:
+                flat = source.reshape(-1)
+                bufs = [self._bufs[k] for k in array.keys]
+                copies = [(host_copy.host_view(b), flat[c.offset:c.offset + c.size],
+                           value if value.ndim > 1 else None)
+                          for c, b in zip(array.chunks, bufs)]
+                plan = host_copy.CopyPlan(copies, [value], bufs)
+                plan.keys = [array.key] * len(copies)
+        self._fill_plans[array.key] = (value, plan)
+        return plan
 
     @staticmethod
     def _deliver(array, recv, out):

@@ -60,12 +60,16 @@ def test_buckets_give_the_bits_of_one_key_per_array(tmp_path, api, store, rule, 
     servers (MXNET_SSP_HOST_UPDATES=0), the job with buckets the servers' NumPy passes
     (the default): the same bits, so both paths are MXNet's."""
     args = ['--api', api, '--store', store, '--rule', rule, '--steps', '5']
-    (off_info, off, _), = train(tmp_path, 'off', 0, args, servers=servers,
-                                MXNET_SSP_HOST_UPDATES='0' if rule == 'sgd' else '1')
+    (off_info, off, off_proc), = train(tmp_path, 'off', 0, args, servers=servers,
+                                       MXNET_SSP_HOST_UPDATES='0' if rule == 'sgd' else '1')
+    assert ('worker[0] data path on one host: buckets of off, chunks off, window off'
+            in off_proc.stdout + off_proc.stderr), off_proc.stderr[-3000:]
     # a window of one key (across hosts the default is 4; on loopback none): every push
     # waits for the previous key's pull, and not a bit changes
-    (on_info, on, _), = train(tmp_path, 'on', 4 << 20, args, servers=servers,
-                              MXNET_SSP_CHUNK_WINDOW='1')
+    (on_info, on, on_proc), = train(tmp_path, 'on', 4 << 20, args, servers=servers,
+                                    MXNET_SSP_CHUNK_WINDOW='1')
+    assert ('worker[0] data path on one host: buckets of 4194304 bytes, chunks off, window 1'
+            in on_proc.stdout + on_proc.stderr), on_proc.stderr[-3000:]
     assert off_info['buckets'] == 0
     # every trained array is small: all but the frozen one and a lone lr_mult 0.5 weight
     # (with 2 servers the groups are split by server, and one more array is alone in its own)

@@ -43,6 +43,9 @@ def test_chunks_give_the_bits_of_whole_arrays(tmp_path, api, store, rule, server
     # dense0_weight (120 bytes) and dense1_weight (96 bytes) are above 64 bytes (the frozen
     # weight too, but a frozen weight is never pushed: chunks or whole, it stays)
     assert on_info['chunked'] >= 2 and on_info['chunks'] >= 4, on_info
+    # the gradients of one CPU array each go into their chunks by one NumPy copy (the
+    # staging copy is for lists of per-device arrays: the next test)
+    assert on_info['chunk_host_fills'] == on_info['chunked'], on_info
     assert on_info['clock'] == off_info['clock'] == 5
     assert_same_bits(off, on)
     if api == 'trainer':
@@ -56,6 +59,7 @@ def test_chunks_of_a_convolution_and_two_devices_give_the_bits_of_whole_arrays(t
     (info, on, _), = train(tmp_path, 'on', 4 << 20, args, servers=2,
                            MXNET_SSP_CHUNK_BYTES='1024', MXNET_SSP_CHUNK_WINDOW='3')
     assert info['chunked'] >= 3 and info['chunks'] >= 12, info
+    assert info['chunk_host_fills'] == 0, info        # two devices: through the staging copy
     assert_same_bits(off, on)
 
 

@@ -216,6 +216,10 @@ def test_module_fit_with_dcasgd_on_our_dist_async_and_two_servers_across_hosts(c
     proc = run_on_login_host(cluster4['prefix'], argv, env, tmp_path)
     assert proc.returncode == 0, fail_msg(proc)
     assert 'all 5 processes exited with code 0' in proc.stderr, fail_msg(proc)
+    # a job across hosts gets the pipeline's defaults (on loopback: 4 MiB buckets, no chunks,
+    # no window)
+    assert ('worker[0] data path across hosts: buckets of up to 262144 bytes, fitted to the '
+            'model, chunks above 524288 bytes, window 4') in proc.stderr, fail_msg(proc)
     finals = [json.loads((out / ('final-%d.json' % r)).read_text()) for r in (0, 1)]
     assert all(f['slot_mode'] and f['type'] == 'dist_async' for f in finals), finals
     names = sorted(finals[0]['weights'])

@@ -198,6 +198,7 @@ def main():
                    'bucketed': path.get('arrays_in_buckets', 0),
                    'chunked': path.get('chunked_arrays', 0),
                    'chunks': path.get('chunks', 0),
+                   'chunk_host_fills': path.get('chunk_host_fills', 0),
                    'store_class': '%s.%s' % (type(kv).__module__, type(kv).__name__),
                    'slot_mode': getattr(kv, 'slot_mode', False),
                    'clock': getattr(kv, 'clock', None)}, f)
