@@ -203,15 +203,20 @@ def cifar100(data_dir='.', download=True, fine_labels=True):
     return ImageData('cifar100', *load_cifar('cifar100', data_dir, download, fine_labels))
 
 
-def load(name, data_dir='.', download=True):
+def load(name, data_dir='.', download=True, **options):
     """Load a dataset by name (one of :data:`~mxnet_ssp.core.names.DATASETS`); `data_dir` and `download` are for
-    CIFAR.  Returns an :class:`ImageData`."""
+    CIFAR; `options` are the generated task's knobs (``teacher``: ``scale``, ``noise``, any
+    keyword of :func:`teacher`), refused for the other datasets.  Returns an
+    :class:`ImageData`."""
+    if options and name != 'teacher':
+        raise ValueError('dataset %r takes no options (got %s): only teacher has knobs'
+                         % (name, ', '.join(sorted(options))))
     if name == 'digits':
         return digits()
     if name == 'mnist5k':
         return mnist5k()
     if name == 'teacher':
-        return teacher()
+        return teacher(**options)
     if name == 'cifar10':
         return cifar10(data_dir, download)
     if name == 'cifar100':

@@ -16,15 +16,10 @@ import math
 
 import numpy as np
 
-__all__ = ['GENERATED', 'TEACHER_DEFAULTS', 'PIXEL_CENTER', 'PIXEL_SCALE', 'teacher_weights',
-           'teacher_labels', 'teacher_arrays', 'image_shape']
+from .generated_knobs import GENERATED, TEACHER_DEFAULTS, TEACHER_KNOBS, load_options
 
-#: the datasets made here (no file to look for before a run)
-GENERATED = ('teacher',)
-
-#: the defaults of :func:`teacher_arrays` (and of ``--dataset teacher``)
-TEACHER_DEFAULTS = dict(train_size=20000, test_size=10000, seed=0, dim=64, hidden=64,
-                        classes=10, noise=0.0, scale=2.0)
+__all__ = ['GENERATED', 'TEACHER_DEFAULTS', 'TEACHER_KNOBS', 'PIXEL_CENTER', 'PIXEL_SCALE',
+           'teacher_weights', 'teacher_labels', 'teacher_arrays', 'image_shape', 'load_options']
 
 #: a stored pixel is ``PIXEL_CENTER + PIXEL_SCALE * x`` clipped to [0, 255]: 127.5 / 32 is
 #: 3.98 standard deviations on each side, so about 1 value in 15,000 is clipped

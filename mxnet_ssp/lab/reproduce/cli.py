@@ -13,6 +13,8 @@ from .json_files import read_json, write_json
 from .grid import UsageError, bad_option, plan, plan_tuning, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
 from ..cluster_model.arms import ARM_FORMS
+from ..generated_knobs import TEACHER_DEFAULTS
+from ...core.names import DATASETS
 from ..cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from . import links as on_links
 from .presets import LAB_PREFIX, PRESETS, SUITE, SUITE_SCENARIOS, lab_preset
@@ -85,6 +87,7 @@ def build_parser():
     p.add_argument('--gpu-map', metavar='MAP',
                    help="mxnet-ssp-launch --gpu-map: each worker's GPUs, e.g. '0:0,1:1'")
     p.add_argument('--model', help="override the preset's model")
+    _add_data_options(p)
     p.add_argument('--data-dir', help='directory of the CIFAR archives '
                                       '(default ~/.mxnet/datasets/cifar)')
     p.add_argument('--timeout', help='seconds a run may take (default: the preset\'s)')
@@ -101,6 +104,22 @@ def build_parser():
                         "model)")
     p.add_argument('--list-presets', action='store_true', help='describe the presets and exit')
     return p
+
+
+def _add_data_options(p):
+    """--dataset and the generated task's knobs (docs/reproduce.md, "Another task")."""
+    p.add_argument('--dataset', metavar='NAME',
+                   help="override the preset's dataset: %s (an emulated lab preset's epochs "
+                        "then follow its training set; the iterations stay the scenario's)"
+                        % ', '.join(DATASETS))
+    p.add_argument('--teacher-scale', metavar='X',
+                   help='with --dataset teacher: the gain in front of the teacher\'s tanh, '
+                        'passed to every run (default: the generator\'s, %g)'
+                        % TEACHER_DEFAULTS['scale'])
+    p.add_argument('--teacher-noise', metavar='P',
+                   help='with --dataset teacher: the share of the training labels replaced by '
+                        'random classes, passed to every run (default: the generator\'s, %g)'
+                        % TEACHER_DEFAULTS['noise'])
 
 
 def check_out(out, create):
@@ -126,13 +145,16 @@ def check_out(out, create):
 
 
 def check_grid_file(grid, out):
-    """Refuse an --out that holds a grid with other settings; record this grid's otherwise."""
+    """Refuse an --out that holds a grid with other settings; record this grid's otherwise.
+    A setting of the identity only when given (``Grid.OPTIONAL_IDENTITY``, e.g.
+    --teacher-scale) differs when it is given on one side only."""
     path = os.path.join(out, 'grid.json')
     previous = read_json(path)
     mine = grid.identity()
     if previous is not None:
-        differ = ['%s (%s there, %s now)' % (k, previous.get(k), v) for k, v in mine.items()
-                  if previous.get(k) != v]
+        keys = list(mine) + [k for k in grid.OPTIONAL_IDENTITY if k in previous and k not in mine]
+        differ = ['%s (%s there, %s now)' % (k, previous.get(k), mine.get(k)) for k in keys
+                  if previous.get(k) != mine.get(k)]
         if differ:
             raise UsageError('--out %s already holds a grid with other settings: %s; use '
                              'another --out, or delete it to start over'

@@ -15,8 +15,10 @@ from ...launch.gpus import MAP_FORM, parse_gpu_map
 from ...launch.settings import LaunchError
 from ..cluster_model.arms import ARM_FORMS, SSP_RE, parse_arm
 from ..cluster_model.profiles import get_scenario
+from ..generated_knobs import TEACHER_KNOBS
+from ...core.names import DATASETS
 from . import links as on_links
-from .presets import PRESETS, lab_preset
+from .presets import LAB_PREFIX, PRESETS, TRAIN_SAMPLES, lab_epochs, lab_preset
 
 
 #: the training script every run starts (by module: it is installed with the package);
@@ -82,11 +84,18 @@ class Grid:
     #: links, or (): the runs then run on the testbed of `testbed_prefix` (:mod:`.links`)
     links: tuple = ()
     testbed_prefix: str = None
+    #: --teacher-scale and --teacher-noise (``--dataset teacher``): passed to every run when
+    #: given; None: the training script's default (the generator's)
+    teacher_scale: float = None
+    teacher_noise: float = None
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
                 'batch_size', 'lr', 'momentum', 'wd', 'epochs', 'lr_decay', 'lr_decay_epochs',
                 'slowdown', 'num_iterations', 'seed', 'bsp_average', 'emulate')
+    #: fields of the identity only when given (grids and runs from before them stay the same
+    #: grids and runs); a grid.json that holds one is another grid than one without it
+    OPTIONAL_IDENTITY = tuple('teacher_' + knob for knob, _ in TEACHER_KNOBS)
 
     def train_argv(self, python=None):
         """The command that starts the training script (before its flags)."""
@@ -104,9 +113,23 @@ class Grid:
         """The IDENTITY fields as a JSON-ready dict (what ``grid.json`` holds); with
         --tune-lr also the rates tried and their trials."""
         keys = self.IDENTITY + (('tune_lr', 'tune_trials') if self.tune_lr else ()) + (
-            ('tune_momentum',) if self.tune_momentum else ())
+            ('tune_momentum',) if self.tune_momentum else ()) + tuple(
+            k for k in self.OPTIONAL_IDENTITY if getattr(self, k) is not None)
         return {k: (list(v) if isinstance(v, tuple) else v)
                 for k, v in ((k, getattr(self, k)) for k in keys)}
+
+    def data_flags(self):
+        """The training script's flags of the dataset's knobs given (``--teacher-scale``,
+        ``--teacher-noise``), or []."""
+        return [part for knob, flag in TEACHER_KNOBS
+                if getattr(self, 'teacher_' + knob) is not None
+                for part in (flag, '%r' % getattr(self, 'teacher_' + knob))]
+
+    def data_options(self):
+        """{knob: value} of the knobs given (the runs' others are the generator's
+        defaults)."""
+        return {knob: getattr(self, 'teacher_' + knob) for knob, _ in TEACHER_KNOBS
+                if getattr(self, 'teacher_' + knob) is not None}
 
     def lr_of(self, arm):
         """The learning rate `arm`'s trials run with: its tuned one, else the grid's."""
@@ -187,9 +210,14 @@ def resolve_grid(args):
         raise bad_option('--preset', args.preset, 'one of %s' % ', '.join(PRESETS))
     else:
         preset = PRESETS[args.preset]
+    dataset = _dataset(getattr(args, 'dataset', None), preset)
+    base_epochs = preset.epochs
+    if dataset != preset.dataset and preset.name.startswith(LAB_PREFIX):
+        # a lab run ends at its iterations: the epochs must hold them on this training set
+        base_epochs = lab_epochs(preset.workers, preset.num_iterations, TRAIN_SAMPLES[dataset])
     scale = 1.0 if args.epochs_scale is None else _positive_float(
         '--epochs-scale', args.epochs_scale, 'a number > 0 (e.g. 0.1 for a tenth of the epochs)')
-    epochs = max(1, int(round(preset.epochs * scale)))
+    epochs = max(1, int(round(base_epochs * scale)))
     decay_epochs = tuple(sorted({min(epochs, max(1, int(round(e * scale))))
                                  for e in preset.lr_decay_epochs}))
     fraction = 1.0
@@ -198,10 +226,11 @@ def resolve_grid(args):
                                    'a number in (0, 1] (the share of the training set)')
         if fraction > 1:
             raise bad_option('--data-fraction', args.data_fraction, 'a number in (0, 1]')
-        if fraction < 1 and not preset.dataset.startswith('cifar'):
+        if fraction < 1 and not dataset.startswith('cifar'):
             raise bad_option('--data-fraction', args.data_fraction,
                        '1 with preset %s: %s is already small; a fraction applies to '
-                       'the CIFAR presets' % (preset.name, preset.dataset))
+                       'the CIFAR datasets' % (preset.name, dataset))
+    knobs = _teacher_knobs(args, dataset)
     workers = preset.workers if args.workers is None else _workers(args.workers)
     trials = preset.trials
     if args.trials is not None:
@@ -235,7 +264,7 @@ def resolve_grid(args):
                        'mxnet_ssp.lab.train_cifar)')
     data_dir = os.path.abspath(os.path.expanduser(
         args.data_dir or os.path.join('~', '.mxnet', 'datasets', 'cifar')))
-    return Grid(preset=preset.name, model=model, dataset=preset.dataset, data_dir=data_dir,
+    return Grid(preset=preset.name, model=model, dataset=dataset, data_dir=data_dir,
                 data_fraction=fraction, workers=workers, servers=preset.servers,
                 batch_size=preset.batch_size, lr=preset.lr, momentum=preset.momentum,
                 wd=preset.wd, epochs=epochs, lr_decay=preset.lr_decay,
@@ -244,7 +273,46 @@ def resolve_grid(args):
                 targets=targets, timeout_s=timeout, train_script=train_script,
                 paper_table=preset.paper_table, gpus=gpus, emulate=preset.emulate,
                 tune_lr=tune_lr, tune_trials=tune_trials, tune_momentum=tune_momentum,
-                tune_choice=tune_choice, arm_lr=arm_lr, links=links, testbed_prefix=prefix)
+                tune_choice=tune_choice, arm_lr=arm_lr, links=links, testbed_prefix=prefix,
+                **knobs)
+
+
+def _dataset(text, preset):
+    """--dataset: one of :data:`~mxnet_ssp.core.names.DATASETS` (the preset's without it)."""
+    if text is None:
+        return preset.dataset
+    if text not in DATASETS:
+        raise bad_option('--dataset', text, 'one of %s' % ', '.join(DATASETS))
+    return text
+
+
+#: --teacher-scale and --teacher-noise: (what is accepted, test of a number)
+KNOB_RANGES = {'scale': ('a number > 0 (the gain in front of the teacher\'s tanh)',
+                         lambda x: x > 0),
+               'noise': ('a number in [0, 1] (the share of training labels made random)',
+                         lambda x: 0 <= x <= 1)}
+
+
+def _teacher_knobs(args, dataset):
+    """{'teacher_scale': x, 'teacher_noise': y} of the knobs given (checked; only with
+    --dataset teacher), {} without them."""
+    knobs = {}
+    for knob, flag in TEACHER_KNOBS:
+        text = getattr(args, 'teacher_' + knob, None)
+        if text is None:
+            continue
+        accepted, ok = KNOB_RANGES[knob]
+        try:
+            value = float(text)
+        except (TypeError, ValueError):
+            raise bad_option(flag, text, accepted) from None
+        if not (math.isfinite(value) and ok(value)):
+            raise bad_option(flag, text, accepted)
+        if dataset != 'teacher':
+            raise bad_option(flag, text, 'nothing with the dataset %s (a knob of --dataset '
+                             'teacher)' % dataset)
+        knobs['teacher_' + knob] = value
+    return knobs
 
 
 def _links(preset, prefix_text):
@@ -415,7 +483,7 @@ def run_command(grid, arm, trial, directory, lr=None, seed=None, momentum=None):
            '--launcher', 'local', *grid.gpus, '--timeout', '%.6g' % grid.timeout_s
            if grid.timeout_s < 1e6 else '%.0f' % grid.timeout_s,
            *on_links.wrap(grid, grid.train_argv(python), python),
-           '--model', grid.model, '--dataset', grid.dataset,
+           '--model', grid.model, '--dataset', grid.dataset, *grid.data_flags(),
            '--batch-size', str(grid.batch_size), '--num-epochs', str(grid.epochs),
            '--lr', '%g' % lr, '--momentum', '%g' % momentum, '--wd', '%g' % grid.wd,
            '--seed', str(seed), '--save-dir', directory,

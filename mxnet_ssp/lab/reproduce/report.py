@@ -107,6 +107,7 @@ def _header(grid, rows, command_line):
                     % grid.slowdown if grid.slowdown else
                     'emulated compute: scenario %s' % grid.emulate if grid.emulate else
                     'no slow worker', grid.trials))
+    lines += _data_line(grid, preset)
     lines.append('')
     loads = [x for row in rows for t in row['trials'] for x in (t.get('load_avg') or ())]
     lines.append('Generated %s on %s (%d cores%s) by `%s`.' % (
@@ -117,6 +118,17 @@ def _header(grid, rows, command_line):
         command_line or 'python -m mxnet_ssp.lab.reproduce --preset %s' % grid.preset))
     lines.append('')
     return lines
+
+
+def _data_line(grid, preset):
+    """['', 'The data: ...'] when the grid's dataset (--dataset) or its knobs are not the
+    preset's, else []."""
+    knobs = ''.join(', %s %g' % kv for kv in sorted(grid.data_options().items()))
+    if grid.dataset == preset.dataset and not knobs:
+        return []
+    other = ('' if grid.dataset == preset.dataset
+             else ' (`--dataset`), not the preset\'s %s' % preset.dataset)
+    return ['', 'The data: %s%s%s.' % (grid.dataset, knobs, other)]
 
 
 def _time_to_targets(grid, rows, average):

