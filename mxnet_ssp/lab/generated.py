@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .generated_knobs import GENERATED, TEACHER_DEFAULTS, TEACHER_KNOBS, load_options
+from .training_flags.generated_knobs import GENERATED, TEACHER_DEFAULTS, TEACHER_KNOBS, load_options
 
 __all__ = ['GENERATED', 'TEACHER_DEFAULTS', 'TEACHER_KNOBS', 'PIXEL_CENTER', 'PIXEL_SCALE',
            'teacher_weights', 'teacher_labels', 'teacher_arrays', 'image_shape', 'load_options']

@@ -47,18 +47,36 @@ def fig(ms, floor_ms, spread=None):
 
 
 def test_goal_lines_from_the_medians():
-    cells = {('m', 2, 2, 'native_async'): [fig(200, 100, 1.0), fig(220, 100, 1.0),
-                                           fig(210, 100, 1.0)],
-             ('m', 2, 2, 'ours_async'): [fig(120, 100, 1.05), fig(125, 100, 1.2),
-                                         fig(500, 100, 1.02)],
-             ('m', 2, 2, 'ours_ssp'): [fig(140, 100, 1.3)] * 3}
-    configs = [wire_step.BY_KEY[k] for k in ('native_async', 'ours_async', 'ours_ssp')]
+    """Every row of ours against MXNet's own store of its kind (not slower beyond the trials'
+    spread), and issue 56's goals for the pairs it names."""
+    cells = {('m', 2, 2, 'native_async'): [fig(200, 100), fig(220, 100), fig(210, 100)],
+             ('m', 2, 2, 'ours_async'): [fig(120, 100), fig(125, 100), fig(500, 100)],
+             # slower than MXNet's slowest in every trial: NOT met
+             ('m', 2, 2, 'ours_ssp'): [fig(230, 100)] * 3,
+             # dist_sync against MXNet's dist_sync when it ran
+             ('m', 2, 2, 'native_sync'): [fig(100, 100)] * 3,
+             ('m', 2, 2, 'ours_sync'): [fig(105, 100), fig(99, 100), fig(110, 100)]}
+    configs = [wire_step.BY_KEY[k]
+               for k in ('native_async', 'ours_async', 'ours_ssp', 'native_sync', 'ours_sync')]
     lines = wire_step.goals(cells, [(2, 2)], configs, ['m'])
     assert lines == [
-        'm 2x2 ours dist_async: step / floor 1.25 (goal <= 1.3): met',
-        'm 2x2 ours dist_async: MXNet dist_async / this 1.67 (goal >= 1.0): met',
-        'm 2x2 ours dist_async: largest / smallest server bytes 1.050 (goal <= 1.10): met',
-        'm 2x2 ours dist_ssp s=3: step / floor 1.40 (goal <= 1.3): NOT met',
-        'm 2x2 ours dist_ssp s=3: MXNet dist_async / this 1.50 (goal >= 1.0): met',
-        'm 2x2 ours dist_ssp s=3: largest / smallest server bytes 1.300 (goal <= 1.10): NOT met',
+        'm 2x2 ours dist_async: step / floor 1.25',
+        "m 2x2 ours dist_async: MXNet's dist_async / this 1.68 (goal: not slower beyond the "
+        'spread): met',
+        'm 2x2 ours dist_ssp s=3: step / floor 2.30',
+        "m 2x2 ours dist_ssp s=3: MXNet's dist_async / this 0.91 (goal: not slower beyond the "
+        'spread): NOT met',
+        'm 2x2 ours dist_sync (BSP, bucketed): step / floor 1.05',
+        "m 2x2 ours dist_sync (BSP, bucketed): MXNet's dist_sync / this 0.95 (goal: not slower "
+        'beyond the spread): met',
     ]
+    # the named goals: ResNet-50 2x2 at 1 Gbit/s
+    cells = {('resnet50_v1', 2, 2, k): v for (_, _, _, k), v in cells.items()}
+    lines = wire_step.goals(cells, [(2, 2)], configs, ['resnet50_v1'], rate_bits=1e9)
+    assert 'resnet50_v1 2x2 ours dist_async: step / floor 1.25 (goal <= 1.15): NOT met' in lines
+    assert ("resnet50_v1 2x2 ours dist_async: MXNet's dist_async / this 1.68 (goal >= 1.15): "
+            'met') in lines
+    assert not any('goal >= 1.15' in line and 'dist_sync' in line for line in lines)
+    # at another rate the named goals are not asked
+    lines = wire_step.goals(cells, [(2, 2)], configs, ['resnet50_v1'], rate_bits=1e8)
+    assert not any('goal <=' in line for line in lines)

@@ -13,7 +13,7 @@ from .json_files import read_json, write_json
 from .grid import UsageError, bad_option, plan, plan_tuning, resolve_grid
 from .plots import MATPLOTLIB_HINT, have_matplotlib
 from ..cluster_model.arms import ARM_FORMS
-from ..generated_knobs import TEACHER_DEFAULTS
+from ..training_flags.generated_knobs import TEACHER_DEFAULTS
 from ...core.names import DATASETS
 from ..cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE, get_scenario
 from . import links as on_links

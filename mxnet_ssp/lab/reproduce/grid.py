@@ -15,7 +15,7 @@ from ...launch.gpus import MAP_FORM, parse_gpu_map
 from ...launch.settings import LaunchError
 from ..cluster_model.arms import ARM_FORMS, SSP_RE, parse_arm
 from ..cluster_model.profiles import get_scenario
-from ..generated_knobs import TEACHER_KNOBS
+from ..training_flags.generated_knobs import TEACHER_KNOBS
 from ...core.names import DATASETS
 from . import links as on_links
 from .presets import LAB_PREFIX, PRESETS, TRAIN_SAMPLES, lab_epochs, lab_preset

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from ..cluster_model.profiles import SCENARIOS
-from ..generated_knobs import TEACHER_DEFAULTS
+from ..training_flags.generated_knobs import TEACHER_DEFAULTS
 
 
 SSP_RANGE = tuple('ssp%d' % s for s in range(3, 16))

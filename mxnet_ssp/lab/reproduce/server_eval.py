@@ -72,7 +72,7 @@ def run_data(directory, dataset, options=None):
     knobs, e.g. ``{'scale': 2.0, 'noise': 0.0}``).  A summary from before ``data_options``
     ran its dataset with no knobs or their defaults: ``{}``.  Without a summary that names a
     dataset: `dataset` and `options` (the grid's), or ``{}``."""
-    from ..generated_knobs import load_options
+    from ..training_flags.generated_knobs import load_options
     summary = None
     try:
         with open(os.path.join(directory, 'summary.json')) as f:

@@ -12,7 +12,7 @@ from ... import config
 from ..._cli import DefaultsOnce, add_version, prog_name
 from ...core.names import DATASETS, DCASGD_PW, DSSP_MODES, SASGD, STALENESS_POLICIES
 from ..cluster_model.profiles import SCENARIOS, SPEC_EXAMPLE
-from ..generated_knobs import TEACHER_DEFAULTS
+from .generated_knobs import TEACHER_DEFAULTS
 from ...core.env_names import DMLC_ROLE
 from .models import MODELS
 

@@ -11,7 +11,7 @@ from collections import namedtuple
 from ... import config
 from ...core.names import ADAPTIVE_READINGS, DATASETS, DCASGD_PW, DSSP_MODES, SASGD
 from ..cluster_model.profiles import get_scenario
-from ..generated_knobs import TEACHER_DEFAULTS, TEACHER_KNOBS
+from .generated_knobs import TEACHER_DEFAULTS, TEACHER_KNOBS
 from ...core.env_names import DMLC_ROLE
 from .defaults import fill_defaults
 from .flags import (KVSTORES, OPTIMIZERS, SSP_KVSTORES, STALENESS_KVSTORES, STALENESS_LR,

@@ -15,7 +15,7 @@ from grid_args import Args  # tests/support
 
 from mxnet_ssp.core.names import DATASETS
 from mxnet_ssp.lab.cluster_model.arms import parse_arm
-from mxnet_ssp.lab.generated_knobs import TEACHER_DEFAULTS, load_options
+from mxnet_ssp.lab.training_flags.generated_knobs import TEACHER_DEFAULTS, load_options
 from mxnet_ssp.lab.reproduce import cli, runner, server_eval
 from mxnet_ssp.lab.reproduce.grid import UsageError, resolve_grid, run_command, run_signature
 from mxnet_ssp.lab.reproduce.presets import (LAB_BATCH, PRESETS, TRAIN_SAMPLES, lab_epochs,

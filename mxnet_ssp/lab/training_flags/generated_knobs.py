@@ -1,6 +1,6 @@
-"""The generated datasets' names, defaults and knobs (:mod:`.generated` makes the data).
+"""The generated datasets' names, defaults and knobs (:mod:`mxnet_ssp.lab.generated` makes the data).
 
-Standard library only: the training script's flags (:mod:`.training_flags`, which the launcher
+Standard library only: the training script's flags (this folder, which the launcher
 imports before it starts any process) and the reproduce runner read them without NumPy.
 """
 
