@@ -69,6 +69,7 @@ class Chunks:
         self._bufs = {}                   # chunk key -> its send buffer
         self._staging = {}                # array key -> its gradient, whole, plain layout
         self._fill_plans = {}             # array key -> (its gradient array, its host copy)
+        self._gather_plans = {}           # array key -> (its receive buffer, its host copy)
         self._receive = {}                # array key -> its pulled weights, plain layout
         self._shapes = {}                 # chunk key -> (size,)
         self.multipliers = None           # callable: server index -> (lr_mult, wd_mult)
@@ -98,7 +99,9 @@ class Chunks:
     def describe(self):
         return {'chunked_arrays': len(self.plan.arrays),
                 'chunks': sum(len(a.chunks) for a in self.plan.arrays.values()),
-                'chunk_host_fills': sum(p is not None for _, p in self._fill_plans.values())}
+                'chunk_host_fills': sum(p is not None for _, p in self._fill_plans.values()),
+                'chunk_host_gathers': sum(p is not None
+                                          for _, p in self._gather_plans.values())}
 
     # -- init ------------------------------------------------------------------------------
     def wants(self, key, value, sid):
@@ -240,14 +243,40 @@ class Chunks:
         owner = self._owner
         fill = self._fill(array, value)
         recv = self._receiver(array, out)
+        gather = self._gather_plan(array, recv)
         for c, k in zip(array.chunks, array.keys):
             buf = self._bufs[k]
             owner.enter_window(buf)
             fill(c, buf)
             mine = owner._keys.mine(k)
             owner.native.push(mine, buf, priority=priority)
-            owner.native.pull(mine, out=recv[c.offset:c.offset + c.size], priority=priority)
+            # into the chunk's own buffer (MXNet's dist store receives there and then skips
+            # the copy to `out`), gathered into `recv` by one NumPy operation below; else
+            # into its place in `recv` by MXNet's copy
+            owner.native.pull(mine, out=buf if gather is not None
+                              else recv[c.offset:c.offset + c.size], priority=priority)
+        if gather is not None:
+            gather.push()
         self._deliver(array, recv, out)
+
+    def _gather_plan(self, array, recv):
+        """The host copy of `array`'s pulled chunks (their send buffers) into `recv`, made
+        once, or None where host copies are off or not available (or the fill of this array
+        is not one: a list of per-device gradients keeps MXNet's copies both ways)."""
+        known = self._gather_plans.get(array.key)
+        if known is not None and known[0] is recv:
+            return known[1]
+        fill = self._fill_plans.get(array.key)
+        plan = None
+        if fill is not None and fill[1] is not None:
+            flat = host_copy.host_view(recv)
+            bufs = [self._bufs[k] for k in array.keys]
+            if flat is not None:
+                plan = host_copy.CopyPlan(
+                    [(flat[c.offset:c.offset + c.size], host_copy.host_view(b))
+                     for c, b in zip(array.chunks, bufs)], bufs, [recv])
+        self._gather_plans[array.key] = (recv, plan)
+        return plan
 
     def _fill(self, array, value):
         """Start copying the gradient `value` into the send buffers of `array`'s chunks; returns

@@ -46,6 +46,9 @@ def test_chunks_give_the_bits_of_whole_arrays(tmp_path, api, store, rule, server
     # the gradients of one CPU array each go into their chunks by one NumPy copy (the
     # staging copy is for lists of per-device arrays: the next test)
     assert on_info['chunk_host_fills'] == on_info['chunked'], on_info
+    # and a fast step (Trainer's pushpull) gathers the pulled chunks by one NumPy copy
+    if api == 'trainer':
+        assert on_info['chunk_host_gathers'] == on_info['chunked'], on_info
     assert on_info['clock'] == off_info['clock'] == 5
     assert_same_bits(off, on)
     if api == 'trainer':
@@ -60,6 +63,7 @@ def test_chunks_of_a_convolution_and_two_devices_give_the_bits_of_whole_arrays(t
                            MXNET_SSP_CHUNK_BYTES='1024', MXNET_SSP_CHUNK_WINDOW='3')
     assert info['chunked'] >= 3 and info['chunks'] >= 12, info
     assert info['chunk_host_fills'] == 0, info        # two devices: through the staging copy
+    assert info['chunk_host_gathers'] == 0, info
     assert_same_bits(off, on)
 
 

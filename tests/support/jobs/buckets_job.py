@@ -199,6 +199,7 @@ def main():
                    'chunked': path.get('chunked_arrays', 0),
                    'chunks': path.get('chunks', 0),
                    'chunk_host_fills': path.get('chunk_host_fills', 0),
+                   'chunk_host_gathers': path.get('chunk_host_gathers', 0),
                    'store_class': '%s.%s' % (type(kv).__module__, type(kv).__name__),
                    'slot_mode': getattr(kv, 'slot_mode', False),
                    'clock': getattr(kv, 'clock', None)}, f)
