@@ -512,7 +512,7 @@ class Buckets:
         infos = self._array_infos(pushed, sent_optimizer)
         size = (fitted_bucket_bytes(infos, self._bucket_bytes) if self._fit_buckets
                 else self._bucket_bytes)
-        plan = plan_buckets(infos, size, cfg.bigarray_bound())
+        plan = plan_buckets(infos, size, self._bigarray_bound)
         if not plan:
             return
         try:
@@ -634,19 +634,21 @@ class Buckets:
         """Push `bucket`; on the fast path pull it at once and unpack what waits for it."""
         key = self._keys.mine(bucket.key)
         send = self._packer.take(bucket)
-        if step.fast:
-            self.enter_window(send)
+        if not step.fast:
+            self.native.push(key, send, priority=priority)
+            return
+        # the pull lands in the buffer just pushed (Packer.recv): the window waits on it
+        self.enter_window(send)
         self.native.push(key, send, priority=priority)
-        if step.fast:
-            recv = self._packer.recv(bucket)
-            self.native.pull(key, out=recv, priority=priority)
-            self._pulled_in_step.add(bucket.number)
-            waiting = self._waiting.pop(bucket.number, ())
-            self._packer.scatter(bucket, waiting)
-            # the step's end waits for the pull (so for the push: the server answers a pull
-            # after the pushes before it), not for the copies out of it, which MXNet orders
-            # before anything that reads the callers' arrays
-            step.pulled([m.key for m, _ in waiting], recv)
+        recv = self._packer.recv(bucket)
+        self.native.pull(key, out=recv, priority=priority)
+        self._pulled_in_step.add(bucket.number)
+        waiting = self._waiting.pop(bucket.number, ())
+        self._packer.scatter(bucket, waiting)
+        # the step's end waits for the pull (so for the push: the server answers a pull
+        # after the pushes before it), not for the copies out of it, which MXNet orders
+        # before anything that reads the callers' arrays
+        step.pulled([m.key for m, _ in waiting], recv)
 
     def _pull_through_buckets(self, key, out, priority, ignore_sparse, step, pulled=None):
         """Pull `key` (or a list), the bucketed ones from their bucket.  `step`: the fast step

@@ -36,10 +36,6 @@ __all__ = ['Chunks']
 logger = logging.getLogger(__name__)
 
 
-#: What a host copy takes (:mod:`mxnet_ssp.worker.host_copy`).
-_HOST_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
 def _no_copy(chunk, buf):
     """A chunk's copy when one operation copies every chunk of the array."""
 
@@ -70,6 +66,7 @@ class Chunks:
         self._staging = {}                # array key -> its gradient, whole, plain layout
         self._fill_plans = {}             # array key -> (its gradient array, its host copy)
         self._gather_plans = {}           # array key -> (its receive buffer, its host copy)
+        self._buf_views = {}              # chunk key -> the NumPy view of its send buffer
         self._receive = {}                # array key -> its pulled weights, plain layout
         self._shapes = {}                 # chunk key -> (size,)
         self.multipliers = None           # callable: server index -> (lr_mult, wd_mult)
@@ -270,11 +267,11 @@ class Chunks:
         plan = None
         if fill is not None and fill[1] is not None:
             flat = host_copy.host_view(recv)
-            bufs = [self._bufs[k] for k in array.keys]
             if flat is not None:
                 plan = host_copy.CopyPlan(
-                    [(flat[c.offset:c.offset + c.size], host_copy.host_view(b))
-                     for c, b in zip(array.chunks, bufs)], bufs, [recv])
+                    [(flat[c.offset:c.offset + c.size], self._buf_view(k))
+                     for c, k in zip(array.chunks, array.keys)],
+                    [self._bufs[k] for k in array.keys], [recv])
         self._gather_plans[array.key] = (recv, plan)
         return plan
 
@@ -312,19 +309,25 @@ class Chunks:
             return known[1]
         plan = None
         if (self._owner._host_copies and value.context.device_type == 'cpu'
-                and np.dtype(value.dtype) in _HOST_TYPES and value.stype == 'default'
+                and np.dtype(value.dtype) in host_copy.HOST_TYPES and value.stype == 'default'
                 and host_copy.available()):
             source = host_copy.host_view(value)      # waits once, for this first gradient
             if source is not None:
                 flat = source.reshape(-1)
-                bufs = [self._bufs[k] for k in array.keys]
-                copies = [(host_copy.host_view(b), flat[c.offset:c.offset + c.size],
+                copies = [(self._buf_view(k), flat[c.offset:c.offset + c.size],
                            value if value.ndim > 1 else None)
-                          for c, b in zip(array.chunks, bufs)]
-                plan = host_copy.CopyPlan(copies, [value], bufs)
+                          for c, k in zip(array.chunks, array.keys)]
+                plan = host_copy.CopyPlan(copies, [value], [self._bufs[k] for k in array.keys])
                 plan.keys = [array.key] * len(copies)
         self._fill_plans[array.key] = (value, plan)
         return plan
+
+    def _buf_view(self, chunk_key):
+        """The NumPy view of a chunk's send buffer (made once: both host copies use it)."""
+        view = self._buf_views.get(chunk_key)
+        if view is None:
+            view = self._buf_views[chunk_key] = host_copy.host_view(self._bufs[chunk_key])
+        return view
 
     @staticmethod
     def _deliver(array, recv, out):

@@ -27,8 +27,9 @@ Two things MXNet leaves to the caller, both checked here:
   lives and keeps its storage (dense arrays never move it).  The first view of an array
   waits until it is written (its storage exists).
 
-Only dense float32/float64 CPU arrays take this path (the caller, :mod:`mxnet_ssp.worker.packer`,
-checks); it keeps MXNet's copies for the rest.
+Only dense CPU arrays of :data:`HOST_TYPES` take this path (the callers,
+:mod:`mxnet_ssp.worker.packer` and :mod:`mxnet_ssp.worker.chunking`, check); they keep MXNet's
+copies for the rest.
 
 MXNet's CPU build (MKL-DNN) may keep an array's memory in a blocked layout of its own, which
 NumPy would read and write as if it were row-major: a convolution or fully connected layer
@@ -62,8 +63,11 @@ import numpy as np
 
 from ..host_kernels import _Interface
 
-__all__ = ['CopyPlan', 'LayoutChanged', 'available', 'chunk_of', 'host_view',
+__all__ = ['HOST_TYPES', 'CopyPlan', 'LayoutChanged', 'available', 'chunk_of', 'host_view',
            'in_mxnet_layout', 'raise_pending']
+
+#: The element types a host copy takes.
+HOST_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 logger = logging.getLogger(__name__)
 

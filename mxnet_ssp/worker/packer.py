@@ -49,7 +49,6 @@ from . import host_copy
 __all__ = ['Packer']
 
 _BATCHED = np.dtype(np.float32)          # what amp_multicast copies on the CPU
-_HOST = (np.dtype(np.float32), np.dtype(np.float64))    # what host copies take
 #: Weights copied out of buckets by NumPy have at most this many dimensions: MKL-DNN reorders
 #: weights of 2 to 5 in place at inference passes (module docstring).
 _HOST_OUT_MAX_NDIM = 1
@@ -110,7 +109,7 @@ class _Buffers:
         on_cpu = self.arrays[0].context.device_type == 'cpu'
         # batched copies done by NumPy in an engine operation (module docstring), else by
         # MXNet's amp_multicast (float32 only)
-        self.host = (host and on_cpu and np.dtype(dtype) in _HOST
+        self.host = (host and on_cpu and np.dtype(dtype) in host_copy.HOST_TYPES
                      and host_copy.available())
         self.batched = self.host or (on_cpu and np.dtype(dtype) == _BATCHED)
         self.deferred = {}                # member key -> the array to copy into its place
