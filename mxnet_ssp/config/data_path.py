@@ -110,16 +110,20 @@ def job_on_one_host(environ=None):
         return False                  # a host name
 
 
-def _unset(name, environ):
-    value = _SOURCE[0](environ).get(name)
-    return value is None or not str(value).strip()
+def _network_default(name, environ, value=None):
+    """Whether setting `name` takes its across-hosts default: no `value` from Python, the
+    setting unset (or blank), and a job across hosts (:func:`job_on_one_host`)."""
+    if value is not None:
+        return False
+    text = _SOURCE[0](environ).get(name)
+    return (text is None or not str(text).strip()) and not job_on_one_host(environ)
 
 
 def bucket_bytes(environ=None, value=None):
     """Bytes per bucket: `value` (from Python) or ``MXNET_SSP_BUCKET_BYTES``, an integer >= 0
     (0: every array keeps its own key), default :data:`DEFAULT_BUCKET_BYTES` on one host
     (:func:`job_on_one_host`), :data:`NETWORK_BUCKET_BYTES` across hosts."""
-    if value is None and _unset(ENV_BUCKET_BYTES, environ) and not job_on_one_host(environ):
+    if _network_default(ENV_BUCKET_BYTES, environ, value):
         return NETWORK_BUCKET_BYTES
     return read(ENV_BUCKET_BYTES, environ, given=value)
 
@@ -128,7 +132,7 @@ def buckets_fit_model(environ=None, value=None):
     """Whether a store's bucket size is the default across hosts, which the store fits to the
     model (:func:`mxnet_ssp.core.buckets.fitted_bucket_bytes`): no `value` from Python, no
     ``MXNET_SSP_BUCKET_BYTES``, and a job across hosts (:func:`job_on_one_host`)."""
-    return value is None and _unset(ENV_BUCKET_BYTES, environ) and not job_on_one_host(environ)
+    return _network_default(ENV_BUCKET_BYTES, environ, value)
 
 
 def host_copies(environ=None):
@@ -152,7 +156,7 @@ def chunk_bytes(environ=None, value=None):
     """Bytes per chunk: `value` (from Python) or ``MXNET_SSP_CHUNK_BYTES``, an integer >= 0
     (0: every array stays whole), default :data:`DEFAULT_CHUNK_BYTES` (0) on one host
     (:func:`job_on_one_host`), :data:`NETWORK_CHUNK_BYTES` across hosts."""
-    if value is None and _unset(ENV_CHUNK_BYTES, environ) and not job_on_one_host(environ):
+    if _network_default(ENV_CHUNK_BYTES, environ, value):
         return NETWORK_CHUNK_BYTES
     return read(ENV_CHUNK_BYTES, environ, given=value)
 
@@ -161,6 +165,6 @@ def chunk_window(environ=None):
     """``MXNET_SSP_CHUNK_WINDOW``: buckets, chunks and arrays in flight per worker in a fast
     step, an integer >= 0 (0: no limit), default 0 on one host (:func:`job_on_one_host`),
     :data:`DEFAULT_CHUNK_WINDOW` across hosts."""
-    if _unset(ENV_CHUNK_WINDOW, environ) and not job_on_one_host(environ):
+    if _network_default(ENV_CHUNK_WINDOW, environ):
         return DEFAULT_CHUNK_WINDOW
     return read(ENV_CHUNK_WINDOW, environ)

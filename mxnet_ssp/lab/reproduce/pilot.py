@@ -30,7 +30,8 @@ from ...core.names import TRAIN_LOG
 from .collect import eval_curve
 from ...core.jsonl import read_jsonl
 from .json_files import read_json
-from .stats import METRICS, metric_value
+from .target_rule import held_time, read_rule
+from .verdicts import common_budget
 
 __all__ = ['read_runs', 'gradients_by', 'criteria', 'main']
 
@@ -75,10 +76,7 @@ def read_runs(scenario_dir):
 
 def time_to(run, target):
     """Seconds until `run` holds `target` (the primary metric), or infinity."""
-    if run['status'] != 'ok' or not run['curve']:
-        return math.inf
-    held = metric_value(run['curve'], target, METRICS[0])
-    return math.inf if held is None else held
+    return held_time((run['status'], run['curve']), target)
 
 
 def gradients_by(run, seconds):
@@ -98,12 +96,12 @@ def criteria(runs, n_test_default=10000):
     finished = [r for r in runs if r['status'] == 'ok' and r['curve']]
     if not finished:
         raise ValueError('no finished run with an evaluation curve')
-    budget = min(r['curve'][-1][0] for r in finished)
-    target = None
-    for k in range(1, int(round(1.0 / STEP)) + 1):
-        level = round(k * STEP, 6)
-        if statistics.median([time_to(r, level) for r in runs]) <= TARGET_SHARE * budget:
-            target = level
+    budget = common_budget([{'trials': runs}])
+    pool = {}
+    for r in runs:
+        pool.setdefault(r['arm'], []).append((r['status'], r['curve']))
+    # rule 3's reading, at 80% of the budget and from the lowest step up
+    target = read_rule(pool, budget, step=STEP, fraction=TARGET_SHARE, lowest=STEP)['target']
     out = {'runs': len(runs), 'finished': len(finished), 'budget_s': budget, 'target': target}
     if target is None:
         out['verdict'] = 'no target: the pooled median run holds no level by 80% of the budget'

@@ -19,6 +19,7 @@ import os
 
 from ...core.jsonl import read_jsonl
 from ...server.snapshots import SNAPSHOT_FILES, read_snapshots
+from .json_files import read_json
 
 __all__ = ['SERVER_EVAL', 'evaluate_run', 'merge_servers', 'extend_to_end', 'run_data']
 
@@ -73,12 +74,7 @@ def run_data(directory, dataset, options=None):
     ran its dataset with no knobs or their defaults: ``{}``.  Without a summary that names a
     dataset: `dataset` and `options` (the grid's), or ``{}``."""
     from ..training_flags.generated_knobs import load_options
-    summary = None
-    try:
-        with open(os.path.join(directory, 'summary.json')) as f:
-            summary = json.load(f)
-    except (OSError, ValueError):
-        pass
+    summary = read_json(os.path.join(directory, 'summary.json'))
     if not isinstance(summary, dict) or not summary.get('dataset'):
         return dataset, load_options(dataset, dict(options or {}))
     recorded = summary.get('data_options') or {}

@@ -26,7 +26,7 @@ from .json_files import read_json
 from .stats import METRICS, metric_value
 from .verdicts import common_budget
 
-__all__ = ['chosen_runs', 'tuning_budget', 'read_rule', 'main']
+__all__ = ['chosen_runs', 'tuning_budget', 'held_time', 'read_rule', 'main']
 
 #: the rule's constants, as pre-registered
 STEP, FRACTION, LOWEST = 0.005, 0.3, 0.90
@@ -71,8 +71,8 @@ def tuning_budget(scenario_dir):
                                       for status, curve in runs]}])
 
 
-def _time(run, target):
-    """Seconds until `run` holds `target` under the primary metric; never: infinitely long."""
+def held_time(run, target):
+    """Seconds until `run` (``(status, curve)``) holds `target` under the primary metric; never: infinitely long."""
     status, curve = run
     held = metric_value(curve, target, METRICS[0]) if status == 'ok' and curve else None
     return math.inf if held is None else held
@@ -85,9 +85,9 @@ def read_rule(pool, budget, step=STEP, fraction=FRACTION, lowest=LOWEST):
     rows = []
     for k in range(int(round(lowest / step)), int(round(1.0 / step)) + 1):
         target = round(k * step, 6)
-        per_arm = {arm: statistics.median([_time(r, target) for r in runs])
+        per_arm = {arm: statistics.median([held_time(r, target) for r in runs])
                    for arm, runs in pool.items() if runs}
-        pooled = statistics.median([_time(r, target) for runs in pool.values() for r in runs])
+        pooled = statistics.median([held_time(r, target) for runs in pool.values() for r in runs])
         rows.append(dict(target=target, pooled_median_s=pooled, per_arm=per_arm,
                          holds=pooled <= limit,
                          every_arm_holds=all(m <= limit for m in per_arm.values())))
