@@ -107,13 +107,13 @@ CONFIGS = [
     Config('ours_sync_2bit', 'dist_sync (our name, handed to MXNet), push+pull, 2bit',
            'dist_sync', {'MXNET_SSP_WRAP_SYNC': '1'}, compression=True, api='kv'),
 ]
-# the sizes a job on one host gets (4 MiB buckets, no chunks: the data path before the
-# pipeline), each beside its store with the defaults it gets across hosts (every host here is
-# another address: MXNET_SSP_BUCKET_BYTES and MXNET_SSP_CHUNK_BYTES unset, 256 KiB buckets
-# and 512 KiB chunks through the window); --env sets others
+# the sizes a job on one host gets (4 MiB buckets, no chunks, no window: the data path before
+# the pipeline), each beside its store with the defaults it gets across hosts (every host here
+# is another address: the three settings unset, buckets fitted to the model and 512 KiB
+# chunks through a window of 4); --env sets others
 for _c in [c for c in CONFIGS if c.ours and not c.compression]:
     CONFIGS.append(Config(_c.key + '_one_host', _c.label + ", one host's sizes", _c.store,
-                          dict(_c.env, MXNET_SSP_CHUNK_BYTES='0',
+                          dict(_c.env, MXNET_SSP_CHUNK_BYTES='0', MXNET_SSP_CHUNK_WINDOW='0',
                                MXNET_SSP_BUCKET_BYTES=str(4 << 20)), ours=True))
 del _c
 BY_KEY = {c.key: c for c in CONFIGS}
@@ -181,8 +181,9 @@ def run_job(state, config, model, workers, servers, steps, warmup, out, extra_en
     port = free_port_in(hosts[0]['namespace'])
     root_uri = hosts[0]['address']
     base = dict(os.environ, OMP_NUM_THREADS='1', MXNET_SSP_METRICS_DIR='off', PYTHONPATH=ROOT)
-    for k in ('MXNET_SSP_BUCKET_BYTES', 'MXNET_SSP_CHUNK_BYTES', 'MXNET_SSP_STALENESS', 'MXNET_SSP_WRAP_ASYNC',
-              'MXNET_SSP_WRAP_SYNC', 'DMLC_NODE_HOST', 'DMLC_INTERFACE'):
+    for k in ('MXNET_SSP_BUCKET_BYTES', 'MXNET_SSP_CHUNK_BYTES', 'MXNET_SSP_CHUNK_WINDOW',
+              'MXNET_SSP_STALENESS', 'MXNET_SSP_WRAP_ASYNC', 'MXNET_SSP_WRAP_SYNC',
+              'DMLC_NODE_HOST', 'DMLC_INTERFACE'):
         base.pop(k, None)
     base.update(config.env)
     if config.ours and extra_env:
