@@ -3,11 +3,12 @@ alexnet-small reach a sensible test accuracy with 2 and 4 workers under dist_asy
 and dist_dssp (real MXNet jobs on loopback, worker 1 made 2.5x slower as in the docs).
 
 Thresholds: 10 epochs (the default) of digits.  Chance is 0.10, and at one worker's rate 4
-workers of alexnet-small stayed there (what these defaults fix).  At the defaults, measured
-here on a busy 2-core machine, 4 workers of alexnet-small ended at 0.94-0.95 and of the MLP
-at 0.97; 2 workers see twice the iterations.  0.85 leaves room for the run-to-run spread of
-stale updates (asynchronous timing differs from run to run) and still fails a default that
-trains badly (0.50 after 3 epochs at one worker's rate / 4, 0.10 above it).
+workers of alexnet-small stayed there (what these defaults fix).  At the defaults, 4 workers of
+alexnet-small under dist_async ended at 0.84-0.96 over 10 runs here (2026-12-08; 6 of them two
+jobs at once, as in CI), and a CI run gave 0.844; the MLP ended at 0.97; 2 workers see twice
+the iterations.  The spread is the stale updates' (asynchronous timing differs from run to run),
+well beyond one evaluation's +-0.015 on 360 images.  0.75 leaves room for it and still fails a
+default that trains badly (0.50 after 3 epochs at one worker's rate / 4, 0.10 above it).
 
 The 4-worker dist_dssp case is docs/train_scripts.md's example, read from the page and run in
 full (test_docs_examples.py excuses it there instead of running it cut to 3 iterations).
@@ -22,7 +23,7 @@ import pytest
 
 from conftest import ROOT
 
-THRESHOLD = 0.85
+THRESHOLD = 0.75
 STALENESS = {'dist_async': [], 'dist_ssp': ['--staleness', '3'], 'dist_dssp': ['--staleness', '3,15']}
 #: the docs' example this file runs: (page, the start of its command)
 DOCS_EXAMPLE = ('docs/train_scripts.md',
