@@ -8,6 +8,12 @@ with power"), read from a pilot's runs.  Reads, changes nothing.
 * **C1, a late target.**  T is the highest multiple of 0.005 that the pooled median run (every
   run, the primary metric: sustained accuracy) holds by 80% of the common budget (the shortest
   finished run's last evaluation).  Met if the pooled median time to T is at least 50% of it.
+* **C1', the target comes from learning, not from a noisy plateau** (added before the second
+  pilot, candidate C): with L(f) the highest multiple of 0.005 that the pooled median run holds
+  by f of the budget (so T = L(0.8)), met if L(1) - L(0.5) >= 0.01 (the pooled median curve
+  still gains between half and all of the budget) and T is at least 0.02 below the median of
+  the finished runs' final accuracies (each run's last evaluation).  The first pilot's readings
+  (candidates A and B) were made without it; it is reported for them too.
 * **C2, staleness costs.**  Gradients to T: every worker's iterations done when the run first
   holds T (the train logs' times against worker 0's clock).  Met if the median of ``asp``'s
   runs or of ``ssp15``'s is at least 1.3 times ``bsp``'s.  A run that never holds T counts as
@@ -40,6 +46,10 @@ STEP = 0.005
 TARGET_SHARE = 0.8
 #: ... and C1 wants its pooled median time at least this share of it
 LATE_SHARE = 0.5
+#: C1': the pooled median curve gains at least this between half and all of the budget ...
+LATE_GAIN = 0.01
+#: ... and T lies at least this far below the median final accuracy
+FINAL_MARGIN = 0.02
 STALE_COST = 1.3
 SMALLEST_GAP = 0.02
 MAX_RUN_S = 120.0
@@ -109,6 +119,7 @@ def criteria(runs, n_test_default=10000):
     pooled = statistics.median([time_to(r, target) for r in runs])
     out['c1'] = {'pooled_median_s': pooled, 'share_of_budget': pooled / budget,
                  'met': pooled >= LATE_SHARE * budget}
+    out['c1_strict'] = _still_learning(pool, budget, target, finished)
     per_arm = {}
     for r in runs:
         per_arm.setdefault(r['arm'], []).append(gradients_by(r, time_to(r, target)))
@@ -129,7 +140,21 @@ def criteria(runs, n_test_default=10000):
     out['c4'] = {'median_run_s': run_s, 'median_eval_s': eval_s, 'scenario_hours': hours,
                  'met': run_s is not None and run_s <= MAX_RUN_S and hours <= SCENARIO_HOURS}
     out['met'] = all(out[c]['met'] for c in ('c1', 'c2', 'c3', 'c4'))
+    out['met_with_c1_strict'] = out['met'] and out['c1_strict']['met']
     return out
+
+
+def _still_learning(pool, budget, target, finished):
+    """C1': the pooled median run's held level at half and all of the budget, and the
+    median final accuracy against T."""
+    half, whole = (read_rule(pool, budget, step=STEP, fraction=f, lowest=STEP)['target']
+                   for f in (0.5, 1.0))
+    final = statistics.median([r['curve'][-1][1] for r in finished])
+    gain = (whole - half) if half is not None and whole is not None else None
+    return {'held_at_half': half, 'held_at_end': whole, 'gain': gain,
+            'median_final_accuracy': final, 'margin': final - target,
+            'met': (gain is not None and gain >= LATE_GAIN - 1e-9
+                    and final - target >= FINAL_MARGIN - 1e-9)}
 
 
 def _fmt(x):
@@ -142,13 +167,18 @@ def format_reading(reading):
         reading['runs'], reading['finished'], reading['budget_s'])]
     if reading['target'] is None:
         return '\n'.join(lines + [reading['verdict']])
-    c1, c2, c3, c4 = (reading[k] for k in ('c1', 'c2', 'c3', 'c4'))
+    c1, c1s, c2, c3, c4 = (reading[k] for k in ('c1', 'c1_strict', 'c2', 'c3', 'c4'))
     lines += [
         'T = %.3f (the highest level the pooled median run holds by %d%% of the budget)'
         % (reading['target'], round(100 * TARGET_SHARE)),
         'C1 late target: pooled median time to T %.2f s = %.0f%% of the budget (goal >= %d%%): %s'
         % (c1['pooled_median_s'], 100 * c1['share_of_budget'], round(100 * LATE_SHARE),
            'met' if c1['met'] else 'NOT met'),
+        "C1' still learning: the pooled median run holds %s at half the budget and %s at its "
+        "end (gain %s, goal >= %g); median final accuracy %.3f, %.3f above T (goal >= %g): %s"
+        % (_fmt(c1s['held_at_half']), _fmt(c1s['held_at_end']), _fmt(c1s['gain']), LATE_GAIN,
+           c1s['median_final_accuracy'], c1s['margin'], FINAL_MARGIN,
+           'met' if c1s['met'] else 'NOT met'),
         'C2 staleness costs: gradients to T, median per arm: %s; ratio to BSP: %s (goal >= %g '
         'for asp or ssp15): %s' % (
             ', '.join('%s %s' % (a, _fmt(v)) for a, v in c2['median'].items()),
@@ -161,7 +191,8 @@ def format_reading(reading):
         '(goal <= %g): %s' % (_fmt(c4['median_run_s']), MAX_RUN_S, _fmt(c4['median_eval_s']),
                              SCENARIO_RUNS, c4['scenario_hours'], SCENARIO_HOURS,
                              'met' if c4['met'] else 'NOT met'),
-        'every criterion met: %s' % ('yes' if reading['met'] else 'no')]
+        'C1-C4 met (the first pilot\'s rule): %s; with C1\' (the second pilot\'s rule): %s'
+        % ('yes' if reading['met'] else 'no', 'yes' if reading['met_with_c1_strict'] else 'no')]
     return '\n'.join(lines)
 
 

@@ -86,3 +86,20 @@ def test_the_reader_takes_the_runner_s_files(tmp_path):
     assert pilot.gradients_by(runs, 5.0) == 50
     assert pilot.main([str(tmp_path), '--json', str(tmp_path / 'r.json')]) == 0
     assert json.loads((tmp_path / 'r.json').read_text())['finished'] == 1
+
+
+def test_c1_strict_tells_a_curve_still_learning_from_a_late_noisy_hold():
+    # rising to the end: 0.74 held at 80% of the budget, 0.50 at half, 0.90 at the end
+    late = [run(a, linear(60, 0.9)) for a in ('bsp', 'asp', 'ssp15', 'dssp')]
+    c1s = pilot.criteria(late)['c1_strict']
+    assert c1s['held_at_half'] == pytest.approx(0.5) and c1s['held_at_end'] == pytest.approx(0.9)
+    assert c1s['median_final_accuracy'] == pytest.approx(0.9) and c1s['met']
+    # a plateau at 0.62 from 10 s whose evaluations dip by 0.005 until late: C1 is met (the
+    # hold comes late), C1' is not (no gain in the second half, T on the plateau)
+    wobble = [(t, 0.1 + 0.052 * t) for t in (k * 0.25 for k in range(41))]
+    wobble += [(10 + k * 0.25, 0.62 if k % 7 == 3 and k < 150 else 0.625)
+               for k in range(1, 201)]
+    reading = pilot.criteria([run('bsp', wobble), run('asp', wobble, rate=80.0)])
+    assert reading['c1']['met'] and not reading['c1_strict']['met']
+    assert reading['c1_strict']['gain'] < 0.01 and reading['c1_strict']['margin'] < 0.02
+    assert reading['met'] and not reading['met_with_c1_strict']
