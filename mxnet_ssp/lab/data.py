@@ -141,8 +141,9 @@ def teacher(train_size=_TEACHER['train_size'], test_size=_TEACHER['test_size'],
     touched: the best reachable test accuracy stays 1.0, and the difficulty is in learning
     the teacher.
 
-    The images are ``(8, 8, 1)`` float32 for ``dim=64`` (a square when `dim` is one, else
-    ``(1, dim, 1)``) with pixel values ``127.5 + 32 x`` clipped to [0, 255]: the lab's loader
+    The images are ``(8, 8, 1)`` float32 for ``dim=64``, ``(4, 4, 1)`` for ``dim=16`` (a
+    square when `dim` is one, else ``(1, dim, 1)``; the network takes its input shape from
+    them) with pixel values ``127.5 + 32 x`` clipped to [0, 255]: the lab's loader
     applies Gluon's ``ToTensor`` (divides by 255) and then normalizes with the training set's
     mean and std, so the mapping only has to keep x's information in 0..255.  32 puts 3.98
     standard deviations on each side of the centre, so about 1 value in 15,000 is clipped;
@@ -205,9 +206,9 @@ def cifar100(data_dir='.', download=True, fine_labels=True):
 
 def load(name, data_dir='.', download=True, **options):
     """Load a dataset by name (one of :data:`~mxnet_ssp.core.names.DATASETS`); `data_dir` and `download` are for
-    CIFAR; `options` are the generated task's knobs (``teacher``: ``scale``, ``noise``, any
-    keyword of :func:`teacher`), refused for the other datasets.  Returns an
-    :class:`ImageData`."""
+    CIFAR; `options` are the generated task's knobs (``teacher``: ``scale``, ``noise``,
+    ``dim``, ``hidden``, ``train_size``, any keyword of :func:`teacher`), refused for the
+    other datasets.  Returns an :class:`ImageData`."""
     if options and name != 'teacher':
         raise ValueError('dataset %r takes no options (got %s): only teacher has knobs'
                          % (name, ', '.join(sorted(options))))

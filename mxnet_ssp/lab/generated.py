@@ -28,8 +28,9 @@ PIXEL_SCALE = 32.0
 
 
 def image_shape(dim):
-    """``(H, W, 1)`` of an input of `dim` numbers: a square when `dim` is one (64 -> 8x8),
-    else one row."""
+    """``(H, W, 1)`` of an input of `dim` numbers: a square when `dim` is one (64 -> 8x8,
+    16 -> 4x4), else one row (10 -> 1x10).  The networks take the shape from the data
+    (:attr:`mxnet_ssp.lab.data.ImageData.image_shape`), so every `dim` trains."""
     side = int(math.isqrt(dim))
     return (side, side, 1) if side * side == dim else (1, dim, 1)
 
@@ -51,7 +52,7 @@ def teacher_weights(seed=0, dim=64, hidden=64, classes=10):
     no class's logit is favoured.  With random Gaussian weights instead, the largest class of
     the default task held 16% of the samples and the smallest 5%.
     """
-    _check_sizes(dim, hidden, classes)
+    dim, hidden, classes = _check_sizes(dim, hidden, classes)
     rng = _streams(seed)[0]
     first = rng.standard_normal((dim, hidden))
     if hidden <= dim:
@@ -81,8 +82,9 @@ def teacher_arrays(train_size=20000, test_size=10000, seed=0, dim=64, hidden=64,
     The images are float32 ``(N, H, W, 1)`` (:func:`image_shape`), pixel values
     ``127.5 + 32 x`` clipped to [0, 255]; the labels (int32) are computed from the stored
     pixels mapped back (``(p - 127.5) / 32``), so they are exactly a function of the image.
+    The sizes may come as whole floats (16.0, e.g. from a JSON record): they are used as ints.
     """
-    _check_sizes(dim, hidden, classes)
+    dim, hidden, classes = _check_sizes(dim, hidden, classes)
     if not 0.0 <= noise <= 1.0:
         raise ValueError('noise must be in [0, 1], got %r' % (noise,))
     if not scale > 0:
@@ -109,6 +111,15 @@ def teacher_arrays(train_size=20000, test_size=10000, seed=0, dim=64, hidden=64,
 
 
 def _check_sizes(dim, hidden, classes):
+    """``(dim, hidden, classes)`` as ints; ValueError unless each is a whole number, at least
+    1 (2 classes)."""
+    out = []
     for what, value, least in (('dim', dim, 1), ('hidden', hidden, 1), ('classes', classes, 2)):
-        if int(value) != value or value < least:
+        try:
+            whole = int(value)
+        except (TypeError, ValueError, OverflowError):
+            whole = None
+        if whole is None or whole != value or whole < least:
             raise ValueError('%s must be an integer >= %d, got %r' % (what, least, value))
+        out.append(whole)
+    return tuple(out)

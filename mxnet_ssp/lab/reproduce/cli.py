@@ -120,6 +120,18 @@ def _add_data_options(p):
                    help='with --dataset teacher: the share of the training labels replaced by '
                         'random classes, passed to every run (default: the generator\'s, %g)'
                         % TEACHER_DEFAULTS['noise'])
+    p.add_argument('--teacher-dim', metavar='N',
+                   help='with --dataset teacher: the inputs\' dimension, an integer >= 1 (the '
+                        'images: a square when it is one, 16 -> 4x4), passed to every run '
+                        '(default: the generator\'s, %d)' % TEACHER_DEFAULTS['dim'])
+    p.add_argument('--teacher-hidden', metavar='N',
+                   help='with --dataset teacher: the teacher network\'s tanh units, an integer '
+                        '>= 1, passed to every run (default: the generator\'s, %d)'
+                        % TEACHER_DEFAULTS['hidden'])
+    p.add_argument('--teacher-train-size', metavar='N',
+                   help='with --dataset teacher: the training samples generated, an integer '
+                        '>= 1, passed to every run; an emulated lab preset\'s epochs follow it '
+                        '(default: the generator\'s, %d)' % TEACHER_DEFAULTS['train_size'])
 
 
 def check_out(out, create):

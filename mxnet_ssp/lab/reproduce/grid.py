@@ -15,10 +15,10 @@ from ...launch.gpus import MAP_FORM, parse_gpu_map
 from ...launch.settings import LaunchError
 from ..cluster_model.arms import ARM_FORMS, SSP_RE, parse_arm
 from ..cluster_model.profiles import get_scenario
-from ..training_flags.generated_knobs import TEACHER_KNOBS
+from ..training_flags.generated_knobs import TEACHER_KNOBS, knob_value
 from ...core.names import DATASETS
 from . import links as on_links
-from .presets import LAB_PREFIX, PRESETS, TRAIN_SAMPLES, lab_epochs, lab_preset
+from .presets import LAB_PREFIX, PRESETS, lab_epochs, lab_preset, train_samples
 
 
 #: the training script every run starts (by module: it is installed with the package);
@@ -84,10 +84,14 @@ class Grid:
     #: links, or (): the runs then run on the testbed of `testbed_prefix` (:mod:`.links`)
     links: tuple = ()
     testbed_prefix: str = None
-    #: --teacher-scale and --teacher-noise (``--dataset teacher``): passed to every run when
-    #: given; None: the training script's default (the generator's)
+    #: the teacher's knobs --teacher-scale, --teacher-noise, --teacher-dim, --teacher-hidden
+    #: and --teacher-train-size (``--dataset teacher``): passed to every run when given; None:
+    #: the training script's default (the generator's)
     teacher_scale: float = None
     teacher_noise: float = None
+    teacher_dim: int = None
+    teacher_hidden: int = None
+    teacher_train_size: int = None
 
     #: fields that change what a run computes: an --out directory holds one such grid
     IDENTITY = ('preset', 'model', 'dataset', 'data_fraction', 'workers', 'servers',
@@ -120,7 +124,8 @@ class Grid:
 
     def data_flags(self):
         """The training script's flags of the dataset's knobs given (``--teacher-scale``,
-        ``--teacher-noise``), or []."""
+        ``--teacher-noise``, ``--teacher-dim``, ``--teacher-hidden``,
+        ``--teacher-train-size``), or []."""
         return [part for knob, flag in TEACHER_KNOBS
                 if getattr(self, 'teacher_' + knob) is not None
                 for part in (flag, '%r' % getattr(self, 'teacher_' + knob))]
@@ -211,10 +216,14 @@ def resolve_grid(args):
     else:
         preset = PRESETS[args.preset]
     dataset = _dataset(getattr(args, 'dataset', None), preset)
+    knobs = _teacher_knobs(args, dataset)
     base_epochs = preset.epochs
-    if dataset != preset.dataset and preset.name.startswith(LAB_PREFIX):
+    size = knobs.get('teacher_train_size')
+    if preset.name.startswith(LAB_PREFIX) and (dataset != preset.dataset or size is not None):
         # a lab run ends at its iterations: the epochs must hold them on this training set
-        base_epochs = lab_epochs(preset.workers, preset.num_iterations, TRAIN_SAMPLES[dataset])
+        # (--teacher-train-size's when given)
+        base_epochs = lab_epochs(preset.workers, preset.num_iterations,
+                                 train_samples(dataset, size))
     scale = 1.0 if args.epochs_scale is None else _positive_float(
         '--epochs-scale', args.epochs_scale, 'a number > 0 (e.g. 0.1 for a tenth of the epochs)')
     epochs = max(1, int(round(base_epochs * scale)))
@@ -230,7 +239,6 @@ def resolve_grid(args):
             raise bad_option('--data-fraction', args.data_fraction,
                        '1 with preset %s: %s is already small; a fraction applies to '
                        'the CIFAR datasets' % (preset.name, dataset))
-    knobs = _teacher_knobs(args, dataset)
     workers = preset.workers if args.workers is None else _workers(args.workers)
     trials = preset.trials
     if args.trials is not None:
@@ -286,16 +294,22 @@ def _dataset(text, preset):
     return text
 
 
-#: --teacher-scale and --teacher-noise: (what is accepted, test of a number)
+#: the teacher's knobs: (what is accepted, test of the value read as the knob's type by
+#: generated_knobs.knob_value)
 KNOB_RANGES = {'scale': ('a number > 0 (the gain in front of the teacher\'s tanh)',
                          lambda x: x > 0),
                'noise': ('a number in [0, 1] (the share of training labels made random)',
-                         lambda x: 0 <= x <= 1)}
+                         lambda x: 0 <= x <= 1),
+               'dim': ('an integer >= 1 (the inputs\' dimension)', lambda n: n >= 1),
+               'hidden': ('an integer >= 1 (the teacher\'s tanh units)', lambda n: n >= 1),
+               'train_size': ('an integer >= 1 (the training samples generated)',
+                              lambda n: n >= 1)}
 
 
 def _teacher_knobs(args, dataset):
-    """{'teacher_scale': x, 'teacher_noise': y} of the knobs given (checked; only with
-    --dataset teacher), {} without them."""
+    """{'teacher_scale': x, 'teacher_dim': n, ...} of the knobs given, each as its type
+    (float, or int for the sizes: '16' is 16, '16.5' and '1e3' are refused), checked, only
+    with --dataset teacher; {} without them."""
     knobs = {}
     for knob, flag in TEACHER_KNOBS:
         text = getattr(args, 'teacher_' + knob, None)
@@ -303,7 +317,7 @@ def _teacher_knobs(args, dataset):
             continue
         accepted, ok = KNOB_RANGES[knob]
         try:
-            value = float(text)
+            value = knob_value(knob, text)
         except (TypeError, ValueError):
             raise bad_option(flag, text, accepted) from None
         if not (math.isfinite(value) and ok(value)):

@@ -43,6 +43,14 @@ TRAIN_SAMPLES = {'digits': 1437,                    # 1,797 digits, 360 of them 
                  'teacher': TEACHER_DEFAULTS['train_size'],     # generated: 20,000
                  'cifar10': 50000, 'cifar100': 50000}
 LAB_TRAIN_SAMPLES = TRAIN_SAMPLES[LAB_DATASET]
+
+
+def train_samples(dataset, teacher_train_size=None):
+    """The training samples of `dataset` as a run loads it: :data:`TRAIN_SAMPLES`'s, or for
+    ``teacher`` the ``--teacher-train-size`` given (None: the generator's default)."""
+    if dataset == 'teacher' and teacher_train_size is not None:
+        return int(teacher_train_size)
+    return TRAIN_SAMPLES[dataset]
 LAB_TIMEOUT_S = 900                  # at least, per run
 #: trials (seeds) per paradigm: a claim over the three SSP thresholds needs 8 seeds for a
 #: verdict at its Bonferroni level (docs/lab.md, "what the trials we can afford can decide")

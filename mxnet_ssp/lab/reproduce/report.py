@@ -123,7 +123,8 @@ def _header(grid, rows, command_line):
 def _data_line(grid, preset):
     """['', 'The data: ...'] when the grid's dataset (--dataset) or its knobs are not the
     preset's, else []."""
-    knobs = ''.join(', %s %g' % kv for kv in sorted(grid.data_options().items()))
+    knobs = ''.join(', %s %s' % (knob, value if isinstance(value, int) else '%g' % value)
+                    for knob, value in sorted(grid.data_options().items()))
     if grid.dataset == preset.dataset and not knobs:
         return []
     other = ('' if grid.dataset == preset.dataset

@@ -116,7 +116,7 @@ def check_train_script(grid, keep_checkpoints=False):
     needed = ['--lr-decay', '--lr-decay-epoch'] if grid.lr_decay is not None else []
     if any(arm.family == 'bsp' for arm in grid.arms):
         needed.append('--sync-average')
-    needed += grid.data_flags()[::2]          # --teacher-scale, --teacher-noise when given
+    needed += grid.data_flags()[::2]          # the teacher's knobs given (--teacher-dim, ...)
     missing = [f for f in needed if f not in known]
     if known and missing:                # (no flags read: the runs will say what is wrong)
         problems.append('the grid needs %s of %s, which does not accept %s (yet)'

@@ -70,10 +70,13 @@ def _worker0_clock(directory):
 def run_data(directory, dataset, options=None):
     """``(dataset, load options)`` of the run in `directory`: what its ``summary.json``
     records (the training script writes ``dataset`` and ``data_options``, the generated task's
-    knobs, e.g. ``{'scale': 2.0, 'noise': 0.0}``).  A summary from before ``data_options``
-    ran its dataset with no knobs or their defaults: ``{}``.  Without a summary that names a
-    dataset: `dataset` and `options` (the grid's), or ``{}``."""
-    from ..training_flags.generated_knobs import load_options
+    knobs, e.g. ``{'scale': 2.0, 'noise': 0.0, 'dim': 16, 'hidden': 16, 'train_size':
+    200000}``), each knob as its type (``generated_knobs.knob_value``: int for the sizes;
+    other keys as recorded).  A summary from before ``data_options`` ran its dataset with no knobs
+    or their defaults: ``{}``; one from before a knob ran it at its default, which the loader
+    fills in.  Without a summary that names a dataset: `dataset` and `options` (the grid's),
+    or ``{}``."""
+    from ..training_flags.generated_knobs import KNOB_TYPES, knob_value, load_options
     summary = read_json(os.path.join(directory, 'summary.json'))
     if not isinstance(summary, dict) or not summary.get('dataset'):
         return dataset, load_options(dataset, dict(options or {}))
@@ -81,7 +84,11 @@ def run_data(directory, dataset, options=None):
     if not isinstance(recorded, dict):
         raise ValueError('%s: summary.json\'s data_options is %r, not a mapping'
                          % (directory, recorded))
-    return summary['dataset'], dict(recorded)
+    try:
+        return summary['dataset'], {key: knob_value(key, value) if key in KNOB_TYPES else value
+                                    for key, value in recorded.items()}
+    except ValueError as err:
+        raise ValueError('%s: summary.json\'s data_options: %s' % (directory, err)) from None
 
 
 def _network(directory, model, dataset, data_dir, options=None):

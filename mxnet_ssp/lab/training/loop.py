@@ -28,8 +28,10 @@ logger = logging.getLogger(__name__)
 
 def data_options(args):
     """The keyword arguments of ``data.load`` for ``args.dataset``: the generated task's knobs
-    (``--teacher-scale``, ``--teacher-noise``; :func:`..training_flags.generated_knobs.load_options`), {}
-    for the other datasets.  ``summary.json`` records them as ``data_options``."""
+    (``--teacher-scale``, ``--teacher-noise``, ``--teacher-dim``, ``--teacher-hidden``,
+    ``--teacher-train-size``; :func:`..training_flags.generated_knobs.load_options`, each as its
+    type), {} for the other datasets.  ``summary.json`` records them as ``data_options``, and
+    the servers' evaluation after a lab run loads its test set from that record."""
     from ..training_flags.generated_knobs import TEACHER_KNOBS, load_options
     return load_options(args.dataset, {knob: getattr(args, flag[2:].replace('-', '_'), None)
                                        for knob, flag in TEACHER_KNOBS})

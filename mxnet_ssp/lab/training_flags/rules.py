@@ -129,7 +129,8 @@ def _check_model(args, job):
 
 
 def _check_teacher_knobs(args, job):
-    """--teacher-scale and --teacher-noise, set to other than their defaults, only with
+    """The teacher's knobs (--teacher-scale, --teacher-noise, --teacher-dim,
+    --teacher-hidden, --teacher-train-size), set to other than their defaults, only with
     --dataset teacher (on another dataset they would change nothing)."""
     if args.dataset == 'teacher':
         return None
@@ -266,6 +267,9 @@ CHECKS = (
     Value('--dataset', _one_of(DATASETS), _listing(DATASETS)),
     Value('--teacher-scale', _number(lambda x: x > 0), 'a number > 0'),
     Value('--teacher-noise', _number(lambda x: 0 <= x <= 1), 'a number in [0, 1]'),
+    Value('--teacher-dim', _at_least(1), 'an integer >= 1'),
+    Value('--teacher-hidden', _at_least(1), 'an integer >= 1'),
+    Value('--teacher-train-size', _at_least(1), 'an integer >= 1'),
     _check_teacher_knobs,
     Value('--kvstore', _one_of(KVSTORES), _listing(KVSTORES)),
     Value('--optimizer', _one_of(OPTIMIZERS), _listing(OPTIMIZERS)),

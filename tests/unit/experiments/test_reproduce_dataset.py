@@ -1,9 +1,10 @@
 """The reproduce runner on another dataset (issue 57): ``--dataset``, the generated task's knobs
-``--teacher-scale`` / ``--teacher-noise`` (runner and training script), the lab presets' epochs
-on another training set, the grid's identity, and the servers' evaluation loading the data the
-run used.  No job and no process starts here: the one test through the command line forbids
-them (``subprocess.Popen`` raises), and the runner's read of the training script's ``--help``
-is replaced by the flags it would find.
+``--teacher-scale`` / ``--teacher-noise`` / ``--teacher-dim`` / ``--teacher-hidden`` /
+``--teacher-train-size`` (runner and training script), the lab presets' epochs on another
+training set (``--teacher-train-size``'s when given), the grid's identity, and the servers'
+evaluation loading the data the run used.  No job and no process starts here: the tests
+through the command line forbid them (``subprocess.Popen`` raises), and the runner's read of
+the training script's ``--help`` is replaced by the flags it would find.
 """
 import json
 import math
@@ -23,6 +24,11 @@ from mxnet_ssp.lab.reproduce.presets import (LAB_BATCH, PRESETS, TRAIN_SAMPLES, 
 from mxnet_ssp.lab.training_flags import build_parser as train_parser
 
 LAB = 'emulated-transient-4'          # 4 workers, 800 iterations per worker
+#: load_options of the default teacher: every knob, the sizes as ints
+DEFAULT_OPTIONS = {'scale': 2.0, 'noise': 0.0, 'dim': 64, 'hidden': 64, 'train_size': 20000}
+#: the next pilot's task (issue 57, pilot C): a smaller teacher, ten times the training samples
+PILOT_C = dict(dataset='teacher', teacher_dim='16', teacher_hidden='16',
+               teacher_train_size='200000')
 
 
 def grid_of(**kw):
@@ -256,9 +262,11 @@ def write_summary(directory, **summary):
 
 
 def test_load_options_of_each_dataset():
-    assert load_options('teacher', {}) == {'scale': 2.0, 'noise': 0.0}
-    assert load_options('teacher', {'scale': 4, 'noise': None}) == {'scale': 4.0, 'noise': 0.0}
+    assert load_options('teacher', {}) == DEFAULT_OPTIONS
+    assert load_options('teacher', {'scale': 4, 'noise': None}) == dict(DEFAULT_OPTIONS,
+                                                                        scale=4.0)
     assert load_options('mnist5k', {'scale': 4}) == {}
+    assert load_options('mnist5k', {'dim': 16}) == {}
 
 
 def test_server_eval_loads_the_dataset_and_knobs_the_run_recorded(tmp_path):
@@ -282,7 +290,7 @@ def test_server_eval_reads_old_records_as_before(tmp_path):
 
 def test_server_eval_without_a_record_uses_the_grid_s(tmp_path):
     assert server_eval.run_data(str(tmp_path), 'teacher', {'scale': 3.0}) == (
-        'teacher', {'scale': 3.0, 'noise': 0.0})
+        'teacher', dict(DEFAULT_OPTIONS, scale=3.0))
     assert server_eval.run_data(str(tmp_path), 'mnist5k') == ('mnist5k', {})
     (tmp_path / 'summary.json').write_text('{not json')
     assert server_eval.run_data(str(tmp_path), 'digits', None) == ('digits', {})
@@ -342,7 +350,7 @@ def test_data_load_takes_the_knobs_and_refuses_them_elsewhere():
 def test_the_training_script_loads_with_its_knobs(monkeypatch):
     from mxnet_ssp.lab.training import loop
     args = train_parser().parse_args(['--dataset', 'teacher', '--teacher-scale', '4'])
-    assert loop.data_options(args) == {'scale': 4.0, 'noise': 0.0}
+    assert loop.data_options(args) == dict(DEFAULT_OPTIONS, scale=4.0)
     assert loop.data_options(train_parser().parse_args(['--dataset', 'mnist5k'])) == {}
     pytest.importorskip('mxnet')
     from mxnet_ssp.lab import data
@@ -350,7 +358,7 @@ def test_the_training_script_loads_with_its_knobs(monkeypatch):
     monkeypatch.setattr(data, 'load', lambda *a, **kw: seen.append((a, kw)) or 'loaded')
     args.parser = None
     assert loop.load_data(args) == 'loaded'
-    assert seen[0][0][0] == 'teacher' and seen[0][1] == {'scale': 4.0, 'noise': 0.0}
+    assert seen[0][0][0] == 'teacher' and seen[0][1] == dict(DEFAULT_OPTIONS, scale=4.0)
 
 
 def test_the_report_says_which_data_the_grid_ran_on():
@@ -358,3 +366,270 @@ def test_the_report_says_which_data_the_grid_ran_on():
     lines = report._header(grid_of(dataset='teacher', teacher_scale='4'), [], 'cmd')
     assert "The data: teacher, scale 4 (`--dataset`), not the preset's mnist5k." in lines
     assert not any(line.startswith('The data:') for line in report._header(grid_of(), [], 'c'))
+
+
+# --- the size knobs: --teacher-dim, --teacher-hidden, --teacher-train-size --------------------
+
+#: (runner option, attribute, a value given, the int it is)
+SIZE_KNOBS = [('--teacher-dim', 'teacher_dim', '16', 16),
+              ('--teacher-hidden', 'teacher_hidden', '16', 16),
+              ('--teacher-train-size', 'teacher_train_size', '200000', 200000)]
+
+
+@pytest.mark.parametrize('option,attr,text,value', SIZE_KNOBS)
+def test_each_size_option_parses_into_an_int_of_the_grid(option, attr, text, value):
+    args = cli.build_parser().parse_args(['--preset', LAB, '--dataset', 'teacher', option, text])
+    assert getattr(args, attr) == text                     # as typed: resolve_grid checks it
+    grid = resolve_grid(args)
+    assert getattr(grid, attr) == value and type(getattr(grid, attr)) is int
+    knob = attr[len('teacher_'):]
+    assert grid.data_options() == {knob: value} and type(grid.data_options()[knob]) is int
+    assert grid.data_flags() == [option, text]
+    # the others stay unset: the training script's defaults
+    assert all(getattr(grid, other) is None for _, other, _, _ in SIZE_KNOBS if other != attr)
+
+
+def test_the_size_knobs_reach_every_run_and_the_training_script_as_ints():
+    grid = grid_of(**PILOT_C)
+    for arm in ('bsp', 'asp', 'ssp15', 'dssp'):
+        flags = flags_after_script(run_command(grid, parse_arm(arm), 2, '/tmp/run'))
+        assert flags[flags.index('--teacher-dim') + 1] == '16'
+        assert flags[flags.index('--teacher-hidden') + 1] == '16'
+        assert flags[flags.index('--teacher-train-size') + 1] == '200000'
+        assert '--teacher-scale' not in flags and '--teacher-noise' not in flags
+        args = train_parser().parse_args(flags)
+        for attr, value in (('teacher_dim', 16), ('teacher_hidden', 16),
+                            ('teacher_train_size', 200000)):
+            assert getattr(args, attr) == value and type(getattr(args, attr)) is int, attr
+
+
+def test_the_training_script_passes_the_size_knobs_to_the_loader_as_ints():
+    from mxnet_ssp.lab.training import loop
+    args = train_parser().parse_args(['--dataset', 'teacher', '--teacher-dim', '16',
+                                      '--teacher-hidden', '16', '--teacher-train-size', '200000'])
+    options = loop.data_options(args)
+    assert options == dict(DEFAULT_OPTIONS, dim=16, hidden=16, train_size=200000)
+    assert [type(options[k]) for k in ('dim', 'hidden', 'train_size')] == [int] * 3
+    assert [type(options[k]) for k in ('scale', 'noise')] == [float] * 2
+    # summary.json records them: a JSON round trip keeps them as they are
+    assert json.loads(json.dumps(options)) == options
+    assert type(json.loads(json.dumps(options))['dim']) is int
+    defaults = loop.data_options(train_parser().parse_args(['--dataset', 'teacher']))
+    assert defaults == DEFAULT_OPTIONS and type(defaults['train_size']) is int
+
+
+@pytest.mark.parametrize('argv', [['--teacher-dim', '16.5'], ['--teacher-hidden', 'x'],
+                                  ['--teacher-train-size', '2e5']])
+def test_the_training_script_refuses_a_size_that_is_not_an_integer(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        train_parser().parse_args(['--dataset', 'teacher'] + argv)
+    assert info.value.code == 2
+    assert argv[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('flag', ['--teacher-dim', '--teacher-hidden', '--teacher-train-size'])
+def test_the_training_script_checks_the_size_knobs(flag):
+    from mxnet_ssp.lab.training_flags import build_parser, find_problem
+    args = build_parser().parse_args(['--kvstore', 'local', '--dataset', 'teacher', flag, '0'])
+    assert find_problem(args, {})[1] == '%s 0 is not valid: expected an integer >= 1' % flag
+    args = build_parser().parse_args(['--kvstore', 'local', '--dataset', 'mnist5k', flag, '16'])
+    assert find_problem(args, {})[1] == ('%s 16 is only accepted with --dataset teacher, not '
+                                         'with --dataset mnist5k' % flag)
+    args = build_parser().parse_args(['--kvstore', 'local', '--dataset', 'teacher', flag, '16'])
+    assert find_problem(args, {}) == (None, None)
+
+
+@pytest.mark.parametrize('kw,message', [
+    (dict(dataset='teacher', teacher_dim='0'),
+     "--teacher-dim '0' is not valid: expected an integer >= 1 (the inputs' dimension)"),
+    (dict(dataset='teacher', teacher_dim='16.5'),
+     "--teacher-dim '16.5' is not valid: expected an integer >= 1 (the inputs' dimension)"),
+    (dict(dataset='teacher', teacher_dim='16.0'),
+     "--teacher-dim '16.0' is not valid: expected an integer >= 1"),
+    (dict(dataset='teacher', teacher_hidden='-1'),
+     "--teacher-hidden '-1' is not valid: expected an integer >= 1 (the teacher's tanh units)"),
+    (dict(dataset='teacher', teacher_hidden='many'),
+     "--teacher-hidden 'many' is not valid: expected an integer >= 1"),
+    (dict(dataset='teacher', teacher_train_size='0'),
+     "--teacher-train-size '0' is not valid: expected an integer >= 1 (the training samples "
+     "generated)"),
+    (dict(dataset='teacher', teacher_train_size='2e5'),
+     "--teacher-train-size '2e5' is not valid: expected an integer >= 1"),
+    (dict(dataset='teacher', teacher_train_size=''),
+     "--teacher-train-size '' is not valid: expected an integer >= 1"),
+    (dict(teacher_dim='16'),
+     "--teacher-dim '16' is not valid: expected nothing with the dataset mnist5k"),
+    (dict(dataset='digits', teacher_train_size='200000'),
+     "--teacher-train-size '200000' is not valid: expected nothing with the dataset digits"),
+])
+def test_a_bad_size_knob_is_refused_naming_option_value_and_what_is_accepted(kw, message):
+    with pytest.raises(UsageError) as info:
+        grid_of(**kw)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_the_command_line_refuses_a_bad_size_with_exit_code_2(tmp_path, capsys):
+    code = cli.main(['--preset', 'emulated', '--scenario', 'transient-4', '--dataset', 'teacher',
+                     '--teacher-dim', '16.5', '--out', str(tmp_path / 'out')])
+    assert code == 2
+    assert "--teacher-dim '16.5' is not valid: expected an integer >= 1" in capsys.readouterr().err
+    assert not (tmp_path / 'out' / 'transient-4' / 'grid.json').exists()
+
+
+@pytest.mark.parametrize('size,epochs', [('200000', 1), ('20000', 6), ('5000', 21),
+                                         ('2000', 54), ('100', 800)])
+def test_a_lab_run_s_epochs_follow_the_teacher_s_training_size(size, epochs):
+    """4 workers, 800 iterations: the epochs hold every iteration on the shard of the
+    training set given, and not one epoch more than that needs."""
+    grid = grid_of(dataset='teacher', teacher_train_size=size)
+    assert (grid.epochs, grid.num_iterations) == (epochs, 800)
+    batches = max(1, int(size) // 4 // LAB_BATCH)
+    assert epochs * batches >= 800 > (epochs - 1) * batches
+    cmd = run_command(grid, parse_arm('bsp'), 1, '/tmp/run')
+    assert cmd[cmd.index('--num-epochs') + 1] == str(epochs)
+    assert cmd[cmd.index('--teacher-train-size') + 1] == size
+    # --epochs-scale applies to those epochs
+    assert grid_of(dataset='teacher', teacher_train_size=size, epochs_scale='2').epochs == \
+        2 * epochs
+
+
+def test_the_training_samples_lookup_takes_the_knob():
+    from mxnet_ssp.lab.reproduce.presets import train_samples
+    assert train_samples('teacher') == TRAIN_SAMPLES['teacher'] == 20000
+    assert train_samples('teacher', 200000) == 200000
+    assert train_samples('mnist5k') == 4000 and train_samples('mnist5k', None) == 4000
+    # the other knobs do not move the epochs
+    assert grid_of(dataset='teacher', teacher_dim='16', teacher_hidden='16').epochs == 6
+    # a preset counted in epochs keeps them
+    assert grid_of(preset='quick', dataset='teacher', teacher_train_size='200000').epochs == \
+        PRESETS['quick'].epochs
+
+
+def test_the_size_knobs_are_part_of_the_identity_only_when_given(tmp_path):
+    plain = grid_of(dataset='teacher').identity()
+    assert not any(k in plain for _, k, _, _ in SIZE_KNOBS)
+    given = grid_of(**PILOT_C).identity()
+    assert (given['teacher_dim'], given['teacher_hidden'], given['teacher_train_size']) == (
+        16, 16, 200000)
+    assert 'teacher_scale' not in given and given['epochs'] == 1
+    arm = parse_arm('bsp')
+    signatures = [run_signature(grid_of(**kw), arm, 1) for kw in (
+        dict(dataset='teacher'), dict(dataset='teacher', teacher_dim='16'),
+        dict(dataset='teacher', teacher_hidden='16'),
+        dict(dataset='teacher', teacher_train_size='40000'), PILOT_C)]
+    assert len({json.dumps(s, sort_keys=True) for s in signatures}) == 5
+    # an --out of pilot C continues as pilot C, and is refused to another teacher
+    record(grid_of(**PILOT_C), tmp_path)
+    cli.check_grid_file(grid_of(**PILOT_C), str(tmp_path))
+    with pytest.raises(UsageError) as info:
+        cli.check_grid_file(grid_of(**dict(PILOT_C, teacher_dim='25')), str(tmp_path))
+    assert 'teacher_dim (16 there, 25 now)' in str(info.value)
+    with pytest.raises(UsageError) as info:
+        cli.check_grid_file(grid_of(dataset='teacher'), str(tmp_path))
+    assert 'teacher_train_size (200000 there, None now)' in str(info.value)
+
+
+def test_a_grid_json_of_the_two_old_knobs_still_continues(tmp_path):
+    """A grid.json written before the size knobs (pilot B's: scale 4, noise 0.1)."""
+    old = grid_of(dataset='teacher', teacher_scale='4', teacher_noise='0.1')
+    (tmp_path / 'grid.json').write_text(json.dumps(old.identity()))
+    cli.check_grid_file(grid_of(dataset='teacher', teacher_scale='4', teacher_noise='0.1'),
+                        str(tmp_path))
+    with pytest.raises(UsageError, match='teacher_hidden'):
+        cli.check_grid_file(grid_of(dataset='teacher', teacher_scale='4', teacher_noise='0.1',
+                                    teacher_hidden='16'), str(tmp_path))
+
+
+def test_load_options_give_each_knob_its_type():
+    options = load_options('teacher', {'dim': 16.0, 'hidden': 16, 'train_size': '200000',
+                                       'scale': 2, 'noise': None})
+    assert options == dict(DEFAULT_OPTIONS, dim=16, hidden=16, train_size=200000)
+    assert {k: type(v) for k, v in options.items()} == {
+        'scale': float, 'noise': float, 'dim': int, 'hidden': int, 'train_size': int}
+    for bad in ({'dim': 16.5}, {'hidden': 'x'}, {'train_size': True}):
+        with pytest.raises(ValueError, match='must be an integer'):
+            load_options('teacher', bad)
+
+
+def test_server_eval_loads_the_size_knobs_the_run_recorded(tmp_path):
+    recorded = dict(DEFAULT_OPTIONS, dim=16, hidden=16, train_size=200000)
+    write_summary(tmp_path, dataset='teacher', data_options=recorded)
+    dataset, options = server_eval.run_data(str(tmp_path), 'teacher', {'dim': 64})
+    assert (dataset, options) == ('teacher', recorded)
+    assert [type(options[k]) for k in ('dim', 'hidden', 'train_size')] == [int] * 3
+    # a record written as floats (16.0) loads the same ints; other keys are kept as recorded
+    write_summary(tmp_path, dataset='teacher',
+                  data_options={'dim': 16.0, 'hidden': 16.0, 'test_size': 5000})
+    assert server_eval.run_data(str(tmp_path), 'teacher') == (
+        'teacher', {'dim': 16, 'hidden': 16, 'test_size': 5000})
+    assert type(server_eval.run_data(str(tmp_path), 'teacher')[1]['dim']) is int
+    write_summary(tmp_path, dataset='teacher', data_options={'dim': 16.5})
+    with pytest.raises(ValueError, match="summary.json's data_options: dim must be an integer"):
+        server_eval.run_data(str(tmp_path), 'teacher')
+
+
+def test_server_eval_without_a_record_uses_the_grid_s_size_knobs(tmp_path):
+    grid = grid_of(**PILOT_C)
+    assert server_eval.run_data(str(tmp_path), 'teacher', grid.data_options()) == (
+        'teacher', dict(DEFAULT_OPTIONS, dim=16, hidden=16, train_size=200000))
+
+
+def test_the_runner_passes_the_size_knobs_to_the_evaluation(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(runner, 'evaluate_run', lambda *a, **kw: seen.append((a, kw)) or [])
+    runner._evaluate_servers(grid_of(**PILOT_C), str(tmp_path), {})
+    (args, kw), = seen
+    assert kw == {'data_options': {'dim': 16, 'hidden': 16, 'train_size': 200000}}
+
+
+def test_a_training_script_without_the_size_knobs_is_refused_before_any_run(monkeypatch):
+    monkeypatch.setattr(runner, 'script_flags', lambda grid: {
+        '--sync-average', '--model', '--teacher-scale', '--teacher-noise'})
+    problems = runner.check_train_script(grid_of(**PILOT_C))
+    assert len(problems) == 1
+    assert 'does not accept --teacher-dim, --teacher-hidden, --teacher-train-size' in problems[0]
+    assert runner.check_train_script(grid_of(dataset='teacher', teacher_scale='4')) == []
+
+
+def test_the_report_names_the_size_knobs():
+    from mxnet_ssp.lab.reproduce import report
+    lines = report._header(grid_of(**PILOT_C), [], 'cmd')
+    assert ("The data: teacher, dim 16, hidden 16, train_size 200000 (`--dataset`), not the "
+            "preset's mnist5k." in lines)
+    lines = report._header(grid_of(dataset='teacher', teacher_train_size='2000000'), [], 'c')
+    assert any('train_size 2000000 ' in line for line in lines)
+
+
+#: the next pilot's command line (issue 57, pilot C), as it is to be run (without --out)
+PILOT_C_ARGV = ['--preset', 'emulated', '--scenario', 'transient-4', '--dataset', 'teacher',
+                '--teacher-dim', '16', '--teacher-hidden', '16', '--teacher-train-size',
+                '200000', '--paradigms', 'bsp,asp,ssp15,dssp', '--trials', '2', '--arm-lr',
+                'bsp=0.04,asp=0.01,ssp15=0.01,dssp=0.01']
+
+
+def test_every_option_of_the_pilot_s_command_line_exists_as_written():
+    """Each option in full (argparse would also take a prefix of one)."""
+    parser = cli.build_parser()
+    known = {s for action in parser._actions for s in action.option_strings}
+    assert {a for a in PILOT_C_ARGV if a.startswith('--')} | {'--out'} <= known
+
+
+def test_the_dry_run_of_pilot_c_prints_its_runs(tmp_path, capsys, monkeypatch):
+    def no_process(*args, **kwargs):
+        raise AssertionError('a process was started: %r' % (args,))
+    monkeypatch.setattr(subprocess, 'Popen', no_process)
+    flags = {'--no-progress', '--save-period', '--sync-average', '--teacher-scale',
+             '--teacher-noise', '--teacher-dim', '--teacher-hidden', '--teacher-train-size'}
+    monkeypatch.setattr(runner, 'script_flags', lambda grid: flags)
+    assert cli.main(PILOT_C_ARGV + ['--no-plots', '--dry-run',
+                                    '--out', str(tmp_path / 'pilotC')]) == 0
+    commands = [line for line in capsys.readouterr().out.splitlines() if 'train_cifar' in line]
+    assert len(commands) == 8
+    for line in commands:
+        assert (' --dataset teacher --teacher-dim 16 --teacher-hidden 16 '
+                '--teacher-train-size 200000 ') in line
+        assert ' --num-epochs 1 ' in line and line.endswith(' --num-iterations 800')
+        assert '--teacher-scale' not in line and '--teacher-noise' not in line
+    assert sum(' --lr 0.04 ' in c for c in commands) == 2
+    assert sum(' --lr 0.01 ' in c for c in commands) == 6
+    assert not (tmp_path / 'pilotC').exists()

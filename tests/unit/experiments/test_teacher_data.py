@@ -217,3 +217,49 @@ def test_the_reproduce_runner_looks_for_no_file(monkeypatch, tmp_path):
     grid = SimpleNamespace(dataset='teacher', data_dir=str(tmp_path / 'nothing-here'))
     assert runner.check_dataset(grid, download=True) == []
     assert runner.check_dataset(grid, download=False) == []
+
+
+# --- the knobs dim, hidden and train_size (--teacher-dim, --teacher-hidden, --teacher-train-size)
+
+def test_dim_16_gives_4x4_images_labelled_by_a_16_unit_teacher():
+    x_train, y_train, x_test, y_test = generated.teacher_arrays(dim=16, hidden=16, **SMALL)
+    assert x_train.shape == (3000, 4, 4, 1) and x_test.shape == (2000, 4, 4, 1)
+    assert generated.image_shape(16) == (4, 4, 1)
+    w1, w2 = generated.teacher_weights(seed=0, dim=16, hidden=16)
+    assert w1.shape == (16, 16) and w2.shape == (16, 10)
+    for images, labels in ((x_train, y_train), (x_test, y_test)):
+        logits = np.tanh(2.0 * (_inputs(images).astype(np.float64) @ w1)) @ w2
+        np.testing.assert_array_equal(labels, np.argmax(logits, axis=1))
+    assert set(np.unique(y_test)) == set(range(10))
+    # the network takes its input shape from the data
+    assert data.teacher(dim=16, hidden=16, **SMALL).image_shape == (1, 4, 4)
+
+
+def test_the_sizes_may_come_as_whole_floats_and_give_the_same_arrays():
+    """A JSON record may hold 16.0: the same arrays as 16; 16.5 is refused."""
+    as_ints = generated.teacher_arrays(dim=16, hidden=16, train_size=300, test_size=200)
+    as_floats = generated.teacher_arrays(dim=16.0, hidden=16.0, train_size=300.0,
+                                         test_size=200.0)
+    for a, b in zip(as_ints, as_floats):
+        np.testing.assert_array_equal(a, b)
+    assert as_floats[0].shape == (300, 4, 4, 1)
+    for kwargs in (dict(dim=16.5), dict(hidden=0), dict(hidden=2.5), dict(train_size=10.5),
+                   dict(dim='16')):
+        with pytest.raises(ValueError):
+            generated.teacher_arrays(test_size=10, **kwargs)
+
+
+def test_train_size_sets_the_training_set_and_leaves_the_test_set():
+    small = generated.teacher_arrays(train_size=500, test_size=2000, dim=16, hidden=16)
+    large = generated.teacher_arrays(train_size=3000, test_size=2000, dim=16, hidden=16)
+    assert len(small[0]) == len(small[1]) == 500 and len(large[0]) == 3000
+    np.testing.assert_array_equal(small[2], large[2])
+    np.testing.assert_array_equal(small[3], large[3])
+
+
+def test_load_takes_the_knobs_as_the_training_script_records_them():
+    from mxnet_ssp.lab.training_flags.generated_knobs import load_options
+    options = load_options('teacher', {'dim': 16, 'hidden': 16, 'train_size': 1000})
+    ds = data.load('teacher', **options)
+    assert len(ds.train) == 1000 and len(ds.test) == 10000 and ds.image_shape == (1, 4, 4)
+    assert 'dim=16, hidden=16' in ds.source
