@@ -93,3 +93,20 @@ def test_a_folder_without_tuned_lr_json_is_refused_by_name(tmp_path, capsys):
         R.main([str(tmp_path)])
     assert exc.value.code == 2
     assert 'tuned_lr.json' in capsys.readouterr().err
+
+
+def test_task_c_s_reading_takes_the_fraction_and_the_lowest_level(scenario, capsys):
+    # 80% of 16 s = 12.8 s: 0.94's pooled median (10.5 s) holds; 0.5 is read too (lowest 0.005)
+    assert R.main([str(scenario), '--fraction', str(R.TASK_C['fraction']),
+                   '--lowest', str(R.TASK_C['lowest'])]) == 0
+    text = capsys.readouterr().out
+    assert '80% of it: 12.80 s' in text and 'target by the rule (pooled median): 0.94' in text
+    assert '0.500: pooled median 0.00 s (holds)' in text
+
+
+@pytest.mark.parametrize('argv,message', [(['--fraction', '0'], '--fraction 0.0 is not valid'),
+                                          (['--lowest', '1.5'], '--lowest 1.5 is not valid')])
+def test_a_bad_fraction_or_level_is_refused_by_name(scenario, capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        R.main([str(scenario)] + argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
