@@ -134,7 +134,7 @@ class SSPKVStore(KVStoreBase):
                          if self._fit_buckets else '%d bytes' % self._bucket_bytes)
                         if self._bucket_bytes else 'off',
                         'above %d bytes' % self._chunk_bytes if self._chunk_bytes else 'off',
-                        cfg.chunk_window() or 'off')
+                        self._buckets.window or 'off')
         shutdown.adopt(self)      # closed and freed at exit in the same phase on every worker
 
     # -- identity ------------------------------------------------------------

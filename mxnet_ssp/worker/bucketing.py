@@ -32,7 +32,7 @@ from .._hooks import module_done
 from ..core.buckets import (BUCKET_KEY_STR, PAD_KEY_STR, ArrayInfo, BucketPlan,
                             fitted_bucket_bytes, int_keys_on, plan_buckets)
 from ..ps.channel import MAX_INT_KEY, RESERVED_KEYS, refresh_marker
-from .slots import SlotKeyError, as_list, as_values
+from .slots import SlotKeyError, as_list, as_values, first_of
 
 __all__ = ['Buckets']
 
@@ -158,7 +158,7 @@ class Buckets:
             natural = actual = key
         if self.chunks.wants(key, value, actual):
             self.chunks.init(key, value, natural)
-            v = value[0] if isinstance(value, (list, tuple)) else value
+            v = first_of(value)
             self._arrays[key] = (tuple(v.shape), np.dtype(v.dtype), v.stype, None)
             return True
         if actual != natural:
@@ -284,7 +284,7 @@ class Buckets:
         if step.fast:
             if not isinstance(key, (list, tuple)):
                 # into the window with the buckets and chunks: the pull writes `out` last
-                self.enter_window(out[0] if isinstance(out, (list, tuple)) else out)
+                self.enter_window(first_of(out))
             self.native.pushpull(self._keys.mine(key), value, out=out, priority=priority)
             step.pulled(keys, out)
         else:
@@ -330,6 +330,11 @@ class Buckets:
             self.native.pull(self._keys.mine(key), out=out, priority=priority,
                              ignore_sparse=ignore_sparse)
         self._unpack(pulled)
+
+    @property
+    def window(self):
+        """``MXNET_SSP_CHUNK_WINDOW`` as this store read it at start (0: no limit)."""
+        return self._window
 
     def enter_window(self, buf):
         """Before a push that a fast step pulls back at once (a bucket's, a chunk's or an array's
@@ -393,7 +398,7 @@ class Buckets:
         """Note the shape, dtype and kind of each initialized array, for the bucket plan."""
         str_id = self._keys.str_ids
         for k, v in zip(as_list(key), as_values(key, value)):
-            v = v[0] if isinstance(v, (list, tuple)) else v
+            v = first_of(v)
             if self.plan and (k in self.plan.of_key or k in self._bucket_keys):
                 raise self._error(
                     'worker[%d]: key %r is initialized again after the store packed it into a '
@@ -421,7 +426,7 @@ class Buckets:
             if k not in self._first_seen:
                 self._first_seen.add(k)
                 self._first_keys.append(k)
-            if (v[0] if isinstance(v, (list, tuple)) else v).stype != 'default':
+            if first_of(v).stype != 'default':
                 self._sparse_pushed.add(k)        # pushed by rows: keeps its own key
         if self._bucket_bytes <= 0:
             return value

@@ -29,7 +29,7 @@ from ..core.chunks import CHUNK_KEY_STR, CHUNK_PAD_KEY_STR, ChunkPlan
 from ..core.buckets import int_keys_on
 from ..ps.channel import MAX_INT_KEY, RESERVED_KEYS
 from . import host_copy
-from .slots import as_list
+from .slots import as_list, first_of
 
 __all__ = ['Chunks']
 
@@ -38,10 +38,6 @@ logger = logging.getLogger(__name__)
 
 def _no_copy(chunk, buf):
     """A chunk's copy when one operation copies every chunk of the array."""
-
-
-def _first(v):
-    return v[0] if isinstance(v, (list, tuple)) else v
 
 
 class Chunks:
@@ -104,7 +100,7 @@ class Chunks:
     def wants(self, key, value, sid):
         """Whether `key` (initialized with `value`; `sid` the index the servers would see for
         it whole, or None) is to be held as chunks: learns it in the plan either way."""
-        v = _first(value)
+        v = first_of(value)
         owner = self._owner
         eligible = (self.chunk_bytes > 0 and self.multipliers is not None
                     and v.stype == 'default' and key not in RESERVED_KEYS)
@@ -125,7 +121,7 @@ class Chunks:
         the servers its multipliers (rank 0), and init each with its part of `value`."""
         owner = self._owner
         array = self.plan.arrays[key]
-        v = _first(value)
+        v = first_of(value)
         flat = nd.zeros(array.size, dtype=v.dtype)      # read whole (see _stage)
         v.copyto(flat.reshape(array.shape))
         keys, values = self._assign(array)
@@ -200,7 +196,7 @@ class Chunks:
         """Copy `value` whole into `array`'s staging buffer; its flat view."""
         stage = self._staging.get(array.key)
         if stage is None:
-            v = _first(value)
+            v = first_of(value)
             stage = self._staging[array.key] = nd.zeros(array.size, dtype=v.dtype)
         self._summed(value).copyto(stage.reshape(array.shape))
         return stage
@@ -208,7 +204,7 @@ class Chunks:
     def _receiver(self, array, out):
         recv = self._receive.get(array.key)
         if recv is None:
-            recv = self._receive[array.key] = nd.zeros(array.size, dtype=_first(out).dtype)
+            recv = self._receive[array.key] = nd.zeros(array.size, dtype=first_of(out).dtype)
         return recv
 
     def push(self, array, value, priority):

@@ -12,7 +12,7 @@ Nothing here imports MXNet: :meth:`KeyLayout.block` takes the padding value.
 """
 from ..ps.channel import MAX_INT_KEY, slot_key
 
-__all__ = ['KeyLayout', 'SlotKeyError', 'as_list', 'as_values', 'has_row_sparse']
+__all__ = ['KeyLayout', 'SlotKeyError', 'as_list', 'as_values', 'first_of', 'has_row_sparse']
 
 
 class SlotKeyError(ValueError):
@@ -22,6 +22,11 @@ class SlotKeyError(ValueError):
 def as_list(key):
     """`key` as a list of keys (a key, or a list or tuple of keys)."""
     return list(key) if isinstance(key, (list, tuple)) else [key]
+
+
+def first_of(value):
+    """The first array of `value` (an NDArray, or a list or tuple of per-device arrays)."""
+    return value[0] if isinstance(value, (list, tuple)) else value
 
 
 def has_row_sparse(value):
