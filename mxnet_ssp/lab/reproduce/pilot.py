@@ -1,5 +1,6 @@
 """The pilot that chooses the lab's task: its criteria C1-C4 (docs/lab.md, "The pilot for a task
-with power"), read from a pilot's runs.  Reads, changes nothing.
+with power") and C1' ("The second pilot: candidate C"), read from a pilot's runs.  Reads,
+changes nothing.
 
     python -m mxnet_ssp.lab.reproduce.pilot OUT/SCENARIO [--json FILE]
 
@@ -13,7 +14,8 @@ with power"), read from a pilot's runs.  Reads, changes nothing.
   by f of the budget (so T = L(0.8)), met if L(1) - L(0.5) >= 0.01 (the pooled median curve
   still gains between half and all of the budget) and T is at least 0.02 below the median of
   the finished runs' final accuracies (each run's last evaluation).  The first pilot's readings
-  (candidates A and B) were made without it; it is reported for them too.
+  (candidates A and B) were made without it; it is reported for them too.  Not met
+  when the pooled median run holds no level by half the budget.
 * **C2, staleness costs.**  Gradients to T: every worker's iterations done when the run first
   holds T (the train logs' times against worker 0's clock).  Met if the median of ``asp``'s
   runs or of ``ssp15``'s is at least 1.3 times ``bsp``'s.  A run that never holds T counts as

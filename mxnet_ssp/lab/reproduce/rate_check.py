@@ -1,6 +1,6 @@
 """A pilot's rate check: the lab's model trained on one process, no parameter server, at a few
-learning rates, its test accuracy read every few iterations (docs/lab.md, "The pilot for a task
-with power").  It tells a task that plateaus early from one still learning at the end of a
+learning rates, its test accuracy read every few iterations (docs/lab.md, "The second pilot:
+candidate C").  It tells a task that plateaus early from one still learning at the end of a
 run's iterations, and which rate a pilot should give its arms, before any cluster run.
 
     python -m mxnet_ssp.lab.reproduce.rate_check --dataset teacher --teacher-dim 16 \\

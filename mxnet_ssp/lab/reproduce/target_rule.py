@@ -11,7 +11,9 @@ budget is the shortest finished tuning run's last evaluation (as
 own median within the fraction) is computed beside it and reported, not used.
 
 Run: ``python -m mxnet_ssp.lab.reproduce.target_rule OUT/SCENARIO`` (the folder
-holding ``tuned_lr.json`` and ``runs/``); it reads the runs and changes nothing.
+holding ``tuned_lr.json`` and ``runs/``); it reads the runs and changes nothing.  On the lab's
+task C the rule reads at 80% of the budget from any level: ``--fraction 0.8 --lowest 0.005``
+(:data:`TASK_C`; docs/lab.md, "transient-4 on the lab's task C").
 """
 import argparse
 import glob
